@@ -1,0 +1,284 @@
+//! Every jute record the client protocol uses, in ZooKeeper's field order.
+//!
+//! A record is declared once with [`record!`]; the macro derives its encoder, its decoder and
+//! the smallest size it can have on the wire (which bounds vector counts while decoding).
+
+use bytes::{Bytes, BytesMut};
+
+use crate::codec::{DecodeError, Reader, Record, WriteExt};
+
+/// The smallest number of bytes one value of a type takes on the wire.
+pub trait MinSize {
+    const MIN_SIZE: usize;
+}
+
+/// Field codecs for the primitive jute types.
+mod field {
+    use super::*;
+    use bytes::BufMut;
+
+    pub trait Field: Sized + MinSize {
+        fn put(&self, out: &mut BytesMut);
+        fn get(r: &mut Reader) -> Result<Self, DecodeError>;
+    }
+
+    impl MinSize for i32 {
+        const MIN_SIZE: usize = 4;
+    }
+    impl Field for i32 {
+        fn put(&self, out: &mut BytesMut) {
+            out.put_i32(*self)
+        }
+        fn get(r: &mut Reader) -> Result<Self, DecodeError> {
+            r.read_i32()
+        }
+    }
+    impl MinSize for i64 {
+        const MIN_SIZE: usize = 8;
+    }
+    impl Field for i64 {
+        fn put(&self, out: &mut BytesMut) {
+            out.put_i64(*self)
+        }
+        fn get(r: &mut Reader) -> Result<Self, DecodeError> {
+            r.read_i64()
+        }
+    }
+    impl MinSize for bool {
+        const MIN_SIZE: usize = 1;
+    }
+    impl Field for bool {
+        fn put(&self, out: &mut BytesMut) {
+            out.put_bool_jute(*self)
+        }
+        fn get(r: &mut Reader) -> Result<Self, DecodeError> {
+            r.read_bool()
+        }
+    }
+    impl MinSize for String {
+        const MIN_SIZE: usize = 4;
+    }
+    impl Field for String {
+        fn put(&self, out: &mut BytesMut) {
+            out.put_ustring(self)
+        }
+        fn get(r: &mut Reader) -> Result<Self, DecodeError> {
+            r.read_ustring()
+        }
+    }
+    impl MinSize for Option<Bytes> {
+        const MIN_SIZE: usize = 4;
+    }
+    impl Field for Option<Bytes> {
+        fn put(&self, out: &mut BytesMut) {
+            out.put_buffer(self.as_deref())
+        }
+        fn get(r: &mut Reader) -> Result<Self, DecodeError> {
+            r.read_buffer()
+        }
+    }
+    impl<T: Field> MinSize for Vec<T> {
+        const MIN_SIZE: usize = 4;
+    }
+    impl<T: Field> Field for Vec<T> {
+        fn put(&self, out: &mut BytesMut) {
+            out.put_i32(self.len() as i32);
+            for v in self {
+                v.put(out);
+            }
+        }
+        fn get(r: &mut Reader) -> Result<Self, DecodeError> {
+            r.read_vec(T::MIN_SIZE, T::get)
+        }
+    }
+}
+
+pub use field::Field;
+
+/// Declares a jute record: the struct, its `Record` impl and its minimum wire size.
+macro_rules! record {
+    ($(#[$meta:meta])* $name:ident { $($(#[$fmeta:meta])* $field:ident : $ty:ty),* $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, PartialEq, Eq, Default)]
+        pub struct $name {
+            $($(#[$fmeta])* pub $field: $ty,)*
+        }
+
+        impl MinSize for $name {
+            const MIN_SIZE: usize = 0 $(+ <$ty as MinSize>::MIN_SIZE)*;
+        }
+
+        impl Field for $name {
+            fn put(&self, out: &mut BytesMut) {
+                $(Field::put(&self.$field, out);)*
+            }
+            #[allow(unused_variables)]
+            fn get(r: &mut Reader) -> Result<Self, DecodeError> {
+                Ok($name { $($field: <$ty as Field>::get(r)?,)* })
+            }
+        }
+
+        impl Record for $name {
+            fn encode(&self, out: &mut BytesMut) {
+                Field::put(self, out)
+            }
+            fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
+                <Self as Field>::get(r)
+            }
+        }
+    };
+}
+
+record!(
+    /// An ACL identity: scheme (`world`, `auth`, `digest`, `ip`, ...) and id.
+    Id { scheme: String, id: String }
+);
+record!(
+    /// An ACL entry: permission bits and identity.
+    Acl { perms: i32, id: Id }
+);
+record!(
+    /// A znode's metadata as clients see it.
+    Stat {
+        czxid: i64,
+        mzxid: i64,
+        ctime: i64,
+        mtime: i64,
+        version: i32,
+        cversion: i32,
+        aversion: i32,
+        ephemeral_owner: i64,
+        data_length: i32,
+        num_children: i32,
+        pzxid: i64,
+    }
+);
+record!(RequestHeader { xid: i32, op: i32 });
+record!(ReplyHeader { xid: i32, zxid: i64, err: i32 });
+record!(
+    /// Precedes each op in a multi request and each result in a multi response.
+    MultiHeader { op: i32, done: bool, err: i32 }
+);
+record!(AuthPacket { auth_type: i32, scheme: String, auth: Option<Bytes> });
+record!(GetDataRequest { path: String, watch: bool });
+record!(SetDataRequest { path: String, data: Option<Bytes>, version: i32 });
+record!(ReconfigRequest {
+    joining_servers: String,
+    leaving_servers: String,
+    new_members: String,
+    cur_config_id: i64,
+});
+record!(SetDataResponse { stat: Stat });
+record!(CreateRequest { path: String, data: Option<Bytes>, acl: Vec<Acl>, flags: i32 });
+record!(CreateTtlRequest { path: String, data: Option<Bytes>, acl: Vec<Acl>, flags: i32, ttl: i64 });
+record!(DeleteRequest { path: String, version: i32 });
+record!(GetChildrenRequest { path: String, watch: bool });
+record!(GetAllChildrenNumberRequest { path: String });
+record!(CheckVersionRequest { path: String, version: i32 });
+record!(SyncRequest { path: String });
+record!(SyncResponse { path: String });
+record!(GetAclRequest { path: String });
+record!(SetAclRequest { path: String, acl: Vec<Acl>, version: i32 });
+record!(SetAclResponse { stat: Stat });
+record!(AddWatchRequest { path: String, mode: i32 });
+record!(
+    /// The body of a watch notification (xid -1).
+    WatcherEvent { event_type: i32, state: i32, path: String }
+);
+record!(ErrorResponse { err: i32 });
+record!(CreateResponse { path: String });
+record!(Create2Response { path: String, stat: Stat });
+record!(ExistsRequest { path: String, watch: bool });
+record!(ExistsResponse { stat: Stat });
+record!(GetDataResponse { data: Option<Bytes>, stat: Stat });
+record!(GetChildrenResponse { children: Vec<String> });
+record!(GetAllChildrenNumberResponse { total_number: i32 });
+record!(GetChildren2Response { children: Vec<String>, stat: Stat });
+record!(GetAclResponse { acl: Vec<Acl>, stat: Stat });
+record!(CheckWatchesRequest { path: String, watcher_type: i32 });
+record!(RemoveWatchesRequest { path: String, watcher_type: i32 });
+record!(GetEphemeralsRequest { prefix_path: String });
+record!(GetEphemeralsResponse { ephemerals: Vec<String> });
+record!(SetWatches {
+    relative_zxid: i64,
+    data_watches: Vec<String>,
+    exist_watches: Vec<String>,
+    child_watches: Vec<String>,
+});
+record!(SetWatches2 {
+    relative_zxid: i64,
+    data_watches: Vec<String>,
+    exist_watches: Vec<String>,
+    child_watches: Vec<String>,
+    persistent_watches: Vec<String>,
+    persistent_recursive_watches: Vec<String>,
+});
+record!(ClientInfo { auth_scheme: String, user: String });
+record!(WhoAmIResponse { client_info: Vec<ClientInfo> });
+
+/// ACL permission bits (`ZooDefs.Perms`).
+pub mod perms {
+    pub const READ: i32 = 1;
+    pub const WRITE: i32 = 2;
+    pub const CREATE: i32 = 4;
+    pub const DELETE: i32 = 8;
+    pub const ADMIN: i32 = 16;
+    pub const ALL: i32 = READ | WRITE | CREATE | DELETE | ADMIN;
+}
+
+impl Acl {
+    /// `world:anyone` with every permission (`ZooDefs.Ids.OPEN_ACL_UNSAFE`).
+    pub fn open_unsafe() -> Acl {
+        Acl {
+            perms: perms::ALL,
+            id: Id {
+                scheme: "world".into(),
+                id: "anyone".into(),
+            },
+        }
+    }
+
+    /// `world:anyone` read-only (`ZooDefs.Ids.READ_ACL_UNSAFE`).
+    pub fn read_unsafe() -> Acl {
+        Acl {
+            perms: perms::READ,
+            id: Id {
+                scheme: "world".into(),
+                id: "anyone".into(),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_is_68_bytes() {
+        assert_eq!(Stat::MIN_SIZE, 68);
+        assert_eq!(Stat::default().to_bytes().len(), 68);
+    }
+
+    #[test]
+    fn create_request_layout() {
+        let req = CreateRequest {
+            path: "/a".into(),
+            data: Some(Bytes::from_static(b"x")),
+            acl: vec![Acl::open_unsafe()],
+            flags: 3,
+        };
+        let bytes = req.to_bytes();
+        let expected: &[u8] = &[
+            0, 0, 0, 2, b'/', b'a', // path
+            0, 0, 0, 1, b'x', // data
+            0, 0, 0, 1, // one acl
+            0, 0, 0, 31, // perms
+            0, 0, 0, 5, b'w', b'o', b'r', b'l', b'd', // scheme
+            0, 0, 0, 6, b'a', b'n', b'y', b'o', b'n', b'e', // id
+            0, 0, 0, 3, // flags
+        ];
+        assert_eq!(&bytes[..], expected);
+        assert_eq!(CreateRequest::from_bytes(bytes).unwrap(), req);
+    }
+}
