@@ -244,7 +244,10 @@ mod tests {
     #[test]
     fn hostile_lengths_are_errors() {
         let mut r = Reader::new(Bytes::from_static(&[0x7f, 0xff, 0xff, 0xff, 1, 2]));
-        assert!(matches!(r.read_buffer(), Err(DecodeError::Truncated { .. })));
+        assert!(matches!(
+            r.read_buffer(),
+            Err(DecodeError::Truncated { .. })
+        ));
         let mut r = Reader::new(Bytes::from_static(&[0xff, 0xff, 0xff, 0xfe]));
         assert_eq!(r.read_buffer(), Err(DecodeError::InvalidLength(-2)));
         let mut r = Reader::new(Bytes::from_static(&[0x10, 0, 0, 0, 0, 0, 0, 0]));

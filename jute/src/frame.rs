@@ -102,6 +102,9 @@ mod tests {
             LengthPrefix::classify(*b"ruok"),
             LengthPrefix::FourLetterWord(*b"ruok")
         );
-        assert_eq!(LengthPrefix::classify([0, 0, 0, 45]), LengthPrefix::Frame(45));
+        assert_eq!(
+            LengthPrefix::classify([0, 0, 0, 45]),
+            LengthPrefix::Frame(45)
+        );
     }
 }

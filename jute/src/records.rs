@@ -154,13 +154,20 @@ record!(
     }
 );
 record!(RequestHeader { xid: i32, op: i32 });
-record!(ReplyHeader { xid: i32, zxid: i64, err: i32 });
+record!(ReplyHeader {
+    xid: i32,
+    zxid: i64,
+    err: i32
+});
 record!(
     /// Precedes each op in a multi request and each result in a multi response.
     MultiHeader { op: i32, done: bool, err: i32 }
 );
 record!(AuthPacket { auth_type: i32, scheme: String, auth: Option<Bytes> });
-record!(GetDataRequest { path: String, watch: bool });
+record!(GetDataRequest {
+    path: String,
+    watch: bool
+});
 record!(SetDataRequest { path: String, data: Option<Bytes>, version: i32 });
 record!(ReconfigRequest {
     joining_servers: String,
@@ -171,33 +178,59 @@ record!(ReconfigRequest {
 record!(SetDataResponse { stat: Stat });
 record!(CreateRequest { path: String, data: Option<Bytes>, acl: Vec<Acl>, flags: i32 });
 record!(CreateTtlRequest { path: String, data: Option<Bytes>, acl: Vec<Acl>, flags: i32, ttl: i64 });
-record!(DeleteRequest { path: String, version: i32 });
-record!(GetChildrenRequest { path: String, watch: bool });
+record!(DeleteRequest {
+    path: String,
+    version: i32
+});
+record!(GetChildrenRequest {
+    path: String,
+    watch: bool
+});
 record!(GetAllChildrenNumberRequest { path: String });
-record!(CheckVersionRequest { path: String, version: i32 });
+record!(CheckVersionRequest {
+    path: String,
+    version: i32
+});
 record!(SyncRequest { path: String });
 record!(SyncResponse { path: String });
 record!(GetAclRequest { path: String });
 record!(SetAclRequest { path: String, acl: Vec<Acl>, version: i32 });
 record!(SetAclResponse { stat: Stat });
-record!(AddWatchRequest { path: String, mode: i32 });
+record!(AddWatchRequest {
+    path: String,
+    mode: i32
+});
 record!(
     /// The body of a watch notification (xid -1).
     WatcherEvent { event_type: i32, state: i32, path: String }
 );
 record!(ErrorResponse { err: i32 });
 record!(CreateResponse { path: String });
-record!(Create2Response { path: String, stat: Stat });
-record!(ExistsRequest { path: String, watch: bool });
+record!(Create2Response {
+    path: String,
+    stat: Stat
+});
+record!(ExistsRequest {
+    path: String,
+    watch: bool
+});
 record!(ExistsResponse { stat: Stat });
 record!(GetDataResponse { data: Option<Bytes>, stat: Stat });
 record!(GetChildrenResponse { children: Vec<String> });
 record!(GetAllChildrenNumberResponse { total_number: i32 });
 record!(GetChildren2Response { children: Vec<String>, stat: Stat });
 record!(GetAclResponse { acl: Vec<Acl>, stat: Stat });
-record!(CheckWatchesRequest { path: String, watcher_type: i32 });
-record!(RemoveWatchesRequest { path: String, watcher_type: i32 });
-record!(GetEphemeralsRequest { prefix_path: String });
+record!(CheckWatchesRequest {
+    path: String,
+    watcher_type: i32
+});
+record!(RemoveWatchesRequest {
+    path: String,
+    watcher_type: i32
+});
+record!(GetEphemeralsRequest {
+    prefix_path: String
+});
 record!(GetEphemeralsResponse { ephemerals: Vec<String> });
 record!(SetWatches {
     relative_zxid: i64,
@@ -213,7 +246,10 @@ record!(SetWatches2 {
     persistent_watches: Vec<String>,
     persistent_recursive_watches: Vec<String>,
 });
-record!(ClientInfo { auth_scheme: String, user: String });
+record!(ClientInfo {
+    auth_scheme: String,
+    user: String
+});
 record!(WhoAmIResponse { client_info: Vec<ClientInfo> });
 
 /// ACL permission bits (`ZooDefs.Perms`).

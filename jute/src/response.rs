@@ -132,9 +132,7 @@ impl Response {
                 let c = Create2Response::decode(r)?;
                 Response::Create2(c.path, c.stat)
             }
-            OpCode::Exists | OpCode::SetData | OpCode::SetAcl => {
-                Response::Stat(Stat::decode(r)?)
-            }
+            OpCode::Exists | OpCode::SetData | OpCode::SetAcl => Response::Stat(Stat::decode(r)?),
             OpCode::GetData => {
                 let g = GetDataResponse::decode(r)?;
                 Response::GetData(g.data, g.stat)

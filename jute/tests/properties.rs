@@ -70,7 +70,10 @@ fn id() -> impl Strategy<Value = Id> {
 }
 
 fn acls() -> impl Strategy<Value = Vec<Acl>> {
-    proptest::collection::vec((any::<i32>(), id()).prop_map(|(perms, id)| Acl { perms, id }), 0..4)
+    proptest::collection::vec(
+        (any::<i32>(), id()).prop_map(|(perms, id)| Acl { perms, id }),
+        0..4,
+    )
 }
 
 prop_compose! {
@@ -103,9 +106,15 @@ fn multi_op() -> impl Strategy<Value = MultiOp> {
             flags: c.flags,
             ttl
         })),
-        (ustring(), any::<i32>()).prop_map(|(path, version)| MultiOp::Delete(DeleteRequest { path, version })),
-        (ustring(), buffer(), any::<i32>())
-            .prop_map(|(path, data, version)| MultiOp::SetData(SetDataRequest { path, data, version })),
+        (ustring(), any::<i32>())
+            .prop_map(|(path, version)| MultiOp::Delete(DeleteRequest { path, version })),
+        (ustring(), buffer(), any::<i32>()).prop_map(|(path, data, version)| MultiOp::SetData(
+            SetDataRequest {
+                path,
+                data,
+                version
+            }
+        )),
         (ustring(), any::<i32>())
             .prop_map(|(path, version)| MultiOp::Check(CheckVersionRequest { path, version })),
         ustring().prop_map(|path| MultiOp::GetChildren(GetChildrenRequest { path, watch: false })),
@@ -126,16 +135,29 @@ fn request() -> impl Strategy<Value = Request> {
             flags: c.flags,
             ttl
         })),
-        (ustring(), any::<i32>()).prop_map(|(path, version)| Request::Delete(DeleteRequest { path, version })),
-        path_watch.clone().prop_map(|(path, watch)| Request::Exists(ExistsRequest { path, watch })),
-        path_watch.clone().prop_map(|(path, watch)| Request::GetData(GetDataRequest { path, watch })),
-        (ustring(), buffer(), any::<i32>())
-            .prop_map(|(path, data, version)| Request::SetData(SetDataRequest { path, data, version })),
+        (ustring(), any::<i32>())
+            .prop_map(|(path, version)| Request::Delete(DeleteRequest { path, version })),
+        path_watch
+            .clone()
+            .prop_map(|(path, watch)| Request::Exists(ExistsRequest { path, watch })),
+        path_watch
+            .clone()
+            .prop_map(|(path, watch)| Request::GetData(GetDataRequest { path, watch })),
+        (ustring(), buffer(), any::<i32>()).prop_map(|(path, data, version)| Request::SetData(
+            SetDataRequest {
+                path,
+                data,
+                version
+            }
+        )),
         ustring().prop_map(|path| Request::GetAcl(GetAclRequest { path })),
         (ustring(), acls(), any::<i32>())
             .prop_map(|(path, acl, version)| Request::SetAcl(SetAclRequest { path, acl, version })),
-        path_watch.clone().prop_map(|(path, watch)| Request::GetChildren(GetChildrenRequest { path, watch })),
-        path_watch.prop_map(|(path, watch)| Request::GetChildren2(GetChildrenRequest { path, watch })),
+        path_watch
+            .clone()
+            .prop_map(|(path, watch)| Request::GetChildren(GetChildrenRequest { path, watch })),
+        path_watch
+            .prop_map(|(path, watch)| Request::GetChildren2(GetChildrenRequest { path, watch })),
         ustring().prop_map(|path| Request::Sync(SyncRequest { path })),
         Just(Request::Ping),
         (ustring(), any::<i32>())
@@ -143,7 +165,12 @@ fn request() -> impl Strategy<Value = Request> {
         proptest::collection::vec(multi_op(), 0..5).prop_map(Request::Multi),
         proptest::collection::vec(multi_op(), 0..5).prop_map(Request::MultiRead),
         (ustring(), ustring(), ustring(), any::<i64>()).prop_map(|(a, b, c, d)| Request::Reconfig(
-            ReconfigRequest { joining_servers: a, leaving_servers: b, new_members: c, cur_config_id: d }
+            ReconfigRequest {
+                joining_servers: a,
+                leaving_servers: b,
+                new_members: c,
+                cur_config_id: d
+            }
         )),
         (ustring(), any::<i32>()).prop_map(|(path, watcher_type)| Request::CheckWatches(
             CheckWatchesRequest { path, watcher_type }
@@ -151,24 +178,43 @@ fn request() -> impl Strategy<Value = Request> {
         (ustring(), any::<i32>()).prop_map(|(path, watcher_type)| Request::RemoveWatches(
             RemoveWatchesRequest { path, watcher_type }
         )),
-        (any::<i32>(), ustring(), buffer())
-            .prop_map(|(auth_type, scheme, auth)| Request::Auth(AuthPacket { auth_type, scheme, auth })),
-        (any::<i64>(), strings(), strings(), strings()).prop_map(|(z, d, e, c)| Request::SetWatches(
-            SetWatches { relative_zxid: z, data_watches: d, exist_watches: e, child_watches: c }
+        (any::<i32>(), ustring(), buffer()).prop_map(|(auth_type, scheme, auth)| Request::Auth(
+            AuthPacket {
+                auth_type,
+                scheme,
+                auth
+            }
         )),
-        (any::<i64>(), strings(), strings(), strings(), strings(), strings()).prop_map(
-            |(z, d, e, c, p, r)| Request::SetWatches2(SetWatches2 {
+        (any::<i64>(), strings(), strings(), strings()).prop_map(|(z, d, e, c)| {
+            Request::SetWatches(SetWatches {
+                relative_zxid: z,
+                data_watches: d,
+                exist_watches: e,
+                child_watches: c,
+            })
+        }),
+        (
+            any::<i64>(),
+            strings(),
+            strings(),
+            strings(),
+            strings(),
+            strings()
+        )
+            .prop_map(|(z, d, e, c, p, r)| Request::SetWatches2(SetWatches2 {
                 relative_zxid: z,
                 data_watches: d,
                 exist_watches: e,
                 child_watches: c,
                 persistent_watches: p,
                 persistent_recursive_watches: r
-            })
-        ),
-        ustring().prop_map(|prefix_path| Request::GetEphemerals(GetEphemeralsRequest { prefix_path })),
-        ustring().prop_map(|path| Request::GetAllChildrenNumber(GetAllChildrenNumberRequest { path })),
-        (ustring(), any::<i32>()).prop_map(|(path, mode)| Request::AddWatch(AddWatchRequest { path, mode })),
+            })),
+        ustring()
+            .prop_map(|prefix_path| Request::GetEphemerals(GetEphemeralsRequest { prefix_path })),
+        ustring()
+            .prop_map(|path| Request::GetAllChildrenNumber(GetAllChildrenNumberRequest { path })),
+        (ustring(), any::<i32>())
+            .prop_map(|(path, mode)| Request::AddWatch(AddWatchRequest { path, mode })),
         Just(Request::WhoAmI),
         Just(Request::CloseSession),
     ]
@@ -199,12 +245,17 @@ fn response() -> impl Strategy<Value = (OpCode, Response)> {
         (strings(), stat()).prop_map(|(c, s)| (OpCode::GetChildren2, Response::GetChildren2(c, s))),
         (acls(), stat()).prop_map(|(a, s)| (OpCode::GetAcl, Response::GetAcl(a, s))),
         ustring().prop_map(|p| (OpCode::Sync, Response::Sync(p))),
-        proptest::collection::vec(multi_result(), 0..5).prop_map(|r| (OpCode::Multi, Response::Multi(r))),
+        proptest::collection::vec(multi_result(), 0..5)
+            .prop_map(|r| (OpCode::Multi, Response::Multi(r))),
         any::<i32>().prop_map(|n| (OpCode::GetAllChildrenNumber, Response::AllChildrenNumber(n))),
         strings().prop_map(|e| (OpCode::GetEphemerals, Response::Ephemerals(e))),
         proptest::collection::vec((ustring(), ustring()), 0..3).prop_map(|v| (
             OpCode::WhoAmI,
-            Response::WhoAmI(v.into_iter().map(|(auth_scheme, user)| ClientInfo { auth_scheme, user }).collect())
+            Response::WhoAmI(
+                v.into_iter()
+                    .map(|(auth_scheme, user)| ClientInfo { auth_scheme, user })
+                    .collect()
+            )
         )),
     ]
 }
@@ -305,7 +356,12 @@ proptest! {
 fn hostile_counts_allocate_nothing_large() {
     // A multi whose create op claims 2^31-1 ACLs in a 40-byte frame.
     let mut body = BytesMut::new();
-    MultiHeader { op: 1, done: false, err: -1 }.encode(&mut body);
+    MultiHeader {
+        op: 1,
+        done: false,
+        err: -1,
+    }
+    .encode(&mut body);
     WriteExt::put_ustring(&mut body, "/a");
     WriteExt::put_buffer(&mut body, None);
     bytes::BufMut::put_i32(&mut body, i32::MAX);

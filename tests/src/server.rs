@@ -1,0 +1,359 @@
+//! Launching, pausing, killing and restarting test servers.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Which implementation a [`TestServer`] runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServerKind {
+    /// Our server, the `zooraft` binary of this workspace.
+    Zooraft,
+    /// Apache ZooKeeper 3.8 from Debian's `zookeeper` package (`/usr/share/java/zookeeper.jar`).
+    Apache,
+}
+
+impl ServerKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            ServerKind::Zooraft => "zooraft",
+            ServerKind::Apache => "zookeeper",
+        }
+    }
+
+    /// Both kinds, for tests that run the same scenario against each.
+    pub fn both() -> [ServerKind; 2] {
+        [ServerKind::Apache, ServerKind::Zooraft]
+    }
+}
+
+/// How long a server may take to start serving.
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Where Debian installs ZooKeeper's jar (its manifest names every dependency).
+const ZOOKEEPER_JAR: &str = "/usr/share/java/zookeeper.jar";
+
+/// A free TCP port on 127.0.0.1 (bound, then released for the server to take).
+pub fn free_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port on loopback");
+    listener.local_addr().expect("local address").port()
+}
+
+/// The `zooraft` binary built by this workspace: `$ZOORAFT_BIN`, or the `zooraft` next to
+/// the running test executable's `deps/` directory (same profile, same target directory).
+pub fn zooraft_binary() -> PathBuf {
+    if let Ok(p) = std::env::var("ZOORAFT_BIN") {
+        return PathBuf::from(p);
+    }
+    let exe = std::env::current_exe().expect("current test executable");
+    let mut dir = exe
+        .parent()
+        .expect("test executable directory")
+        .to_path_buf();
+    if dir.ends_with("deps") {
+        dir.pop();
+    }
+    let bin = dir.join("zooraft");
+    assert!(
+        bin.exists(),
+        "{} not found: build it first with `cargo build -p zooraft` (or set ZOORAFT_BIN)",
+        bin.display()
+    );
+    bin
+}
+
+/// Sends a four-letter word and returns the whole answer (the server closes after it).
+pub fn four_letter_word(addr: SocketAddr, word: &str) -> std::io::Result<String> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    s.write_all(word.as_bytes())?;
+    let mut out = String::new();
+    s.read_to_string(&mut out)?;
+    Ok(out)
+}
+
+/// Options for a server to start; see [`TestServer::builder`].
+#[derive(Debug, Clone)]
+pub struct TestServerBuilder {
+    kind: ServerKind,
+    tick_time_ms: u32,
+    extra_config: Vec<(String, String)>,
+    extra_args: Vec<String>,
+    jvm_properties: Vec<(String, String)>,
+}
+
+impl TestServerBuilder {
+    /// ZooKeeper's tickTime (session timeouts are clamped to [2, 20] ticks by default).
+    pub fn tick_time_ms(mut self, ms: u32) -> Self {
+        self.tick_time_ms = ms;
+        self
+    }
+
+    /// An extra `key=value` line in the generated zoo.cfg (both kinds read zoo.cfg).
+    pub fn config(mut self, key: &str, value: &str) -> Self {
+        self.extra_config.push((key.into(), value.into()));
+        self
+    }
+
+    /// An extra command-line argument (zooraft only).
+    pub fn arg(mut self, arg: &str) -> Self {
+        self.extra_args.push(arg.into());
+        self
+    }
+
+    /// A Java system property (Apache ZooKeeper only), e.g. `znode.container.checkIntervalMs`.
+    pub fn jvm_property(mut self, key: &str, value: &str) -> Self {
+        self.jvm_properties.push((key.into(), value.into()));
+        self
+    }
+
+    /// Starts the server and waits until it serves (`srvr` reports a Mode).
+    pub fn start(self) -> TestServer {
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("{}-test-", self.kind.name()))
+            .tempdir()
+            .expect("temporary directory");
+        let port = free_port();
+        let mut server = TestServer {
+            builder: self,
+            dir,
+            port,
+            child: None,
+        };
+        server.launch();
+        server
+    }
+}
+
+/// A running server process with its own data directory, stopped when dropped.
+pub struct TestServer {
+    builder: TestServerBuilder,
+    dir: tempfile::TempDir,
+    port: u16,
+    child: Option<Child>,
+}
+
+impl TestServer {
+    /// Starts a server of `kind` with default options.
+    pub fn start(kind: ServerKind) -> TestServer {
+        TestServer::builder(kind).start()
+    }
+
+    pub fn builder(kind: ServerKind) -> TestServerBuilder {
+        TestServerBuilder {
+            kind,
+            tick_time_ms: 2000,
+            extra_config: Vec::new(),
+            extra_args: Vec::new(),
+            jvm_properties: Vec::new(),
+        }
+    }
+
+    pub fn kind(&self) -> ServerKind {
+        self.builder.kind
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.port))
+    }
+
+    /// `127.0.0.1:<port>`, the connect string clients take.
+    pub fn connect_string(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// The server's data directory.
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    /// The file the server's stdout and stderr go to.
+    pub fn log_path(&self) -> PathBuf {
+        self.dir.path().join("server.log")
+    }
+
+    /// The OS process id, while running.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(|c| c.id())
+    }
+
+    /// Sends a four-letter word to the server.
+    pub fn four_letter_word(&self, word: &str) -> std::io::Result<String> {
+        four_letter_word(self.addr(), word)
+    }
+
+    fn write_config(&self) -> PathBuf {
+        let data = self.data_dir();
+        std::fs::create_dir_all(&data).expect("create data dir");
+        let mut cfg = format!(
+            "tickTime={}\ndataDir={}\nclientPort={}\nclientPortAddress=127.0.0.1\n",
+            self.builder.tick_time_ms,
+            data.display(),
+            self.port
+        );
+        if self.builder.kind == ServerKind::Apache {
+            cfg.push_str("admin.enableServer=false\nmaxClientCnxns=0\n4lw.commands.whitelist=*\n");
+        }
+        for (k, v) in &self.builder.extra_config {
+            cfg.push_str(&format!("{k}={v}\n"));
+        }
+        let path = self.dir.path().join("zoo.cfg");
+        std::fs::write(&path, cfg).expect("write zoo.cfg");
+        path
+    }
+
+    fn launch(&mut self) {
+        let cfg = self.write_config();
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.log_path())
+            .expect("open server log");
+        let log_err = log.try_clone().expect("clone log handle");
+        let mut cmd = match self.builder.kind {
+            ServerKind::Zooraft => {
+                let mut c = Command::new(zooraft_binary());
+                c.arg("--config").arg(&cfg).args(&self.builder.extra_args);
+                c.env(
+                    "RUST_LOG",
+                    std::env::var("ZOORAFT_TEST_LOG").unwrap_or_else(|_| "info".into()),
+                );
+                c
+            }
+            ServerKind::Apache => {
+                assert!(
+                    Path::new(ZOOKEEPER_JAR).exists(),
+                    "{ZOOKEEPER_JAR} is missing: install Debian's `zookeeper` package"
+                );
+                let mut c = Command::new("java");
+                c.arg("-Xmx512m")
+                    .arg("-XX:+UseSerialGC")
+                    .arg("-Xshare:auto");
+                c.arg("-Dzookeeper.admin.enableServer=false");
+                for (k, v) in &self.builder.jvm_properties {
+                    c.arg(format!("-D{k}={v}"));
+                }
+                c.arg("-cp")
+                    .arg(format!("{ZOOKEEPER_JAR}:/usr/share/java/slf4j-simple.jar"))
+                    .arg("org.apache.zookeeper.server.ZooKeeperServerMain")
+                    .arg(&cfg);
+                c
+            }
+        };
+        cmd.stdin(Stdio::null()).stdout(log).stderr(log_err);
+        let child = cmd.spawn().expect("spawn server process");
+        self.child = Some(child);
+        self.wait_ready();
+    }
+
+    fn wait_ready(&mut self) {
+        let deadline = Instant::now() + START_TIMEOUT;
+        loop {
+            // `ruok` answers `imok` before ZooKeeper serves; `srvr` names a Mode only once it does.
+            if let Ok(answer) = self.four_letter_word("srvr") {
+                if answer.contains("Mode: ") {
+                    return;
+                }
+            }
+            if let Some(child) = self.child.as_mut() {
+                if let Ok(Some(status)) = child.try_wait() {
+                    panic!(
+                        "{} exited during start-up ({status}); log:\n{}",
+                        self.builder.kind.name(),
+                        self.log_tail()
+                    );
+                }
+            }
+            if Instant::now() > deadline {
+                panic!(
+                    "{} did not start serving on port {} within {:?}; log:\n{}",
+                    self.builder.kind.name(),
+                    self.port,
+                    START_TIMEOUT,
+                    self.log_tail()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The last 60 lines of the server's log.
+    pub fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(self.log_path()).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(60)..].join("\n")
+    }
+
+    fn signal(&self, sig: libc::c_int) {
+        if let Some(pid) = self.pid() {
+            // SAFETY: kill(2) on a child process id we own; no memory is touched.
+            unsafe {
+                libc::kill(pid as libc::pid_t, sig);
+            }
+        }
+    }
+
+    /// SIGSTOP: the process freezes (a long GC pause, as far as clients can tell).
+    pub fn pause(&self) {
+        self.signal(libc::SIGSTOP);
+    }
+
+    /// SIGCONT after [`pause`](Self::pause).
+    pub fn resume(&self) {
+        self.signal(libc::SIGCONT);
+    }
+
+    /// `kill -9`, then reap the process. The data directory stays for a restart.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// SIGTERM and wait (at most 20 s, then SIGKILL) for a graceful exit; returns whether
+    /// the process exited by itself.
+    pub fn stop(&mut self) -> bool {
+        self.signal(libc::SIGCONT);
+        self.signal(libc::SIGTERM);
+        let Some(mut child) = self.child.take() else {
+            return true;
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = child.try_wait() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        false
+    }
+
+    /// Starts the server again on the same port and data directory (after `kill` or `stop`).
+    pub fn restart(&mut self) {
+        self.kill();
+        self.launch();
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            // SIGCONT first, in case a test paused it and then failed.
+            // SAFETY: signal to our own child process.
+            unsafe {
+                libc::kill(child.id() as libc::pid_t, libc::SIGCONT);
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
