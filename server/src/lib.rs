@@ -12,3 +12,5 @@ pub mod state;
 pub mod txn;
 pub mod outbox;
 pub mod watch;
+pub mod storage;
+pub mod snapshot;

@@ -750,6 +750,19 @@ impl DataTree {
     pub fn new_children() -> FastSet<Box<str>> {
         FastSet::default()
     }
+
+    /// Adds a loaded node to its parent's children; false if the parent is missing.
+    pub fn link_child(&mut self, path_in: &str) -> bool {
+        let parent = path::parent_of(path_in);
+        let name = path::child_name(path_in);
+        match self.nodes.get_mut(parent) {
+            Some(p) => {
+                p.children.insert(name.into());
+                true
+            }
+            None => false,
+        }
+    }
 }
 
 /// `/`, `/zookeeper`, `/zookeeper/quota`, `/zookeeper/config` cannot be deleted.
