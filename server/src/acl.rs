@@ -15,7 +15,10 @@ use sha1::{Digest, Sha1};
 pub fn generate_digest(user_password: &str) -> String {
     let user = user_password.split(':').next().unwrap_or_default();
     let hash = Sha1::digest(user_password.as_bytes());
-    format!("{user}:{}", base64::engine::general_purpose::STANDARD.encode(hash))
+    format!(
+        "{user}:{}",
+        base64::engine::general_purpose::STANDARD.encode(hash)
+    )
 }
 
 /// The auth id ZooKeeper gives every connection: its client address.
@@ -247,42 +250,121 @@ mod tests {
     #[test]
     fn fixup_rules() {
         let open = Acl::open_unsafe();
-        assert_eq!(fixup(&[], &[open.clone(), open.clone()]).unwrap(), vec![open.clone()]);
+        assert_eq!(
+            fixup(&[], &[open.clone(), open.clone()]).unwrap(),
+            vec![open.clone()]
+        );
         assert_eq!(fixup(&[], &[]), Err(ErrorCode::InvalidAcl));
-        let auth_acl = Acl { perms: perms::ALL, id: id("auth", "") };
-        assert_eq!(fixup(&[id("ip", "127.0.0.1")], &[auth_acl.clone()]), Err(ErrorCode::InvalidAcl));
+        let auth_acl = Acl {
+            perms: perms::ALL,
+            id: id("auth", ""),
+        };
+        assert_eq!(
+            fixup(&[id("ip", "127.0.0.1")], std::slice::from_ref(&auth_acl)),
+            Err(ErrorCode::InvalidAcl)
+        );
         let user = id("digest", "u:hash");
         assert_eq!(
             fixup(&[id("ip", "127.0.0.1"), user.clone()], &[auth_acl]).unwrap(),
-            vec![Acl { perms: perms::ALL, id: user }]
+            vec![Acl {
+                perms: perms::ALL,
+                id: user
+            }]
         );
-        assert!(fixup(&[], &[Acl { perms: 1, id: id("ip", "10.0.0.0/8") }]).is_ok());
-        assert_eq!(fixup(&[], &[Acl { perms: 1, id: id("ip", "10.0.0.0/33") }]), Err(ErrorCode::InvalidAcl));
-        assert_eq!(fixup(&[], &[Acl { perms: 1, id: id("digest", "nocolon") }]), Err(ErrorCode::InvalidAcl));
-        assert_eq!(fixup(&[], &[Acl { perms: 1, id: id("world", "someone") }]), Err(ErrorCode::InvalidAcl));
-        assert_eq!(fixup(&[], &[Acl { perms: 1, id: id("sasl", "x") }]), Err(ErrorCode::InvalidAcl));
+        assert!(fixup(
+            &[],
+            &[Acl {
+                perms: 1,
+                id: id("ip", "10.0.0.0/8")
+            }]
+        )
+        .is_ok());
+        assert_eq!(
+            fixup(
+                &[],
+                &[Acl {
+                    perms: 1,
+                    id: id("ip", "10.0.0.0/33")
+                }]
+            ),
+            Err(ErrorCode::InvalidAcl)
+        );
+        assert_eq!(
+            fixup(
+                &[],
+                &[Acl {
+                    perms: 1,
+                    id: id("digest", "nocolon")
+                }]
+            ),
+            Err(ErrorCode::InvalidAcl)
+        );
+        assert_eq!(
+            fixup(
+                &[],
+                &[Acl {
+                    perms: 1,
+                    id: id("world", "someone")
+                }]
+            ),
+            Err(ErrorCode::InvalidAcl)
+        );
+        assert_eq!(
+            fixup(
+                &[],
+                &[Acl {
+                    perms: 1,
+                    id: id("sasl", "x")
+                }]
+            ),
+            Err(ErrorCode::InvalidAcl)
+        );
     }
 
     #[test]
     fn check_rules() {
         let acl = vec![
-            Acl { perms: perms::READ, id: id("ip", "10.0.0.0/8") },
-            Acl { perms: perms::ALL, id: id("digest", "u:h") },
+            Acl {
+                perms: perms::READ,
+                id: id("ip", "10.0.0.0/8"),
+            },
+            Acl {
+                perms: perms::ALL,
+                id: id("digest", "u:h"),
+            },
         ];
         assert!(check(&acl, perms::READ, &[id("ip", "10.1.2.3")]).is_ok());
-        assert_eq!(check(&acl, perms::WRITE, &[id("ip", "10.1.2.3")]), Err(ErrorCode::NoAuth));
-        assert_eq!(check(&acl, perms::READ, &[id("ip", "11.1.2.3")]), Err(ErrorCode::NoAuth));
+        assert_eq!(
+            check(&acl, perms::WRITE, &[id("ip", "10.1.2.3")]),
+            Err(ErrorCode::NoAuth)
+        );
+        assert_eq!(
+            check(&acl, perms::READ, &[id("ip", "11.1.2.3")]),
+            Err(ErrorCode::NoAuth)
+        );
         assert!(check(&acl, perms::WRITE, &[id("digest", "u:h")]).is_ok());
         assert!(check(&acl, perms::WRITE, &[super_id()]).is_ok());
         assert!(check(&[Acl::open_unsafe()], perms::ADMIN, &[]).is_ok());
         assert!(check(&[Acl::read_unsafe()], perms::READ | perms::ADMIN, &[]).is_ok());
-        assert_eq!(check(&[Acl::read_unsafe()], perms::WRITE, &[]), Err(ErrorCode::NoAuth));
+        assert_eq!(
+            check(&[Acl::read_unsafe()], perms::WRITE, &[]),
+            Err(ErrorCode::NoAuth)
+        );
     }
 
     #[test]
     fn super_user_is_recognised() {
-        let ids = authenticate("digest", b"super:test", "127.0.0.1".parse().unwrap(), Some("super:D/InIHSb7yEEbrWz8b9l71RjZJU=")).unwrap();
+        let ids = authenticate(
+            "digest",
+            b"super:test",
+            "127.0.0.1".parse().unwrap(),
+            Some("super:D/InIHSb7yEEbrWz8b9l71RjZJU="),
+        )
+        .unwrap();
         assert_eq!(ids[0], super_id());
-        assert_eq!(authenticate("bogus", b"", "127.0.0.1".parse().unwrap(), None), Err(ErrorCode::AuthFailed));
+        assert_eq!(
+            authenticate("bogus", b"", "127.0.0.1".parse().unwrap(), None),
+            Err(ErrorCode::AuthFailed)
+        );
     }
 }

@@ -6,11 +6,25 @@
 //!   state machine, and the replicated command format that drives it.
 
 pub mod acl;
-pub mod path;
-pub mod tree;
-pub mod state;
-pub mod txn;
+pub mod config;
+pub mod consensus;
+pub mod delivery;
+pub mod four_letter;
+pub mod metrics;
+pub mod net;
 pub mod outbox;
-pub mod watch;
-pub mod storage;
+pub mod path;
+pub mod prometheus;
+pub mod raft_log;
+pub mod reads;
+pub mod registry;
+pub mod server;
+pub mod session;
+pub mod shared;
 pub mod snapshot;
+pub mod state;
+pub mod storage;
+pub mod transport;
+pub mod tree;
+pub mod txn;
+pub mod watch;

@@ -231,13 +231,35 @@ mod tests {
     use jute::Id;
 
     fn sample() -> StateMachine {
-        let mut sm = StateMachine::new(TreeOptions { extended_types: true });
-        sm.sessions.insert(7, SessionInfo { timeout: 4000, passwd: [9; 16] });
+        let mut sm = StateMachine::new(TreeOptions {
+            extended_types: true,
+        });
+        sm.sessions.insert(
+            7,
+            SessionInfo {
+                timeout: 4000,
+                passwd: [9; 16],
+            },
+        );
         sm.last_zxid = (3 << 32) | 17;
-        let auth = [Id { scheme: "digest".into(), id: "u:h".into() }];
-        let ctx = TxnContext { zxid: 5, time: 99, session: 7, auth: &auth };
+        let auth = [Id {
+            scheme: "digest".into(),
+            id: "u:h".into(),
+        }];
+        let ctx = TxnContext {
+            zxid: 5,
+            time: 99,
+            session: 7,
+            auth: &auth,
+        };
         let open = [Acl::open_unsafe()];
-        let digest = [Acl { perms: 31, id: Id { scheme: "digest".into(), id: "u:h".into() } }];
+        let digest = [Acl {
+            perms: 31,
+            id: Id {
+                scheme: "digest".into(),
+                id: "u:h".into(),
+            },
+        }];
         for (p, flags, acl, record) in [
             ("/a", 0, &open[..], CreateRecord::Plain),
             ("/a/b", 2, &digest[..], CreateRecord::Plain),
@@ -245,7 +267,13 @@ mod tests {
             ("/c", 4, &open[..], CreateRecord::Container),
             ("/t", 5, &open[..], CreateRecord::Ttl(5000)),
         ] {
-            let op = CreateOp { path: p, data: Some(Bytes::from_static(b"xyz")), acl, flags, record };
+            let op = CreateOp {
+                path: p,
+                data: Some(Bytes::from_static(b"xyz")),
+                acl,
+                flags,
+                record,
+            };
             sm.tree.create(&ctx, &op, &mut Vec::new(), None).unwrap();
         }
         sm
@@ -255,7 +283,13 @@ mod tests {
     fn round_trip_preserves_everything() {
         let sm = sample();
         let bytes = Bytes::from(encode(&sm));
-        let back = decode(bytes, TreeOptions { extended_types: true }).unwrap();
+        let back = decode(
+            bytes,
+            TreeOptions {
+                extended_types: true,
+            },
+        )
+        .unwrap();
         assert_eq!(back.last_zxid, sm.last_zxid);
         assert_eq!(back.sessions, sm.sessions);
         assert_eq!(tree_digest(&back.tree), tree_digest(&sm.tree));
@@ -263,8 +297,14 @@ mod tests {
         assert_eq!(back.tree.ephemerals_of(7).count(), 1);
         assert_eq!(back.tree.containers().len(), 1);
         assert_eq!(back.tree.ttls().len(), 1);
-        assert_eq!(back.tree.approximate_data_size(), sm.tree.approximate_data_size());
-        assert_eq!(back.tree.get("/").unwrap().stat(), sm.tree.get("/").unwrap().stat());
+        assert_eq!(
+            back.tree.approximate_data_size(),
+            sm.tree.approximate_data_size()
+        );
+        assert_eq!(
+            back.tree.get("/").unwrap().stat(),
+            sm.tree.get("/").unwrap().stat()
+        );
     }
 
     #[test]
@@ -272,18 +312,42 @@ mod tests {
         let a = sample();
         let mut b = sample();
         assert_eq!(tree_digest(&a.tree), tree_digest(&b.tree));
-        let ctx = TxnContext { zxid: 6, time: 100, session: 7, auth: &[] };
-        b.tree.set_data(&ctx, "/a", Some(Bytes::from_static(b"xyz")), -1, &mut Vec::new(), None).unwrap();
+        let ctx = TxnContext {
+            zxid: 6,
+            time: 100,
+            session: 7,
+            auth: &[],
+        };
+        b.tree
+            .set_data(
+                &ctx,
+                "/a",
+                Some(Bytes::from_static(b"xyz")),
+                -1,
+                &mut Vec::new(),
+                None,
+            )
+            .unwrap();
         assert_ne!(tree_digest(&a.tree), tree_digest(&b.tree));
     }
 
     #[test]
     fn corruption_is_detected() {
         let bytes = encode(&sample());
-        assert!(matches!(decode(Bytes::from_static(b"nope"), TreeOptions::default()), Err(SnapshotError::BadMagic)));
-        assert!(decode(Bytes::from(bytes[..bytes.len() - 3].to_vec()), TreeOptions::default()).is_err());
+        assert!(matches!(
+            decode(Bytes::from_static(b"nope"), TreeOptions::default()),
+            Err(SnapshotError::BadMagic)
+        ));
+        assert!(decode(
+            Bytes::from(bytes[..bytes.len() - 3].to_vec()),
+            TreeOptions::default()
+        )
+        .is_err());
         let mut v = bytes.clone();
         v[4..8].copy_from_slice(&9u32.to_be_bytes());
-        assert!(matches!(decode(Bytes::from(v), TreeOptions::default()), Err(SnapshotError::Version(9))));
+        assert!(matches!(
+            decode(Bytes::from(v), TreeOptions::default()),
+            Err(SnapshotError::Version(9))
+        ));
     }
 }

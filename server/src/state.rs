@@ -18,7 +18,7 @@ use jute::{
     MultiOp, MultiResult, OpCode, Reader, Record, Request, SetAclRequest, SetDataRequest, Stat,
 };
 
-use crate::tree::{CreateOp, CreateRecord, DataTree, Trigger, TreeOptions, TxnContext, Undo};
+use crate::tree::{CreateOp, CreateRecord, DataTree, TreeOptions, Trigger, TxnContext, Undo};
 use crate::txn::{Batch, ClientWrite, CloseReason, Command, Origin};
 
 /// A session as every member knows it.
@@ -51,7 +51,14 @@ pub trait ApplyObserver {
     /// A client write finished (successfully or not).
     fn write_done(&mut self, write: &ClientWrite, zxid: i64, result: WriteResult);
     /// A session was created (`ok`) or its id was already taken (`!ok`).
-    fn session_created(&mut self, session: i64, info: &SessionInfo, origin: Origin, zxid: i64, ok: bool);
+    fn session_created(
+        &mut self,
+        session: i64,
+        info: &SessionInfo,
+        origin: Origin,
+        zxid: i64,
+        ok: bool,
+    );
     /// A session was closed or expired; its ephemerals are gone.
     fn session_closed(&mut self, session: i64, zxid: i64, reason: CloseReason);
 }
@@ -88,7 +95,13 @@ impl StateMachine {
         }
     }
 
-    fn apply_command(&mut self, command: &Command, zxid: i64, time: i64, obs: &mut impl ApplyObserver) {
+    fn apply_command(
+        &mut self,
+        command: &Command,
+        zxid: i64,
+        time: i64,
+        obs: &mut impl ApplyObserver,
+    ) {
         match command {
             Command::Write(w) => {
                 let mut triggers = Vec::new();
@@ -224,7 +237,8 @@ fn apply_write_inner(
     Ok(match code {
         OpCode::Create => {
             let req = CreateRequest::decode(&mut r)?;
-            let (path, _) = tree.create(ctx, &create_op(&req, CreateRecord::Plain), triggers, None)?;
+            let (path, _) =
+                tree.create(ctx, &create_op(&req, CreateRecord::Plain), triggers, None)?;
             WriteResult::Create(path)
         }
         OpCode::Create2 | OpCode::CreateContainer => {
@@ -256,7 +270,14 @@ fn apply_write_inner(
         }
         OpCode::SetData => {
             let req = SetDataRequest::decode(&mut r)?;
-            WriteResult::Stat(tree.set_data(ctx, &req.path, req.data, req.version, triggers, None)?)
+            WriteResult::Stat(tree.set_data(
+                ctx,
+                &req.path,
+                req.data,
+                req.version,
+                triggers,
+                None,
+            )?)
         }
         OpCode::SetAcl => {
             let req = SetAclRequest::decode(&mut r)?;
@@ -327,7 +348,8 @@ fn apply_multi_op(
         // Inside a multi ZooKeeper rebuilds every create from its flags (`Op.create`):
         // a container flag makes a createContainer, and a create2 becomes a plain create.
         MultiOp::Create(req) | MultiOp::Create2(req) | MultiOp::CreateContainer(req) => {
-            let container = jute::CreateMode::from_flags(req.flags).is_some_and(|m| m.is_container());
+            let container =
+                jute::CreateMode::from_flags(req.flags).is_some_and(|m| m.is_container());
             let record = if container {
                 CreateRecord::Container
             } else {
@@ -355,9 +377,14 @@ fn apply_multi_op(
             tree.delete(ctx, &req.path, req.version, triggers, Some(undo))?;
             MultiResult::Delete
         }
-        MultiOp::SetData(req) => {
-            MultiResult::SetData(tree.set_data(ctx, &req.path, req.data.clone(), req.version, triggers, Some(undo))?)
-        }
+        MultiOp::SetData(req) => MultiResult::SetData(tree.set_data(
+            ctx,
+            &req.path,
+            req.data.clone(),
+            req.version,
+            triggers,
+            Some(undo),
+        )?),
         MultiOp::Check(req) => {
             tree.check(ctx, &req.path, req.version)?;
             MultiResult::Check
@@ -382,7 +409,8 @@ mod tests {
 
     impl ApplyObserver for Recorder {
         fn triggers(&mut self, zxid: i64, triggers: &[Trigger]) {
-            self.triggers.extend(triggers.iter().map(|t| (zxid, t.clone())));
+            self.triggers
+                .extend(triggers.iter().map(|t| (zxid, t.clone())));
         }
         fn write_done(&mut self, write: &ClientWrite, zxid: i64, result: WriteResult) {
             self.results.push((write.xid, zxid, result));
@@ -434,13 +462,31 @@ mod tests {
         let mut rec = Recorder::default();
         let batch = Batch {
             time: 5,
-            commands: vec![session(10), write(10, 1, Request::Create(create("/a", 0))), write(10, 2, Request::Create(create("/a", 0)))],
+            commands: vec![
+                session(10),
+                write(10, 1, Request::Create(create("/a", 0))),
+                write(10, 2, Request::Create(create("/a", 0))),
+            ],
         };
         sm.apply_batch(&batch, 1, &mut rec);
         let zxids: Vec<i64> = rec.results.iter().map(|r| r.1).collect();
         assert_eq!(zxids, vec![(1 << 32) | 2, (1 << 32) | 3]);
         assert_eq!(rec.results[1].2, WriteResult::Error(ErrorCode::NodeExists));
-        sm.apply_batch(&Batch { time: 6, commands: vec![write(10, 3, Request::Delete(DeleteRequest { path: "/a".into(), version: -1 }))] }, 3, &mut rec);
+        sm.apply_batch(
+            &Batch {
+                time: 6,
+                commands: vec![write(
+                    10,
+                    3,
+                    Request::Delete(DeleteRequest {
+                        path: "/a".into(),
+                        version: -1,
+                    }),
+                )],
+            },
+            3,
+            &mut rec,
+        );
         assert_eq!(rec.results[2].1, (3 << 32) | 1);
         assert_eq!(sm.tree.get("/").unwrap().pzxid, (3 << 32) | 1);
     }
@@ -455,17 +501,29 @@ mod tests {
                 write(99, 1, Request::Create(create("/x", 0))),
                 session(10),
                 write(10, 1, Request::Create(create("/e", 1))),
-                Command::CloseSession { session: 10, reason: CloseReason::Expired },
+                Command::CloseSession {
+                    session: 10,
+                    reason: CloseReason::Expired,
+                },
                 write(10, 2, Request::Create(create("/y", 0))),
             ],
         };
         sm.apply_batch(&batch, 1, &mut rec);
-        assert_eq!(rec.results[0].2, WriteResult::Error(ErrorCode::SessionExpired));
+        assert_eq!(
+            rec.results[0].2,
+            WriteResult::Error(ErrorCode::SessionExpired)
+        );
         assert_eq!(rec.results[1].2, WriteResult::Create("/e".into()));
-        assert_eq!(rec.results[2].2, WriteResult::Error(ErrorCode::SessionExpired));
+        assert_eq!(
+            rec.results[2].2,
+            WriteResult::Error(ErrorCode::SessionExpired)
+        );
         assert!(sm.tree.get("/e").is_none());
         assert_eq!(rec.closed, vec![10]);
-        assert!(rec.triggers.iter().any(|(_, t)| *t == Trigger::Deleted("/e".into())));
+        assert!(rec
+            .triggers
+            .iter()
+            .any(|(_, t)| *t == Trigger::Deleted("/e".into())));
     }
 
     #[test]
@@ -475,13 +533,31 @@ mod tests {
         let ops = vec![
             MultiOp::Create(create("/m", 0)),
             MultiOp::Create(create("/m/s", 2)),
-            MultiOp::Check(CheckVersionRequest { path: "/m".into(), version: 7 }),
-            MultiOp::Delete(DeleteRequest { path: "/m".into(), version: -1 }),
+            MultiOp::Check(CheckVersionRequest {
+                path: "/m".into(),
+                version: 7,
+            }),
+            MultiOp::Delete(DeleteRequest {
+                path: "/m".into(),
+                version: -1,
+            }),
         ];
-        sm.apply_batch(&Batch { time: 1, commands: vec![session(1), write(1, 5, Request::Multi(ops))] }, 1, &mut rec);
+        sm.apply_batch(
+            &Batch {
+                time: 1,
+                commands: vec![session(1), write(1, 5, Request::Multi(ops))],
+            },
+            1,
+            &mut rec,
+        );
         assert_eq!(
             rec.results[0].2,
-            WriteResult::Multi(vec![MultiResult::Error(0), MultiResult::Error(0), MultiResult::Error(-103), MultiResult::Error(-2)])
+            WriteResult::Multi(vec![
+                MultiResult::Error(0),
+                MultiResult::Error(0),
+                MultiResult::Error(-103),
+                MultiResult::Error(-2)
+            ])
         );
         assert!(rec.triggers.is_empty());
         assert!(sm.tree.get("/m").is_none());
@@ -490,23 +566,57 @@ mod tests {
             MultiOp::Create(create("/m", 0)),
             MultiOp::Create(create("/m/s", 2)),
             MultiOp::Create2(create("/m/c", 4)),
-            MultiOp::Check(CheckVersionRequest { path: "/m".into(), version: 0 }),
+            MultiOp::Check(CheckVersionRequest {
+                path: "/m".into(),
+                version: 0,
+            }),
         ];
-        sm.apply_batch(&Batch { time: 2, commands: vec![write(1, 6, Request::Multi(ops))] }, 1, &mut rec);
-        let WriteResult::Multi(results) = &rec.results[1].2 else { panic!("not a multi result") };
+        sm.apply_batch(
+            &Batch {
+                time: 2,
+                commands: vec![write(1, 6, Request::Multi(ops))],
+            },
+            1,
+            &mut rec,
+        );
+        let WriteResult::Multi(results) = &rec.results[1].2 else {
+            panic!("not a multi result")
+        };
         assert_eq!(results[0], MultiResult::Create("/m".into()));
         assert_eq!(results[1], MultiResult::Create("/m/s0000000000".into()));
-        assert!(matches!(&results[2], MultiResult::Create2(p, s) if p == "/m/c" && s.czxid == rec.results[1].1));
+        assert!(
+            matches!(&results[2], MultiResult::Create2(p, s) if p == "/m/c" && s.czxid == rec.results[1].1)
+        );
         assert_eq!(results[3], MultiResult::Check);
-        assert_eq!(sm.tree.get("/m/s0000000000").unwrap().czxid, rec.results[1].1);
+        assert_eq!(
+            sm.tree.get("/m/s0000000000").unwrap().czxid,
+            rec.results[1].1
+        );
     }
 
     #[test]
     fn malformed_bodies_are_marshalling_errors() {
         let mut sm = StateMachine::new(TreeOptions::default());
         let mut rec = Recorder::default();
-        let bad = Command::Write(ClientWrite { session: 1, xid: 3, op: 1, origin: ORIGIN, auth: vec![], body: Bytes::from_static(b"\x00\x00") });
-        sm.apply_batch(&Batch { time: 1, commands: vec![session(1), bad] }, 1, &mut rec);
-        assert_eq!(rec.results[0].2, WriteResult::Error(ErrorCode::MarshallingError));
+        let bad = Command::Write(ClientWrite {
+            session: 1,
+            xid: 3,
+            op: 1,
+            origin: ORIGIN,
+            auth: vec![],
+            body: Bytes::from_static(b"\x00\x00"),
+        });
+        sm.apply_batch(
+            &Batch {
+                time: 1,
+                commands: vec![session(1), bad],
+            },
+            1,
+            &mut rec,
+        );
+        assert_eq!(
+            rec.results[0].2,
+            WriteResult::Error(ErrorCode::MarshallingError)
+        );
     }
 }

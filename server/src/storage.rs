@@ -140,14 +140,24 @@ impl RaftStorage {
             .into_iter()
             .map(|name| ColumnFamilyDescriptor::new(name, Options::default()));
         let db = DB::open_cf_descriptors(&opts, dir, cfs)?;
-        let state = db.cf_handle(CF_STATE).ok_or_else(|| corrupt("store", "state column family missing"))?;
-        let log = db.cf_handle(CF_LOG).ok_or_else(|| corrupt("store", "log column family missing"))?;
+        let state = db
+            .cf_handle(CF_STATE)
+            .ok_or_else(|| corrupt("store", "state column family missing"))?;
+        let log = db
+            .cf_handle(CF_LOG)
+            .ok_or_else(|| corrupt("store", "log column family missing"))?;
 
         match db.get_cf(state, KEY_FORMAT)? {
             None => {
                 let mut wb = WriteBatch::default();
                 wb.put_cf(state, KEY_FORMAT, FORMAT_VERSION.to_be_bytes());
-                wb.put_cf(state, KEY_CONF_STATE, initial_conf.write_to_bytes().map_err(|e| corrupt("conf state", e))?);
+                wb.put_cf(
+                    state,
+                    KEY_CONF_STATE,
+                    initial_conf
+                        .write_to_bytes()
+                        .map_err(|e| corrupt("conf state", e))?,
+                );
                 let mut wo = WriteOptions::default();
                 wo.set_sync(true);
                 db.write_opt(wb, &wo)?;
@@ -200,11 +210,17 @@ impl RaftStorage {
                 continue;
             }
             if index != expected {
-                return Err(corrupt("log", format!("gap: expected entry {expected}, found {index}")));
+                return Err(corrupt(
+                    "log",
+                    format!("gap: expected entry {expected}, found {index}"),
+                ));
             }
             let entry: Entry = decode("log entry", &v)?;
             if entry.index != index {
-                return Err(corrupt("log", format!("entry at key {index} says index {}", entry.index)));
+                return Err(corrupt(
+                    "log",
+                    format!("entry at key {index} says index {}", entry.index),
+                ));
             }
             cache_bytes += entry.data.len() + 32;
             cache.push_back(entry);
@@ -348,7 +364,10 @@ impl RaftStorage {
         };
         let mut wo = WriteOptions::default();
         wo.set_sync(true);
-        if let Err(e) = self.db.put_cf_opt(self.cf(CF_STATE), KEY_CONF_STATE, bytes, &wo) {
+        if let Err(e) = self
+            .db
+            .put_cf_opt(self.cf(CF_STATE), KEY_CONF_STATE, bytes, &wo)
+        {
             fatal("writing the conf state", e);
         }
         self.meta.write().conf_state = cs.clone();
@@ -357,11 +376,20 @@ impl RaftStorage {
     /// Stores a snapshot of our own state machine taken at `index` (applied, so committed),
     /// then drops the log up to `compact_to` (at most `index`), keeping the entries after it
     /// so that a follower a little behind catches up from the log instead of a snapshot.
-    pub fn save_snapshot(&self, index: u64, term: u64, conf: &ConfState, data: &[u8], compact_to: u64) {
+    pub fn save_snapshot(
+        &self,
+        index: u64,
+        term: u64,
+        conf: &ConfState,
+        data: &[u8],
+        compact_to: u64,
+    ) {
         use raft::Storage as _;
-        let mut meta = SnapshotMetadata::default();
-        meta.index = index;
-        meta.term = term;
+        let mut meta = SnapshotMetadata {
+            index,
+            term,
+            ..Default::default()
+        };
         meta.set_conf_state(conf.clone());
         let meta_bytes = match meta.write_to_bytes() {
             Ok(b) => b,
@@ -422,7 +450,11 @@ impl RaftStorage {
             Err(e) => fatal("encoding snapshot state", e),
         };
         wb.put_cf(self.cf(CF_STATE), KEY_SNAPSHOT_META, encode(meta));
-        wb.put_cf(self.cf(CF_STATE), KEY_CONF_STATE, encode(meta.get_conf_state()));
+        wb.put_cf(
+            self.cf(CF_STATE),
+            KEY_CONF_STATE,
+            encode(meta.get_conf_state()),
+        );
         wb.put_cf(self.cf(CF_STATE), KEY_HARD_STATE, encode(&hs));
         let mut truncated = Vec::with_capacity(16);
         truncated.extend_from_slice(&meta.index.to_be_bytes());
@@ -557,10 +589,14 @@ impl raft::Storage for RaftStorage {
         let meta = self.snapshot_metadata();
         if meta.index < request_index || meta.index == 0 {
             // The consensus loop takes a fresh snapshot soon after this is seen.
-            return Err(raft::Error::Store(StorageError::SnapshotTemporarilyUnavailable));
+            return Err(raft::Error::Store(
+                StorageError::SnapshotTemporarilyUnavailable,
+            ));
         }
-        let mut snap = Snapshot::default();
-        snap.data = self.snapshot_data().unwrap_or_default().into();
+        let mut snap = Snapshot {
+            data: self.snapshot_data().unwrap_or_default().into(),
+            ..Default::default()
+        };
         snap.set_metadata(meta);
         Ok(snap)
     }
@@ -572,17 +608,19 @@ mod tests {
     use raft::Storage;
 
     fn entry(index: u64, term: u64) -> Entry {
-        let mut e = Entry::default();
-        e.index = index;
-        e.term = term;
-        e.data = bytes::Bytes::from(vec![index as u8; 10]);
-        e
+        Entry {
+            index,
+            term,
+            data: bytes::Bytes::from(vec![index as u8; 10]),
+            ..Default::default()
+        }
     }
 
     fn conf() -> ConfState {
-        let mut cs = ConfState::default();
-        cs.voters = vec![1];
-        cs
+        ConfState {
+            voters: vec![1],
+            ..Default::default()
+        }
     }
 
     #[test]
@@ -591,10 +629,16 @@ mod tests {
         {
             let s = RaftStorage::open(dir.path(), conf()).unwrap();
             assert_eq!((s.first_index().unwrap(), s.last_index().unwrap()), (1, 0));
-            let mut hs = HardState::default();
-            hs.term = 1;
-            hs.commit = 3;
-            s.append(&[entry(1, 1), entry(2, 1), entry(3, 1), entry(4, 1)], Some(&hs), true);
+            let hs = HardState {
+                term: 1,
+                commit: 3,
+                ..Default::default()
+            };
+            s.append(
+                &[entry(1, 1), entry(2, 1), entry(3, 1), entry(4, 1)],
+                Some(&hs),
+                true,
+            );
             // A new leader overwrites the uncommitted tail.
             s.append(&[entry(4, 2), entry(5, 2)], None, true);
             assert_eq!(s.term(4).unwrap(), 2);
@@ -603,16 +647,29 @@ mod tests {
         let s = RaftStorage::open(dir.path(), conf()).unwrap();
         assert_eq!(s.last_index().unwrap(), 5);
         assert_eq!(s.hard_state().commit, 3);
-        let got = s.entries(2, 6, None, GetEntriesContext::empty(false)).unwrap();
-        assert_eq!(got.iter().map(|e| (e.index, e.term)).collect::<Vec<_>>(), vec![(2, 1), (3, 1), (4, 2), (5, 2)]);
+        let got = s
+            .entries(2, 6, None, GetEntriesContext::empty(false))
+            .unwrap();
+        assert_eq!(
+            got.iter().map(|e| (e.index, e.term)).collect::<Vec<_>>(),
+            vec![(2, 1), (3, 1), (4, 2), (5, 2)]
+        );
         // Snapshot at 3, keeping the log after 2 for followers slightly behind.
         s.save_snapshot(3, 1, &conf(), b"state", 2);
         assert_eq!(s.first_index().unwrap(), 3);
         assert_eq!(s.term(2).unwrap(), 1);
         assert_eq!(s.term(3).unwrap(), 1);
-        assert!(matches!(s.term(1), Err(raft::Error::Store(StorageError::Compacted))));
+        assert!(matches!(
+            s.term(1),
+            Err(raft::Error::Store(StorageError::Compacted))
+        ));
         assert_eq!(s.snapshot(3, 2).unwrap().data.as_ref(), b"state");
-        assert_eq!(s.entries(3, 6, None, GetEntriesContext::empty(false)).unwrap().len(), 3);
+        assert_eq!(
+            s.entries(3, 6, None, GetEntriesContext::empty(false))
+                .unwrap()
+                .len(),
+            3
+        );
         drop(s);
         let s = RaftStorage::open(dir.path(), conf()).unwrap();
         assert_eq!((s.first_index().unwrap(), s.last_index().unwrap()), (3, 5));
@@ -627,10 +684,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         {
             let s = RaftStorage::open(dir.path(), conf()).unwrap();
-            s.db.put_cf(s.cf(CF_STATE), KEY_FORMAT, 99u32.to_be_bytes()).unwrap();
+            s.db.put_cf(s.cf(CF_STATE), KEY_FORMAT, 99u32.to_be_bytes())
+                .unwrap();
         }
         let err = RaftStorage::open(dir.path(), conf()).err().unwrap();
-        assert!(matches!(err, StorageOpenError::IncompatibleFormat { .. }), "{err}");
+        assert!(
+            matches!(err, StorageOpenError::IncompatibleFormat { .. }),
+            "{err}"
+        );
     }
 
     #[test]
@@ -638,8 +699,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         {
             let s = RaftStorage::open(dir.path(), conf()).unwrap();
-            let mut hs = HardState::default();
-            hs.commit = 3;
+            let hs = HardState {
+                commit: 3,
+                ..Default::default()
+            };
             s.append(&[entry(1, 1), entry(2, 1), entry(3, 1)], Some(&hs), true);
             s.db.delete_cf(s.cf(CF_LOG), key(2)).unwrap();
         }
@@ -648,13 +711,18 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         {
             let s = RaftStorage::open(dir.path(), conf()).unwrap();
-            let mut hs = HardState::default();
-            hs.commit = 3;
+            let hs = HardState {
+                commit: 3,
+                ..Default::default()
+            };
             s.append(&[entry(1, 1), entry(2, 1), entry(3, 1)], Some(&hs), true);
             s.db.delete_cf(s.cf(CF_LOG), key(3)).unwrap();
         }
         let err = RaftStorage::open(dir.path(), conf()).err().unwrap();
-        assert!(err.to_string().contains("acknowledged writes are missing"), "{err}");
+        assert!(
+            err.to_string().contains("acknowledged writes are missing"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -668,10 +736,18 @@ mod tests {
         snap.mut_metadata().set_conf_state(conf());
         snap.data = bytes::Bytes::from_static(b"tree");
         s.install_snapshot(&snap);
-        assert_eq!((s.first_index().unwrap(), s.last_index().unwrap()), (11, 10));
+        assert_eq!(
+            (s.first_index().unwrap(), s.last_index().unwrap()),
+            (11, 10)
+        );
         assert_eq!(s.term(10).unwrap(), 3);
         assert_eq!(s.hard_state().commit, 10);
         s.append(&[entry(11, 3)], None, true);
-        assert_eq!(s.entries(11, 12, None, GetEntriesContext::empty(false)).unwrap()[0].index, 11);
+        assert_eq!(
+            s.entries(11, 12, None, GetEntriesContext::empty(false))
+                .unwrap()[0]
+                .index,
+            11
+        );
     }
 }

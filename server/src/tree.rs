@@ -250,7 +250,10 @@ impl DataTree {
         match kind {
             NodeKind::Persistent => {}
             NodeKind::Ephemeral(s) => {
-                self.ephemerals.entry(s).or_default().insert(path.to_string());
+                self.ephemerals
+                    .entry(s)
+                    .or_default()
+                    .insert(path.to_string());
             }
             NodeKind::Container => {
                 self.containers.insert(path.to_string());
@@ -424,7 +427,12 @@ impl DataTree {
         };
 
         // Apply: DataTree.createNode.
-        let parent_key = if parent_path.is_empty() { "/" } else { parent_path }.to_string();
+        let parent_key = if parent_path.is_empty() {
+            "/"
+        } else {
+            parent_path
+        }
+        .to_string();
         let acl = self.intern_acl(acl);
         let node = Znode::new(op.data.clone(), acl, ctx.zxid, ctx.time, kind);
         let stat = node.stat();
@@ -787,7 +795,12 @@ mod tests {
         vec![Acl::open_unsafe()]
     }
 
-    fn create(tree: &mut DataTree, zxid: i64, path: &str, flags: i32) -> Result<(String, Stat), ErrorCode> {
+    fn create(
+        tree: &mut DataTree,
+        zxid: i64,
+        path: &str,
+        flags: i32,
+    ) -> Result<(String, Stat), ErrorCode> {
         let acl = open();
         let record = match flags {
             4 => CreateRecord::Container,
@@ -821,7 +834,8 @@ mod tests {
         create(&mut t, 1, "/p", 0).unwrap();
         assert_eq!(create(&mut t, 2, "/p/a", 2).unwrap().0, "/p/a0000000000");
         assert_eq!(create(&mut t, 3, "/p/b", 0).unwrap().0, "/p/b");
-        t.delete(&ctx(4), "/p/b", -1, &mut Vec::new(), None).unwrap();
+        t.delete(&ctx(4), "/p/b", -1, &mut Vec::new(), None)
+            .unwrap();
         assert_eq!(create(&mut t, 5, "/p/a", 2).unwrap().0, "/p/a0000000002");
         assert_eq!(create(&mut t, 6, "/p/", 2).unwrap().0, "/p/0000000003");
         let p = t.get("/p").unwrap().stat();
@@ -843,7 +857,10 @@ mod tests {
         assert_eq!(create(&mut t, 1, "/x", 5), Err(ErrorCode::Unimplemented));
         create(&mut t, 1, "/e", 1).unwrap();
         assert_eq!(create(&mut t, 2, "/e", 0), Err(ErrorCode::NodeExists));
-        assert_eq!(create(&mut t, 2, "/e/c", 0), Err(ErrorCode::NoChildrenForEphemerals));
+        assert_eq!(
+            create(&mut t, 2, "/e/c", 0),
+            Err(ErrorCode::NoChildrenForEphemerals)
+        );
     }
 
     #[test]
@@ -865,14 +882,32 @@ mod tests {
         create(&mut t, 1, "/n", 0).unwrap();
         create(&mut t, 2, "/n/c", 0).unwrap();
         let mut tr = Vec::new();
-        assert_eq!(t.set_data(&ctx(3), "/n", None, 5, &mut tr, None), Err(ErrorCode::BadVersion));
+        assert_eq!(
+            t.set_data(&ctx(3), "/n", None, 5, &mut tr, None),
+            Err(ErrorCode::BadVersion)
+        );
         let s = t.set_data(&ctx(3), "/n", None, 0, &mut tr, None).unwrap();
         assert_eq!((s.version, s.mzxid, s.data_length), (1, 3, 0));
-        assert_eq!(t.delete(&ctx(4), "/n", -1, &mut tr, None), Err(ErrorCode::NotEmpty));
-        assert_eq!(t.delete(&ctx(4), "/n/c", 3, &mut tr, None), Err(ErrorCode::BadVersion));
-        assert_eq!(t.delete(&ctx(4), "/zookeeper", -1, &mut tr, None), Err(ErrorCode::BadArguments));
-        assert_eq!(t.delete(&ctx(4), "/nope", -1, &mut tr, None), Err(ErrorCode::NoNode));
-        assert_eq!(t.set_data(&ctx(4), "/n/", None, -1, &mut tr, None), Err(ErrorCode::BadArguments));
+        assert_eq!(
+            t.delete(&ctx(4), "/n", -1, &mut tr, None),
+            Err(ErrorCode::NotEmpty)
+        );
+        assert_eq!(
+            t.delete(&ctx(4), "/n/c", 3, &mut tr, None),
+            Err(ErrorCode::BadVersion)
+        );
+        assert_eq!(
+            t.delete(&ctx(4), "/zookeeper", -1, &mut tr, None),
+            Err(ErrorCode::BadArguments)
+        );
+        assert_eq!(
+            t.delete(&ctx(4), "/nope", -1, &mut tr, None),
+            Err(ErrorCode::NoNode)
+        );
+        assert_eq!(
+            t.set_data(&ctx(4), "/n/", None, -1, &mut tr, None),
+            Err(ErrorCode::BadArguments)
+        );
     }
 
     #[test]
@@ -885,13 +920,32 @@ mod tests {
         let mut undo = Vec::new();
         let mut tr = Vec::new();
         let acl = open();
-        let op = CreateOp { path: "/a/s", data: None, acl: &acl, flags: 2, record: CreateRecord::Plain };
+        let op = CreateOp {
+            path: "/a/s",
+            data: None,
+            acl: &acl,
+            flags: 2,
+            record: CreateRecord::Plain,
+        };
         t.create(&ctx(2), &op, &mut tr, Some(&mut undo)).unwrap();
-        t.set_data(&ctx(2), "/a", Some(Bytes::from_static(b"zz")), -1, &mut tr, Some(&mut undo)).unwrap();
-        t.delete(&ctx(2), "/a/s0000000000", -1, &mut tr, Some(&mut undo)).unwrap();
-        t.set_acl(&ctx(2), "/a", &[Acl::read_unsafe()], -1, Some(&mut undo)).unwrap();
+        t.set_data(
+            &ctx(2),
+            "/a",
+            Some(Bytes::from_static(b"zz")),
+            -1,
+            &mut tr,
+            Some(&mut undo),
+        )
+        .unwrap();
+        t.delete(&ctx(2), "/a/s0000000000", -1, &mut tr, Some(&mut undo))
+            .unwrap();
+        t.set_acl(&ctx(2), "/a", &[Acl::read_unsafe()], -1, Some(&mut undo))
+            .unwrap();
         // The new ACL is enforced at once, within the same multi.
-        assert_eq!(t.set_data(&ctx(2), "/a", None, -1, &mut tr, None), Err(ErrorCode::NoAuth));
+        assert_eq!(
+            t.set_data(&ctx(2), "/a", None, -1, &mut tr, None),
+            Err(ErrorCode::NoAuth)
+        );
         t.rollback(undo);
         assert_eq!(format!("{:?}", t.sorted_paths()), before);
         assert_eq!(t.get("/a").unwrap().stat(), before_stat);
@@ -911,27 +965,50 @@ mod tests {
         t.kill_session(4, 0x42, &mut tr);
         assert!(t.get("/e1").is_none() && t.get("/e2").is_none() && t.get("/p").is_some());
         assert_eq!(t.ephemeral_count(), 0);
-        assert_eq!(tr.iter().filter(|x| matches!(x, Trigger::Deleted(_))).count(), 2);
+        assert_eq!(
+            tr.iter()
+                .filter(|x| matches!(x, Trigger::Deleted(_)))
+                .count(),
+            2
+        );
     }
 
     #[test]
     fn containers_and_ttls_become_candidates() {
-        let mut t = DataTree::new(TreeOptions { extended_types: true });
+        let mut t = DataTree::new(TreeOptions {
+            extended_types: true,
+        });
         create(&mut t, 1, "/c", 4).unwrap();
-        assert!(t.cleanup_candidates(i64::MAX).is_empty(), "a container that never had children stays");
+        assert!(
+            t.cleanup_candidates(i64::MAX).is_empty(),
+            "a container that never had children stays"
+        );
         create(&mut t, 2, "/c/x", 0).unwrap();
-        t.delete(&ctx(3), "/c/x", -1, &mut Vec::new(), None).unwrap();
+        t.delete(&ctx(3), "/c/x", -1, &mut Vec::new(), None)
+            .unwrap();
         assert_eq!(t.cleanup_candidates(0), vec!["/c".to_string()]);
         let acl = open();
-        let op = CreateOp { path: "/t", data: None, acl: &acl, flags: 5, record: CreateRecord::Ttl(100) };
+        let op = CreateOp {
+            path: "/t",
+            data: None,
+            acl: &acl,
+            flags: 5,
+            record: CreateRecord::Ttl(100),
+        };
         t.create(&ctx(4), &op, &mut Vec::new(), None).unwrap();
         let mtime = t.get("/t").unwrap().mtime;
         assert!(!t.cleanup_candidates(mtime + 50).contains(&"/t".to_string()));
-        assert!(t.cleanup_candidates(mtime + 101).contains(&"/t".to_string()));
+        assert!(t
+            .cleanup_candidates(mtime + 101)
+            .contains(&"/t".to_string()));
         assert_eq!(t.get("/t").unwrap().stat().ephemeral_owner, 0);
         let mut tr = Vec::new();
-        assert_eq!(t.delete_container_or_ttl(5, mtime + 50, "/t", &mut tr), Err(ErrorCode::BadVersion));
-        t.delete_container_or_ttl(5, mtime + 101, "/t", &mut tr).unwrap();
+        assert_eq!(
+            t.delete_container_or_ttl(5, mtime + 50, "/t", &mut tr),
+            Err(ErrorCode::BadVersion)
+        );
+        t.delete_container_or_ttl(5, mtime + 101, "/t", &mut tr)
+            .unwrap();
         t.delete_container_or_ttl(6, 0, "/c", &mut tr).unwrap();
         assert!(t.get("/c").is_none() && t.get("/t").is_none());
     }

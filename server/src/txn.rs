@@ -61,7 +61,9 @@ pub enum Command {
         reason: CloseReason,
     },
     /// The leader's removal of an empty container or an expired TTL node.
-    DeleteNode { path: String },
+    DeleteNode {
+        path: String,
+    },
 }
 
 /// One Raft entry's worth of commands.
@@ -215,7 +217,10 @@ mod tests {
 
     #[test]
     fn batches_round_trip() {
-        let origin = Origin { member: 3, conn: 99 };
+        let origin = Origin {
+            member: 3,
+            conn: 99,
+        };
         let batch = Batch {
             time: 1_700_000_000_000,
             commands: vec![
@@ -254,6 +259,9 @@ mod tests {
     #[test]
     fn foreign_versions_and_garbage_are_errors() {
         assert!(Batch::decode(Bytes::from_static(&[2, 0, 0])).is_err());
-        assert!(Batch::decode(Bytes::from_static(&[1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 77])).is_err());
+        assert!(Batch::decode(Bytes::from_static(&[
+            1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 77
+        ]))
+        .is_err());
     }
 }

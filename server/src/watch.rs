@@ -54,7 +54,10 @@ impl WatchTable {
         if mode == WatchMode::PersistentRecursive {
             self.recursive += 1;
         }
-        self.by_conn.entry(conn).or_default().insert(path.to_string());
+        self.by_conn
+            .entry(conn)
+            .or_default()
+            .insert(path.to_string());
     }
 
     fn remove(&mut self, path: &str, conn: ConnId) -> bool {
@@ -80,7 +83,9 @@ impl WatchTable {
     }
 
     fn contains(&self, path: &str, conn: ConnId) -> bool {
-        self.by_path.get(path).is_some_and(|w| w.contains_key(&conn))
+        self.by_path
+            .get(path)
+            .is_some_and(|w| w.contains_key(&conn))
     }
 
     fn remove_conn(&mut self, conn: ConnId) {
@@ -278,7 +283,8 @@ impl WatchManager {
                     self.deliver(&hit, EventType::NodeDeleted, p);
                 }
                 Trigger::ChildrenChanged(p) => {
-                    self.child.trigger(p, EventType::NodeChildrenChanged, &mut hit);
+                    self.child
+                        .trigger(p, EventType::NodeChildrenChanged, &mut hit);
                     self.deliver(&hit, EventType::NodeChildrenChanged, p);
                 }
             }
@@ -355,7 +361,9 @@ mod tests {
     use jute::{Reader, ReplyHeader};
 
     fn events(outbox: &Outbox) -> Vec<(i32, String)> {
-        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
         outbox.close();
         let mut out = Vec::new();
         while let Some(chunk) = rt.block_on(outbox.next_chunk()) {
@@ -390,7 +398,10 @@ mod tests {
         w.fire(&[Trigger::DataChanged("/x".into())]);
         w.fire(&[Trigger::DataChanged("/x".into())]);
         // Child watch not fired by a data change; deleting fires NodeDeleted once per conn.
-        w.fire(&[Trigger::Deleted("/x".into()), Trigger::ChildrenChanged("/".into())]);
+        w.fire(&[
+            Trigger::Deleted("/x".into()),
+            Trigger::ChildrenChanged("/".into()),
+        ]);
         assert_eq!(events(&a), vec![(3, "/x".into()), (2, "/x".into())]);
         assert_eq!(events(&b), vec![(3, "/x".into())]);
         assert_eq!(w.watch_count(), 0);
@@ -402,14 +413,25 @@ mod tests {
         w.add_persistent("/p", 1, false);
         w.add_persistent("/r", 2, true);
         for _ in 0..2 {
-            w.fire(&[Trigger::Created("/p/c".into()), Trigger::ChildrenChanged("/p".into())]);
-            w.fire(&[Trigger::Created("/r/a/b".into()), Trigger::ChildrenChanged("/r/a".into())]);
+            w.fire(&[
+                Trigger::Created("/p/c".into()),
+                Trigger::ChildrenChanged("/p".into()),
+            ]);
+            w.fire(&[
+                Trigger::Created("/r/a/b".into()),
+                Trigger::ChildrenChanged("/r/a".into()),
+            ]);
             w.fire(&[Trigger::DataChanged("/r".into())]);
         }
         assert_eq!(events(&a), vec![(4, "/p".into()), (4, "/p".into())]);
         assert_eq!(
             events(&b),
-            vec![(1, "/r/a/b".into()), (3, "/r".into()), (1, "/r/a/b".into()), (3, "/r".into())]
+            vec![
+                (1, "/r/a/b".into()),
+                (3, "/r".into()),
+                (1, "/r/a/b".into()),
+                (3, "/r".into())
+            ]
         );
         assert!(w.contains("/p", 1, Tables::Both));
         assert!(w.remove("/p", 1, Tables::Data));
