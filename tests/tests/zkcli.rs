@@ -270,18 +270,30 @@ fn scenario(kind: ServerKind) {
     assert_eq!(stat_field(&set_s, "dataVersion"), "2");
 
     // Errors as zkCli words them.
-    assert_eq!(a.run("set -v 9 /cli x"), vec!["version No is not valid : /cli"]);
-    assert_eq!(a.run("delete -v 9 /cli/child"), vec!["version No is not valid : /cli/child"]);
+    assert_eq!(
+        a.run("set -v 9 /cli x"),
+        vec!["version No is not valid : /cli"]
+    );
+    assert_eq!(
+        a.run("delete -v 9 /cli/child"),
+        vec!["version No is not valid : /cli/child"]
+    );
     assert_eq!(a.run("create /cli"), vec!["Node already exists: /cli"]);
     assert_eq!(a.run("delete /cli"), vec!["Node not empty: /cli"]);
     assert_eq!(a.run("stat /nope"), vec!["Node does not exist: /nope"]);
-    assert_eq!(a.run("create /nope/kid"), vec!["Node does not exist: /nope/kid"]);
+    assert_eq!(
+        a.run("create /nope/kid"),
+        vec!["Node does not exist: /nope/kid"]
+    );
     assert_eq!(a.run("sync /cli"), vec!["Sync is OK"]);
 
     // Watches: data (get -w), child (ls -w), exists on a missing node (stat -w).
     assert_eq!(a.run("get -w /cli"), vec!["again"]);
     a.run("ls -w /cli");
-    assert_eq!(a.run("stat -w /cli-new"), vec!["Node does not exist: /cli-new"]);
+    assert_eq!(
+        a.run("stat -w /cli-new"),
+        vec!["Node does not exist: /cli-new"]
+    );
 
     // A second session makes the changes; session a prints the events.
     let mut b = ZkCli::start("b", &server);
