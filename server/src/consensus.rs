@@ -34,7 +34,6 @@ use crate::snapshot;
 use crate::storage::RaftStorage;
 use crate::transport::Transport;
 use crate::txn::{Batch, CloseReason, Command};
-use crate::watch::ConnId;
 
 /// Raft elects after this many ticks without a leader.
 pub const ELECTION_TICKS: usize = 10;
@@ -52,12 +51,11 @@ pub enum Input {
     Command(Command),
     /// Commands a follower forwarded to us as leader.
     Forwarded(Vec<Command>),
-    /// A `sync` from connection `conn`, answered with `Completion::Sync { token }` once this
-    /// member has applied everything the leader had committed when it was asked.
-    ReadIndex {
-        conn: ConnId,
-        token: u64,
-    },
+    /// Tells the sender once this member has applied everything the leader had committed
+    /// when it was asked (Raft's ReadIndex). A handshake uses it before refusing a session
+    /// this member may simply not know yet. (Clients' `sync` goes through the log instead,
+    /// so that it is ordered with their writes.)
+    ReadIndex(tokio::sync::oneshot::Sender<()>),
     Raft(Box<Message>),
     /// Sessions a follower saw traffic on.
     Touch(Vec<i64>),
@@ -70,8 +68,7 @@ pub enum Input {
 }
 
 struct PendingRead {
-    conn: ConnId,
-    token: u64,
+    waiter: tokio::sync::oneshot::Sender<()>,
     asked: Instant,
 }
 
@@ -257,14 +254,13 @@ impl Consensus {
                 }
                 self.pending.extend(cs);
             }
-            Input::ReadIndex { conn, token } => {
+            Input::ReadIndex(waiter) => {
                 self.read_seq += 1;
                 let ctx = self.read_seq;
                 self.reads.insert(
                     ctx,
                     PendingRead {
-                        conn,
-                        token,
+                        waiter,
                         asked: Instant::now(),
                     },
                 );
@@ -513,12 +509,24 @@ impl Consensus {
         let shared = self.shared.clone();
         let mut state = shared.state.write();
         let mut watches = shared.watches.lock();
-        let mut delivery = Delivery::new(self.me, &mut watches, &shared.registry, &mut self.expiry);
+        let mut delivery = Delivery::new(
+            self.me,
+            &mut watches,
+            &shared.registry,
+            &mut self.expiry,
+            &shared.metrics,
+        );
         for e in entries {
             match e.get_entry_type() {
                 EntryType::EntryNormal if !e.data.is_empty() => match Batch::decode(e.data.clone())
                 {
-                    Ok(batch) => state.apply_batch(&batch, e.term, &mut delivery),
+                    Ok(batch) => {
+                        for command in &batch.commands {
+                            state.apply_one(command, e.term, batch.time, &mut delivery);
+                            // Reads queued behind this command's write see exactly this state.
+                            delivery.settle(&state);
+                        }
+                    }
                     Err(err) => {
                         // Skipping an entry would fork this member from the others.
                         tracing::error!("entry {} cannot be decoded ({err}); stopping", e.index);
@@ -554,18 +562,23 @@ impl Consensus {
         }
         let applied = self.applied;
         let mut keep = Vec::new();
+        let mut done = Vec::new();
         for (index, ctx) in std::mem::take(&mut self.ready_reads) {
             if index <= applied {
                 if let Some(r) = self.reads.remove(&ctx) {
-                    self.shared
-                        .registry
-                        .send(r.conn, Completion::Sync { token: r.token });
+                    done.push(r.waiter);
                 }
             } else {
                 keep.push((index, ctx));
             }
         }
         self.ready_reads = keep;
+        if done.is_empty() {
+            return;
+        }
+        for waiter in done {
+            let _ = waiter.send(());
+        }
     }
 
     fn install_snapshot(&mut self, snap: &Snapshot) {

@@ -1,19 +1,23 @@
 //! What the apply loop does with outcomes: it fires watches into connection outboxes at
 //! once (still under the tree lock, so events precede any later reply that shows the
-//! change), encodes replies for writes that came through this member into one buffer per
-//! apply round, and hands them to their connections once the tree lock is released.
+//! change), and encodes replies for writes that came through this member into one buffer
+//! per apply round. After each command, [`Delivery::settle`] hands those replies to their
+//! connections' pipelines, which answer the reads queued behind them against the tree as it
+//! is right then: after this write, before the next.
 
 use std::time::Instant;
 
 use bytes::{BufMut, BytesMut};
 use jute::{ErrorCode, Record};
 
+use crate::metrics::Metrics;
+use crate::net::pipeline::Env;
 use crate::registry::{Completion, Registry, SessionGrant};
 use crate::session::ExpiryTracker;
-use crate::state::{ApplyObserver, SessionInfo, WriteResult};
+use crate::state::{ApplyObserver, SessionInfo, StateMachine, WriteResult};
 use crate::tree::Trigger;
 use crate::txn::{ClientWrite, CloseReason, Origin};
-use crate::watch::{ConnId, WatchManager};
+use crate::watch::{ConnId, WatchManager, WatchSlot};
 
 /// Encodes one reply frame (length, header, body) into `buf` and returns it as its own
 /// `Bytes` (a slice of the shared buffer: no allocation per reply).
@@ -45,7 +49,7 @@ pub fn result_code(result: &WriteResult) -> i32 {
 pub fn encode_write_result(result: &WriteResult, b: &mut BytesMut) {
     match result {
         WriteResult::Error(_) | WriteResult::Delete => {}
-        WriteResult::Create(p) => jute::WriteExt::put_ustring(b, p),
+        WriteResult::Create(p) | WriteResult::Sync(p) => jute::WriteExt::put_ustring(b, p),
         WriteResult::Create2(p, s) => {
             jute::WriteExt::put_ustring(b, p);
             s.encode(b);
@@ -66,8 +70,10 @@ pub struct Delivery<'a> {
     pub watches: &'a mut WatchManager,
     pub registry: &'a Registry,
     pub expiry: &'a mut ExpiryTracker,
+    pub metrics: &'a Metrics,
     pub now: Instant,
     buf: BytesMut,
+    replies: Vec<(ConnId, bytes::Bytes)>,
     out: Vec<(ConnId, Completion)>,
     grants: Vec<(i64, SessionGrant)>,
 }
@@ -78,16 +84,33 @@ impl<'a> Delivery<'a> {
         watches: &'a mut WatchManager,
         registry: &'a Registry,
         expiry: &'a mut ExpiryTracker,
+        metrics: &'a Metrics,
     ) -> Self {
         Delivery {
             me,
             watches,
             registry,
             expiry,
+            metrics,
             now: Instant::now(),
             buf: BytesMut::with_capacity(64 * 1024),
+            replies: Vec::new(),
             out: Vec::new(),
             grants: Vec::new(),
+        }
+    }
+
+    /// Hands the replies of the command just applied to their pipelines.
+    pub fn settle(&mut self, state: &StateMachine) {
+        for (conn, frame) in self.replies.drain(..) {
+            if let Some(p) = self.registry.pipeline(conn) {
+                let mut env = Env {
+                    state,
+                    watches: WatchSlot::Held(self.watches),
+                    metrics: self.metrics,
+                };
+                p.lock().write_applied(frame, &mut env);
+            }
         }
     }
 
@@ -136,8 +159,7 @@ impl ApplyObserver for Delivery<'_> {
         let frame = encode_reply(&mut self.buf, write.xid, zxid, err, |b| {
             encode_write_result(&result, b)
         });
-        self.out
-            .push((write.origin.conn, Completion::Write { frame }));
+        self.replies.push((write.origin.conn, frame));
     }
 
     fn session_created(
@@ -168,7 +190,7 @@ impl ApplyObserver for Delivery<'_> {
         let closer = match reason {
             CloseReason::Client { origin, xid } if self.mine(&origin) => {
                 let frame = encode_reply(&mut self.buf, xid, zxid, 0, |_| {});
-                self.out.push((origin.conn, Completion::Write { frame }));
+                self.replies.push((origin.conn, frame));
                 Some(origin.conn)
             }
             _ => None,

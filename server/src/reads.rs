@@ -16,10 +16,9 @@ use jute::{
 
 use crate::acl;
 use crate::outbox::Outbox;
-use crate::shared::Shared;
 use crate::state::StateMachine;
 use crate::tree::Znode;
-use crate::watch::{ConnId, Tables, WatchManager};
+use crate::watch::{ConnId, Tables, WatchManager, WatchSlot};
 
 /// Who is asking.
 pub struct Caller<'a> {
@@ -57,10 +56,16 @@ fn put_children(b: &mut BytesMut, node: &Znode) {
     }
 }
 
-/// Executes one read-class request and writes its reply. The caller has already made sure
-/// every earlier request of this connection has been answered.
-pub fn execute(shared: &Shared, caller: &Caller, xid: i32, request: &Request, out: &Outbox) {
-    let state = shared.state.read();
+/// Executes one read-class request against `state` (locked by the caller) and writes its
+/// reply. The caller has made sure every earlier request of this connection was answered.
+pub fn execute(
+    state: &StateMachine,
+    watches: &mut WatchSlot,
+    caller: &Caller,
+    xid: i32,
+    request: &Request,
+    out: &Outbox,
+) {
     let zxid = state.last_zxid;
     match request {
         Request::Ping => reply(out, jute::xid::PING, zxid, ErrorCode::Ok, |_| {}),
@@ -70,17 +75,17 @@ pub fn execute(shared: &Shared, caller: &Caller, xid: i32, request: &Request, ou
             }
             // statNode registers the watch before looking the node up.
             if r.watch {
-                shared.watches.lock().watch_data(&r.path, caller.conn);
+                watches.with(|w| w.watch_data(&r.path, caller.conn));
             }
             match state.tree.get(&r.path) {
                 Some(n) => reply(out, xid, zxid, ErrorCode::Ok, |b| n.stat().encode(b)),
                 None => reply_error(out, xid, zxid, ErrorCode::NoNode),
             }
         }
-        Request::GetData(r) => match readable(&state, &r.path, caller.auth) {
+        Request::GetData(r) => match readable(state, &r.path, caller.auth) {
             Ok(n) => {
                 if r.watch {
-                    shared.watches.lock().watch_data(&r.path, caller.conn);
+                    watches.with(|w| w.watch_data(&r.path, caller.conn));
                 }
                 reply(out, xid, zxid, ErrorCode::Ok, |b| {
                     b.put_buffer(n.data.as_deref());
@@ -90,10 +95,10 @@ pub fn execute(shared: &Shared, caller: &Caller, xid: i32, request: &Request, ou
             Err(e) => reply_error(out, xid, zxid, e),
         },
         Request::GetChildren(r) | Request::GetChildren2(r) => {
-            match readable(&state, &r.path, caller.auth) {
+            match readable(state, &r.path, caller.auth) {
                 Ok(n) => {
                     if r.watch {
-                        shared.watches.lock().watch_children(&r.path, caller.conn);
+                        watches.with(|w| w.watch_children(&r.path, caller.conn));
                     }
                     let with_stat = matches!(request, Request::GetChildren2(_));
                     reply(out, xid, zxid, ErrorCode::Ok, |b| {
@@ -127,7 +132,7 @@ pub fn execute(shared: &Shared, caller: &Caller, xid: i32, request: &Request, ou
                 n.stat().encode(b);
             })
         }
-        Request::GetAllChildrenNumber(r) => match readable(&state, &r.path, caller.auth) {
+        Request::GetAllChildrenNumber(r) => match readable(state, &r.path, caller.auth) {
             Ok(_) => {
                 let n = state.tree.all_children_number(&r.path) as i32;
                 reply(out, xid, zxid, ErrorCode::Ok, |b| b.put_i32(n))
@@ -157,14 +162,12 @@ pub fn execute(shared: &Shared, caller: &Caller, xid: i32, request: &Request, ou
                 .iter()
                 .map(|op| {
                     let r = match op {
-                        MultiOp::GetChildren(r) => {
-                            readable(&state, &r.path, caller.auth).map(|n| {
-                                MultiResult::GetChildren(
-                                    n.children.iter().map(|c| c.to_string()).collect(),
-                                )
-                            })
-                        }
-                        MultiOp::GetData(r) => readable(&state, &r.path, caller.auth)
+                        MultiOp::GetChildren(r) => readable(state, &r.path, caller.auth).map(|n| {
+                            MultiResult::GetChildren(
+                                n.children.iter().map(|c| c.to_string()).collect(),
+                            )
+                        }),
+                        MultiOp::GetData(r) => readable(state, &r.path, caller.auth)
                             .map(|n| MultiResult::GetData(n.data.clone(), n.stat())),
                         _ => Err(ErrorCode::MarshallingError),
                     };
@@ -179,42 +182,46 @@ pub fn execute(shared: &Shared, caller: &Caller, xid: i32, request: &Request, ou
             })
         }
         Request::SetWatches(sw) => {
-            let mut watches = shared.watches.lock();
-            set_watches(
-                &state,
-                &mut watches,
-                caller.conn,
-                sw.relative_zxid,
-                &sw.data_watches,
-                &sw.exist_watches,
-                &sw.child_watches,
-                &[],
-                &[],
-            );
+            watches.with(|w| {
+                set_watches(
+                    state,
+                    w,
+                    caller.conn,
+                    sw.relative_zxid,
+                    &sw.data_watches,
+                    &sw.exist_watches,
+                    &sw.child_watches,
+                    &[],
+                    &[],
+                )
+            });
             reply(out, xid, zxid, ErrorCode::Ok, |_| {})
         }
         Request::SetWatches2(sw) => {
-            let mut watches = shared.watches.lock();
-            set_watches(
-                &state,
-                &mut watches,
-                caller.conn,
-                sw.relative_zxid,
-                &sw.data_watches,
-                &sw.exist_watches,
-                &sw.child_watches,
-                &sw.persistent_watches,
-                &sw.persistent_recursive_watches,
-            );
+            watches.with(|w| {
+                set_watches(
+                    state,
+                    w,
+                    caller.conn,
+                    sw.relative_zxid,
+                    &sw.data_watches,
+                    &sw.exist_watches,
+                    &sw.child_watches,
+                    &sw.persistent_watches,
+                    &sw.persistent_recursive_watches,
+                )
+            });
             reply(out, xid, zxid, ErrorCode::Ok, |_| {})
         }
         Request::AddWatch(r) => match AddWatchMode::from_code(r.mode) {
             Some(mode) => {
-                shared.watches.lock().add_persistent(
-                    &r.path,
-                    caller.conn,
-                    mode == AddWatchMode::PersistentRecursive,
-                );
+                watches.with(|w| {
+                    w.add_persistent(
+                        &r.path,
+                        caller.conn,
+                        mode == AddWatchMode::PersistentRecursive,
+                    )
+                });
                 // ZooKeeper answers addWatch with an ErrorResponse body of 0.
                 reply(out, xid, zxid, ErrorCode::Ok, |b| b.put_i32(0))
             }
@@ -222,12 +229,12 @@ pub fn execute(shared: &Shared, caller: &Caller, xid: i32, request: &Request, ou
         },
         Request::CheckWatches(r) => {
             let found = watcher_tables(r.watcher_type)
-                .map(|t| shared.watches.lock().contains(&r.path, caller.conn, t));
+                .map(|t| watches.with(|w| w.contains(&r.path, caller.conn, t)));
             answer_watch_query(out, xid, zxid, found)
         }
         Request::RemoveWatches(r) => {
             let removed = watcher_tables(r.watcher_type)
-                .map(|t| shared.watches.lock().remove(&r.path, caller.conn, t));
+                .map(|t| watches.with(|w| w.remove(&r.path, caller.conn, t)));
             answer_watch_query(out, xid, zxid, removed)
         }
         Request::WhoAmI => {
@@ -322,10 +329,11 @@ pub enum Class {
     Write,
     /// closeSession: through the log, then the connection closes.
     Close,
-    /// sync: a ReadIndex round, then answered locally.
-    Sync,
     /// Answered locally, in order.
     Local,
+    /// Auth packets are handled on arrival, ahead of queued requests, as ZooKeeper does
+    /// (clients match them by their reserved xid), so later writes carry the new identity.
+    Auth,
     /// An opcode ZooKeeper 3.8 does not define (or that clients may not send).
     Unknown,
 }
@@ -337,7 +345,6 @@ pub fn classify(op: i32) -> Class {
     }
     match OpCode::from_code(op) {
         Some(OpCode::CloseSession) => Class::Close,
-        Some(OpCode::Sync) => Class::Sync,
         Some(
             OpCode::Ping
             | OpCode::Exists
@@ -353,9 +360,9 @@ pub fn classify(op: i32) -> Class {
             | OpCode::AddWatch
             | OpCode::CheckWatches
             | OpCode::RemoveWatches
-            | OpCode::WhoAmI
-            | OpCode::Auth,
+            | OpCode::WhoAmI,
         ) => Class::Local,
+        Some(OpCode::Auth) => Class::Auth,
         _ => Class::Unknown,
     }
 }

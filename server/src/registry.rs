@@ -10,20 +10,17 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::{mpsc, oneshot};
 
+use crate::net::pipeline::Pipeline;
 use crate::outbox::Outbox;
 use crate::watch::ConnId;
 
-/// What the consensus side tells a connection.
+/// What the consensus side tells a connection's task (replies themselves go through the
+/// connection's [`Pipeline`]).
 #[derive(Debug)]
 pub enum Completion {
-    /// The oldest outstanding write of this connection was applied; `frame` is its reply.
-    Write { frame: Bytes },
-    /// A sync (read index) this connection issued is satisfied.
-    Sync { token: u64 },
     /// The session ended (closed by the client, expired, or taken over by a reconnect).
     SessionClosed,
     /// The leader changed; writes in flight may never be answered.
@@ -49,6 +46,7 @@ pub struct ConnEntry {
     pub peer: std::net::SocketAddr,
     pub connected_at: std::time::SystemTime,
     pub stats: Arc<ConnStats>,
+    pub pipeline: Arc<Mutex<Pipeline>>,
 }
 
 /// Per-connection counters (for `cons`).
@@ -98,6 +96,11 @@ impl Registry {
             Some(e) => e.completions.send(completion).is_ok(),
             None => false,
         }
+    }
+
+    /// A connection's request pipeline.
+    pub fn pipeline(&self, conn: ConnId) -> Option<Arc<Mutex<Pipeline>>> {
+        self.conns.read().get(&conn).map(|e| e.pipeline.clone())
     }
 
     /// The connection currently holding a session on this member.

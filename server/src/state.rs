@@ -41,6 +41,8 @@ pub enum WriteResult {
     Stat(Stat),
     /// check (13) outside a multi: ZooKeeper answers with a SetDataResponse layout.
     Check(Stat),
+    /// sync (9): the path, echoed.
+    Sync(String),
     Multi(Vec<MultiResult>),
 }
 
@@ -90,9 +92,22 @@ impl StateMachine {
     /// Applies one committed batch written in `term`.
     pub fn apply_batch(&mut self, batch: &Batch, term: u64, obs: &mut impl ApplyObserver) {
         for command in &batch.commands {
-            let zxid = self.next_zxid(term);
-            self.apply_command(command, zxid, batch.time, obs);
+            self.apply_one(command, term, batch.time, obs);
         }
+    }
+
+    /// Applies one command of a batch (with the batch's term and time). The caller may look
+    /// at the state between commands, which the apply loop does to answer reads that were
+    /// waiting on exactly this command.
+    pub fn apply_one(
+        &mut self,
+        command: &Command,
+        term: u64,
+        time: i64,
+        obs: &mut impl ApplyObserver,
+    ) {
+        let zxid = self.next_zxid(term);
+        self.apply_command(command, zxid, time, obs);
     }
 
     fn apply_command(
@@ -161,12 +176,14 @@ impl StateMachine {
     }
 }
 
-/// True for the opcodes that go through the log.
+/// True for the opcodes that go through the log. `sync` does too: that orders it with the
+/// session's writes on every member, so it is answered exactly in turn.
 pub fn is_write_op(op: i32) -> bool {
     matches!(
         OpCode::from_code(op),
         Some(
-            OpCode::Create
+            OpCode::Sync
+                | OpCode::Create
                 | OpCode::Create2
                 | OpCode::CreateContainer
                 | OpCode::CreateTtl
@@ -299,6 +316,7 @@ fn apply_write_inner(
             }
             WriteResult::Multi(apply_multi(tree, ctx, &ops, triggers))
         }
+        OpCode::Sync => WriteResult::Sync(jute::SyncRequest::decode(&mut r)?.path),
         // Dynamic reconfiguration is disabled, as in a default ZooKeeper.
         OpCode::Reconfig => return Err(ErrorCode::ReconfigDisabled.into()),
         _ => return Err(ErrorCode::Unimplemented.into()),

@@ -155,6 +155,22 @@ fn push_unique(v: &mut Vec<ConnId>, c: ConnId) {
     }
 }
 
+/// The watch manager as a caller has it: already locked (the apply loop), or to lock only
+/// if needed (a read that sets no watch takes no lock).
+pub enum WatchSlot<'a> {
+    Held(&'a mut WatchManager),
+    Shared(&'a parking_lot::Mutex<WatchManager>),
+}
+
+impl WatchSlot<'_> {
+    pub fn with<R>(&mut self, f: impl FnOnce(&mut WatchManager) -> R) -> R {
+        match self {
+            WatchSlot::Held(w) => f(w),
+            WatchSlot::Shared(m) => f(&mut m.lock()),
+        }
+    }
+}
+
 /// Which table(s) checkWatches / removeWatches address (`WatcherType`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Tables {

@@ -1,38 +1,37 @@
-//! One client connection: handshake, then an in-order request pipeline.
+//! One client connection: handshake, then requests in order.
 //!
 //! Requests are taken off the socket as fast as they arrive (pipelining): a write is
-//! proposed at once and the connection moves on. Replies must leave in request order, and a
-//! read must see the session's earlier writes, so every request that arrives while a write
-//! or sync is outstanding waits in the pipeline behind it; when the write's reply comes
-//! back from the apply loop, it is sent and the requests behind it are answered in turn.
+//! proposed at once and the connection moves on. Replies leave in request order and a read
+//! sees the session's earlier writes: requests that arrive behind an outstanding write or
+//! sync wait in the connection's [`Pipeline`], which the apply loop flushes when the write
+//! is applied (see [`super::pipeline`]).
 //!
 //! Back-pressure: the connection stops reading while its outbox holds too much unsent data
 //! or too many requests are outstanding, so a client that does not read its replies cannot
 //! make the server buffer without bound.
 
-use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use bytes::{BufMut, Bytes, BytesMut};
-use jute::{
-    ConnectRequest, ConnectResponse, ErrorCode, Id, Reader, Record, Request, RequestHeader,
-};
+use bytes::{Bytes, BytesMut};
+use jute::{AuthPacket, ConnectRequest, ConnectResponse, ErrorCode, Reader, Record, RequestHeader};
+use parking_lot::Mutex;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::TcpStream;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
+use super::pipeline::{Env, Item, Pipeline};
 use crate::acl;
 use crate::consensus::{Input, ELECTION_TICKS};
 use crate::outbox::Outbox;
-use crate::reads::{self, Caller, Class};
+use crate::reads::{self, Class};
 use crate::registry::{Completion, ConnEntry, ConnStats};
 use crate::shared::Shared;
 use crate::txn::{ClientWrite, CloseReason, Command, Origin};
-use crate::watch::ConnId;
+use crate::watch::{ConnId, WatchSlot};
 
 /// Stop reading requests while this much is waiting to be written to the client.
 const READ_PAUSE_BYTES: usize = 4 * 1024 * 1024;
@@ -40,37 +39,6 @@ const READ_PAUSE_BYTES: usize = 4 * 1024 * 1024;
 const MAX_OUTSTANDING: usize = 10_000;
 /// How long a client may take to send its handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
-
-enum Pending {
-    Write {
-        op: i32,
-        started: Instant,
-        reply: Option<Bytes>,
-        closes_session: bool,
-    },
-    Sync {
-        xid: i32,
-        token: u64,
-        path: String,
-        started: Instant,
-        done: bool,
-    },
-    Local {
-        xid: i32,
-        op: i32,
-        body: Bytes,
-        started: Instant,
-    },
-}
-
-impl Pending {
-    fn is_outstanding_write(&self) -> bool {
-        matches!(
-            self,
-            Pending::Write { reply: None, .. } | Pending::Sync { done: false, .. }
-        )
-    }
-}
 
 /// Why a connection ended (logged).
 #[derive(Debug, thiserror::Error)]
@@ -81,7 +49,7 @@ enum End {
     Io(std::io::Error),
     #[error("protocol error: {0}")]
     Protocol(String),
-    #[error("session closed by the client")]
+    #[error("session closed")]
     SessionClosed,
     #[error("session expired or unknown")]
     Expired,
@@ -93,8 +61,6 @@ enum End {
     WriteTimeout,
     #[error("authentication failed")]
     AuthFailed,
-    #[error("session taken over by a newer connection, or ended")]
-    Replaced,
 }
 
 /// Serves one accepted TCP connection until it ends.
@@ -120,7 +86,7 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, peer: SocketAddr) {
             let writer = tokio::spawn(write_loop(outbox.clone(), wr));
             let end = run(&shared, conn, peer, rd, buf, outbox.clone()).await;
             match &end {
-                End::ClientClosed | End::SessionClosed | End::Replaced => {
+                End::ClientClosed | End::SessionClosed => {
                     tracing::debug!(conn, %peer, "connection ended: {end}")
                 }
                 _ => tracing::info!(conn, %peer, "connection closed: {end}"),
@@ -252,7 +218,7 @@ async fn handshake(
     if known.is_none() && !shared.config.is_standalone() {
         // This member may simply not have applied the session's creation yet: catch up
         // with the leader (a sync), then look again.
-        sync_with_leader(shared, conn).await;
+        sync_with_leader(shared).await;
         known = lookup_session(shared, req.session_id, &req.passwd);
     }
     match known {
@@ -287,33 +253,11 @@ fn lookup_session(shared: &Shared, id: i64, passwd: &[u8]) -> Option<bool> {
         .map(|s| s.passwd.as_slice() == passwd)
 }
 
-async fn sync_with_leader(shared: &Shared, conn: ConnId) {
-    // The handshake has no pipeline yet: use a private registration for the answer.
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    let stats = Arc::new(ConnStats::default());
-    shared.registry.register(
-        conn,
-        ConnEntry {
-            session: 0,
-            completions: tx,
-            touched: Arc::new(AtomicBool::new(false)),
-            outbox: Arc::new(Outbox::new()),
-            peer: SocketAddr::from(([0, 0, 0, 0], 0)),
-            connected_at: SystemTime::now(),
-            stats,
-        },
-    );
-    shared.submit(Input::ReadIndex { conn, token: 0 });
+async fn sync_with_leader(shared: &Shared) {
+    let (tx, rx) = oneshot::channel();
+    shared.submit(Input::ReadIndex(tx));
     let wait = shared.config.raft_tick * (ELECTION_TICKS as u32 * 2);
-    let _ = tokio::time::timeout(wait, async {
-        while let Some(c) = rx.recv().await {
-            if matches!(c, Completion::Sync { .. }) {
-                break;
-            }
-        }
-    })
-    .await;
-    shared.registry.unregister(conn);
+    let _ = tokio::time::timeout(wait, rx).await;
 }
 
 async fn run(
@@ -335,6 +279,14 @@ async fn run(
     let (tx, mut completions) = mpsc::unbounded_channel();
     let touched = Arc::new(AtomicBool::new(true));
     let stats = Arc::new(ConnStats::default());
+    let pipeline = Arc::new(Mutex::new(Pipeline::new(
+        conn,
+        session.id,
+        vec![acl::ip_id(peer.ip())],
+        outbox.clone(),
+        stats.clone(),
+        tx.clone(),
+    )));
     shared.watches.lock().register(conn, outbox.clone());
     let previous = shared.registry.register(
         conn,
@@ -346,6 +298,7 @@ async fn run(
             peer,
             connected_at: SystemTime::now(),
             stats: stats.clone(),
+            pipeline: pipeline.clone(),
         },
     );
     if let Some(old) = previous {
@@ -360,13 +313,11 @@ async fn run(
         shared: shared.clone(),
         conn,
         session: session.id,
-        auth: vec![acl::ip_id(peer.ip())],
         peer,
         outbox,
-        pipeline: VecDeque::new(),
+        pipeline,
         stats,
         touched,
-        sync_seq: 0,
         write_timeout: Duration::from_millis(session.timeout_ms.max(0) as u64)
             .max(shared.config.raft_tick * (ELECTION_TICKS as u32 * 3)),
     };
@@ -377,13 +328,11 @@ struct Connection {
     shared: Arc<Shared>,
     conn: ConnId,
     session: i64,
-    auth: Vec<Id>,
     peer: SocketAddr,
     outbox: Arc<Outbox>,
-    pipeline: VecDeque<Pending>,
+    pipeline: Arc<Mutex<Pipeline>>,
     stats: Arc<ConnStats>,
     touched: Arc<AtomicBool>,
-    sync_seq: u64,
     write_timeout: Duration,
 }
 
@@ -396,7 +345,7 @@ impl Connection {
     ) -> End {
         let max = self.shared.config.max_buffer;
         loop {
-            // Answer whatever complete frames are already buffered.
+            // Take every complete frame already buffered.
             loop {
                 match jute::split_frame(buf, max) {
                     Ok(Some(frame)) => {
@@ -411,20 +360,14 @@ impl Connection {
             if self.outbox.is_closed() {
                 return End::ClientClosed;
             }
-            let can_read =
-                self.outbox.buffered() < READ_PAUSE_BYTES && self.pipeline.len() < MAX_OUTSTANDING;
+            let can_read = self.outbox.buffered() < READ_PAUSE_BYTES
+                && self.pipeline.lock().len() < MAX_OUTSTANDING;
             tokio::select! {
                 biased;
                 c = completions.recv() => {
                     let Some(c) = c else { return End::NotServing };
                     if let Err(end) = self.on_completion(c) {
                         return end;
-                    }
-                    // Take every completion already queued before touching the socket.
-                    while let Ok(c) = completions.try_recv() {
-                        if let Err(end) = self.on_completion(c) {
-                            return end;
-                        }
                     }
                 }
                 r = rd.read_buf(buf), if can_read => match r {
@@ -433,7 +376,7 @@ impl Connection {
                     Err(e) => return End::Io(e),
                 },
                 _ = tokio::time::sleep(Duration::from_millis(if can_read { 1000 } else { 5 })) => {
-                    if let Some(started) = self.oldest_outstanding() {
+                    if let Some(started) = self.pipeline.lock().oldest_outstanding() {
                         if started.elapsed() > self.write_timeout {
                             return End::WriteTimeout;
                         }
@@ -441,22 +384,6 @@ impl Connection {
                 }
             }
         }
-    }
-
-    fn oldest_outstanding(&self) -> Option<Instant> {
-        self.pipeline.iter().find_map(|p| match p {
-            Pending::Write {
-                reply: None,
-                started,
-                ..
-            } => Some(*started),
-            Pending::Sync {
-                done: false,
-                started,
-                ..
-            } => Some(*started),
-            _ => None,
-        })
     }
 
     fn origin(&self) -> Origin {
@@ -479,126 +406,94 @@ impl Connection {
         let body = r.take_rest();
         let started = Instant::now();
         match reads::classify(header.op) {
-            Class::Write => {
-                self.shared
-                    .submit(Input::Command(Command::Write(ClientWrite {
+            Class::Write | Class::Close => {
+                let closes_session = reads::classify(header.op) == Class::Close;
+                // Queue first: the reply may come back before `submit` returns.
+                let auth = {
+                    let mut p = self.pipeline.lock();
+                    p.push(Item::Write {
+                        op: header.op,
+                        started,
+                        reply: None,
+                        closes_session,
+                    });
+                    p.auth.clone()
+                };
+                let command = if closes_session {
+                    Command::CloseSession {
+                        session: self.session,
+                        reason: CloseReason::Client {
+                            origin: self.origin(),
+                            xid: header.xid,
+                        },
+                    }
+                } else {
+                    Command::Write(ClientWrite {
                         session: self.session,
                         xid: header.xid,
                         op: header.op,
                         origin: self.origin(),
-                        auth: self.auth.clone(),
+                        auth,
                         body,
-                    })));
-                self.pipeline.push_back(Pending::Write {
-                    op: header.op,
-                    started,
-                    reply: None,
-                    closes_session: false,
-                });
-            }
-            Class::Close => {
-                self.shared.submit(Input::Command(Command::CloseSession {
-                    session: self.session,
-                    reason: CloseReason::Client {
-                        origin: self.origin(),
-                        xid: header.xid,
-                    },
-                }));
-                self.pipeline.push_back(Pending::Write {
-                    op: header.op,
-                    started,
-                    reply: None,
-                    closes_session: true,
-                });
-            }
-            Class::Sync => {
-                let path = match jute::SyncRequest::decode(&mut Reader::new(body.clone())) {
-                    Ok(s) => s.path,
-                    Err(_) => {
-                        self.pipeline.push_back(Pending::Local {
-                            xid: header.xid,
-                            op: header.op,
-                            body,
-                            started,
-                        });
-                        return self.flush();
-                    }
+                    })
                 };
-                self.sync_seq += 1;
-                let token = self.sync_seq;
-                self.shared.submit(Input::ReadIndex {
-                    conn: self.conn,
-                    token,
-                });
-                self.pipeline.push_back(Pending::Sync {
-                    xid: header.xid,
-                    token,
-                    path,
-                    started,
-                    done: false,
-                });
+                if !self.shared.submit(Input::Command(command)) {
+                    return Err(End::NotServing);
+                }
             }
-            Class::Local | Class::Unknown => {
-                self.pipeline.push_back(Pending::Local {
-                    xid: header.xid,
-                    op: header.op,
-                    body,
-                    started,
-                });
+            Class::Auth => return self.auth(header.xid, body),
+            Class::Local | Class::Unknown => self.local(header.xid, header.op, body, started),
+        }
+        Ok(())
+    }
+
+    fn local(&self, xid: i32, op: i32, body: Bytes, started: Instant) {
+        let state = self.shared.state.read();
+        let mut env = Env {
+            state: &state,
+            watches: WatchSlot::Shared(&self.shared.watches),
+            metrics: &self.shared.metrics,
+        };
+        self.pipeline.lock().local(xid, op, body, started, &mut env);
+    }
+
+    /// An auth packet takes effect at once (ZooKeeper handles it on arrival, ahead of
+    /// queued requests), so the requests after it carry the new identity.
+    fn auth(&self, xid: i32, body: Bytes) -> Result<(), End> {
+        let result = match AuthPacket::decode(&mut Reader::new(body)) {
+            Ok(packet) => acl::authenticate(
+                &packet.scheme,
+                packet.auth.as_deref().unwrap_or_default(),
+                self.peer.ip(),
+                self.shared.config.super_digest.as_deref(),
+            ),
+            Err(_) => Err(ErrorCode::AuthFailed),
+        };
+        match result {
+            Ok(ids) => {
+                let mut p = self.pipeline.lock();
+                for id in ids {
+                    if !p.auth.contains(&id) {
+                        p.auth.push(id);
+                    }
+                }
+                drop(p);
+                reads::reply_error(&self.outbox, xid, 0, ErrorCode::Ok);
+                Ok(())
+            }
+            Err(e) => {
+                // ZooKeeper answers AUTHFAILED and closes the connection.
+                reads::reply_error(&self.outbox, xid, 0, e);
+                Err(End::AuthFailed)
             }
         }
-        self.stats
-            .outstanding
-            .store(self.pipeline.len() as u64, Ordering::Relaxed);
-        self.flush()
     }
 
     fn on_completion(&mut self, c: Completion) -> Result<(), End> {
         match c {
-            Completion::Write { frame } => {
-                let slot = self
-                    .pipeline
-                    .iter_mut()
-                    .find(|p| matches!(p, Pending::Write { reply: None, .. }));
-                match slot {
-                    Some(Pending::Write { reply, .. }) => *reply = Some(frame),
-                    _ => {
-                        return Err(End::Protocol(
-                            "reply for a write that is not outstanding".into(),
-                        ))
-                    }
-                }
-                self.flush()
-            }
-            Completion::Sync { token } => {
-                for p in self.pipeline.iter_mut() {
-                    if let Pending::Sync { token: t, done, .. } = p {
-                        if *t == token {
-                            *done = true;
-                        }
-                    }
-                }
-                self.flush()
-            }
-            Completion::SessionClosed => {
-                // A client close answers through the pipeline first; anything else (expiry,
-                // a newer connection of the same session) just ends this one.
-                if self.pipeline.iter().any(|p| {
-                    matches!(
-                        p,
-                        Pending::Write {
-                            closes_session: true,
-                            ..
-                        }
-                    )
-                }) {
-                    Ok(())
-                } else {
-                    Err(End::Replaced)
-                }
-            }
+            Completion::SessionClosed => Err(End::SessionClosed),
             Completion::LeaderChanged => {
-                if self.pipeline.iter().any(Pending::is_outstanding_write) {
+                if self.pipeline.lock().has_outstanding_write() {
                     Err(End::LeaderChanged)
                 } else {
                     Ok(())
@@ -606,160 +501,5 @@ impl Connection {
             }
             Completion::StopServing => Err(End::NotServing),
         }
-    }
-
-    /// Answers, in order, everything at the head of the pipeline that can be answered.
-    fn flush(&mut self) -> Result<(), End> {
-        while let Some(front) = self.pipeline.front() {
-            match front {
-                Pending::Write { reply: None, .. } | Pending::Sync { done: false, .. } => break,
-                _ => {}
-            }
-            let Some(item) = self.pipeline.pop_front() else {
-                break;
-            };
-            match item {
-                Pending::Write {
-                    op,
-                    started,
-                    reply: Some(frame),
-                    closes_session,
-                } => {
-                    self.outbox.push_raw(&frame);
-                    self.finished(op, started);
-                    if closes_session {
-                        return Err(End::SessionClosed);
-                    }
-                }
-                Pending::Sync {
-                    xid, path, started, ..
-                } => {
-                    let zxid = self.shared.last_zxid();
-                    self.outbox.push_frame(|b| {
-                        b.put_i32(xid);
-                        b.put_i64(zxid);
-                        b.put_i32(0);
-                        jute::WriteExt::put_ustring(b, &path);
-                    });
-                    self.finished(jute::OpCode::Sync.code(), started);
-                }
-                Pending::Local {
-                    xid,
-                    op,
-                    body,
-                    started,
-                } => {
-                    self.local(xid, op, body)?;
-                    self.finished(op, started);
-                }
-                Pending::Write { reply: None, .. } => break,
-            }
-        }
-        self.stats
-            .outstanding
-            .store(self.pipeline.len() as u64, Ordering::Relaxed);
-        Ok(())
-    }
-
-    fn finished(&self, op: i32, started: Instant) {
-        let elapsed = started.elapsed();
-        self.shared.metrics.record(op, elapsed);
-        self.shared
-            .metrics
-            .packets_sent
-            .fetch_add(1, Ordering::Relaxed);
-        let us = elapsed.as_micros() as u64;
-        let s = &self.stats;
-        s.sent.fetch_add(1, Ordering::Relaxed);
-        s.latency_count.fetch_add(1, Ordering::Relaxed);
-        s.total_latency_us.fetch_add(us, Ordering::Relaxed);
-        s.max_latency_us.fetch_max(us, Ordering::Relaxed);
-        let min = s.min_latency_us.load(Ordering::Relaxed);
-        if min == 0 || us < min {
-            s.min_latency_us.store(us.max(1), Ordering::Relaxed);
-        }
-        s.last_zxid
-            .store(self.shared.last_zxid() as u64, Ordering::Relaxed);
-        *s.last_op.lock() = op_name(op);
-    }
-
-    /// A request answered by this member alone.
-    fn local(&mut self, xid: i32, op: i32, body: Bytes) -> Result<(), End> {
-        let zxid = self.shared.last_zxid();
-        let request = match Request::decode(op, &mut Reader::new(body)) {
-            Ok(r) => r,
-            Err(jute::DecodeError::UnknownOpcode(_)) => {
-                // Answered, and the connection stays open (ZooKeeper would also close it).
-                reads::reply_error(&self.outbox, xid, zxid, ErrorCode::Unimplemented);
-                return Ok(());
-            }
-            Err(e) => {
-                tracing::debug!(conn = self.conn, op, "undecodable request: {e}");
-                reads::reply_error(&self.outbox, xid, zxid, ErrorCode::MarshallingError);
-                return Ok(());
-            }
-        };
-        if let Request::Auth(packet) = &request {
-            let bytes = packet.auth.as_deref().unwrap_or_default();
-            let result = acl::authenticate(
-                &packet.scheme,
-                bytes,
-                self.peer.ip(),
-                self.shared.config.super_digest.as_deref(),
-            );
-            return match result {
-                Ok(ids) => {
-                    for id in ids {
-                        if !self.auth.contains(&id) {
-                            self.auth.push(id);
-                        }
-                    }
-                    reads::reply_error(&self.outbox, xid, 0, ErrorCode::Ok);
-                    Ok(())
-                }
-                Err(e) => {
-                    // ZooKeeper answers AUTHFAILED and closes the connection.
-                    reads::reply_error(&self.outbox, xid, 0, e);
-                    Err(End::AuthFailed)
-                }
-            };
-        }
-        let caller = Caller {
-            conn: self.conn,
-            session: self.session,
-            auth: &self.auth,
-        };
-        reads::execute(&self.shared, &caller, xid, &request, &self.outbox);
-        Ok(())
-    }
-}
-
-/// The short operation names `cons` shows (ZooKeeper's `lastOp`).
-pub fn op_name(op: i32) -> &'static str {
-    use jute::OpCode::*;
-    match jute::OpCode::from_code(op) {
-        Some(Create | Create2 | CreateContainer | CreateTtl) => "CREA",
-        Some(Delete) => "DELE",
-        Some(Exists) => "EXIS",
-        Some(GetData) => "GETD",
-        Some(SetData) => "SETD",
-        Some(GetAcl) => "GETA",
-        Some(SetAcl) => "SETA",
-        Some(GetChildren | GetChildren2) => "GETC",
-        Some(Sync) => "SYNC",
-        Some(Ping) => "PING",
-        Some(Check) => "CHEC",
-        Some(Multi) => "MULT",
-        Some(MultiRead) => "MLTR",
-        Some(SetWatches) => "SETW",
-        Some(SetWatches2) => "STW2",
-        Some(AddWatch) => "ADDW",
-        Some(CheckWatches) => "CHKW",
-        Some(RemoveWatches) => "REMW",
-        Some(WhoAmI) => "HOMI",
-        Some(GetEphemerals) => "GETE",
-        Some(GetAllChildrenNumber) => "GETACN",
-        Some(CloseSession) => "CLOS",
-        _ => "NA",
     }
 }

@@ -2,6 +2,7 @@
 //! hands each connection to its own task ([`connection`]).
 
 pub mod connection;
+pub mod pipeline;
 
 use std::collections::HashMap;
 use std::net::IpAddr;
