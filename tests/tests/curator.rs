@@ -577,8 +577,8 @@ fn connection_state(kind: ServerKind) {
             _ => None,
         },
     );
-    assert_eq!(restarts, 2, "{}", run.transcript());
     assert_all_passed(&run, CONNECTION_STATE_CHECKS, &zk);
+    assert_eq!(restarts, 2, "{}", run.transcript());
 }
 
 #[test]
