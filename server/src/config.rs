@@ -155,6 +155,9 @@ pub struct Config {
     pub super_digest: Option<String>,
     /// Take a snapshot after this many applied entries.
     pub snapshot_entries: u64,
+    /// Log entries kept behind a snapshot, so a follower slightly behind catches up from the
+    /// log rather than by a whole snapshot.
+    pub snapshot_retain_entries: u64,
     /// Raft tick interval (elections after 10 ticks, heartbeats every 2).
     pub raft_tick: Duration,
     /// Warnings gathered while parsing (unknown keys), to log once logging is up.
@@ -186,6 +189,7 @@ impl Default for Config {
             metrics_address: IpAddr::from([127, 0, 0, 1]),
             super_digest: None,
             snapshot_entries: 100_000,
+            snapshot_retain_entries: 10_000,
             raft_tick: Duration::from_millis(100),
             warnings: Vec::new(),
         }
@@ -371,6 +375,9 @@ impl Config {
                 },
                 "snapshotEntries" => {
                     cfg.snapshot_entries = parse_num::<u64>(key, value).map_err(err)?.max(100)
+                }
+                "snapshotRetainEntries" => {
+                    cfg.snapshot_retain_entries = parse_num(key, value).map_err(err)?
                 }
                 "raftTickMs" => {
                     let ms: u64 = parse_num(key, value).map_err(err)?;

@@ -40,8 +40,6 @@ pub const ELECTION_TICKS: usize = 10;
 const HEARTBEAT_TICKS: usize = 2;
 /// Largest encoded batch proposed as one entry.
 const MAX_BATCH_BYTES: usize = 4 * 1024 * 1024;
-/// Entries kept in the log behind a snapshot, for followers slightly behind.
-const LOG_TAIL_KEPT: u64 = 10_000;
 /// How many inbox items one turn handles before servicing timers and readies.
 const MAX_INPUTS_PER_TURN: usize = 20_000;
 
@@ -621,7 +619,9 @@ impl Consensus {
         let started = Instant::now();
         let data = snapshot::encode(&self.shared.state.read());
         let conf = self.storage.conf_state();
-        let compact_to = self.applied.saturating_sub(LOG_TAIL_KEPT);
+        let compact_to = self
+            .applied
+            .saturating_sub(self.shared.config.snapshot_retain_entries);
         self.storage
             .save_snapshot(self.applied, self.applied_term, &conf, &data, compact_to);
         self.shared
