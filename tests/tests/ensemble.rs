@@ -304,3 +304,157 @@ fn member_behind_the_compacted_log_catches_up_by_snapshot() {
         assert_eq!(n, 400);
     });
 }
+
+/// A write that must fail (or not be answered) within `within_ms`.
+async fn write_fails(c: &zc::Client, path: &str, within_ms: u64) -> bool {
+    !matches!(
+        tokio::time::timeout(
+            Duration::from_millis(within_ms),
+            c.create(path, b"", &persistent())
+        )
+        .await,
+        Ok(Ok(_))
+    )
+}
+
+#[test]
+fn five_members_survive_two_failures_and_stop_without_quorum() {
+    let mut ensemble = TestEnsemble::start(5, 0, &[]);
+    let leader = ensemble.leader();
+    // Kill two followers: three of five remain, a quorum.
+    let followers: Vec<usize> = (0..5).filter(|i| *i != leader).collect();
+    ensemble.member_mut(followers[0]).kill();
+    ensemble.member_mut(followers[1]).kill();
+    let survivors = ensemble.connect_string();
+    block_on(async {
+        let c = connect(&survivors).await;
+        for i in 0..20 {
+            within(
+                "create",
+                c.create(&format!("/five-{i}"), b"", &persistent()),
+            )
+            .await
+            .expect("writes continue with 3 of 5");
+        }
+    });
+    // A third failure leaves a minority: the rest stop serving rather than serve stale data
+    // or let a session that should have expired hold on.
+    ensemble.member_mut(followers[2]).kill();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while [leader, followers[3]]
+        .iter()
+        .any(|i| ensemble.member(*i).is_serving())
+    {
+        assert!(Instant::now() < deadline, "a minority kept serving");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Bring two back: a quorum again, and nothing acknowledged was lost.
+    ensemble.member_mut(followers[0]).respawn();
+    ensemble.member_mut(followers[1]).respawn();
+    ensemble.wait_all_serving();
+    block_on(async {
+        let c = connect(&ensemble.connect_string()).await;
+        within("sync", c.sync("/")).await.expect("sync");
+        let n = within("list", c.list_children("/"))
+            .await
+            .expect("list")
+            .iter()
+            .filter(|n| n.starts_with("five-"))
+            .count();
+        assert_eq!(n, 20);
+        within("create", c.create("/five-after", b"", &persistent()))
+            .await
+            .expect("writes resume with a quorum");
+    });
+    ensemble.converged();
+}
+
+#[test]
+fn observer_serves_reads_forwards_writes_and_never_votes() {
+    let mut ensemble = TestEnsemble::start(3, 1, &[]);
+    let observer = 3;
+    assert_eq!(
+        ensemble.member(observer).mode().as_deref(),
+        Some("observer")
+    );
+    let leader = ensemble.leader();
+    let mntr = ensemble
+        .member(leader)
+        .four_letter_word("mntr")
+        .expect("mntr");
+    assert!(mntr.contains("zk_server_state\tleader"), "{mntr}");
+    assert!(mntr.contains("zk_followers\t2"), "{mntr}");
+    assert!(mntr.contains("zk_synced_followers\t2"), "{mntr}");
+    block_on(async {
+        let c = connect(&ensemble.member(observer).connect_string()).await;
+        within("create", c.create("/via-observer", b"o", &persistent()))
+            .await
+            .expect("a write through the observer");
+        let (data, _) = within("read", c.get_data("/via-observer"))
+            .await
+            .expect("read");
+        assert_eq!(data, b"o");
+    });
+    // Without two voters there is no quorum, whatever the observer does.
+    let voters: Vec<usize> = (0..3).filter(|i| *i != leader).collect();
+    block_on(async {
+        let c = connect(&ensemble.member(leader).connect_string()).await;
+        ensemble.member_mut(voters[0]).kill();
+        ensemble.member_mut(voters[1]).kill();
+        assert!(
+            write_fails(&c, "/no-quorum", 3000).await,
+            "a leader with only an observer must not commit"
+        );
+    });
+    // It steps down and stops serving clients.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while ensemble.member(leader).is_serving() {
+        assert!(
+            Instant::now() < deadline,
+            "the old leader kept serving without a quorum"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    ensemble.member_mut(voters[0]).respawn();
+    ensemble.member_mut(voters[1]).respawn();
+    ensemble.wait_all_serving();
+    ensemble.converged();
+}
+
+#[test]
+fn acknowledged_writes_survive_kill_of_every_member() {
+    let mut ensemble = TestEnsemble::start(3, 0, &[]);
+    let acked = block_on(async {
+        let c = connect(&ensemble.connect_string()).await;
+        let mut acked = Vec::new();
+        for i in 0..200 {
+            let (stat, _) = within(
+                "create",
+                c.create(&format!("/durable-{i}"), b"d", &persistent()),
+            )
+            .await
+            .expect("create");
+            acked.push((format!("/durable-{i}"), stat.czxid));
+        }
+        acked
+    });
+    let before = ensemble.converged();
+    for i in 0..3 {
+        ensemble.member_mut(i).kill();
+    }
+    for i in 0..3 {
+        ensemble.member_mut(i).respawn();
+    }
+    ensemble.wait_all_serving();
+    let after = ensemble.converged();
+    assert_eq!(before.1, after.1, "the same tree after a full restart");
+    block_on(async {
+        let c = connect(&ensemble.connect_string()).await;
+        for (path, czxid) in &acked {
+            let (_, stat) = within("read", c.get_data(path))
+                .await
+                .expect("acknowledged write present");
+            assert_eq!(stat.czxid, *czxid, "{path} keeps its zxid");
+        }
+    });
+}
