@@ -40,6 +40,9 @@ pub const ELECTION_TICKS: usize = 10;
 const HEARTBEAT_TICKS: usize = 2;
 /// Largest encoded batch proposed as one entry.
 const MAX_BATCH_BYTES: usize = 4 * 1024 * 1024;
+/// Take a snapshot once this many bytes of entries were applied since the last one (one
+/// entry is a whole batch, so counting entries alone would let the log grow large).
+const SNAPSHOT_AFTER_BYTES: u64 = 64 * 1024 * 1024;
 /// How many inbox items one turn handles before servicing timers and readies.
 const MAX_INPUTS_PER_TURN: usize = 20_000;
 
@@ -116,6 +119,7 @@ pub struct Consensus {
     last_leader_contact: Instant,
     applied: u64,
     applied_term: u64,
+    bytes_since_snapshot: u64,
     next_tick: Instant,
     next_touch: Instant,
     next_cleanup: Instant,
@@ -177,6 +181,7 @@ impl Consensus {
             last_leader_contact: now,
             applied: snap_index,
             applied_term: snap_term,
+            bytes_since_snapshot: 0,
             next_tick: now + tick,
             next_touch: now + touch_interval,
             next_cleanup: now + shared.config.container_check_interval,
@@ -542,6 +547,7 @@ impl Consensus {
             }
             self.applied = e.index;
             self.applied_term = e.term;
+            self.bytes_since_snapshot += e.data.len() as u64;
         }
         shared.last_zxid.store(state.last_zxid, Ordering::Release);
         let outbound = delivery.finish();
@@ -613,9 +619,12 @@ impl Consensus {
 
     fn maybe_snapshot(&mut self) {
         let every = self.shared.config.snapshot_entries;
-        if self.storage.entries_since_snapshot(self.applied) < every {
+        if self.storage.entries_since_snapshot(self.applied) < every
+            && self.bytes_since_snapshot < SNAPSHOT_AFTER_BYTES
+        {
             return;
         }
+        self.bytes_since_snapshot = 0;
         let started = Instant::now();
         let data = snapshot::encode(&self.shared.state.read());
         let conf = self.storage.conf_state();
