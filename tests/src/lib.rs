@@ -8,6 +8,7 @@
 //! test leaves nothing behind.
 
 pub mod java;
+pub mod proxy;
 pub mod server;
 
 pub use server::{
