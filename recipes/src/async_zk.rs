@@ -94,6 +94,11 @@ impl AsyncZkClient {
         let probe = tokio::time::timeout(session_timeout, client.zk.exists("/", false)).await;
         match probe {
             Ok(Ok(_)) => {
+                // zookeeper-async does not tell the negotiated timeout; the side session asks
+                // for the same one and is clamped the same way.
+                if let Ok(t) = client.side.negotiated_timeout().await {
+                    client.state.send_modify(|s| s.timeout = s.timeout.min(t));
+                }
                 client.state.send_if_modified(|s| {
                     if s.connection == Connection::Disconnected {
                         *s = SessionState::new(

@@ -2,9 +2,12 @@
 //! trusted, and says so once on a watch channel.
 //!
 //! The lock is lost when (whichever comes first):
-//! - the connection has been down longer than a fraction of the session timeout (the server
-//!   may have expired the session and granted the lock to the next waiter: Curator's
-//!   SUSPENDED treated as an error, and its simulated expiry);
+//! - the server has not been heard from for longer than a fraction of the session timeout
+//!   (the server may be about to expire the session and grant the lock to the next waiter:
+//!   Curator's SUSPENDED treated as an error, and its simulated expiry). The monitor sends a
+//!   small read (`exists` on our node) three times per such interval and measures from the
+//!   moment the last answered one was sent, so it does not depend on when the client library
+//!   notices a dead connection;
 //! - the session expired or the client was closed;
 //! - the lock node disappeared (an operator deleted it, or the session went with it). A
 //!   data watch on our own node says so; it is re-armed after every reconnect because a
@@ -35,13 +38,6 @@ async fn next_event(w: &mut Option<WatchReceiver>) -> Result<EventType, ()> {
     }
 }
 
-async fn sleep_until_opt(deadline: Option<Instant>) {
-    match deadline {
-        Some(d) => tokio::time::sleep_until(d).await,
-        None => std::future::pending().await,
-    }
-}
-
 impl Monitor {
     /// Runs until the lock is lost (then publishes why) or `stop` fires (the lock was
     /// released; nothing is published).
@@ -58,28 +54,33 @@ impl Monitor {
         let mut rx = self.client.session();
         let mut node_watch: Option<WatchReceiver> = None;
         let mut need_arm = true;
+        // The last time the server answered us (a lower bound: when that request was sent).
+        let mut last_heard = Instant::now();
+        let mut next_beat = Instant::now();
         loop {
             let state = rx.borrow_and_update().clone();
-            if state.epoch != self.epoch || state.connection == Connection::Expired {
+            match state.connection {
+                Connection::Closed => return LostReason::ClientClosed,
+                Connection::Expired => return LostReason::SessionExpired,
+                Connection::Connected | Connection::Disconnected => {}
+            }
+            if state.epoch != self.epoch {
                 return LostReason::SessionExpired;
             }
-            let suspend_deadline = match state.connection {
-                Connection::Closed => return LostReason::ClientClosed,
-                Connection::Disconnected => {
-                    let grace = state.timeout.mul_f64(self.suspend_fraction.clamp(0.0, 1.0));
-                    Some(Instant::from_std(state.since) + grace)
-                }
-                Connection::Connected => None,
-                Connection::Expired => return LostReason::SessionExpired,
-            };
-            if let Some(d) = suspend_deadline {
-                if Instant::now() >= d {
-                    return LostReason::ConnectionSuspended;
-                }
+            let grace = state
+                .timeout
+                .mul_f64(self.suspend_fraction.clamp(0.0, 1.0));
+            let suspend_at = last_heard + grace;
+            if Instant::now() >= suspend_at {
+                return LostReason::ConnectionSuspended;
             }
             if state.connection == Connection::Connected && need_arm {
-                match self.client.get_data_watch(&self.path).await {
-                    Ok((_, stat, w)) => {
+                let sent = Instant::now();
+                match tokio::time::timeout_at(suspend_at, self.client.get_data_watch(&self.path))
+                    .await
+                {
+                    Ok(Ok((_, stat, w))) => {
+                        last_heard = last_heard.max(sent);
                         if state.session_id.is_some_and(|s| s != stat.ephemeral_owner) {
                             // A node of that name owned by another session is not our lock.
                             return LostReason::NodeDeleted;
@@ -87,23 +88,15 @@ impl Monitor {
                         node_watch = Some(w);
                         need_arm = false;
                     }
-                    Err(ErrorCode::NoNode) => return LostReason::NodeDeleted,
-                    Err(ErrorCode::SessionExpired) => return LostReason::SessionExpired,
-                    Err(e) if is_transient(e) => {
-                        // Wait for the connection to change, below.
-                    }
-                    Err(e) => {
+                    Ok(Err(ErrorCode::NoNode)) => return LostReason::NodeDeleted,
+                    Ok(Err(ErrorCode::SessionExpired)) => return LostReason::SessionExpired,
+                    Ok(Err(e)) if is_transient(e) => {}
+                    Ok(Err(e)) => {
                         tracing::warn!("cannot watch lock node {}: {e}", self.path);
-                        tokio::time::sleep(Duration::from_millis(200)).await;
                     }
+                    Err(_) => return LostReason::ConnectionSuspended,
                 }
-                // The state may have changed while we were asking; look again first.
-                if rx.has_changed().unwrap_or(true) {
-                    if rx.has_changed().is_err() {
-                        return LostReason::ClientClosed;
-                    }
-                    continue;
-                }
+                continue;
             }
             tokio::select! {
                 ev = next_event(&mut node_watch) => {
@@ -127,7 +120,20 @@ impl Monitor {
                         need_arm = true;
                     }
                 }
-                _ = sleep_until_opt(suspend_deadline) => {
+                _ = tokio::time::sleep_until(next_beat) => {
+                    // A heartbeat: proves the server still hears us (and our node exists),
+                    // whatever the client library believes about its connection.
+                    let sent = Instant::now();
+                    next_beat = sent + (grace / 3).max(Duration::from_millis(20));
+                    match tokio::time::timeout_at(suspend_at, self.client.exists(&self.path)).await {
+                        Ok(Ok(Some(_))) => last_heard = last_heard.max(sent),
+                        Ok(Ok(None)) => return LostReason::NodeDeleted,
+                        Ok(Err(ErrorCode::SessionExpired)) => return LostReason::SessionExpired,
+                        Ok(Err(_)) => {}
+                        Err(_) => return LostReason::ConnectionSuspended,
+                    }
+                }
+                _ = tokio::time::sleep_until(suspend_at) => {
                     return LostReason::ConnectionSuspended;
                 }
             }

@@ -99,6 +99,19 @@ impl JuteConnection {
         }
     }
 
+    /// Opens the session (if needed) and returns the session timeout the server negotiated.
+    /// The main client's session gets the same clamp, as it asked for the same timeout.
+    pub async fn negotiated_timeout(&self) -> ZkResult<Duration> {
+        let mut guard = self.conn.lock().await;
+        if guard.is_none() {
+            *guard = Some(self.open().await?);
+        }
+        guard
+            .as_ref()
+            .map(|c| c.negotiated)
+            .ok_or(ErrorCode::ConnectionLoss)
+    }
+
     /// Sends one request and waits for its reply. `ConnectionLoss` when the connection failed
     /// or the reply did not come within the session timeout (the outcome is then unknown).
     pub async fn call(&self, req: Request) -> ZkResult<Response> {
