@@ -134,10 +134,7 @@ impl AsyncZkClient {
 
     /// Closes the session (its ephemeral nodes, and so its locks, go with it).
     pub async fn close(&self) {
-        if self
-            .closed
-            .swap(true, std::sync::atomic::Ordering::SeqCst)
-        {
+        if self.closed.swap(true, std::sync::atomic::Ordering::SeqCst) {
             return;
         }
         let _ = tokio::time::timeout(Duration::from_secs(5), self.zk.close()).await;

@@ -48,8 +48,8 @@ mod wire;
 
 pub use async_zk::AsyncZkClient;
 pub use client::{
-    Connection, CreateMode, ErrorCode, EventType, Op, OpResult, SessionState, Stat,
-    WatchReceiver, ZkClient, ZkResult,
+    Connection, CreateMode, ErrorCode, EventType, Op, OpResult, SessionState, Stat, WatchReceiver,
+    ZkClient, ZkResult,
 };
 pub use error::{Error, LostReason};
 pub use fence::{Fence, FencingToken, StaleToken};

@@ -20,8 +20,7 @@ use crate::fence::FencingToken;
 use crate::monitor::Monitor;
 use crate::names::{
     ancestors_and_self, join, node_name, protected_prefix, sequence_of, sorted_contenders,
-    Contender, Owner, MUTEX_LOCK_NAME, MUTEX_MARKERS, READ_LOCK_NAME, RW_MARKERS,
-    WRITE_LOCK_NAME,
+    Contender, Owner, MUTEX_LOCK_NAME, MUTEX_MARKERS, READ_LOCK_NAME, RW_MARKERS, WRITE_LOCK_NAME,
 };
 
 /// How long a timed-out or failed acquire waits for its node's delete before returning
@@ -612,7 +611,10 @@ mod tests {
     fn mutex_watches_its_predecessor() {
         let s = vec![c("a-lock-1", 1), c("b-lock-2", 2), c("c-lock-3", 3)];
         assert_eq!(decide(Kind::Mutex, &s, 0), Decision::Granted);
-        assert_eq!(decide(Kind::Mutex, &s, 2), Decision::Watch("b-lock-2".into()));
+        assert_eq!(
+            decide(Kind::Mutex, &s, 2),
+            Decision::Watch("b-lock-2".into())
+        );
     }
 
     #[test]
@@ -625,9 +627,18 @@ mod tests {
             c("e-__WRIT__5", 5),
         ];
         assert_eq!(decide(Kind::Read, &s, 1), Decision::Granted);
-        assert_eq!(decide(Kind::Read, &s, 3), Decision::Watch("c-__WRIT__3".into()));
-        assert_eq!(decide(Kind::Write, &s, 2), Decision::Watch("b-__READ__2".into()));
-        assert_eq!(decide(Kind::Write, &s, 4), Decision::Watch("d-__READ__4".into()));
+        assert_eq!(
+            decide(Kind::Read, &s, 3),
+            Decision::Watch("c-__WRIT__3".into())
+        );
+        assert_eq!(
+            decide(Kind::Write, &s, 2),
+            Decision::Watch("b-__READ__2".into())
+        );
+        assert_eq!(
+            decide(Kind::Write, &s, 4),
+            Decision::Watch("d-__READ__4".into())
+        );
         assert!(is_write_node("_c_x-__WRIT__0000000001"));
         assert!(!is_write_node("_c_x-__READ__0000000001"));
     }

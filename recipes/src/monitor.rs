@@ -67,9 +67,7 @@ impl Monitor {
             if state.epoch != self.epoch {
                 return LostReason::SessionExpired;
             }
-            let grace = state
-                .timeout
-                .mul_f64(self.suspend_fraction.clamp(0.0, 1.0));
+            let grace = state.timeout.mul_f64(self.suspend_fraction.clamp(0.0, 1.0));
             let suspend_at = last_heard + grace;
             if Instant::now() >= suspend_at {
                 return LostReason::ConnectionSuspended;

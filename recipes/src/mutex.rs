@@ -328,9 +328,7 @@ impl LockGuard {
     /// # Ok(()) }
     /// ```
     pub fn hold_count(&self) -> usize {
-        self.holding
-            .count
-            .load(std::sync::atomic::Ordering::SeqCst)
+        self.holding.count.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Completes when the lock can no longer be trusted, with the reason: the connection

@@ -48,8 +48,7 @@ pub fn sequence_of(name: &str, markers: &[&str]) -> Option<i64> {
         .max_by_key(|(i, m)| i + m.len())?;
     let digits = &name[at + marker.len()..];
     let unsigned = digits.strip_prefix('-').unwrap_or(digits);
-    if unsigned.is_empty() || unsigned.len() > 10 || !unsigned.bytes().all(|b| b.is_ascii_digit())
-    {
+    if unsigned.is_empty() || unsigned.len() > 10 || !unsigned.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
     digits.parse::<i64>().ok()
@@ -66,11 +65,13 @@ pub(crate) struct Contender {
 pub(crate) fn sorted_contenders(children: Vec<String>, markers: &[&str]) -> Vec<Contender> {
     let mut out: Vec<Contender> = children
         .into_iter()
-        .filter_map(|name| {
-            sequence_of(&name, markers).map(|sequence| Contender { name, sequence })
-        })
+        .filter_map(|name| sequence_of(&name, markers).map(|sequence| Contender { name, sequence }))
         .collect();
-    out.sort_by(|a, b| a.sequence.cmp(&b.sequence).then_with(|| a.name.cmp(&b.name)));
+    out.sort_by(|a, b| {
+        a.sequence
+            .cmp(&b.sequence)
+            .then_with(|| a.name.cmp(&b.name))
+    });
     out
 }
 

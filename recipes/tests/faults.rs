@@ -29,7 +29,12 @@ async fn protection_recovers_lost_create_reply(kind: ServerKind) {
     let path = "/locks/protected";
     // Make the parent first, so the first create is the one whose reply is lost.
     let warm = InterProcessMutex::new(c.clone(), path);
-    warm.acquire().await.expect("warm").release().await.expect("release");
+    warm.acquire()
+        .await
+        .expect("warm")
+        .release()
+        .await
+        .expect("release");
 
     proxy.drop_next_frame_and_cut(Direction::ServerToClient, is_lock_create_reply);
     let mutex = InterProcessMutex::new(c.clone(), path);
@@ -37,8 +42,16 @@ async fn protection_recovers_lost_create_reply(kind: ServerKind) {
         .await
         .expect("acquire after a lost reply")
         .expect("acquire");
-    assert_eq!(proxy.frames_dropped(), 1, "the create reply was not dropped");
-    assert_eq!(c.session().borrow().epoch, epoch, "the session survived the cut");
+    assert_eq!(
+        proxy.frames_dropped(),
+        1,
+        "the create reply was not dropped"
+    );
+    assert_eq!(
+        c.session().borrow().epoch,
+        epoch,
+        "the session survived the cut"
+    );
 
     // The node created before the cut was found again: exactly one node, ours.
     let kids = children(&observer, path).await;
@@ -66,7 +79,12 @@ async fn lost_reply_then_expiry_makes_a_fresh_node(kind: ServerKind) {
     let first_epoch = c.session().borrow().epoch;
     let path = "/locks/protected-expiry";
     let warm = InterProcessMutex::new(c.clone(), path);
-    warm.acquire().await.expect("warm").release().await.expect("release");
+    warm.acquire()
+        .await
+        .expect("warm")
+        .release()
+        .await
+        .expect("release");
     let old_session = c.session().borrow().session_id.expect("session id known");
 
     // The reply is lost and the client cannot come back before its session expires.
@@ -75,15 +93,21 @@ async fn lost_reply_then_expiry_makes_a_fresh_node(kind: ServerKind) {
     let mutex = InterProcessMutex::new(c.clone(), path);
     let acquiring = tokio::spawn(async move { mutex.acquire().await.map(|g| (mutex, g)) });
     let p = &proxy;
-    eventually(Duration::from_secs(20), "create reply dropped", move || async move {
-        p.frames_dropped() == 1
-    })
+    eventually(
+        Duration::from_secs(20),
+        "create reply dropped",
+        move || async move { p.frames_dropped() == 1 },
+    )
     .await;
     let o = observer.clone();
-    eventually(Duration::from_secs(20), "old session's node gone", move || {
-        let o = o.clone();
-        async move { children(&o, path).await.is_empty() }
-    })
+    eventually(
+        Duration::from_secs(20),
+        "old session's node gone",
+        move || {
+            let o = o.clone();
+            async move { children(&o, path).await.is_empty() }
+        },
+    )
     .await;
     // Stay away a little longer than the session timeout, then let the client back.
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -98,7 +122,10 @@ async fn lost_reply_then_expiry_makes_a_fresh_node(kind: ServerKind) {
     let kids = children(&observer, path).await;
     assert_eq!(kids.len(), 1, "{kids:?}");
     let stat = observer.exists(guard.node_path()).await.unwrap().unwrap();
-    assert_ne!(stat.ephemeral_owner, old_session, "a node of the old session was taken as ours");
+    assert_ne!(
+        stat.ephemeral_owner, old_session,
+        "a node of the old session was taken as ours"
+    );
     if let Some(sid) = state.session_id {
         assert_eq!(stat.ephemeral_owner, sid);
     }
@@ -128,10 +155,14 @@ async fn guaranteed_delete_after_dropped_connection(kind: ServerKind) {
     proxy.refuse_connections(true);
     proxy.cut_all();
     let cc = c.clone();
-    eventually(Duration::from_secs(10), "client sees the disconnect", move || {
-        let cc = cc.clone();
-        async move { cc.session().borrow().connection != Connection::Connected }
-    })
+    eventually(
+        Duration::from_secs(10),
+        "client sees the disconnect",
+        move || {
+            let cc = cc.clone();
+            async move { cc.session().borrow().connection != Connection::Connected }
+        },
+    )
     .await;
     drop(guard);
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -151,7 +182,10 @@ async fn guaranteed_delete_after_dropped_connection(kind: ServerKind) {
     .await;
     connected(&c).await;
     let state = c.session().borrow().clone();
-    assert_eq!(state.epoch, epoch, "the session expired: the delete proved nothing");
+    assert_eq!(
+        state.epoch, epoch,
+        "the session expired: the delete proved nothing"
+    );
     assert_eq!(state.connection, Connection::Connected);
     // And the lock is free for others.
     let other = InterProcessMutex::new(observer.clone(), path);
@@ -195,10 +229,14 @@ async fn partition_and_expiry_signal_lost(kind: ServerKind) {
     proxy.cut_all();
     // The old holder's fenced write fails.
     let cc = c.clone();
-    eventually(Duration::from_secs(30), "old client reconnects", move || {
-        let cc = cc.clone();
-        async move { cc.session().borrow().connection == Connection::Connected }
-    })
+    eventually(
+        Duration::from_secs(30),
+        "old client reconnects",
+        move || {
+            let cc = cc.clone();
+            async move { cc.session().borrow().connection == Connection::Connected }
+        },
+    )
     .await;
     assert!(guard.fenced_set_data(path, b"x", -1).await.is_err());
     drop(guard);

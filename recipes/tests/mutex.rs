@@ -25,12 +25,19 @@ async fn basic_acquire_release(kind: ServerKind) {
     assert!(mutex.is_held_by_this_handle());
     let name = guard.node_path().rsplit('/').next().unwrap().to_string();
     assert!(name.starts_with("_c_") && name.contains("-lock-"), "{name}");
-    assert_eq!(name.len(), 40 + "lock-".len() + 10, "Curator's layout: {name}");
+    assert_eq!(
+        name.len(),
+        40 + "lock-".len() + 10,
+        "Curator's layout: {name}"
+    );
 
     // The token is the node's czxid; the data names the owner.
     let (data, stat) = c.get_data(guard.node_path()).await.expect("lock node");
     assert_eq!(guard.fencing_token().get(), stat.czxid as u64);
-    assert_eq!(stat.ephemeral_owner, c.session().borrow().session_id.unwrap());
+    assert_eq!(
+        stat.ephemeral_owner,
+        c.session().borrow().session_id.unwrap()
+    );
     let owner = Owner::parse(&data).expect("owner data");
     assert_eq!(owner.pid, std::process::id());
     assert_eq!(owner.label, "basic test");
@@ -104,10 +111,14 @@ async fn try_acquire_and_timeouts(kind: ServerKind) {
     let waiting = tokio::time::timeout(Duration::from_millis(300), b.acquire()).await;
     assert!(waiting.is_err());
     let c2 = c.clone();
-    eventually(Duration::from_secs(10), "cancelled waiter's node deleted", move || {
-        let c2 = c2.clone();
-        async move { children(&c2, path).await.len() == 1 }
-    })
+    eventually(
+        Duration::from_secs(10),
+        "cancelled waiter's node deleted",
+        move || {
+            let c2 = c2.clone();
+            async move { children(&c2, path).await.len() == 1 }
+        },
+    )
     .await;
 
     held.release().await.expect("release");
@@ -140,7 +151,12 @@ async fn reentrancy_does_not_touch_the_server(kind: ServerKind) {
     let first = mutex.acquire().await.expect("acquire");
     let before = proxy.frames_forwarded(Direction::ClientToServer);
     let second = mutex.acquire().await.expect("reenter");
-    let third = mutex.clone().try_acquire().await.expect("reenter").expect("held");
+    let third = mutex
+        .clone()
+        .try_acquire()
+        .await
+        .expect("reenter")
+        .expect("held");
     assert_eq!(
         proxy.frames_forwarded(Direction::ClientToServer),
         before,
@@ -156,7 +172,11 @@ async fn reentrancy_does_not_touch_the_server(kind: ServerKind) {
 
     second.release().await.expect("release");
     drop(third);
-    assert_eq!(children(&observer, path).await.len(), 1, "released too early");
+    assert_eq!(
+        children(&observer, path).await.len(),
+        1,
+        "released too early"
+    );
     assert!(first.is_valid());
     first.release().await.expect("release");
     assert!(children(&observer, path).await.is_empty());
@@ -231,7 +251,8 @@ async fn fifo_without_herd(kind: ServerKind) {
         let mut release_rx = release_tx.subscribe();
         tasks.push(tokio::spawn(async move {
             let g = m.acquire().await.expect("waiter acquires");
-            tx.send((i, g.fencing_token(), g.node_path().to_string())).unwrap();
+            tx.send((i, g.fencing_token(), g.node_path().to_string()))
+                .unwrap();
             // Hold until told.
             loop {
                 match release_rx.recv().await {
@@ -255,7 +276,10 @@ async fn fifo_without_herd(kind: ServerKind) {
 
     let mut last_token = first_token;
     for expected in 0..5 {
-        let before: Vec<usize> = waiters.iter().map(|w| w.lists.load(Ordering::SeqCst)).collect();
+        let before: Vec<usize> = waiters
+            .iter()
+            .map(|w| w.lists.load(Ordering::SeqCst))
+            .collect();
         if expected == 0 {
             let g = guard.take().unwrap();
             g.release().await.expect("release holder");
@@ -296,7 +320,11 @@ async fn fifo_without_herd(kind: ServerKind) {
     c.close().await;
 }
 
-both_servers!(fifo_without_herd_apache, fifo_without_herd_zooraft, fifo_without_herd);
+both_servers!(
+    fifo_without_herd_apache,
+    fifo_without_herd_zooraft,
+    fifo_without_herd
+);
 
 async fn fenced_writes_and_node_deletion(kind: ServerKind) {
     let server = server(kind);
@@ -353,7 +381,10 @@ async fn fenced_writes_and_node_deletion(kind: ServerKind) {
     assert!(matches!(&created[0], OpResult::Create(p) if p.starts_with("/orders/o-")));
 
     // An operator deletes the lock node: the holder hears of it, and its fenced writes fail.
-    admin.delete(guard.node_path(), -1).await.expect("delete lock node");
+    admin
+        .delete(guard.node_path(), -1)
+        .await
+        .expect("delete lock node");
     let reason = tokio::time::timeout(Duration::from_secs(10), guard.lost())
         .await
         .expect("lost() completes");

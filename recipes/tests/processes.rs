@@ -42,7 +42,13 @@ fn rust_contender(
     c
 }
 
-fn curator_contender(connect: &str, path: &str, threads: usize, iterations: usize, log: &Path) -> Command {
+fn curator_contender(
+    connect: &str,
+    path: &str,
+    threads: usize,
+    iterations: usize,
+    log: &Path,
+) -> Command {
     let mut c: Command = harness::java::java_command("LockContender").into();
     c.arg(connect)
         .arg(path)
@@ -52,7 +58,13 @@ fn curator_contender(connect: &str, path: &str, threads: usize, iterations: usiz
     c
 }
 
-fn kazoo_contender(connect: &str, path: &str, threads: usize, iterations: usize, log: &Path) -> Command {
+fn kazoo_contender(
+    connect: &str,
+    path: &str,
+    threads: usize,
+    iterations: usize,
+    log: &Path,
+) -> Command {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/python/lock_contender.py");
     let mut c = Command::new("python3");
     c.arg(script)
@@ -91,9 +103,9 @@ async fn run_all(cmds: Vec<Command>, max: Duration) {
     }
 }
 
-async fn futures_join_all<F: std::future::Future>(futs: impl Iterator<Item = F>) -> Vec<F::Output>
+async fn futures_join_all<F>(futs: impl Iterator<Item = F>) -> Vec<F::Output>
 where
-    F: Send + 'static,
+    F: std::future::Future + Send + 'static,
     F::Output: Send + 'static,
 {
     let handles: Vec<_> = futs.map(tokio::spawn).collect();
@@ -107,14 +119,29 @@ where
 async fn mutual_exclusion_under_contention(kind: ServerKind) {
     let server = server(kind);
     let admin = client(&server.connect_string()).await;
-    admin.create("/counters", b"", CreateMode::Persistent).await.expect("counters");
-    admin.create("/counters/mx", b"0", CreateMode::Persistent).await.expect("counter");
+    admin
+        .create("/counters", b"", CreateMode::Persistent)
+        .await
+        .expect("counters");
+    admin
+        .create("/counters/mx", b"0", CreateMode::Persistent)
+        .await
+        .expect("counter");
     let dir = tempfile::tempdir().expect("tempdir");
     let log = dir.path().join("sections.log");
     let path = "/locks/contention";
     // 16 tasks across 4 processes, 5 critical sections each.
     let cmds = (0..4)
-        .map(|_| rust_contender(&server.connect_string(), path, 4, 5, &log, Some("/counters/mx")))
+        .map(|_| {
+            rust_contender(
+                &server.connect_string(),
+                path,
+                4,
+                5,
+                &log,
+                Some("/counters/mx"),
+            )
+        })
         .collect();
     run_all(cmds, Duration::from_secs(150)).await;
 
@@ -126,7 +153,10 @@ async fn mutual_exclusion_under_contention(kind: ServerKind) {
     // Fenced increments under the lock never conflicted and none was lost.
     let (data, _) = admin.get_data("/counters/mx").await.expect("counter");
     assert_eq!(String::from_utf8_lossy(&data), "80");
-    assert!(children(&admin, path).await.is_empty(), "lock nodes left behind");
+    assert!(
+        children(&admin, path).await.is_empty(),
+        "lock nodes left behind"
+    );
     admin.close().await;
 }
 
@@ -152,14 +182,24 @@ async fn interop_with_curator(kind: ServerKind) {
     run_all(cmds, Duration::from_secs(170)).await;
     let mut entries = read_log(&log);
     assert_eq!(entries.len(), 60);
-    let curator = entries.iter().filter(|e| e.implementation == "curator").count();
+    let curator = entries
+        .iter()
+        .filter(|e| e.implementation == "curator")
+        .count();
     assert_eq!(curator, 30, "both implementations took the lock");
     check_log(&mut entries);
-    assert!(children(&admin, path).await.is_empty(), "lock nodes left behind");
+    assert!(
+        children(&admin, path).await.is_empty(),
+        "lock nodes left behind"
+    );
     admin.close().await;
 }
 
-both_servers!(interop_with_curator_apache, interop_with_curator_zooraft, interop_with_curator);
+both_servers!(
+    interop_with_curator_apache,
+    interop_with_curator_zooraft,
+    interop_with_curator
+);
 
 async fn interop_with_kazoo(kind: ServerKind) {
     let server = server(kind);
@@ -177,18 +217,30 @@ async fn interop_with_kazoo(kind: ServerKind) {
     run_all(cmds, Duration::from_secs(170)).await;
     let mut entries = read_log(&log);
     assert_eq!(entries.len(), 60);
-    let kazoo = entries.iter().filter(|e| e.implementation == "kazoo").count();
+    let kazoo = entries
+        .iter()
+        .filter(|e| e.implementation == "kazoo")
+        .count();
     assert_eq!(kazoo, 30, "both implementations took the lock");
     check_log(&mut entries);
-    assert!(children(&admin, path).await.is_empty(), "lock nodes left behind");
+    assert!(
+        children(&admin, path).await.is_empty(),
+        "lock nodes left behind"
+    );
     admin.close().await;
 }
 
-both_servers!(interop_with_kazoo_apache, interop_with_kazoo_zooraft, interop_with_kazoo);
+both_servers!(
+    interop_with_kazoo_apache,
+    interop_with_kazoo_zooraft,
+    interop_with_kazoo
+);
 
 /// A resource guarded by a [`Fence`]: answers `WRITE <token>` with `OK` or `REJECTED`.
 async fn fenced_resource(fence: Arc<Fence>) -> (String, tokio::task::JoinHandle<()>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
     let addr = listener.local_addr().expect("addr").to_string();
     let task = tokio::spawn(async move {
         while let Ok((s, _)) = listener.accept().await {
@@ -261,18 +313,26 @@ async fn paused_holder_is_fenced(kind: ServerKind) {
         .expect("a new holder after the old session expired")
         .expect("acquire");
     assert!(guard.fencing_token().get() > old_token);
-    fence.check(guard.fencing_token()).expect("the new holder writes");
+    fence
+        .check(guard.fencing_token())
+        .expect("the new holder writes");
 
     // The old holder wakes up and writes: the fence rejects it; its lost() completes.
     signal(pid, libc::SIGCONT);
-    stdin.write_all(b"WRITE\n").await.expect("tell the holder to write");
+    stdin
+        .write_all(b"WRITE\n")
+        .await
+        .expect("tell the holder to write");
     stdin.flush().await.expect("flush");
     let write = tokio::time::timeout(Duration::from_secs(30), out.next_line())
         .await
         .expect("holder wrote")
         .expect("read")
         .expect("a line");
-    assert!(write.starts_with("WRITE REJECTED"), "the stale write was accepted: {write}");
+    assert!(
+        write.starts_with("WRITE REJECTED"),
+        "the stale write was accepted: {write}"
+    );
     let lost = tokio::time::timeout(Duration::from_secs(70), out.next_line())
         .await
         .expect("holder reported")

@@ -66,7 +66,10 @@ async fn readers_share_writers_exclude(kind: ServerKind) {
     let lr = late.read_lock().clone();
     let reader = tokio::spawn(async move { lr.acquire().await.expect("late reader") });
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(!reader.is_finished(), "a reader got in while a writer held the lock");
+    assert!(
+        !reader.is_finished(),
+        "a reader got in while a writer held the lock"
+    );
     wg.release().await.expect("release");
     let rg = tokio::time::timeout(Duration::from_secs(20), reader)
         .await
@@ -109,11 +112,19 @@ async fn writer_takes_read_lock_and_downgrades(kind: ServerKind) {
     // Downgrade: release the write lock, keep reading. The waiting writer stays out.
     w.release().await.expect("release write");
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(!waiting_writer.is_finished(), "writer got in during our read lock");
+    assert!(
+        !waiting_writer.is_finished(),
+        "writer got in during our read lock"
+    );
     let parts = mine.read_lock().participants().await.expect("participants");
     assert!(parts[0].holder && !parts[0].exclusive, "{parts:?}");
     // A reader arriving now queues behind the waiting writer.
-    assert!(other_reader.read_lock().try_acquire().await.expect("try").is_none());
+    assert!(other_reader
+        .read_lock()
+        .try_acquire()
+        .await
+        .expect("try")
+        .is_none());
 
     r.release().await.expect("release read");
     let g = tokio::time::timeout(Duration::from_secs(20), waiting_writer)

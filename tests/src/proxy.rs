@@ -299,7 +299,11 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
         ) else {
             continue;
         };
-        shared.conns.lock().expect("proxy lock").push(Conn { id, client, server });
+        shared
+            .conns
+            .lock()
+            .expect("proxy lock")
+            .push(Conn { id, client, server });
         let s = shared.clone();
         let _ = std::thread::Builder::new()
             .name("proxy-c2s".into())
@@ -313,7 +317,13 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
 
 /// Copies `from` to `to` frame by frame, applying the proxy's faults, until either side
 /// closes; then closes the connection.
-fn pump(mut from: TcpStream, mut to: TcpStream, direction: Direction, id: u64, shared: Arc<Shared>) {
+fn pump(
+    mut from: TcpStream,
+    mut to: TcpStream,
+    direction: Direction,
+    id: u64,
+    shared: Arc<Shared>,
+) {
     let mut buf: Vec<u8> = Vec::with_capacity(64 * 1024);
     let mut chunk = vec![0u8; 64 * 1024];
     let mut raw = false;
@@ -427,7 +437,8 @@ mod tests {
         let (up, _server) = echo_server();
         let proxy = Proxy::start(up);
         let mut c = TcpStream::connect(proxy.addr()).unwrap();
-        c.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
+        c.set_read_timeout(Some(Duration::from_millis(300)))
+            .unwrap();
         proxy.blackhole(true);
         c.write_all(&frame(b"lost")).unwrap();
         let mut b = [0u8; 8];
