@@ -66,6 +66,13 @@ impl std::fmt::Debug for AsyncZkClient {
 
 impl AsyncZkClient {
     /// Connects and waits (at most `session_timeout`) until the session is established.
+    /// The connect string is ZooKeeper's (`host:port[,host:port...][/chroot]`).
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), recipes::Error> {
+    /// let client = recipes::AsyncZkClient::connect("127.0.0.1:2181/app", std::time::Duration::from_secs(10)).await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn connect(
         connect_string: &str,
         session_timeout: Duration,
@@ -128,11 +135,24 @@ impl AsyncZkClient {
     }
 
     /// The zookeeper-async handle, for operations the recipes do not wrap.
+    ///
+    /// ```no_run
+    /// # async fn f(client: std::sync::Arc<recipes::AsyncZkClient>) {
+    /// let kids = client.zookeeper().get_children("/", false).await;
+    /// # }
+    /// ```
     pub fn zookeeper(&self) -> &ZooKeeper {
         &self.zk
     }
 
-    /// Closes the session (its ephemeral nodes, and so its locks, go with it).
+    /// Closes the session (its ephemeral nodes, and so its locks, go with it). Dropping the
+    /// last handle closes it too, in the background.
+    ///
+    /// ```no_run
+    /// # async fn f(client: std::sync::Arc<recipes::AsyncZkClient>) {
+    /// client.close().await;
+    /// # }
+    /// ```
     pub async fn close(&self) {
         if self.closed.swap(true, std::sync::atomic::Ordering::SeqCst) {
             return;

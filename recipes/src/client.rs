@@ -97,21 +97,37 @@ impl SessionState {
 pub enum Op {
     /// Fails the transaction unless the node exists (and, if `version` is not -1, has that
     /// data version).
-    Check { path: String, version: i32 },
-    /// Creates a node.
-    Create {
+    Check {
+        /// The node that must exist.
         path: String,
-        data: Vec<u8>,
-        mode: CreateMode,
-    },
-    /// Sets a node's data (`version` -1 matches any version).
-    SetData {
-        path: String,
-        data: Vec<u8>,
+        /// The data version it must have, or -1 for any.
         version: i32,
     },
-    /// Deletes a node (`version` -1 matches any version).
-    Delete { path: String, version: i32 },
+    /// Creates a node.
+    Create {
+        /// The node to create (sequential modes append the sequence).
+        path: String,
+        /// Its data.
+        data: Vec<u8>,
+        /// Its mode.
+        mode: CreateMode,
+    },
+    /// Sets a node's data.
+    SetData {
+        /// The node.
+        path: String,
+        /// The new data.
+        data: Vec<u8>,
+        /// The data version it must have, or -1 for any.
+        version: i32,
+    },
+    /// Deletes a node.
+    Delete {
+        /// The node.
+        path: String,
+        /// The data version it must have, or -1 for any.
+        version: i32,
+    },
 }
 
 impl Op {
@@ -135,10 +151,13 @@ impl Op {
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum OpResult {
+    /// The check passed.
     Check,
     /// The created path.
     Create(String),
+    /// The node's Stat after the write.
     SetData(Stat),
+    /// The node was deleted.
     Delete,
     /// The operation failed (or, with `RuntimeInconsistency`/`Ok`, was rolled back because
     /// another operation of the same multi failed).
@@ -177,30 +196,91 @@ impl OpResult {
 pub trait ZkClient: Send + Sync + 'static {
     /// Creates a node and returns its path (with the sequence suffix, if sequential) and its
     /// Stat (ZooKeeper's `create2`). `CreateMode::Container` must create a real container.
+    ///
+    /// ```no_run
+    /// # use recipes::ZkClient;
+    /// # async fn f(client: std::sync::Arc<recipes::AsyncZkClient>) -> Result<(), recipes::Error> {
+    /// let (path, stat) = client.create("/jobs/job-", b"x", recipes::CreateMode::EphemeralSequential).await?;
+    /// # Ok(()) }
+    /// ```
     async fn create(&self, path: &str, data: &[u8], mode: CreateMode) -> ZkResult<(String, Stat)>;
 
     /// Deletes a node (`version` -1 matches any version).
+    ///
+    /// ```no_run
+    /// # use recipes::ZkClient;
+    /// # async fn f(client: std::sync::Arc<recipes::AsyncZkClient>) -> Result<(), recipes::Error> {
+    /// client.delete("/jobs/job-0000000001", -1).await?;
+    /// # Ok(()) }
+    /// ```
     async fn delete(&self, path: &str, version: i32) -> ZkResult<()>;
 
     /// The node's Stat, or `None` if it does not exist. Sets no watch.
+    ///
+    /// ```no_run
+    /// # use recipes::ZkClient;
+    /// # async fn f(client: std::sync::Arc<recipes::AsyncZkClient>) -> Result<(), recipes::Error> {
+    /// let stat = client.exists("/jobs").await?;
+    /// # Ok(()) }
+    /// ```
     async fn exists(&self, path: &str) -> ZkResult<Option<Stat>>;
 
     /// The node's data and Stat. Sets no watch.
+    ///
+    /// ```no_run
+    /// # use recipes::ZkClient;
+    /// # async fn f(client: std::sync::Arc<recipes::AsyncZkClient>) -> Result<(), recipes::Error> {
+    /// let (data, stat) = client.get_data("/jobs").await?;
+    /// # Ok(()) }
+    /// ```
     async fn get_data(&self, path: &str) -> ZkResult<(Vec<u8>, Stat)>;
 
     /// The node's data and Stat, leaving a data watch on it (fires on change or deletion).
     /// A missing node gives `NoNode` and leaves no watch behind.
+    ///
+    /// ```no_run
+    /// # use recipes::ZkClient;
+    /// # async fn f(client: std::sync::Arc<recipes::AsyncZkClient>) -> Result<(), recipes::Error> {
+    /// let (data, stat, watch) = client.get_data_watch("/jobs").await?;
+    /// let event = watch.await;
+    /// # Ok(()) }
+    /// ```
     async fn get_data_watch(&self, path: &str) -> ZkResult<(Vec<u8>, Stat, WatchReceiver)>;
 
     /// The names of the node's children, in no particular order. Sets no watch.
+    ///
+    /// ```no_run
+    /// # use recipes::ZkClient;
+    /// # async fn f(client: std::sync::Arc<recipes::AsyncZkClient>) -> Result<(), recipes::Error> {
+    /// let names = client.get_children("/jobs").await?;
+    /// # Ok(()) }
+    /// ```
     async fn get_children(&self, path: &str) -> ZkResult<Vec<String>>;
 
     /// Runs the operations as one atomic transaction. `Err` means the request as a whole
     /// failed (e.g. `ConnectionLoss`); when one operation fails, the call returns `Ok` with
     /// one result per operation, the failing one being `OpResult::Error`.
+    ///
+    /// ```no_run
+    /// # use recipes::ZkClient;
+    /// # async fn f(client: std::sync::Arc<recipes::AsyncZkClient>) -> Result<(), recipes::Error> {
+    /// use recipes::Op;
+    /// let results = client.multi(&[
+    ///     Op::Check { path: "/jobs".into(), version: -1 },
+    ///     Op::SetData { path: "/jobs".into(), data: b"1".to_vec(), version: -1 },
+    /// ]).await?;
+    /// # Ok(()) }
+    /// ```
     async fn multi(&self, ops: &[Op]) -> ZkResult<Vec<OpResult>>;
 
     /// The session state channel; its current value is the state now.
+    ///
+    /// ```no_run
+    /// # use recipes::ZkClient;
+    /// # async fn f(client: std::sync::Arc<recipes::AsyncZkClient>) -> Result<(), recipes::Error> {
+    /// let connected = client.session().borrow().connection == recipes::Connection::Connected;
+    /// # Ok(()) }
+    /// ```
     fn session(&self) -> watch::Receiver<SessionState>;
 }
 

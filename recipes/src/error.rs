@@ -43,7 +43,12 @@ pub enum Error {
     Zk(ErrorCode),
     /// One operation of a fenced write failed (the transaction was not applied).
     #[error("operation {index} of the fenced write failed: {code}")]
-    OpFailed { index: usize, code: ErrorCode },
+    OpFailed {
+        /// Which of the caller's operations failed (0 for the first).
+        index: usize,
+        /// Its error code.
+        code: ErrorCode,
+    },
     /// The lock is no longer held (a fenced write found the lock node gone, or a reentrant
     /// acquire found the held lock lost).
     #[error("the lock is lost: {0}")]

@@ -100,6 +100,12 @@ impl Fence {
     }
 
     /// A fence that has already seen `highest` (restored from the resource's storage).
+    ///
+    /// ```
+    /// use recipes::{Fence, FencingToken};
+    /// let fence = Fence::starting_at(FencingToken::new(100));
+    /// assert!(fence.check(FencingToken::new(99)).is_err());
+    /// ```
     pub const fn starting_at(highest: FencingToken) -> Fence {
         Fence {
             highest: AtomicU64::new(highest.0),

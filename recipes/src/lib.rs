@@ -34,6 +34,8 @@
 //! }
 //! ```
 
+#![deny(missing_docs)]
+
 mod async_zk;
 mod cleanup;
 mod client;

@@ -10,14 +10,34 @@
 use std::path::Path;
 
 /// Curator's protection prefix (`ProtectedUtils.PROTECTED_PREFIX`).
+///
+/// ```
+/// assert_eq!(recipes::names::PROTECTED_PREFIX, "_c_");
+/// ```
 pub const PROTECTED_PREFIX: &str = "_c_";
 /// The lock name of a mutex (Curator's `InterProcessMutex.LOCK_NAME`).
+///
+/// ```
+/// assert_eq!(recipes::names::MUTEX_LOCK_NAME, "lock-");
+/// ```
 pub const MUTEX_LOCK_NAME: &str = "lock-";
 /// The lock name kazoo's `Lock` uses (`<uuid hex>__lock__<seq>`).
+///
+/// ```
+/// assert_eq!(recipes::names::KAZOO_LOCK_NAME, "__lock__");
+/// ```
 pub const KAZOO_LOCK_NAME: &str = "__lock__";
 /// The read lock name of Curator's `InterProcessReadWriteLock`.
+///
+/// ```
+/// assert_eq!(recipes::names::READ_LOCK_NAME.len(), recipes::names::WRITE_LOCK_NAME.len());
+/// ```
 pub const READ_LOCK_NAME: &str = "__READ__";
 /// The write lock name of Curator's `InterProcessReadWriteLock`.
+///
+/// ```
+/// assert_eq!(recipes::names::WRITE_LOCK_NAME, "__WRIT__");
+/// ```
 pub const WRITE_LOCK_NAME: &str = "__WRIT__";
 
 /// The names a mutex treats as contenders.
@@ -121,8 +141,11 @@ pub(crate) fn ancestors_and_self(path: &str) -> Vec<String> {
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Owner {
+    /// The host name of the process.
     pub host: String,
+    /// Its process id.
     pub pid: u32,
+    /// A label chosen by the caller (a service or task name).
     pub label: String,
 }
 
