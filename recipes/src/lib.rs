@@ -47,6 +47,8 @@ mod mutex;
 pub mod names;
 mod rwlock;
 mod wire;
+#[cfg(feature = "zookeeper-client")]
+mod zk_client;
 
 pub use async_zk::AsyncZkClient;
 pub use client::{
@@ -58,3 +60,10 @@ pub use fence::{Fence, FencingToken, StaleToken};
 pub use mutex::{InterProcessMutex, LockGuard, Participant};
 pub use names::Owner;
 pub use rwlock::InterProcessReadWriteLock;
+#[cfg(feature = "zookeeper-client")]
+pub use zk_client::ZookeeperClient;
+
+/// The README's examples, compiled as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -338,6 +338,36 @@ async fn fenced_writes_and_node_deletion(kind: ServerKind) {
         .create("/orders/last", b"0", CreateMode::Persistent)
         .await
         .expect("create /orders/last");
+    // What a failed multi looks like on the wire: ops before the failing one report 0,
+    // the failing one its code, the ones after RuntimeInconsistency; nothing is applied.
+    let r = c
+        .multi(&[
+            Op::SetData {
+                path: "/orders/last".into(),
+                data: b"x".to_vec(),
+                version: -1,
+            },
+            Op::Check {
+                path: "/locks/none".into(),
+                version: -1,
+            },
+            Op::SetData {
+                path: "/orders/last".into(),
+                data: b"y".to_vec(),
+                version: -1,
+            },
+        ])
+        .await
+        .expect("multi answered");
+    assert_eq!(
+        r,
+        vec![
+            OpResult::Error(ErrorCode::Ok),
+            OpResult::Error(ErrorCode::NoNode),
+            OpResult::Error(ErrorCode::RuntimeInconsistency)
+        ]
+    );
+    assert_eq!(admin.get_data("/orders/last").await.unwrap().0, b"0");
     let mutex = InterProcessMutex::new(c.clone(), "/locks/fenced");
     let guard = mutex.acquire().await.expect("acquire");
 

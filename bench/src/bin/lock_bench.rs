@@ -112,7 +112,12 @@ async fn run(addr: &str, o: &Options) -> Result<Figures, String> {
             while Instant::now() < end {
                 let guard = mutex.acquire().await.map_err(|e| e.to_string())?;
                 let now = Instant::now();
-                if let Some(prev) = shared.last_release.lock().map_err(|e| e.to_string())?.take() {
+                if let Some(prev) = shared
+                    .last_release
+                    .lock()
+                    .map_err(|e| e.to_string())?
+                    .take()
+                {
                     shared
                         .samples
                         .lock()
