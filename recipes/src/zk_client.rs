@@ -265,7 +265,7 @@ impl ZkClient for ZookeeperClient {
                     path,
                     data,
                     mode: m,
-                } => w.add_create(path, data, &mode(*m).with_acls(acls.clone())),
+                } => w.add_create(path, data, &mode(*m).with_acls(acls)),
                 Op::SetData {
                     path,
                     data,
