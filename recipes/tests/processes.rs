@@ -116,6 +116,19 @@ where
     out
 }
 
+/// Creates the lock path as a persistent node. Left to the recipes it would be a container,
+/// which the server reaps whenever the queue is momentarily empty; its re-creation restarts
+/// the sequence numbers (tokens, the czxids, still increase), and kazoo, which makes the path
+/// only once, would fail its next create.
+async fn persistent_lock_path(admin: &Arc<recipes::AsyncZkClient>, path: &str) {
+    for p in ["/locks", path] {
+        match admin.create(p, b"", CreateMode::Persistent).await {
+            Ok(_) | Err(recipes::ErrorCode::NodeExists) => {}
+            Err(e) => panic!("create {p}: {e}"),
+        }
+    }
+}
+
 async fn mutual_exclusion_under_contention(kind: ServerKind) {
     let server = server(kind);
     let admin = client(&server.connect_string()).await;
@@ -130,6 +143,7 @@ async fn mutual_exclusion_under_contention(kind: ServerKind) {
     let dir = tempfile::tempdir().expect("tempdir");
     let log = dir.path().join("sections.log");
     let path = "/locks/contention";
+    persistent_lock_path(&admin, path).await;
     // 16 tasks across 4 processes, 5 critical sections each.
     let cmds = (0..4)
         .map(|_| {
@@ -172,6 +186,7 @@ async fn interop_with_curator(kind: ServerKind) {
     let dir = tempfile::tempdir().expect("tempdir");
     let log = dir.path().join("sections.log");
     let path = "/locks/interop-curator";
+    persistent_lock_path(&admin, path).await;
     let cs = server.connect_string();
     let cmds = vec![
         curator_contender(&cs, path, 3, 5, &log),
@@ -207,6 +222,7 @@ async fn interop_with_kazoo(kind: ServerKind) {
     let dir = tempfile::tempdir().expect("tempdir");
     let log = dir.path().join("sections.log");
     let path = "/locks/interop-kazoo";
+    persistent_lock_path(&admin, path).await;
     let cs = server.connect_string();
     let cmds = vec![
         kazoo_contender(&cs, path, 3, 5, &log),

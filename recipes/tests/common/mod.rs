@@ -147,22 +147,33 @@ pub fn read_log(path: &std::path::Path) -> Vec<Entry> {
 }
 
 /// Checks the log: critical sections never overlap, and in acquisition order both the
-/// sequence numbers (creation order) and the fencing tokens strictly increase.
+/// sequence numbers and the fencing tokens (czxids: creation order) strictly increase. The
+/// lock path must not be re-created meanwhile (that restarts the sequence numbers).
 pub fn check_log(entries: &mut [Entry]) {
     entries.sort_by_key(|e| e.start);
+    let dump = || {
+        entries
+            .iter()
+            .map(|e| format!("{e:?}"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
     for w in entries.windows(2) {
         let (a, b) = (&w[0], &w[1]);
         assert!(
             a.end < b.start,
-            "critical sections overlap:\n  {a:?}\n  {b:?}"
+            "critical sections overlap:\n  {a:?}\n  {b:?}\nlog:\n{}",
+            dump()
         );
         assert!(
             a.sequence < b.sequence,
-            "acquisition order is not creation order:\n  {a:?}\n  {b:?}"
+            "acquisition order is not creation order:\n  {a:?}\n  {b:?}\nlog:\n{}",
+            dump()
         );
         assert!(
             a.token < b.token,
-            "fencing tokens do not increase:\n  {a:?}\n  {b:?}"
+            "fencing tokens do not increase:\n  {a:?}\n  {b:?}\nlog:\n{}",
+            dump()
         );
     }
 }
