@@ -58,6 +58,39 @@ fn curator_contender(
     c
 }
 
+fn curator_rw_contender(
+    connect: &str,
+    path: &str,
+    threads: usize,
+    iterations: usize,
+    log: &Path,
+) -> Command {
+    let mut c: Command = harness::java::java_command("LockRwContender").into();
+    c.arg(connect)
+        .arg(path)
+        .arg(threads.to_string())
+        .arg(iterations.to_string())
+        .arg(log);
+    c
+}
+
+fn rust_rw_contender(
+    connect: &str,
+    path: &str,
+    tasks: usize,
+    iterations: usize,
+    log: &Path,
+) -> Command {
+    let mut c = Command::new(CONTENDER);
+    c.arg("rw")
+        .arg(connect)
+        .arg(path)
+        .arg(tasks.to_string())
+        .arg(iterations.to_string())
+        .arg(log);
+    c
+}
+
 fn kazoo_contender(
     connect: &str,
     path: &str,
@@ -250,6 +283,55 @@ both_servers!(
     interop_with_kazoo_apache,
     interop_with_kazoo_zooraft,
     interop_with_kazoo
+);
+
+async fn read_write_interop_with_curator(kind: ServerKind) {
+    let server = server(kind);
+    let admin = client(&server.connect_string()).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = dir.path().join("sections.log");
+    let path = "/locks/interop-rw";
+    persistent_lock_path(&admin, path).await;
+    let cs = server.connect_string();
+    let cmds = vec![
+        curator_rw_contender(&cs, path, 4, 4, &log),
+        rust_rw_contender(&cs, path, 4, 4, &log),
+        rust_rw_contender(&cs, path, 4, 4, &log),
+    ];
+    run_all(cmds, Duration::from_secs(170)).await;
+    let mut entries = read_log(&log);
+    assert_eq!(entries.len(), 48);
+    entries.sort_by_key(|e| e.start);
+    // A writer's section overlaps no other section; readers may overlap each other.
+    for (i, w) in entries.iter().enumerate() {
+        if !w.implementation.ends_with("-w") {
+            continue;
+        }
+        for (j, o) in entries.iter().enumerate() {
+            if i != j {
+                assert!(
+                    o.end < w.start || w.end < o.start,
+                    "a writer overlaps another holder:\n  {w:?}\n  {o:?}"
+                );
+            }
+        }
+    }
+    let curator_writes = entries
+        .iter()
+        .filter(|e| e.implementation == "curator-w")
+        .count();
+    assert_eq!(curator_writes, 8);
+    assert!(
+        children(&admin, path).await.is_empty(),
+        "lock nodes left behind"
+    );
+    admin.close().await;
+}
+
+both_servers!(
+    read_write_interop_with_curator_apache,
+    read_write_interop_with_curator_zooraft,
+    read_write_interop_with_curator
 );
 
 /// A resource guarded by a [`Fence`]: answers `WRITE <token>` with `OK` or `REJECTED`.

@@ -8,6 +8,10 @@
 //! With COUNTER, each critical section also increments the number stored in that node with
 //! a fenced write.
 //!
+//! `lock-contender rw CONNECT PATH TASKS ITERATIONS LOG`: like `contend` with an
+//! `InterProcessReadWriteLock`: even tasks write, odd tasks read; lines start with `rust-w`
+//! or `rust-r`.
+//!
 //! `lock-contender hold CONNECT PATH SESSION_MS RESOURCE`: acquires once and prints
 //! `ACQUIRED <token>`; on a line `WRITE` on stdin it sends `WRITE <token>` to the TCP
 //! resource at RESOURCE (a fence) and prints its answer as `WRITE <answer>`; then it waits
@@ -33,6 +37,7 @@ fn monotonic_ns() -> u64 {
 fn usage() -> ! {
     eprintln!(
         "usage: lock-contender contend CONNECT PATH TASKS ITERATIONS LOG [COUNTER]\n       \
+         lock-contender rw CONNECT PATH TASKS ITERATIONS LOG\n       \
          lock-contender hold CONNECT PATH SESSION_MS RESOURCE"
     );
     std::process::exit(2)
@@ -49,6 +54,7 @@ async fn main() {
     let args: Vec<String> = std::env::args().collect();
     let result = match args.get(1).map(String::as_str) {
         Some("contend") => contend(&args).await,
+        Some("rw") => read_write(&args).await,
         Some("hold") => hold(&args).await,
         _ => usage(),
     };
@@ -59,6 +65,7 @@ async fn main() {
 }
 
 async fn critical_section(
+    kind: &str,
     guard: &LockGuard,
     task: usize,
     log: &std::fs::File,
@@ -79,9 +86,12 @@ async fn critical_section(
     }
     tokio::time::sleep(Duration::from_millis(2)).await;
     let end = monotonic_ns();
-    let node = recipes::names::sequence_of(guard.node_path(), &["lock-", "__lock__"]);
+    let node = recipes::names::sequence_of(
+        guard.node_path(),
+        &["lock-", "__lock__", "__READ__", "__WRIT__"],
+    );
     let line = format!(
-        "rust {} {} {} {} {} {} {}\n",
+        "{kind} {} {} {} {} {} {} {}\n",
         std::process::id(),
         task,
         guard.fencing_token().get(),
@@ -124,7 +134,50 @@ async fn contend(args: &[String]) -> Result<(), String> {
                 .with_label(&format!("contender-{}-{task}", std::process::id()));
             for _ in 0..iterations {
                 let guard = mutex.acquire().await.map_err(|e| e.to_string())?;
-                critical_section(&guard, task, &log, counter.as_deref(), &client).await?;
+                critical_section("rust", &guard, task, &log, counter.as_deref(), &client).await?;
+                guard.release().await.map_err(|e| e.to_string())?;
+            }
+            Ok::<(), String>(())
+        }));
+    }
+    for h in handles {
+        h.await.map_err(|e| e.to_string())??;
+    }
+    client.close().await;
+    Ok(())
+}
+
+async fn read_write(args: &[String]) -> Result<(), String> {
+    let connect: String = arg(args, 2);
+    let path: String = arg(args, 3);
+    let tasks: usize = arg(args, 4);
+    let iterations: usize = arg(args, 5);
+    let log_path: String = arg(args, 6);
+    let log = Arc::new(
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .map_err(|e| format!("open {log_path}: {e}"))?,
+    );
+    let client = AsyncZkClient::connect(&connect, Duration::from_secs(10))
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut handles = Vec::new();
+    for task in 0..tasks {
+        let client = client.clone();
+        let log = log.clone();
+        let path = path.clone();
+        handles.push(tokio::spawn(async move {
+            let rw = recipes::InterProcessReadWriteLock::new(client.clone(), &path);
+            let (kind, lock) = if task % 2 == 0 {
+                ("rust-w", rw.write_lock())
+            } else {
+                ("rust-r", rw.read_lock())
+            };
+            for _ in 0..iterations {
+                let guard = lock.acquire().await.map_err(|e| e.to_string())?;
+                critical_section(kind, &guard, task, &log, None, &client).await?;
                 guard.release().await.map_err(|e| e.to_string())?;
             }
             Ok::<(), String>(())
