@@ -27,6 +27,10 @@ use crate::names::{
 /// (the delete goes on in the background after that).
 const CLEANUP_GRACE: Duration = Duration::from_secs(5);
 
+/// A pause after a call failed with a transient error, so that a client which fails fast
+/// while it still believes it is connected is not spun on.
+const TRANSIENT_BACKOFF: Duration = Duration::from_millis(20);
+
 /// Which recipe a lock core implements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
@@ -254,15 +258,9 @@ impl LockCore {
         if let Some(h) = self.reenter()? {
             return Ok(Some(h));
         }
-        let Some(mut node) = self.attempt(deadline, wait).await? else {
+        let Some(node) = self.attempt(deadline, wait).await? else {
             return Ok(None);
         };
-        if node.stat.czxid == 0 {
-            // A client that does not return the create's Stat: read it.
-            if let Ok(Some(stat)) = self.client.exists(&node.path).await {
-                node.stat = stat;
-            }
-        }
         let holding = self.start_holding(node);
         *self.held.lock().unwrap_or_else(|e| e.into_inner()) = Some(holding.clone());
         Ok(Some(holding))
@@ -437,6 +435,7 @@ impl LockCore {
                         }
                         Ok(None) => unknown = false,
                         Err(e) if is_transient(e) => {
+                            tokio::time::sleep(TRANSIENT_BACKOFF).await;
                             wait_connected(rx, Some(epoch), deadline).await;
                             continue;
                         }
@@ -471,6 +470,7 @@ impl LockCore {
                         match self.ensure_parents().await {
                             Ok(()) => {}
                             Err(e) if is_transient(e) => {
+                                tokio::time::sleep(TRANSIENT_BACKOFF).await;
                                 wait_connected(rx, None, deadline).await;
                             }
                             Err(e) => return Err(e.into()),
@@ -482,6 +482,7 @@ impl LockCore {
                     }
                     Err(e) if is_transient(e) || e == ErrorCode::SessionExpired => {
                         unknown = true;
+                        tokio::time::sleep(TRANSIENT_BACKOFF).await;
                         wait_connected(rx, Some(epoch), deadline).await;
                     }
                     Err(e) => {
@@ -533,6 +534,7 @@ impl LockCore {
                     Ok(c) => c,
                     Err(ErrorCode::NoNode) => Vec::new(),
                     Err(e) if is_transient(e) => {
+                        tokio::time::sleep(TRANSIENT_BACKOFF).await;
                         if !wait_connected(&mut rx, None, deadline).await {
                             if rx.borrow().connection == Connection::Closed {
                                 return Err(Error::Closed);
@@ -559,6 +561,13 @@ impl LockCore {
                 };
                 let pred = match decide(self.kind, &sorted, idx) {
                     Decision::Granted => {
+                        let mut node = node;
+                        if node.stat.czxid == 0 {
+                            // A client that does not return the create's Stat: read it.
+                            if let Ok(Some(stat)) = self.client.exists(&node.path).await {
+                                node.stat = stat;
+                            }
+                        }
                         pending.disarm();
                         return Ok(Some(node));
                     }
@@ -571,7 +580,10 @@ impl LockCore {
                 let w = match self.client.get_data_watch(&join(&self.path, &pred)).await {
                     Ok((_, _, w)) => w,
                     Err(ErrorCode::NoNode) => continue,
-                    Err(e) if is_transient(e) => continue,
+                    Err(e) if is_transient(e) => {
+                        tokio::time::sleep(TRANSIENT_BACKOFF).await;
+                        continue;
+                    }
                     Err(e) => {
                         pending.cleanup().await;
                         return Err(e.into());
