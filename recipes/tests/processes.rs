@@ -437,6 +437,7 @@ async fn paused_holder_is_fenced(kind: ServerKind) {
         .expect("read")
         .expect("a line");
     assert!(lost.starts_with("LOST "), "lost() did not complete: {lost}");
+    eprintln!("old holder: {write}; {lost}");
     assert_eq!(fence.highest(), Some(guard.fencing_token()));
     let status = tokio::time::timeout(Duration::from_secs(20), holder.wait())
         .await
