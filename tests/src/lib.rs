@@ -7,10 +7,12 @@
 //! `TestServer` kills its process and removes its data directory when dropped, so a failing
 //! test leaves nothing behind.
 
+pub mod ensemble;
 pub mod java;
 pub mod proxy;
 pub mod server;
 
+pub use ensemble::TestEnsemble;
 pub use server::{
     four_letter_word, free_port, zooraft_binary, ServerKind, TestServer, TestServerBuilder,
 };
