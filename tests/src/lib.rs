@@ -9,6 +9,7 @@
 
 pub mod ensemble;
 pub mod java;
+pub mod proxy;
 pub mod server;
 
 pub use ensemble::TestEnsemble;

@@ -1,0 +1,398 @@
+//! [`ZkClient`] over the zookeeper-async crate, the client the design names.
+//!
+//! zookeeper-async gives create2 (so the lock node's czxid comes with the create), getData
+//! with a watch, getChildren and delete. It lacks three things the recipes need, and this
+//! module supplies them:
+//! - `multi` (the fenced write) and real containers (it sends `CreateMode::Container` as a
+//!   plain create, which makes a persistent node): sent over [`JuteConnection`], a second
+//!   small session on this workspace's jute codec.
+//! - the session id: learned from the `ephemeralOwner` of the first ephemeral node we
+//!   create, and forgotten when the session expires. The session *epoch* (which session) is
+//!   tracked from its state events: zookeeper-async silently starts a new session after an
+//!   expiry, and reports the expiry as `ZkState::NotConnected`.
+//! - watches across reconnects: zookeeper-async does not re-register watches on a new
+//!   connection, so a watch may never fire. The recipes therefore re-check whenever the
+//!   connection comes back (they watch [`SessionState`] too).
+//!
+//! zookeeper-async's read timeout is computed in whole seconds from two thirds of the session
+//! timeout, so session timeouts under two seconds make it reconnect in a loop: use two
+//! seconds or more.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use jute::{
+    Acl, CheckVersionRequest, CreateRequest, DeleteRequest, MultiOp, MultiResult, Request,
+    Response, SetDataRequest,
+};
+use tokio::sync::{oneshot, watch};
+use zookeeper_async::{ZkError, ZkState, ZooKeeper};
+
+use crate::client::{
+    Connection, CreateMode, ErrorCode, EventType, Op, OpResult, SessionState, Stat, WatchReceiver,
+    ZkClient, ZkResult,
+};
+use crate::error::Error;
+use crate::wire::{ConnectString, JuteConnection};
+
+/// A zookeeper-async client with everything the recipes need.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use recipes::AsyncZkClient;
+/// # async fn f() -> Result<(), recipes::Error> {
+/// let client = AsyncZkClient::connect("127.0.0.1:2181", Duration::from_secs(10)).await?;
+/// // The underlying zookeeper-async handle stays available for everything else.
+/// let stat = client.zookeeper().exists("/", false).await;
+/// println!("{stat:?}");
+/// client.close().await;
+/// # Ok(()) }
+/// ```
+pub struct AsyncZkClient {
+    zk: Arc<ZooKeeper>,
+    side: JuteConnection,
+    state: Arc<watch::Sender<SessionState>>,
+    closed: std::sync::atomic::AtomicBool,
+}
+
+impl std::fmt::Debug for AsyncZkClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AsyncZkClient")
+            .field("state", &*self.state.borrow())
+            .finish()
+    }
+}
+
+impl AsyncZkClient {
+    /// Connects and waits (at most `session_timeout`) until the session is established.
+    /// The connect string is ZooKeeper's (`host:port[,host:port...][/chroot]`).
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), recipes::Error> {
+    /// let client = recipes::AsyncZkClient::connect("127.0.0.1:2181/app", std::time::Duration::from_secs(10)).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn connect(
+        connect_string: &str,
+        session_timeout: Duration,
+    ) -> Result<Arc<AsyncZkClient>, Error> {
+        let target = ConnectString::parse(connect_string)
+            .ok_or_else(|| Error::Connect(format!("bad connect string {connect_string:?}")))?;
+        let state = Arc::new(watch::Sender::new(SessionState::new(
+            Connection::Disconnected,
+            0,
+            None,
+            session_timeout,
+        )));
+        let zk = ZooKeeper::connect(connect_string, session_timeout, |_ev| {})
+            .await
+            .map_err(|e| Error::Connect(format!("{e:?}")))?;
+        let listener_state = state.clone();
+        zk.add_listener(move |s: ZkState| on_state(&listener_state, s));
+        let client = Arc::new(AsyncZkClient {
+            zk: Arc::new(zk),
+            side: JuteConnection::new(target, session_timeout),
+            state,
+            closed: std::sync::atomic::AtomicBool::new(false),
+        });
+        // The Connected event may have fired before the listener was added: a request that
+        // succeeds proves the session is up.
+        let probe = tokio::time::timeout(session_timeout, client.zk.exists("/", false)).await;
+        match probe {
+            Ok(Ok(_)) => {
+                // zookeeper-async does not tell the negotiated timeout; the side session asks
+                // for the same one and is clamped the same way.
+                if let Ok(t) = client.side.negotiated_timeout().await {
+                    client.state.send_modify(|s| s.timeout = s.timeout.min(t));
+                }
+                client.state.send_if_modified(|s| {
+                    if s.connection == Connection::Disconnected {
+                        *s = SessionState::new(
+                            Connection::Connected,
+                            s.epoch,
+                            s.session_id,
+                            s.timeout,
+                        );
+                        true
+                    } else {
+                        false
+                    }
+                });
+                Ok(client)
+            }
+            Ok(Err(e)) => {
+                client.close().await;
+                Err(Error::Connect(format!("first request failed: {e:?}")))
+            }
+            Err(_) => {
+                client.close().await;
+                Err(Error::Connect(format!(
+                    "no session with {connect_string} within {session_timeout:?}"
+                )))
+            }
+        }
+    }
+
+    /// The zookeeper-async handle, for operations the recipes do not wrap.
+    ///
+    /// ```no_run
+    /// # async fn f(client: std::sync::Arc<recipes::AsyncZkClient>) {
+    /// let kids = client.zookeeper().get_children("/", false).await;
+    /// # }
+    /// ```
+    pub fn zookeeper(&self) -> &ZooKeeper {
+        &self.zk
+    }
+
+    /// Closes the session (its ephemeral nodes, and so its locks, go with it). Dropping the
+    /// last handle closes it too, in the background.
+    ///
+    /// ```no_run
+    /// # async fn f(client: std::sync::Arc<recipes::AsyncZkClient>) {
+    /// client.close().await;
+    /// # }
+    /// ```
+    pub async fn close(&self) {
+        if self.closed.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            return;
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(5), self.zk.close()).await;
+        self.state.send_modify(|s| {
+            *s = SessionState::new(Connection::Closed, s.epoch, s.session_id, s.timeout)
+        });
+    }
+
+    fn learn_session(&self, stat: &Stat) {
+        if stat.ephemeral_owner == 0 {
+            return;
+        }
+        self.state.send_if_modified(|s| {
+            if s.session_id.is_none() && s.connection != Connection::Expired {
+                s.session_id = Some(stat.ephemeral_owner);
+                true
+            } else {
+                false
+            }
+        });
+    }
+
+    async fn side_call(&self, req: Request) -> ZkResult<Response> {
+        self.side.call(req).await
+    }
+}
+
+impl Drop for AsyncZkClient {
+    fn drop(&mut self) {
+        // zookeeper-async keeps its I/O task (and so the session) alive after the handle is
+        // dropped; close the session instead of leaving it to ping forever.
+        if self.closed.load(std::sync::atomic::Ordering::SeqCst) {
+            return;
+        }
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            let zk = self.zk.clone();
+            rt.spawn(async move {
+                let _ = tokio::time::timeout(Duration::from_secs(5), zk.close()).await;
+            });
+        }
+    }
+}
+
+/// Maps zookeeper-async's state events onto [`SessionState`].
+#[allow(deprecated)]
+fn on_state(state: &watch::Sender<SessionState>, s: ZkState) {
+    state.send_modify(|cur| {
+        let (connection, epoch, session_id) = match s {
+            ZkState::Connected | ZkState::ConnectedReadOnly => {
+                (Connection::Connected, cur.epoch, cur.session_id)
+            }
+            ZkState::Connecting => {
+                if cur.connection == Connection::Disconnected
+                    || cur.connection == Connection::Expired
+                {
+                    // Still down (or already expired): keep when it went down.
+                    return;
+                }
+                (Connection::Disconnected, cur.epoch, cur.session_id)
+            }
+            // zookeeper-async reports an expired session this way, then opens a new one.
+            ZkState::NotConnected => (Connection::Expired, cur.epoch + 1, None),
+            ZkState::Closed | ZkState::AuthFailed => {
+                (Connection::Closed, cur.epoch, cur.session_id)
+            }
+            ZkState::Associating => return,
+        };
+        *cur = SessionState::new(connection, epoch, session_id, cur.timeout);
+    });
+}
+
+fn code(e: ZkError) -> ErrorCode {
+    ErrorCode::from_code(e as i32).unwrap_or(ErrorCode::SystemError)
+}
+
+fn stat(s: zookeeper_async::Stat) -> Stat {
+    Stat {
+        czxid: s.czxid,
+        mzxid: s.mzxid,
+        ctime: s.ctime,
+        mtime: s.mtime,
+        version: s.version,
+        cversion: s.cversion,
+        aversion: s.aversion,
+        ephemeral_owner: s.ephemeral_owner,
+        data_length: s.data_length,
+        num_children: s.num_children,
+        pzxid: s.pzxid,
+    }
+}
+
+fn async_mode(mode: CreateMode) -> zookeeper_async::CreateMode {
+    use zookeeper_async::CreateMode as M;
+    match mode {
+        CreateMode::Persistent => M::Persistent,
+        CreateMode::Ephemeral => M::Ephemeral,
+        CreateMode::PersistentSequential => M::PersistentSequential,
+        CreateMode::EphemeralSequential => M::EphemeralSequential,
+        CreateMode::Container => M::Container,
+        CreateMode::PersistentWithTtl => M::PersistentWithTTL,
+        CreateMode::PersistentSequentialWithTtl => M::PersistentSequentialWithTTL,
+    }
+}
+
+fn event_type(t: zookeeper_async::WatchedEventType) -> EventType {
+    use zookeeper_async::WatchedEventType as W;
+    match t {
+        W::NodeCreated => EventType::NodeCreated,
+        W::NodeDeleted => EventType::NodeDeleted,
+        W::NodeDataChanged => EventType::NodeDataChanged,
+        W::NodeChildrenChanged => EventType::NodeChildrenChanged,
+        W::DataWatchRemoved => EventType::DataWatchRemoved,
+        W::ChildWatchRemoved => EventType::ChildWatchRemoved,
+        _ => EventType::None,
+    }
+}
+
+/// Converts one recipe op into a jute multi op (paths with the chroot added).
+fn multi_op(side: &JuteConnection, op: &Op) -> MultiOp {
+    match op {
+        Op::Check { path, version } => MultiOp::Check(CheckVersionRequest {
+            path: side.server_path(path),
+            version: *version,
+        }),
+        Op::Create { path, data, mode } => {
+            let req = CreateRequest {
+                path: side.server_path(path),
+                data: Some(bytes::Bytes::copy_from_slice(data)),
+                acl: vec![Acl::open_unsafe()],
+                flags: mode.flags(),
+            };
+            if mode.is_container() {
+                MultiOp::CreateContainer(req)
+            } else {
+                MultiOp::Create2(req)
+            }
+        }
+        Op::SetData {
+            path,
+            data,
+            version,
+        } => MultiOp::SetData(SetDataRequest {
+            path: side.server_path(path),
+            data: Some(bytes::Bytes::copy_from_slice(data)),
+            version: *version,
+        }),
+        Op::Delete { path, version } => MultiOp::Delete(DeleteRequest {
+            path: side.server_path(path),
+            version: *version,
+        }),
+    }
+}
+
+#[async_trait]
+impl ZkClient for AsyncZkClient {
+    async fn create(&self, path: &str, data: &[u8], mode: CreateMode) -> ZkResult<(String, Stat)> {
+        if mode.is_container() {
+            let req = CreateRequest {
+                path: self.side.server_path(path),
+                data: Some(bytes::Bytes::copy_from_slice(data)),
+                acl: vec![Acl::open_unsafe()],
+                flags: mode.flags(),
+            };
+            return match self.side_call(Request::CreateContainer(req)).await? {
+                Response::Create2(p, s) => Ok((self.side.client_path(p), s)),
+                Response::Create(p) => Ok((self.side.client_path(p), Stat::default())),
+                _ => Err(ErrorCode::MarshallingError),
+            };
+        }
+        let (p, s) = self
+            .zk
+            .create2(
+                path,
+                data.to_vec(),
+                zookeeper_async::Acl::open_unsafe().clone(),
+                async_mode(mode),
+            )
+            .await
+            .map_err(code)?;
+        let s = stat(s);
+        self.learn_session(&s);
+        Ok((p, s))
+    }
+
+    async fn delete(&self, path: &str, version: i32) -> ZkResult<()> {
+        let v = if version == -1 { None } else { Some(version) };
+        self.zk.delete(path, v).await.map_err(code)
+    }
+
+    async fn exists(&self, path: &str) -> ZkResult<Option<Stat>> {
+        Ok(self.zk.exists(path, false).await.map_err(code)?.map(stat))
+    }
+
+    async fn get_data(&self, path: &str) -> ZkResult<(Vec<u8>, Stat)> {
+        let (d, s) = self.zk.get_data(path, false).await.map_err(code)?;
+        Ok((d, stat(s)))
+    }
+
+    async fn get_data_watch(&self, path: &str) -> ZkResult<(Vec<u8>, Stat, WatchReceiver)> {
+        let (tx, rx) = oneshot::channel();
+        let (d, s) = self
+            .zk
+            .get_data_w(path, move |ev: zookeeper_async::WatchedEvent| {
+                let _ = tx.send(event_type(ev.event_type));
+            })
+            .await
+            .map_err(code)?;
+        Ok((d, stat(s), rx))
+    }
+
+    async fn get_children(&self, path: &str) -> ZkResult<Vec<String>> {
+        self.zk.get_children(path, false).await.map_err(code)
+    }
+
+    async fn multi(&self, ops: &[Op]) -> ZkResult<Vec<OpResult>> {
+        let req = Request::Multi(ops.iter().map(|o| multi_op(&self.side, o)).collect());
+        let Response::Multi(results) = self.side_call(req).await? else {
+            return Err(ErrorCode::MarshallingError);
+        };
+        Ok(results
+            .into_iter()
+            .map(|r| match r {
+                MultiResult::Create(p) => OpResult::Create(self.side.client_path(p)),
+                MultiResult::Create2(p, _) => OpResult::Create(self.side.client_path(p)),
+                MultiResult::Delete => OpResult::Delete,
+                MultiResult::SetData(s) => OpResult::SetData(s),
+                MultiResult::Check => OpResult::Check,
+                MultiResult::Error(e) => {
+                    OpResult::Error(ErrorCode::from_code(e).unwrap_or(ErrorCode::SystemError))
+                }
+                MultiResult::GetChildren(_) | MultiResult::GetData(..) => {
+                    OpResult::Error(ErrorCode::MarshallingError)
+                }
+            })
+            .collect())
+    }
+
+    fn session(&self) -> watch::Receiver<SessionState> {
+        self.state.subscribe()
+    }
+}

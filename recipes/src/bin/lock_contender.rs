@@ -1,0 +1,230 @@
+//! A lock contender process for the recipes' end-to-end tests and for manual experiments.
+//!
+//! `lock-contender contend CONNECT PATH TASKS ITERATIONS LOG [COUNTER]`: TASKS tasks, each
+//! with its own `InterProcessMutex` handle on PATH, acquire ITERATIONS times each. Every
+//! critical section appends one line to LOG (opened with O_APPEND):
+//! `rust <pid> <task> <token> <sequence> <start_ns> <end_ns> <node>`, times from
+//! CLOCK_MONOTONIC (the clock Java's `System.nanoTime` and Python's `time.monotonic_ns` read).
+//! With COUNTER, each critical section also increments the number stored in that node with
+//! a fenced write.
+//!
+//! `lock-contender rw CONNECT PATH TASKS ITERATIONS LOG`: like `contend` with an
+//! `InterProcessReadWriteLock`: even tasks write, odd tasks read; lines start with `rust-w`
+//! or `rust-r`.
+//!
+//! `lock-contender hold CONNECT PATH SESSION_MS RESOURCE`: acquires once and prints
+//! `ACQUIRED <token>`; on a line `WRITE` on stdin it sends `WRITE <token>` to the TCP
+//! resource at RESOURCE (a fence) and prints its answer as `WRITE <answer>`; then it waits
+//! (at most 60 s) for the lock to be lost and prints `LOST <reason>`.
+
+use std::io::Write;
+use std::sync::Arc;
+use std::time::Duration;
+
+use recipes::{AsyncZkClient, InterProcessMutex, LockGuard, ZkClient};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn usage() -> ! {
+    eprintln!(
+        "usage: lock-contender contend CONNECT PATH TASKS ITERATIONS LOG [COUNTER]\n       \
+         lock-contender rw CONNECT PATH TASKS ITERATIONS LOG\n       \
+         lock-contender hold CONNECT PATH SESSION_MS RESOURCE"
+    );
+    std::process::exit(2)
+}
+
+fn arg<T: std::str::FromStr>(args: &[String], i: usize) -> T {
+    args.get(i)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| usage())
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let result = match args.get(1).map(String::as_str) {
+        Some("contend") => contend(&args).await,
+        Some("rw") => read_write(&args).await,
+        Some("hold") => hold(&args).await,
+        _ => usage(),
+    };
+    if let Err(e) = result {
+        eprintln!("lock-contender: {e}");
+        std::process::exit(1);
+    }
+}
+
+async fn critical_section(
+    kind: &str,
+    guard: &LockGuard,
+    task: usize,
+    log: &std::fs::File,
+    counter: Option<&str>,
+    client: &Arc<AsyncZkClient>,
+) -> Result<(), String> {
+    let start = monotonic_ns();
+    if let Some(counter) = counter {
+        let (data, stat) = client
+            .get_data(counter)
+            .await
+            .map_err(|e| format!("read counter: {e}"))?;
+        let n: u64 = String::from_utf8_lossy(&data).trim().parse().unwrap_or(0);
+        guard
+            .fenced_set_data(counter, (n + 1).to_string().as_bytes(), stat.version)
+            .await
+            .map_err(|e| format!("fenced increment: {e}"))?;
+    }
+    tokio::time::sleep(Duration::from_millis(2)).await;
+    let end = monotonic_ns();
+    let node = recipes::names::sequence_of(
+        guard.node_path(),
+        &["lock-", "__lock__", "__READ__", "__WRIT__"],
+    );
+    let line = format!(
+        "{kind} {} {} {} {} {} {} {}\n",
+        std::process::id(),
+        task,
+        guard.fencing_token().get(),
+        node.unwrap_or(-1),
+        start,
+        end,
+        guard.node_path().rsplit('/').next().unwrap_or("")
+    );
+    let mut log = log;
+    log.write_all(line.as_bytes())
+        .map_err(|e| format!("log: {e}"))?;
+    Ok(())
+}
+
+async fn contend(args: &[String]) -> Result<(), String> {
+    let connect: String = arg(args, 2);
+    let path: String = arg(args, 3);
+    let tasks: usize = arg(args, 4);
+    let iterations: usize = arg(args, 5);
+    let log_path: String = arg(args, 6);
+    let counter: Option<String> = args.get(7).cloned();
+    let log = Arc::new(
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .map_err(|e| format!("open {log_path}: {e}"))?,
+    );
+    let client = AsyncZkClient::connect(&connect, Duration::from_secs(10))
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut handles = Vec::new();
+    for task in 0..tasks {
+        let client = client.clone();
+        let log = log.clone();
+        let path = path.clone();
+        let counter = counter.clone();
+        handles.push(tokio::spawn(async move {
+            let mutex = InterProcessMutex::new(client.clone(), &path)
+                .with_label(&format!("contender-{}-{task}", std::process::id()));
+            for _ in 0..iterations {
+                let guard = mutex.acquire().await.map_err(|e| e.to_string())?;
+                critical_section("rust", &guard, task, &log, counter.as_deref(), &client).await?;
+                guard.release().await.map_err(|e| e.to_string())?;
+            }
+            Ok::<(), String>(())
+        }));
+    }
+    for h in handles {
+        h.await.map_err(|e| e.to_string())??;
+    }
+    client.close().await;
+    Ok(())
+}
+
+async fn read_write(args: &[String]) -> Result<(), String> {
+    let connect: String = arg(args, 2);
+    let path: String = arg(args, 3);
+    let tasks: usize = arg(args, 4);
+    let iterations: usize = arg(args, 5);
+    let log_path: String = arg(args, 6);
+    let log = Arc::new(
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .map_err(|e| format!("open {log_path}: {e}"))?,
+    );
+    let client = AsyncZkClient::connect(&connect, Duration::from_secs(10))
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut handles = Vec::new();
+    for task in 0..tasks {
+        let client = client.clone();
+        let log = log.clone();
+        let path = path.clone();
+        handles.push(tokio::spawn(async move {
+            let rw = recipes::InterProcessReadWriteLock::new(client.clone(), &path);
+            let (kind, lock) = if task % 2 == 0 {
+                ("rust-w", rw.write_lock())
+            } else {
+                ("rust-r", rw.read_lock())
+            };
+            for _ in 0..iterations {
+                let guard = lock.acquire().await.map_err(|e| e.to_string())?;
+                critical_section(kind, &guard, task, &log, None, &client).await?;
+                guard.release().await.map_err(|e| e.to_string())?;
+            }
+            Ok::<(), String>(())
+        }));
+    }
+    for h in handles {
+        h.await.map_err(|e| e.to_string())??;
+    }
+    client.close().await;
+    Ok(())
+}
+
+async fn hold(args: &[String]) -> Result<(), String> {
+    let connect: String = arg(args, 2);
+    let path: String = arg(args, 3);
+    let session_ms: u64 = arg(args, 4);
+    let resource: String = arg(args, 5);
+    let client = AsyncZkClient::connect(&connect, Duration::from_millis(session_ms))
+        .await
+        .map_err(|e| e.to_string())?;
+    let mutex = InterProcessMutex::new(client.clone(), &path).with_label("paused-holder");
+    let guard = mutex.acquire().await.map_err(|e| e.to_string())?;
+    let token = guard.fencing_token().get();
+    println!("ACQUIRED {token}");
+    let _ = std::io::stdout().flush();
+    let mut stdin = BufReader::new(tokio::io::stdin()).lines();
+    while let Ok(Some(line)) = stdin.next_line().await {
+        if line.trim() == "WRITE" {
+            break;
+        }
+    }
+    let answer = async {
+        let mut s = tokio::net::TcpStream::connect(&resource).await?;
+        s.write_all(format!("WRITE {token}\n").as_bytes()).await?;
+        let mut lines = BufReader::new(s).lines();
+        Ok::<_, std::io::Error>(lines.next_line().await?.unwrap_or_default())
+    }
+    .await
+    .map_err(|e| format!("resource: {e}"))?;
+    println!("WRITE {answer}");
+    let _ = std::io::stdout().flush();
+    match tokio::time::timeout(Duration::from_secs(60), guard.lost()).await {
+        Ok(reason) => println!("LOST {reason:?}"),
+        Err(_) => println!("NOT-LOST"),
+    }
+    let _ = std::io::stdout().flush();
+    drop(guard);
+    client.close().await;
+    Ok(())
+}

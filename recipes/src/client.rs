@@ -1,0 +1,298 @@
+//! The few ZooKeeper operations the recipes use, behind one small trait.
+//!
+//! The recipes never talk to a client library directly: they call [`ZkClient`], so the same
+//! lock works over any client that can provide these operations (see the crate README for
+//! which client gives what). The trait speaks in `jute` types ([`Stat`], [`ErrorCode`],
+//! [`CreateMode`]) so that no client library's types leak into the recipes.
+//!
+//! Besides the operations, a client reports its session through a
+//! [`tokio::sync::watch`] channel of [`SessionState`]: whether the connection is up, which
+//! session (an `epoch` that changes whenever the client starts a new session) and the
+//! session timeout. The lost-lock signal and protection mode are built on it.
+
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use tokio::sync::{oneshot, watch};
+
+pub use jute::{CreateMode, ErrorCode, EventType, Stat};
+
+/// The result of one ZooKeeper call: the value, or the error code ZooKeeper (or the client,
+/// for `ConnectionLoss`) gave.
+pub type ZkResult<T> = Result<T, ErrorCode>;
+
+/// A one-shot watch: completes with the event type when the watch fires. If the client drops
+/// the watch (it cannot deliver it any more), the receiver completes with an error; callers
+/// treat that like a connection change and look again.
+pub type WatchReceiver = oneshot::Receiver<EventType>;
+
+/// The state of the client's connection to the ensemble.
+///
+/// ```
+/// use recipes::Connection;
+/// assert_ne!(Connection::Connected, Connection::Disconnected);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Connection {
+    /// Connected, with a live session.
+    Connected,
+    /// The connection is down; the session may still be alive on the server.
+    Disconnected,
+    /// The server said the session expired. The client may start a new one (with a new epoch).
+    Expired,
+    /// The client was closed; it will not reconnect.
+    Closed,
+}
+
+/// What a client knows about its session, published on a watch channel.
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use recipes::{Connection, SessionState};
+/// let s = SessionState::new(Connection::Connected, 1, Some(0x1234), Duration::from_secs(10));
+/// assert_eq!(s.epoch, 1);
+/// assert!(s.since <= Instant::now());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionState {
+    /// Whether the connection is up.
+    pub connection: Connection,
+    /// Which session: changes every time the client starts a new session (after an expiry).
+    /// Ephemeral nodes created under one epoch never belong to another.
+    pub epoch: u64,
+    /// The session id, when the client knows it.
+    pub session_id: Option<i64>,
+    /// The session timeout (negotiated when the client knows it, otherwise requested).
+    pub timeout: Duration,
+    /// When `connection` last changed.
+    pub since: Instant,
+}
+
+impl SessionState {
+    /// A state observed now.
+    pub fn new(
+        connection: Connection,
+        epoch: u64,
+        session_id: Option<i64>,
+        timeout: Duration,
+    ) -> SessionState {
+        SessionState {
+            connection,
+            epoch,
+            session_id,
+            timeout,
+            since: Instant::now(),
+        }
+    }
+}
+
+/// One operation of a multi (an atomic transaction), as the fenced write uses it.
+///
+/// ```
+/// use recipes::Op;
+/// let op = Op::SetData { path: "/orders/next".into(), data: b"42".to_vec(), version: -1 };
+/// assert_eq!(op.path(), "/orders/next");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    /// Fails the transaction unless the node exists (and, if `version` is not -1, has that
+    /// data version).
+    Check {
+        /// The node that must exist.
+        path: String,
+        /// The data version it must have, or -1 for any.
+        version: i32,
+    },
+    /// Creates a node.
+    Create {
+        /// The node to create (sequential modes append the sequence).
+        path: String,
+        /// Its data.
+        data: Vec<u8>,
+        /// Its mode.
+        mode: CreateMode,
+    },
+    /// Sets a node's data.
+    SetData {
+        /// The node.
+        path: String,
+        /// The new data.
+        data: Vec<u8>,
+        /// The data version it must have, or -1 for any.
+        version: i32,
+    },
+    /// Deletes a node.
+    Delete {
+        /// The node.
+        path: String,
+        /// The data version it must have, or -1 for any.
+        version: i32,
+    },
+}
+
+impl Op {
+    /// The path the operation names.
+    pub fn path(&self) -> &str {
+        match self {
+            Op::Check { path, .. }
+            | Op::Create { path, .. }
+            | Op::SetData { path, .. }
+            | Op::Delete { path, .. } => path,
+        }
+    }
+}
+
+/// The result of one operation of a multi.
+///
+/// ```
+/// use recipes::{ErrorCode, OpResult};
+/// assert_eq!(OpResult::Error(ErrorCode::NoNode).error(), Some(ErrorCode::NoNode));
+/// assert_eq!(OpResult::Check.error(), None);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OpResult {
+    /// The check passed.
+    Check,
+    /// The created path.
+    Create(String),
+    /// The node's Stat after the write.
+    SetData(Stat),
+    /// The node was deleted.
+    Delete,
+    /// The operation failed (or, with `RuntimeInconsistency`/`Ok`, was rolled back because
+    /// another operation of the same multi failed).
+    Error(ErrorCode),
+}
+
+impl OpResult {
+    /// The error code of a failed operation.
+    pub fn error(&self) -> Option<ErrorCode> {
+        match self {
+            OpResult::Error(e) => Some(*e),
+            _ => None,
+        }
+    }
+}
+
+/// The operations the recipes need from a ZooKeeper client.
+///
+/// Paths are absolute (relative to the client's chroot, if it has one). Every call returns
+/// ZooKeeper's error code on failure; `ConnectionLoss` means the outcome is unknown.
+///
+/// Implemented for [`AsyncZkClient`](crate::AsyncZkClient) (zookeeper-async, with the calls
+/// it lacks sent over this workspace's jute codec). Any other client can implement it; the
+/// trait is object safe and the recipes hold an `Arc<dyn ZkClient>`.
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use recipes::{AsyncZkClient, ZkClient};
+/// # async fn f() -> Result<(), recipes::Error> {
+/// let client: Arc<dyn ZkClient> = AsyncZkClient::connect("127.0.0.1:2181", std::time::Duration::from_secs(10)).await?;
+/// let children = client.get_children("/").await?;
+/// println!("{children:?}");
+/// # Ok(()) }
+/// ```
+#[async_trait]
+pub trait ZkClient: Send + Sync + 'static {
+    /// Creates a node and returns its path (with the sequence suffix, if sequential) and its
+    /// Stat (ZooKeeper's `create2`). `CreateMode::Container` must create a real container.
+    ///
+    /// ```no_run
+    /// # use recipes::ZkClient;
+    /// # async fn f(client: std::sync::Arc<recipes::AsyncZkClient>) -> Result<(), recipes::Error> {
+    /// let (path, stat) = client.create("/jobs/job-", b"x", recipes::CreateMode::EphemeralSequential).await?;
+    /// # Ok(()) }
+    /// ```
+    async fn create(&self, path: &str, data: &[u8], mode: CreateMode) -> ZkResult<(String, Stat)>;
+
+    /// Deletes a node (`version` -1 matches any version).
+    ///
+    /// ```no_run
+    /// # use recipes::ZkClient;
+    /// # async fn f(client: std::sync::Arc<recipes::AsyncZkClient>) -> Result<(), recipes::Error> {
+    /// client.delete("/jobs/job-0000000001", -1).await?;
+    /// # Ok(()) }
+    /// ```
+    async fn delete(&self, path: &str, version: i32) -> ZkResult<()>;
+
+    /// The node's Stat, or `None` if it does not exist. Sets no watch.
+    ///
+    /// ```no_run
+    /// # use recipes::ZkClient;
+    /// # async fn f(client: std::sync::Arc<recipes::AsyncZkClient>) -> Result<(), recipes::Error> {
+    /// let stat = client.exists("/jobs").await?;
+    /// # Ok(()) }
+    /// ```
+    async fn exists(&self, path: &str) -> ZkResult<Option<Stat>>;
+
+    /// The node's data and Stat. Sets no watch.
+    ///
+    /// ```no_run
+    /// # use recipes::ZkClient;
+    /// # async fn f(client: std::sync::Arc<recipes::AsyncZkClient>) -> Result<(), recipes::Error> {
+    /// let (data, stat) = client.get_data("/jobs").await?;
+    /// # Ok(()) }
+    /// ```
+    async fn get_data(&self, path: &str) -> ZkResult<(Vec<u8>, Stat)>;
+
+    /// The node's data and Stat, leaving a data watch on it (fires on change or deletion).
+    /// A missing node gives `NoNode` and leaves no watch behind.
+    ///
+    /// ```no_run
+    /// # use recipes::ZkClient;
+    /// # async fn f(client: std::sync::Arc<recipes::AsyncZkClient>) -> Result<(), recipes::Error> {
+    /// let (data, stat, watch) = client.get_data_watch("/jobs").await?;
+    /// let event = watch.await;
+    /// # Ok(()) }
+    /// ```
+    async fn get_data_watch(&self, path: &str) -> ZkResult<(Vec<u8>, Stat, WatchReceiver)>;
+
+    /// The names of the node's children, in no particular order. Sets no watch.
+    ///
+    /// ```no_run
+    /// # use recipes::ZkClient;
+    /// # async fn f(client: std::sync::Arc<recipes::AsyncZkClient>) -> Result<(), recipes::Error> {
+    /// let names = client.get_children("/jobs").await?;
+    /// # Ok(()) }
+    /// ```
+    async fn get_children(&self, path: &str) -> ZkResult<Vec<String>>;
+
+    /// Runs the operations as one atomic transaction. `Err` means the request as a whole
+    /// failed (e.g. `ConnectionLoss`); when one operation fails, the call returns `Ok` with
+    /// one result per operation, the failing one being `OpResult::Error`.
+    ///
+    /// ```no_run
+    /// # use recipes::ZkClient;
+    /// # async fn f(client: std::sync::Arc<recipes::AsyncZkClient>) -> Result<(), recipes::Error> {
+    /// use recipes::Op;
+    /// let results = client.multi(&[
+    ///     Op::Check { path: "/jobs".into(), version: -1 },
+    ///     Op::SetData { path: "/jobs".into(), data: b"1".to_vec(), version: -1 },
+    /// ]).await?;
+    /// # Ok(()) }
+    /// ```
+    async fn multi(&self, ops: &[Op]) -> ZkResult<Vec<OpResult>>;
+
+    /// The session state channel; its current value is the state now.
+    ///
+    /// ```no_run
+    /// # use recipes::ZkClient;
+    /// # async fn f(client: std::sync::Arc<recipes::AsyncZkClient>) -> Result<(), recipes::Error> {
+    /// let connected = client.session().borrow().connection == recipes::Connection::Connected;
+    /// # Ok(()) }
+    /// ```
+    fn session(&self) -> watch::Receiver<SessionState>;
+}
+
+/// True for errors after which the outcome of a call is unknown and the caller should wait
+/// for the connection and look again.
+pub(crate) fn is_transient(e: ErrorCode) -> bool {
+    matches!(
+        e,
+        ErrorCode::ConnectionLoss
+            | ErrorCode::OperationTimeout
+            | ErrorCode::SessionMoved
+            | ErrorCode::RequestTimeout
+            | ErrorCode::Throttled
+    )
+}

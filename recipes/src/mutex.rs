@@ -1,0 +1,484 @@
+//! The public lock handles: [`InterProcessMutex`] and its [`LockGuard`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::cleanup::DeleteOutcome;
+use crate::client::{ErrorCode, Op, OpResult, Stat, ZkClient};
+use crate::error::{Error, LostReason};
+use crate::fence::FencingToken;
+use crate::lock::{decide, Config, Decision, Holding, Kind, LockCore};
+use crate::names::{join, sorted_contenders, Owner};
+
+/// A fair, herd-free, reentrant lock across processes, compatible with Curator's
+/// `InterProcessMutex` on the same path.
+///
+/// Contenders queue in the order their lock nodes were created; each waits for the node just
+/// before its own, so a release wakes exactly one waiter. The holder gets a [`LockGuard`]
+/// with a [`FencingToken`] and a [`lost`](LockGuard::lost) signal.
+///
+/// # Reentrancy
+///
+/// The reentrant identity is the **handle**: acquiring again through a handle (or a clone of
+/// it) that holds the lock succeeds at once, without asking the server, and increments a
+/// count; each guard gives one back, and the node is deleted when the count reaches zero.
+/// Async tasks have no thread identity, so two tasks that must exclude each other need two
+/// handles (`InterProcessMutex::new` twice), exactly like two processes.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use recipes::{AsyncZkClient, InterProcessMutex};
+///
+/// #[tokio::main]
+/// async fn main() -> Result<(), recipes::Error> {
+///     let client = AsyncZkClient::connect("127.0.0.1:2181", Duration::from_secs(10)).await?;
+///     let mutex = InterProcessMutex::new(client.clone(), "/locks/orders");
+///     let guard = mutex.acquire().await?;
+///     println!("holding with token {}", guard.fencing_token());
+///     guard.release().await?;
+///     Ok(())
+/// }
+/// ```
+#[derive(Clone)]
+pub struct InterProcessMutex {
+    pub(crate) core: Arc<LockCore>,
+}
+
+impl std::fmt::Debug for InterProcessMutex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InterProcessMutex")
+            .field("path", &self.core.path)
+            .field("kind", &self.core.kind)
+            .finish()
+    }
+}
+
+impl InterProcessMutex {
+    /// A handle on the lock at `path` (created, with its parents, as containers when first
+    /// needed). Nothing is sent until the first acquire.
+    ///
+    /// ```no_run
+    /// # async fn f(client: std::sync::Arc<recipes::AsyncZkClient>) {
+    /// let mutex = recipes::InterProcessMutex::new(client, "/locks/orders");
+    /// # }
+    /// ```
+    pub fn new(client: Arc<dyn ZkClient>, path: &str) -> InterProcessMutex {
+        InterProcessMutex {
+            core: Arc::new(LockCore::new(
+                client,
+                path.to_string(),
+                Kind::Mutex,
+                Config::default(),
+                None,
+            )),
+        }
+    }
+
+    fn reconfigured(self, f: impl FnOnce(&mut Config)) -> InterProcessMutex {
+        let mut config = self.core.config.clone();
+        f(&mut config);
+        InterProcessMutex {
+            core: Arc::new(LockCore::new(
+                self.core.client.clone(),
+                self.core.path.clone(),
+                self.core.kind,
+                config,
+                self.core.write_core.clone(),
+            )),
+        }
+    }
+
+    /// Sets the label stored (with host and pid) in the lock node, for operators. Call it
+    /// before acquiring: it makes a new handle.
+    ///
+    /// ```no_run
+    /// # async fn f(client: std::sync::Arc<recipes::AsyncZkClient>) {
+    /// let mutex = recipes::InterProcessMutex::new(client, "/locks/orders").with_label("billing");
+    /// # }
+    /// ```
+    pub fn with_label(self, label: &str) -> InterProcessMutex {
+        let label = label.to_string();
+        self.reconfigured(|c| c.owner = Owner::current(&label))
+    }
+
+    /// Sets after what fraction of the session timeout without a connection a held lock
+    /// counts as lost (default 0.5; clamped to 0..=1). Call it before acquiring.
+    ///
+    /// ```no_run
+    /// # async fn f(client: std::sync::Arc<recipes::AsyncZkClient>) {
+    /// let mutex = recipes::InterProcessMutex::new(client, "/locks/orders").with_suspend_fraction(0.3);
+    /// # }
+    /// ```
+    pub fn with_suspend_fraction(self, fraction: f64) -> InterProcessMutex {
+        self.reconfigured(|c| c.suspend_fraction = fraction.clamp(0.0, 1.0))
+    }
+
+    /// The lock path.
+    pub fn path(&self) -> &str {
+        &self.core.path
+    }
+
+    fn guard(&self, holding: Arc<Holding>) -> LockGuard {
+        LockGuard {
+            core: self.core.clone(),
+            holding,
+            done: false,
+        }
+    }
+
+    /// Waits until the lock is ours. Fails only on a non-transient error or a closed client;
+    /// connection problems are waited out, and a waiter whose node vanished queues again.
+    ///
+    /// ```no_run
+    /// # async fn f(mutex: recipes::InterProcessMutex) -> Result<(), recipes::Error> {
+    /// let guard = mutex.acquire().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn acquire(&self) -> Result<LockGuard, Error> {
+        match self.core.acquire(None, true).await? {
+            Some(h) => Ok(self.guard(h)),
+            None => Err(Error::Closed),
+        }
+    }
+
+    /// Takes the lock if no one else holds it, without waiting for a holder: `None` when it
+    /// is taken (our node is deleted again before this returns).
+    ///
+    /// ```no_run
+    /// # async fn f(mutex: recipes::InterProcessMutex) -> Result<(), recipes::Error> {
+    /// if let Some(guard) = mutex.try_acquire().await? {
+    ///     guard.release().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn try_acquire(&self) -> Result<Option<LockGuard>, Error> {
+        Ok(self.core.acquire(None, false).await?.map(|h| self.guard(h)))
+    }
+
+    /// Waits at most `timeout` (measured from the call, node creation included): `None` on
+    /// timeout, and then no node of ours is left behind.
+    ///
+    /// ```no_run
+    /// # async fn f(mutex: recipes::InterProcessMutex) -> Result<(), recipes::Error> {
+    /// match mutex.acquire_timeout(std::time::Duration::from_secs(2)).await? {
+    ///     Some(guard) => guard.release().await?,
+    ///     None => println!("busy"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn acquire_timeout(&self, timeout: Duration) -> Result<Option<LockGuard>, Error> {
+        let deadline = Instant::now() + timeout;
+        Ok(self
+            .core
+            .acquire(Some(deadline), true)
+            .await?
+            .map(|h| self.guard(h)))
+    }
+
+    /// Whether this handle holds the lock now.
+    ///
+    /// ```no_run
+    /// # async fn f(mutex: recipes::InterProcessMutex) -> Result<(), recipes::Error> {
+    /// let guard = mutex.acquire().await?;
+    /// assert!(mutex.is_held_by_this_handle());
+    /// # Ok(()) }
+    /// ```
+    pub fn is_held_by_this_handle(&self) -> bool {
+        self.core
+            .held
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
+    }
+
+    /// The holder and the queue, in lock order, for operators.
+    ///
+    /// ```no_run
+    /// # async fn f(mutex: recipes::InterProcessMutex) -> Result<(), recipes::Error> {
+    /// for p in mutex.participants().await? {
+    ///     let who = p.owner.map(|o| format!("{}:{} {}", o.host, o.pid, o.label));
+    ///     println!("{} {} {:?}", if p.holder { "holds" } else { "waits" }, p.node, who);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn participants(&self) -> Result<Vec<Participant>, Error> {
+        participants(&self.core.client, &self.core.path, self.core.kind).await
+    }
+}
+
+/// One contender for a lock, as [`InterProcessMutex::participants`] lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Participant {
+    /// The lock node's name.
+    pub node: String,
+    /// Its sequence number (the lock order).
+    pub sequence: i64,
+    /// Whether it holds the lock (for a read lock, every reader before the first writer).
+    pub holder: bool,
+    /// Whether it is a writer (read-write lock) or a mutex node (always true for a mutex).
+    pub exclusive: bool,
+    /// Who created it, if it carries our owner data.
+    pub owner: Option<Owner>,
+    /// The node's raw data (Curator stores the client's IP address, kazoo its identifier).
+    pub data: Vec<u8>,
+    /// The fencing token the node gives (or gave) its holder.
+    pub token: FencingToken,
+}
+
+pub(crate) async fn participants(
+    client: &Arc<dyn ZkClient>,
+    path: &str,
+    kind: Kind,
+) -> Result<Vec<Participant>, Error> {
+    let children = match client.get_children(path).await {
+        Ok(c) => c,
+        Err(ErrorCode::NoNode) => return Ok(Vec::new()),
+        Err(e) => return Err(e.into()),
+    };
+    let sorted = sorted_contenders(children, kind.markers());
+    let mut out = Vec::with_capacity(sorted.len());
+    for (idx, c) in sorted.iter().enumerate() {
+        let (data, stat) = match client.get_data(&join(path, &c.name)).await {
+            Ok(d) => d,
+            Err(ErrorCode::NoNode) => continue,
+            Err(e) => return Err(e.into()),
+        };
+        let exclusive = kind == Kind::Mutex || crate::lock::is_write_node(&c.name);
+        let node_kind = match kind {
+            Kind::Mutex => Kind::Mutex,
+            _ if exclusive => Kind::Write,
+            _ => Kind::Read,
+        };
+        out.push(Participant {
+            node: c.name.clone(),
+            sequence: c.sequence,
+            holder: decide(node_kind, &sorted, idx) == Decision::Granted,
+            exclusive,
+            owner: Owner::parse(&data),
+            data,
+            token: FencingToken::from_czxid(stat.czxid),
+        });
+    }
+    Ok(out)
+}
+
+/// A held lock. Release it with [`release`](LockGuard::release); dropping it releases in
+/// the background (the delete is retried until it succeeds or the session is gone).
+///
+/// ```no_run
+/// # async fn f(mutex: recipes::InterProcessMutex) -> Result<(), recipes::Error> {
+/// let guard = mutex.acquire().await?;
+/// tokio::select! {
+///     reason = guard.lost() => eprintln!("lost the lock: {reason}"),
+///     _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {
+///         guard.fenced_set_data("/orders/last", b"42", -1).await?;
+///     }
+/// }
+/// # Ok(()) }
+/// ```
+pub struct LockGuard {
+    core: Arc<LockCore>,
+    holding: Arc<Holding>,
+    done: bool,
+}
+
+impl std::fmt::Debug for LockGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LockGuard")
+            .field("node", &self.holding.path)
+            .field("token", &self.holding.token)
+            .field("lost", &self.holding.lost_reason())
+            .finish()
+    }
+}
+
+impl LockGuard {
+    /// This holder's fencing token (the lock node's czxid): larger than every earlier
+    /// holder's. Pass it with every write to the protected resource (see [`Fence`](crate::Fence)).
+    ///
+    /// ```no_run
+    /// # async fn f(guard: recipes::LockGuard, fence: recipes::Fence) {
+    /// fence.check(guard.fencing_token()).expect("a later holder wrote already");
+    /// # }
+    /// ```
+    pub fn fencing_token(&self) -> FencingToken {
+        self.holding.token
+    }
+
+    /// The full path of our lock node.
+    ///
+    /// ```no_run
+    /// # fn f(guard: recipes::LockGuard) {
+    /// assert!(guard.node_path().contains("-lock-"));
+    /// # }
+    /// ```
+    pub fn node_path(&self) -> &str {
+        &self.holding.path
+    }
+
+    /// How many acquisitions through this handle are outstanding (reentrancy count).
+    ///
+    /// ```no_run
+    /// # async fn f(mutex: recipes::InterProcessMutex) -> Result<(), recipes::Error> {
+    /// let a = mutex.acquire().await?;
+    /// let b = mutex.acquire().await?; // same handle: re-enters
+    /// assert_eq!(b.hold_count(), 2);
+    /// # Ok(()) }
+    /// ```
+    pub fn hold_count(&self) -> usize {
+        self.holding.count.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Completes when the lock can no longer be trusted, with the reason: the connection
+    /// was down longer than the configured fraction of the session timeout, the session
+    /// expired, the client closed, or the lock node vanished.
+    ///
+    /// ```no_run
+    /// # async fn f(guard: recipes::LockGuard) {
+    /// let reason = guard.lost().await;
+    /// eprintln!("stop writing: {reason}");
+    /// # }
+    /// ```
+    pub async fn lost(&self) -> LostReason {
+        let mut rx = self.holding.lost.clone();
+        let seen = rx.wait_for(|v| v.is_some()).await.ok().and_then(|v| *v);
+        seen.or_else(|| self.holding.lost_reason())
+            .unwrap_or(LostReason::Released)
+    }
+
+    /// Why the lock was lost, if it was.
+    ///
+    /// ```no_run
+    /// # fn f(guard: recipes::LockGuard) {
+    /// if let Some(reason) = guard.lost_reason() { eprintln!("{reason}"); }
+    /// # }
+    /// ```
+    pub fn lost_reason(&self) -> Option<LostReason> {
+        self.holding.lost_reason()
+    }
+
+    /// Whether the lock is still trusted (it has not been lost).
+    ///
+    /// ```no_run
+    /// # fn f(guard: recipes::LockGuard) {
+    /// assert!(guard.is_valid());
+    /// # }
+    /// ```
+    pub fn is_valid(&self) -> bool {
+        self.holding.lost_reason().is_none()
+    }
+
+    /// A fenced write to ZooKeeper itself: runs `ops` in one multi after a check that our
+    /// lock node still exists, so nothing is written once the lock is gone. Returns the
+    /// results of `ops` (without the check's).
+    ///
+    /// Fails with [`Error::Lost`] when the lock node is gone (or the lock is already known
+    /// lost), with [`Error::OpFailed`] when one of `ops` fails (nothing is applied).
+    ///
+    /// ```no_run
+    /// # async fn f(guard: recipes::LockGuard) -> Result<(), recipes::Error> {
+    /// use recipes::Op;
+    /// guard.fenced(vec![
+    ///     Op::SetData { path: "/orders/last".into(), data: b"42".to_vec(), version: -1 },
+    ///     Op::Delete { path: "/orders/pending-42".into(), version: -1 },
+    /// ]).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn fenced(&self, ops: Vec<Op>) -> Result<Vec<OpResult>, Error> {
+        if let Some(reason) = self.holding.lost_reason() {
+            return Err(Error::Lost(reason));
+        }
+        let mut all = Vec::with_capacity(ops.len() + 1);
+        all.push(Op::Check {
+            path: self.holding.path.clone(),
+            version: -1,
+        });
+        all.extend(ops);
+        let mut results = self.core.client.multi(&all).await?;
+        if let Some(OpResult::Error(code)) = results.first() {
+            if *code == ErrorCode::NoNode {
+                return Err(Error::Lost(LostReason::NodeDeleted));
+            }
+            if *code != ErrorCode::Ok {
+                return Err(Error::OpFailed {
+                    index: 0,
+                    code: *code,
+                });
+            }
+        }
+        for (i, r) in results.iter().enumerate().skip(1) {
+            if let OpResult::Error(code) = r {
+                if *code != ErrorCode::Ok && *code != ErrorCode::RuntimeInconsistency {
+                    return Err(Error::OpFailed {
+                        index: i - 1,
+                        code: *code,
+                    });
+                }
+            }
+        }
+        if results.len() != all.len() {
+            return Err(Error::Zk(ErrorCode::MarshallingError));
+        }
+        results.remove(0);
+        Ok(results)
+    }
+
+    /// A fenced `setData`: see [`fenced`](LockGuard::fenced).
+    ///
+    /// ```no_run
+    /// # async fn f(guard: recipes::LockGuard) -> Result<(), recipes::Error> {
+    /// let stat = guard.fenced_set_data("/orders/last", b"42", -1).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn fenced_set_data(
+        &self,
+        path: &str,
+        data: &[u8],
+        version: i32,
+    ) -> Result<Stat, Error> {
+        let results = self
+            .fenced(vec![Op::SetData {
+                path: path.to_string(),
+                data: data.to_vec(),
+                version,
+            }])
+            .await?;
+        match results.into_iter().next() {
+            Some(OpResult::SetData(stat)) => Ok(stat),
+            _ => Err(Error::Zk(ErrorCode::MarshallingError)),
+        }
+    }
+
+    /// Releases this acquisition. At a reentrancy count of zero the lock node is deleted;
+    /// the delete is retried until it succeeds or the session is gone, and this waits for it.
+    ///
+    /// ```no_run
+    /// # async fn f(mutex: recipes::InterProcessMutex) -> Result<(), recipes::Error> {
+    /// let guard = mutex.acquire().await?;
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn release(mut self) -> Result<(), Error> {
+        self.done = true;
+        let Some(handle) = self.core.release(&self.holding) else {
+            return Ok(());
+        };
+        match handle.await {
+            Ok(DeleteOutcome::Deleted) | Ok(DeleteOutcome::SessionGone) => Ok(()),
+            Ok(DeleteOutcome::Failed(code)) => Err(Error::Zk(code)),
+            Err(_) => Err(Error::Closed),
+        }
+    }
+}
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        if !self.done {
+            self.done = true;
+            // The delete runs in the background; its handle is not needed.
+            drop(self.core.release(&self.holding));
+        }
+    }
+}

@@ -1,0 +1,305 @@
+//! [`ZkClient`] over the zookeeper-client crate (feature `zookeeper-client`, on by default).
+//!
+//! zookeeper-client has everything the recipes need natively: create2 with the Stat,
+//! containers, multi, the session id, the negotiated timeout, a terminal `Expired` state, and
+//! watches re-registered across reconnects. This module only translates types.
+
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::sync::{oneshot, watch};
+use zookeeper_client as zkc;
+
+use crate::client::{
+    Connection, CreateMode, ErrorCode, EventType, Op, OpResult, SessionState, Stat, WatchReceiver,
+    ZkClient, ZkResult,
+};
+use crate::error::Error;
+
+/// A zookeeper-client (`zookeeper_client::Client`) handle for the recipes.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use recipes::{InterProcessMutex, ZookeeperClient};
+/// # async fn f() -> Result<(), recipes::Error> {
+/// let client = ZookeeperClient::connect("127.0.0.1:2181", Duration::from_secs(10)).await?;
+/// let guard = InterProcessMutex::new(client.clone(), "/locks/orders").acquire().await?;
+/// guard.release().await?;
+/// # Ok(()) }
+/// ```
+pub struct ZookeeperClient {
+    client: zkc::Client,
+    state: Arc<watch::Sender<SessionState>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl std::fmt::Debug for ZookeeperClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ZookeeperClient")
+            .field("state", &*self.state.borrow())
+            .finish()
+    }
+}
+
+impl ZookeeperClient {
+    /// Connects (`host:port[,host:port...][/chroot]`) with the given session timeout.
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), recipes::Error> {
+    /// let client = recipes::ZookeeperClient::connect("127.0.0.1:2181", std::time::Duration::from_secs(10)).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn connect(
+        connect_string: &str,
+        session_timeout: Duration,
+    ) -> Result<Arc<ZookeeperClient>, Error> {
+        let client = zkc::Client::connector()
+            .with_session_timeout(session_timeout)
+            .connect(connect_string)
+            .await
+            .map_err(|e| Error::Connect(e.to_string()))?;
+        Ok(Self::from_client(client))
+    }
+
+    /// Wraps a connected zookeeper-client handle.
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), Box<dyn std::error::Error>> {
+    /// let raw = zookeeper_client::Client::connect("127.0.0.1:2181").await?;
+    /// let client = recipes::ZookeeperClient::from_client(raw);
+    /// # Ok(()) }
+    /// ```
+    pub fn from_client(client: zkc::Client) -> Arc<ZookeeperClient> {
+        let state = Arc::new(watch::Sender::new(SessionState::new(
+            map_state(client.state()),
+            0,
+            Some(client.session_id().0),
+            client.session_timeout(),
+        )));
+        let weak: Weak<watch::Sender<SessionState>> = Arc::downgrade(&state);
+        let mut states = client.state_watcher();
+        let task = tokio::spawn(async move {
+            loop {
+                let s = states.changed().await;
+                let Some(tx) = weak.upgrade() else { return };
+                let connection = map_state(s);
+                tx.send_modify(|cur| {
+                    let epoch = if connection == Connection::Expired {
+                        cur.epoch + 1
+                    } else {
+                        cur.epoch
+                    };
+                    *cur = SessionState::new(connection, epoch, cur.session_id, cur.timeout);
+                });
+                if s.is_terminated() {
+                    return;
+                }
+            }
+        });
+        Arc::new(ZookeeperClient {
+            client,
+            state,
+            task,
+        })
+    }
+
+    /// The zookeeper-client handle, for everything else.
+    ///
+    /// ```no_run
+    /// # async fn f(client: std::sync::Arc<recipes::ZookeeperClient>) {
+    /// let id = client.client().session_id();
+    /// # }
+    /// ```
+    pub fn client(&self) -> &zkc::Client {
+        &self.client
+    }
+}
+
+impl Drop for ZookeeperClient {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+fn map_state(s: zkc::SessionState) -> Connection {
+    match s {
+        zkc::SessionState::SyncConnected | zkc::SessionState::ConnectedReadOnly => {
+            Connection::Connected
+        }
+        zkc::SessionState::Disconnected => Connection::Disconnected,
+        zkc::SessionState::Expired => Connection::Expired,
+        _ => Connection::Closed,
+    }
+}
+
+fn code(e: zkc::Error) -> ErrorCode {
+    use zkc::Error as E;
+    match e {
+        E::NoNode => ErrorCode::NoNode,
+        E::NoAuth => ErrorCode::NoAuth,
+        E::BadVersion => ErrorCode::BadVersion,
+        E::NoChildrenForEphemerals => ErrorCode::NoChildrenForEphemerals,
+        E::NodeExists => ErrorCode::NodeExists,
+        E::NotEmpty => ErrorCode::NotEmpty,
+        E::SessionExpired | E::ClientClosed => ErrorCode::SessionExpired,
+        E::InvalidAcl => ErrorCode::InvalidAcl,
+        E::AuthFailed => ErrorCode::AuthFailed,
+        E::SessionMoved => ErrorCode::SessionMoved,
+        E::NotReadOnly => ErrorCode::NotReadOnly,
+        E::NoWatcher => ErrorCode::NoWatcher,
+        E::QuotaExceeded => ErrorCode::QuotaExceeded,
+        E::Throttled => ErrorCode::Throttled,
+        E::MarshallingError => ErrorCode::MarshallingError,
+        E::Unimplemented => ErrorCode::Unimplemented,
+        E::ConnectionLoss => ErrorCode::ConnectionLoss,
+        E::Timeout => ErrorCode::OperationTimeout,
+        E::ReconfigDisabled => ErrorCode::ReconfigDisabled,
+        E::BadArguments(_) => ErrorCode::BadArguments,
+        E::RuntimeInconsistent => ErrorCode::RuntimeInconsistency,
+        E::UnexpectedErrorCode(c) => ErrorCode::from_code(c).unwrap_or(ErrorCode::SystemError),
+        _ => ErrorCode::SystemError,
+    }
+}
+
+fn stat(s: zkc::Stat) -> Stat {
+    Stat {
+        czxid: s.czxid,
+        mzxid: s.mzxid,
+        ctime: s.ctime,
+        mtime: s.mtime,
+        version: s.version,
+        cversion: s.cversion,
+        aversion: s.aversion,
+        ephemeral_owner: s.ephemeral_owner,
+        data_length: s.data_length,
+        num_children: s.num_children,
+        pzxid: s.pzxid,
+    }
+}
+
+/// zookeeper-client has no TTL modes in `CreateMode` (they are options); the recipes never
+/// use them.
+fn mode(m: CreateMode) -> zkc::CreateMode {
+    match m {
+        CreateMode::Persistent | CreateMode::PersistentWithTtl => zkc::CreateMode::Persistent,
+        CreateMode::PersistentSequential | CreateMode::PersistentSequentialWithTtl => {
+            zkc::CreateMode::PersistentSequential
+        }
+        CreateMode::Ephemeral => zkc::CreateMode::Ephemeral,
+        CreateMode::EphemeralSequential => zkc::CreateMode::EphemeralSequential,
+        CreateMode::Container => zkc::CreateMode::Container,
+    }
+}
+
+fn event(t: zkc::EventType) -> EventType {
+    match t {
+        zkc::EventType::NodeCreated => EventType::NodeCreated,
+        zkc::EventType::NodeDeleted => EventType::NodeDeleted,
+        zkc::EventType::NodeDataChanged => EventType::NodeDataChanged,
+        zkc::EventType::NodeChildrenChanged => EventType::NodeChildrenChanged,
+        _ => EventType::None,
+    }
+}
+
+fn version(v: i32) -> Option<i32> {
+    if v == -1 {
+        None
+    } else {
+        Some(v)
+    }
+}
+
+#[async_trait]
+impl ZkClient for ZookeeperClient {
+    async fn create(&self, path: &str, data: &[u8], m: CreateMode) -> ZkResult<(String, Stat)> {
+        let acls = zkc::Acls::anyone_all();
+        let options = mode(m).with_acls(acls);
+        let (s, seq) = self
+            .client
+            .create(path, data, &options)
+            .await
+            .map_err(code)?;
+        let created = if m.is_sequential() {
+            format!("{path}{seq}")
+        } else {
+            path.to_string()
+        };
+        Ok((created, stat(s)))
+    }
+
+    async fn delete(&self, path: &str, v: i32) -> ZkResult<()> {
+        self.client.delete(path, version(v)).await.map_err(code)
+    }
+
+    async fn exists(&self, path: &str) -> ZkResult<Option<Stat>> {
+        Ok(self.client.check_stat(path).await.map_err(code)?.map(stat))
+    }
+
+    async fn get_data(&self, path: &str) -> ZkResult<(Vec<u8>, Stat)> {
+        let (d, s) = self.client.get_data(path).await.map_err(code)?;
+        Ok((d, stat(s)))
+    }
+
+    async fn get_data_watch(&self, path: &str) -> ZkResult<(Vec<u8>, Stat, WatchReceiver)> {
+        let (d, s, w) = self.client.get_and_watch_data(path).await.map_err(code)?;
+        let (tx, rx) = oneshot::channel();
+        tokio::spawn(async move {
+            let ev = w.changed().await;
+            let _ = tx.send(event(ev.event_type));
+        });
+        Ok((d, stat(s), rx))
+    }
+
+    async fn get_children(&self, path: &str) -> ZkResult<Vec<String>> {
+        self.client.list_children(path).await.map_err(code)
+    }
+
+    async fn multi(&self, ops: &[Op]) -> ZkResult<Vec<OpResult>> {
+        let acls = zkc::Acls::anyone_all();
+        let mut w = self.client.new_multi_writer();
+        for op in ops {
+            match op {
+                Op::Check { path, version } => w.add_check_version(path, *version),
+                Op::Create {
+                    path,
+                    data,
+                    mode: m,
+                } => w.add_create(path, data, &mode(*m).with_acls(acls)),
+                Op::SetData {
+                    path,
+                    data,
+                    version: v,
+                } => w.add_set_data(path, data, version(*v)),
+                Op::Delete { path, version: v } => w.add_delete(path, version(*v)),
+            }
+            .map_err(code)?;
+        }
+        match w.commit().await {
+            Ok(results) => Ok(results
+                .into_iter()
+                .map(|r| match r {
+                    zkc::MultiWriteResult::Check => OpResult::Check,
+                    zkc::MultiWriteResult::Delete => OpResult::Delete,
+                    zkc::MultiWriteResult::Create { path, .. } => OpResult::Create(path),
+                    zkc::MultiWriteResult::SetData { stat: s } => OpResult::SetData(stat(s)),
+                    _ => OpResult::Error(ErrorCode::MarshallingError),
+                })
+                .collect()),
+            Err(zkc::MultiWriteError::OperationFailed { index, source }) => Ok((0..ops.len())
+                .map(|i| {
+                    OpResult::Error(match i.cmp(&index) {
+                        std::cmp::Ordering::Less => ErrorCode::Ok,
+                        std::cmp::Ordering::Equal => code(source.clone()),
+                        std::cmp::Ordering::Greater => ErrorCode::RuntimeInconsistency,
+                    })
+                })
+                .collect()),
+            Err(zkc::MultiWriteError::RequestFailed { source }) => Err(code(source)),
+        }
+    }
+
+    fn session(&self) -> watch::Receiver<SessionState> {
+        self.state.subscribe()
+    }
+}

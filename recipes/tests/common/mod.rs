@@ -1,0 +1,179 @@
+//! Shared set-up for the recipes' end-to-end tests: servers, clients, bounded waits, and the
+//! contenders' shared log.
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use harness::{ServerKind, TestServer};
+use recipes::{AsyncZkClient, Connection, ZkClient};
+
+/// Every scenario must finish within this.
+pub const SCENARIO_TIMEOUT: Duration = Duration::from_secs(180);
+
+/// A server with a short tick (session timeouts from 1 s to 10 s) and a fast container
+/// reaper.
+pub fn server(kind: ServerKind) -> TestServer {
+    TestServer::builder(kind)
+        .tick_time_ms(500)
+        .jvm_property("znode.container.checkIntervalMs", "200")
+        .config("znode.container.checkIntervalMs", "200")
+        .start()
+}
+
+/// Runs an async scenario on a fresh runtime, bounded in time.
+pub fn run<F, Fut>(kind: ServerKind, scenario: F)
+where
+    F: FnOnce(ServerKind) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("RECIPES_TEST_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_test_writer()
+        .try_init();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    rt.block_on(async {
+        tokio::time::timeout(SCENARIO_TIMEOUT, scenario(kind))
+            .await
+            .expect("scenario timed out");
+    });
+    rt.shutdown_timeout(Duration::from_secs(5));
+}
+
+/// Declares two tests running `scenario(kind)`: one against Apache ZooKeeper, one against
+/// zooraft.
+#[macro_export]
+macro_rules! both_servers {
+    ($apache:ident, $zooraft:ident, $scenario:path) => {
+        #[test]
+        fn $apache() {
+            common::run(harness::ServerKind::Apache, $scenario)
+        }
+        #[test]
+        fn $zooraft() {
+            common::run(harness::ServerKind::Zooraft, $scenario)
+        }
+    };
+}
+
+pub async fn client(connect: &str) -> Arc<AsyncZkClient> {
+    client_with_timeout(connect, Duration::from_secs(8)).await
+}
+
+pub async fn client_with_timeout(connect: &str, timeout: Duration) -> Arc<AsyncZkClient> {
+    AsyncZkClient::connect(connect, timeout)
+        .await
+        .expect("connect a client")
+}
+
+/// Polls `check` every 50 ms until it is true; panics with `what` after `max`.
+pub async fn eventually<F, Fut>(max: Duration, what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + max;
+    loop {
+        if check().await {
+            return;
+        }
+        if tokio::time::Instant::now() > deadline {
+            panic!("timed out waiting for: {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The children of `path` (empty if it does not exist).
+pub async fn children(client: &Arc<AsyncZkClient>, path: &str) -> Vec<String> {
+    match client.get_children(path).await {
+        Ok(c) => c,
+        Err(recipes::ErrorCode::NoNode) => Vec::new(),
+        Err(e) => panic!("get_children {path}: {e}"),
+    }
+}
+
+/// Waits until the client is connected.
+pub async fn connected(client: &Arc<AsyncZkClient>) {
+    let c = client.clone();
+    eventually(Duration::from_secs(30), "client connected", move || {
+        let c = c.clone();
+        async move { c.session().borrow().connection == Connection::Connected }
+    })
+    .await;
+}
+
+/// One critical section as a contender logged it.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    pub implementation: String,
+    pub pid: u32,
+    pub task: String,
+    pub token: u64,
+    pub sequence: i64,
+    pub start: u64,
+    pub end: u64,
+    pub node: String,
+}
+
+/// Reads the shared log: one line per critical section.
+pub fn read_log(path: &std::path::Path) -> Vec<Entry> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            assert!(f.len() >= 8, "bad log line {l:?}");
+            Entry {
+                implementation: f[0].to_string(),
+                pid: f[1].parse().expect("pid"),
+                task: f[2].to_string(),
+                token: f[3].parse().expect("token"),
+                sequence: f[4].parse().expect("sequence"),
+                start: f[5].parse().expect("start"),
+                end: f[6].parse().expect("end"),
+                node: f[7].to_string(),
+            }
+        })
+        .collect()
+}
+
+/// Checks the log: critical sections never overlap, and in acquisition order both the
+/// sequence numbers and the fencing tokens (czxids: creation order) strictly increase. The
+/// lock path must not be re-created meanwhile (that restarts the sequence numbers).
+pub fn check_log(entries: &mut [Entry]) {
+    entries.sort_by_key(|e| e.start);
+    let dump = || {
+        entries
+            .iter()
+            .map(|e| format!("{e:?}"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    for w in entries.windows(2) {
+        let (a, b) = (&w[0], &w[1]);
+        assert!(
+            a.end < b.start,
+            "critical sections overlap:\n  {a:?}\n  {b:?}\nlog:\n{}",
+            dump()
+        );
+        assert!(
+            a.sequence < b.sequence,
+            "acquisition order is not creation order:\n  {a:?}\n  {b:?}\nlog:\n{}",
+            dump()
+        );
+        assert!(
+            a.token < b.token,
+            "fencing tokens do not increase:\n  {a:?}\n  {b:?}\nlog:\n{}",
+            dump()
+        );
+    }
+}

@@ -1,0 +1,446 @@
+//! End-to-end tests of the mutex in one process: acquire and release, try-lock and
+//! timeouts, reentrancy, FIFO order without a herd, owner data, containers, fenced writes.
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use harness::proxy::{Direction, Proxy};
+use harness::ServerKind;
+use recipes::{
+    AsyncZkClient, CreateMode, Error, ErrorCode, InterProcessMutex, LostReason, Op, OpResult,
+    Owner, SessionState, Stat, WatchReceiver, ZkClient, ZkResult,
+};
+
+use common::{children, client, eventually, server};
+
+async fn basic_acquire_release(kind: ServerKind) {
+    let server = server(kind);
+    let c = client(&server.connect_string()).await;
+    let mutex = InterProcessMutex::new(c.clone(), "/locks/basic").with_label("basic test");
+    let guard = mutex.acquire().await.expect("acquire");
+    assert!(mutex.is_held_by_this_handle());
+    let name = guard.node_path().rsplit('/').next().unwrap().to_string();
+    assert!(name.starts_with("_c_") && name.contains("-lock-"), "{name}");
+    assert_eq!(
+        name.len(),
+        40 + "lock-".len() + 10,
+        "Curator's layout: {name}"
+    );
+
+    // The token is the node's czxid; the data names the owner.
+    let (data, stat) = c.get_data(guard.node_path()).await.expect("lock node");
+    assert_eq!(guard.fencing_token().get(), stat.czxid as u64);
+    assert_eq!(
+        stat.ephemeral_owner,
+        c.session().borrow().session_id.unwrap()
+    );
+    let owner = Owner::parse(&data).expect("owner data");
+    assert_eq!(owner.pid, std::process::id());
+    assert_eq!(owner.label, "basic test");
+
+    // Parents are containers: clients see ephemeralOwner 0 (ZooKeeper hides its internal
+    // container marker); the reaping below shows they are containers.
+    for p in ["/locks", "/locks/basic"] {
+        let s = c.exists(p).await.expect("exists").expect("parent exists");
+        assert_eq!(s.ephemeral_owner, 0, "{p}");
+    }
+
+    let parts = mutex.participants().await.expect("participants");
+    assert_eq!(parts.len(), 1);
+    assert!(parts[0].holder);
+    assert_eq!(parts[0].node, name);
+    assert_eq!(parts[0].owner.as_ref().unwrap().label, "basic test");
+    assert_eq!(parts[0].token, guard.fencing_token());
+
+    guard.release().await.expect("release");
+    assert!(!mutex.is_held_by_this_handle());
+    assert!(children(&c, "/locks/basic").await.is_empty());
+
+    // A second holder gets a larger token.
+    let g2 = mutex.acquire().await.expect("acquire again");
+    assert!(g2.fencing_token().get() > 0);
+    g2.release().await.expect("release");
+
+    // Once empty, the container lock path is reaped by the server.
+    let c2 = c.clone();
+    eventually(
+        Duration::from_secs(30),
+        "empty container lock path deleted",
+        move || {
+            let c2 = c2.clone();
+            async move { c2.exists("/locks/basic").await.expect("exists").is_none() }
+        },
+    )
+    .await;
+    c.close().await;
+}
+
+both_servers!(
+    basic_acquire_release_apache,
+    basic_acquire_release_zooraft,
+    basic_acquire_release
+);
+
+async fn try_acquire_and_timeouts(kind: ServerKind) {
+    let server = server(kind);
+    let c = client(&server.connect_string()).await;
+    let path = "/locks/try";
+    let a = InterProcessMutex::new(c.clone(), path);
+    let b = InterProcessMutex::new(c.clone(), path);
+    let held = a.acquire().await.expect("a acquires");
+
+    assert!(b.try_acquire().await.expect("try").is_none());
+    assert_eq!(children(&c, path).await.len(), 1, "try_acquire left a node");
+
+    let r = b
+        .acquire_timeout(Duration::from_millis(400))
+        .await
+        .expect("timed acquire");
+    assert!(r.is_none());
+    assert_eq!(
+        children(&c, path).await,
+        vec![held.node_path().rsplit('/').next().unwrap().to_string()],
+        "acquire_timeout left a node"
+    );
+
+    // A cancelled acquire (the future dropped) leaves nothing either.
+    let waiting = tokio::time::timeout(Duration::from_millis(300), b.acquire()).await;
+    assert!(waiting.is_err());
+    let c2 = c.clone();
+    eventually(
+        Duration::from_secs(10),
+        "cancelled waiter's node deleted",
+        move || {
+            let c2 = c2.clone();
+            async move { children(&c2, path).await.len() == 1 }
+        },
+    )
+    .await;
+
+    held.release().await.expect("release");
+    let g = b.try_acquire().await.expect("try").expect("free now");
+    let r = b
+        .acquire_timeout(Duration::from_millis(100))
+        .await
+        .expect("reenter")
+        .expect("reentrant acquire never waits");
+    assert_eq!(r.hold_count(), 2);
+    drop(r);
+    g.release().await.expect("release");
+    assert!(children(&c, path).await.is_empty());
+    c.close().await;
+}
+
+both_servers!(
+    try_acquire_and_timeouts_apache,
+    try_acquire_and_timeouts_zooraft,
+    try_acquire_and_timeouts
+);
+
+async fn reentrancy_does_not_touch_the_server(kind: ServerKind) {
+    let server = server(kind);
+    let proxy = Proxy::start(server.addr());
+    let c = client(&proxy.connect_string()).await;
+    let observer = client(&server.connect_string()).await;
+    let path = "/locks/reentrant";
+    let mutex = InterProcessMutex::new(c.clone(), path);
+    let first = mutex.acquire().await.expect("acquire");
+    let before = proxy.frames_forwarded(Direction::ClientToServer);
+    let second = mutex.acquire().await.expect("reenter");
+    let third = mutex
+        .clone()
+        .try_acquire()
+        .await
+        .expect("reenter")
+        .expect("held");
+    assert_eq!(
+        proxy.frames_forwarded(Direction::ClientToServer),
+        before,
+        "a reentrant acquire sent a request"
+    );
+    assert_eq!(third.hold_count(), 3);
+    assert_eq!(first.node_path(), second.node_path());
+    assert_eq!(first.fencing_token(), third.fencing_token());
+
+    // Another handle in the same process is excluded.
+    let other = InterProcessMutex::new(c.clone(), path);
+    assert!(other.try_acquire().await.expect("try").is_none());
+
+    second.release().await.expect("release");
+    drop(third);
+    assert_eq!(
+        children(&observer, path).await.len(),
+        1,
+        "released too early"
+    );
+    assert!(first.is_valid());
+    first.release().await.expect("release");
+    assert!(children(&observer, path).await.is_empty());
+    c.close().await;
+    observer.close().await;
+}
+
+both_servers!(
+    reentrancy_does_not_touch_the_server_apache,
+    reentrancy_does_not_touch_the_server_zooraft,
+    reentrancy_does_not_touch_the_server
+);
+
+/// A client that counts the calls each waiter makes.
+struct Counting {
+    inner: Arc<AsyncZkClient>,
+    lists: AtomicUsize,
+}
+
+#[async_trait]
+impl ZkClient for Counting {
+    async fn create(&self, path: &str, data: &[u8], mode: CreateMode) -> ZkResult<(String, Stat)> {
+        self.inner.create(path, data, mode).await
+    }
+    async fn delete(&self, path: &str, version: i32) -> ZkResult<()> {
+        self.inner.delete(path, version).await
+    }
+    async fn exists(&self, path: &str) -> ZkResult<Option<Stat>> {
+        self.inner.exists(path).await
+    }
+    async fn get_data(&self, path: &str) -> ZkResult<(Vec<u8>, Stat)> {
+        self.inner.get_data(path).await
+    }
+    async fn get_data_watch(&self, path: &str) -> ZkResult<(Vec<u8>, Stat, WatchReceiver)> {
+        self.inner.get_data_watch(path).await
+    }
+    async fn get_children(&self, path: &str) -> ZkResult<Vec<String>> {
+        self.lists.fetch_add(1, Ordering::SeqCst);
+        self.inner.get_children(path).await
+    }
+    async fn multi(&self, ops: &[Op]) -> ZkResult<Vec<OpResult>> {
+        self.inner.multi(ops).await
+    }
+    fn session(&self) -> tokio::sync::watch::Receiver<SessionState> {
+        self.inner.session()
+    }
+}
+
+async fn fifo_without_herd(kind: ServerKind) {
+    let server = server(kind);
+    let c = client(&server.connect_string()).await;
+    let path = "/locks/fifo";
+    let holder = InterProcessMutex::new(c.clone(), path);
+    let mut guard = Some(holder.acquire().await.expect("acquire"));
+    let first_token = guard.as_ref().unwrap().fencing_token();
+
+    // Five waiters, queued one after the other, each through its own counting client.
+    let waiters: Vec<Arc<Counting>> = (0..5)
+        .map(|_| {
+            Arc::new(Counting {
+                inner: c.clone(),
+                lists: AtomicUsize::new(0),
+            })
+        })
+        .collect();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let (release_tx, _) = tokio::sync::broadcast::channel::<usize>(16);
+    let mut tasks = Vec::new();
+    for (i, w) in waiters.iter().enumerate() {
+        let m = InterProcessMutex::new(w.clone(), path);
+        let tx = tx.clone();
+        let mut release_rx = release_tx.subscribe();
+        tasks.push(tokio::spawn(async move {
+            let g = m.acquire().await.expect("waiter acquires");
+            tx.send((i, g.fencing_token(), g.node_path().to_string()))
+                .unwrap();
+            // Hold until told.
+            loop {
+                match release_rx.recv().await {
+                    Ok(n) if n == i => break,
+                    Ok(_) => continue,
+                    Err(_) => break,
+                }
+            }
+            g.release().await.expect("release");
+        }));
+        // Wait until its node is queued before starting the next.
+        let c2 = c.clone();
+        eventually(Duration::from_secs(10), "waiter queued", move || {
+            let c2 = c2.clone();
+            async move { children(&c2, path).await.len() == i + 2 }
+        })
+        .await;
+    }
+    // Let every waiter settle on its watch.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let mut last_token = first_token;
+    for expected in 0..5 {
+        let before: Vec<usize> = waiters
+            .iter()
+            .map(|w| w.lists.load(Ordering::SeqCst))
+            .collect();
+        if expected == 0 {
+            let g = guard.take().unwrap();
+            g.release().await.expect("release holder");
+        } else {
+            release_tx.send(expected - 1).unwrap();
+        }
+        let (i, token, _node) = tokio::time::timeout(Duration::from_secs(20), rx.recv())
+            .await
+            .expect("next holder")
+            .expect("channel");
+        assert_eq!(i, expected, "acquisition order is not queue order");
+        assert!(token > last_token, "tokens must increase");
+        last_token = token;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        // Only the next waiter looked at the lock again: no herd.
+        for (j, w) in waiters.iter().enumerate() {
+            let woke = w.lists.load(Ordering::SeqCst) - before[j];
+            if j == expected {
+                assert!(woke >= 1, "the next waiter did not look");
+            } else if j > expected {
+                assert_eq!(woke, 0, "waiter {j} woke on release {expected}");
+            }
+        }
+    }
+    release_tx.send(4).unwrap();
+    for t in tasks {
+        tokio::time::timeout(Duration::from_secs(20), t)
+            .await
+            .expect("waiter finished")
+            .expect("waiter task");
+    }
+    let c2 = c.clone();
+    eventually(Duration::from_secs(10), "queue empty", move || {
+        let c2 = c2.clone();
+        async move { children(&c2, path).await.is_empty() }
+    })
+    .await;
+    c.close().await;
+}
+
+both_servers!(
+    fifo_without_herd_apache,
+    fifo_without_herd_zooraft,
+    fifo_without_herd
+);
+
+async fn fenced_writes_and_node_deletion(kind: ServerKind) {
+    let server = server(kind);
+    let c = client(&server.connect_string()).await;
+    let admin = client(&server.connect_string()).await;
+    admin
+        .create("/orders", b"", CreateMode::Persistent)
+        .await
+        .expect("create /orders");
+    admin
+        .create("/orders/last", b"0", CreateMode::Persistent)
+        .await
+        .expect("create /orders/last");
+    // What a failed multi looks like on the wire: ops before the failing one report 0,
+    // the failing one its code, the ones after RuntimeInconsistency; nothing is applied.
+    let r = c
+        .multi(&[
+            Op::SetData {
+                path: "/orders/last".into(),
+                data: b"x".to_vec(),
+                version: -1,
+            },
+            Op::Check {
+                path: "/locks/none".into(),
+                version: -1,
+            },
+            Op::SetData {
+                path: "/orders/last".into(),
+                data: b"y".to_vec(),
+                version: -1,
+            },
+        ])
+        .await
+        .expect("multi answered");
+    assert_eq!(
+        r,
+        vec![
+            OpResult::Error(ErrorCode::Ok),
+            OpResult::Error(ErrorCode::NoNode),
+            OpResult::Error(ErrorCode::RuntimeInconsistency)
+        ]
+    );
+    assert_eq!(admin.get_data("/orders/last").await.unwrap().0, b"0");
+    let mutex = InterProcessMutex::new(c.clone(), "/locks/fenced");
+    let guard = mutex.acquire().await.expect("acquire");
+
+    let stat = guard
+        .fenced_set_data("/orders/last", b"1", 0)
+        .await
+        .expect("fenced write while holding");
+    assert_eq!(stat.version, 1);
+    // A failing op fails the whole transaction, and says which op.
+    let err = guard
+        .fenced(vec![
+            Op::SetData {
+                path: "/orders/last".into(),
+                data: b"2".to_vec(),
+                version: -1,
+            },
+            Op::SetData {
+                path: "/orders/last".into(),
+                data: b"3".to_vec(),
+                version: 0,
+            },
+        ])
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err,
+        Error::OpFailed {
+            index: 1,
+            code: ErrorCode::BadVersion
+        }
+    );
+    assert_eq!(admin.get_data("/orders/last").await.unwrap().0, b"1");
+    let created = guard
+        .fenced(vec![Op::Create {
+            path: "/orders/o-".into(),
+            data: b"x".to_vec(),
+            mode: CreateMode::PersistentSequential,
+        }])
+        .await
+        .expect("fenced create");
+    assert!(matches!(&created[0], OpResult::Create(p) if p.starts_with("/orders/o-")));
+
+    // An operator deletes the lock node: the holder hears of it, and its fenced writes fail.
+    admin
+        .delete(guard.node_path(), -1)
+        .await
+        .expect("delete lock node");
+    let reason = tokio::time::timeout(Duration::from_secs(10), guard.lost())
+        .await
+        .expect("lost() completes");
+    assert_eq!(reason, LostReason::NodeDeleted);
+    assert!(!guard.is_valid());
+    assert!(matches!(
+        guard.fenced_set_data("/orders/last", b"9", -1).await,
+        Err(Error::Lost(_))
+    ));
+    // Reentering a lost lock is refused, not silently granted.
+    assert!(matches!(mutex.acquire().await, Err(Error::Lost(_))));
+    guard.release().await.expect("release a lost lock");
+    // The server-side check fences even a holder that did not notice: a new holder's node,
+    // deleted behind its back, fails the multi.
+    let g2 = mutex.acquire().await.expect("acquire again");
+    admin.delete(g2.node_path(), -1).await.expect("delete");
+    let r = g2.fenced_set_data("/orders/last", b"9", -1).await;
+    assert!(matches!(r, Err(Error::Lost(_))), "{r:?}");
+    assert_eq!(admin.get_data("/orders/last").await.unwrap().0, b"1");
+    drop(g2);
+    c.close().await;
+    admin.close().await;
+}
+
+both_servers!(
+    fenced_writes_and_node_deletion_apache,
+    fenced_writes_and_node_deletion_zooraft,
+    fenced_writes_and_node_deletion
+);

@@ -1,0 +1,114 @@
+//! The recipes over the zookeeper-client crate (`ZookeeperClient`), alone and mixed with
+//! zookeeper-async handles on the same lock path.
+#![cfg(feature = "zookeeper-client")]
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use harness::proxy::{Direction, Proxy};
+use harness::ServerKind;
+use recipes::{CreateMode, Error, InterProcessMutex, LostReason, Owner, ZkClient, ZookeeperClient};
+
+use common::{children, client, server};
+
+async fn zk_client(connect: &str) -> Arc<ZookeeperClient> {
+    ZookeeperClient::connect(connect, Duration::from_secs(8))
+        .await
+        .expect("connect zookeeper-client")
+}
+
+async fn mixed_clients_share_one_lock(kind: ServerKind) {
+    let server = server(kind);
+    let zc = zk_client(&server.connect_string()).await;
+    let za = client(&server.connect_string()).await;
+    let path = "/locks/mixed";
+    let m1 = InterProcessMutex::new(zc.clone(), path).with_label("zookeeper-client");
+    let m2 = InterProcessMutex::new(za.clone(), path).with_label("zookeeper-async");
+
+    let g1 = m1.acquire().await.expect("acquire via zookeeper-client");
+    let (data, stat) = za.get_data(g1.node_path()).await.expect("node");
+    assert_eq!(Owner::parse(&data).unwrap().label, "zookeeper-client");
+    assert_eq!(g1.fencing_token().get(), stat.czxid as u64);
+    assert_eq!(Some(stat.ephemeral_owner), zc.session().borrow().session_id);
+    assert!(m2.try_acquire().await.expect("try").is_none());
+
+    let waiter = tokio::spawn(async move { m2.acquire().await.map(|g| (m2, g)) });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!waiter.is_finished());
+
+    // Fenced writes through zookeeper-client's own multi.
+    za.create("/mixed-data", b"0", CreateMode::Persistent)
+        .await
+        .expect("data node");
+    g1.fenced_set_data("/mixed-data", b"1", -1)
+        .await
+        .expect("fenced write");
+    let t1 = g1.fencing_token();
+    g1.release().await.expect("release");
+    let (_m2, g2) = tokio::time::timeout(Duration::from_secs(20), waiter)
+        .await
+        .expect("handoff to the zookeeper-async waiter")
+        .expect("task")
+        .expect("acquire");
+    assert!(g2.fencing_token() > t1);
+    g2.release().await.expect("release");
+
+    // The lock node vanishing is noticed through zookeeper-client's watch too.
+    let g3 = m1.acquire().await.expect("acquire again");
+    za.delete(g3.node_path(), -1).await.expect("delete");
+    let reason = tokio::time::timeout(Duration::from_secs(10), g3.lost())
+        .await
+        .expect("lost");
+    assert_eq!(reason, LostReason::NodeDeleted);
+    assert!(matches!(
+        g3.fenced_set_data("/mixed-data", b"2", -1).await,
+        Err(Error::Lost(_))
+    ));
+    drop(g3);
+    za.close().await;
+}
+
+both_servers!(
+    mixed_clients_share_one_lock_apache,
+    mixed_clients_share_one_lock_zooraft,
+    mixed_clients_share_one_lock
+);
+
+async fn zookeeper_client_protection(kind: ServerKind) {
+    let server = server(kind);
+    let proxy = Proxy::start(server.addr());
+    let observer = client(&server.connect_string()).await;
+    let zc = zk_client(&proxy.connect_string()).await;
+    let path = "/locks/zkc-protected";
+    let warm = InterProcessMutex::new(zc.clone(), path);
+    warm.acquire()
+        .await
+        .expect("warm")
+        .release()
+        .await
+        .expect("release");
+
+    proxy.drop_next_frame_and_cut(Direction::ServerToClient, |f| {
+        f.len() > 16 && f[12..16] == [0, 0, 0, 0] && f.windows(6).any(|w| w == b"-lock-")
+    });
+    let mutex = InterProcessMutex::new(zc.clone(), path);
+    let guard = tokio::time::timeout(Duration::from_secs(30), mutex.acquire())
+        .await
+        .expect("acquire after a lost reply")
+        .expect("acquire");
+    assert_eq!(proxy.frames_dropped(), 1);
+    let kids = children(&observer, path).await;
+    assert_eq!(kids.len(), 1, "{kids:?}");
+    assert_eq!(guard.node_path(), format!("{path}/{}", kids[0]));
+    guard.release().await.expect("release");
+    assert!(children(&observer, path).await.is_empty());
+    observer.close().await;
+}
+
+both_servers!(
+    zookeeper_client_protection_apache,
+    zookeeper_client_protection_zooraft,
+    zookeeper_client_protection
+);
