@@ -64,6 +64,10 @@ pub struct LoadArgs {
     /// Session timeout asked for in every handshake.
     #[arg(long, default_value_t = 30_000)]
     pub session_timeout_ms: i32,
+    /// Repetitions of every measurement; with more than one, `compare` pairs the servers
+    /// round by round and reports the median ratio and its range.
+    #[arg(long, default_value_t = 1)]
+    pub rounds: usize,
     /// Worker threads of the load generator (1 = one core at most for the client).
     #[arg(long, default_value_t = 1)]
     pub threads: usize,

@@ -12,7 +12,7 @@ use anyhow::{bail, Context};
 
 use crate::cli::{CompareArgs, LoadArgs, RunArgs};
 use crate::load::run_workload;
-use crate::report::{comparison_markdown, single_markdown, Outcome, Row};
+use crate::report::{comparison_markdown, single_markdown, Outcome, Round, Row};
 use crate::server::{filesystem_type, resolve_zooraft_bin, LaunchOptions, Server, ServerKind};
 use crate::workload::Workload;
 
@@ -66,14 +66,7 @@ fn write_json(path: &Path, doc: &serde_json::Value) -> anyhow::Result<()> {
 }
 
 fn problems(rows: &[Row]) -> u64 {
-    rows.iter()
-        .flat_map(|r| [r.zookeeper.as_ref(), r.zooraft.as_ref()])
-        .flatten()
-        .map(|o| match o {
-            Outcome::Failed(_) => 1,
-            Outcome::Measured(w) => w.error_count(),
-        })
-        .sum()
+    rows.iter().map(Row::problems).sum()
 }
 
 fn params_json(load: &LoadArgs) -> serde_json::Value {
@@ -88,6 +81,7 @@ fn params_json(load: &LoadArgs) -> serde_json::Value {
         "read_pct": load.read_pct,
         "session_timeout_ms": load.session_timeout_ms,
         "generator_threads": load.threads,
+        "rounds": load.rounds,
         "seed": load.seed,
     })
 }
@@ -146,6 +140,7 @@ pub fn compare(args: &CompareArgs) -> anyhow::Result<Finished> {
     let rt = runtime(args.load.threads)?;
     let mut rows = Vec::new();
     let mut turn = 0usize;
+    let rounds = args.load.rounds.max(1);
     for &workload in &args.load.workloads.0 {
         for &conns in &args.load.connections {
             let spec = args.load.spec(workload, conns, args.cleanup);
@@ -155,47 +150,27 @@ pub fn compare(args: &CompareArgs) -> anyhow::Result<Finished> {
                 spec.depth
             };
             let mut row = Row::new(workload, conns.max(1), depth.max(1));
-            let mut order: Vec<usize> = (0..servers.len()).collect();
-            if turn % 2 == 1 {
-                order.reverse();
-            }
-            turn += 1;
-            for i in order {
-                let server = &servers[i];
-                std::thread::sleep(args.pause);
-                tracing::info!(
-                    "{workload} {conns}×{depth} on {} ({:?} warm-up + {:?})",
-                    server.kind().name(),
-                    spec.warmup,
-                    spec.duration
-                );
-                let outcome = match rt.block_on(run_workload(
-                    server.addr(),
-                    server.kind().name(),
-                    server.pid(),
-                    &spec,
-                )) {
-                    Ok(r) => {
-                        tracing::info!(
-                            "  {:.0} ops/s, p50 {}µs, p99 {}µs, errors {}, generator CPU {:.0}%, server CPU {}",
-                            r.ops_per_sec,
-                            r.latency.p50_us,
-                            r.latency.p99_us,
-                            r.error_count(),
-                            r.cpu.generator_pct,
-                            r.cpu
-                                .server_pct
-                                .map(|p| format!("{p:.0}%"))
-                                .unwrap_or_else(|| "?".into())
-                        );
-                        Outcome::Measured(Box::new(r))
-                    }
-                    Err(e) => {
-                        tracing::error!("  failed: {e}");
-                        Outcome::Failed(e.to_string())
-                    }
-                };
-                row.set(server.kind(), outcome);
+            for round_no in 0..rounds {
+                let mut round = Round::default();
+                let mut order: Vec<usize> = (0..servers.len()).collect();
+                if turn % 2 == 1 {
+                    order.reverse();
+                }
+                turn += 1;
+                for i in order {
+                    let server = &servers[i];
+                    std::thread::sleep(args.pause);
+                    tracing::info!(
+                        "{workload} {conns}×{depth} on {} (round {}/{rounds}: {:?} warm-up + {:?})",
+                        server.kind().name(),
+                        round_no + 1,
+                        spec.warmup,
+                        spec.duration
+                    );
+                    let outcome = measure(&rt, server, &spec);
+                    round.set(server.kind(), outcome);
+                }
+                row.push(round);
             }
             rows.push(row);
         }
@@ -244,6 +219,36 @@ pub fn compare(args: &CompareArgs) -> anyhow::Result<Finished> {
         json_path,
         problems: problems(&rows),
     })
+}
+
+/// One workload against one of the servers `compare` started.
+fn measure(rt: &tokio::runtime::Runtime, server: &Server, spec: &crate::load::LoadSpec) -> Outcome {
+    match rt.block_on(run_workload(
+        server.addr(),
+        server.kind().name(),
+        server.pid(),
+        spec,
+    )) {
+        Ok(r) => {
+            tracing::info!(
+                "  {:.0} ops/s, p50 {}µs, p99 {}µs, errors {}, generator CPU {:.0}%, server CPU {}",
+                r.ops_per_sec,
+                r.latency.p50_us,
+                r.latency.p99_us,
+                r.error_count(),
+                r.cpu.generator_pct,
+                r.cpu
+                    .server_pct
+                    .map(|p| format!("{p:.0}%"))
+                    .unwrap_or_else(|| "?".into())
+            );
+            Outcome::Measured(Box::new(r))
+        }
+        Err(e) => {
+            tracing::error!("  failed: {e}");
+            Outcome::Failed(e.to_string())
+        }
+    }
 }
 
 /// `run`: every workload against one running server.
