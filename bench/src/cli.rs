@@ -61,6 +61,10 @@ pub struct LoadArgs {
     /// Percentage of getData in `mixed` (the rest is setData).
     #[arg(long, default_value_t = 80, value_parser = clap::value_parser!(u32).range(0..=100))]
     pub read_pct: u32,
+    /// Lock parents for `lock`; each cycle picks one, so about connections × depth / locks
+    /// contenders share a lock (and each getChildren lists that many).
+    #[arg(long, default_value_t = 32)]
+    pub locks: usize,
     /// Session timeout asked for in every handshake.
     #[arg(long, default_value_t = 30_000)]
     pub session_timeout_ms: i32,
@@ -91,6 +95,7 @@ impl LoadArgs {
             data_size: self.data_size,
             keys: self.keys,
             read_pct: self.read_pct,
+            locks: self.locks,
             session_timeout_ms: self.session_timeout_ms,
             cleanup,
             seed: self.seed,

@@ -3,7 +3,8 @@
 //!
 //! A run of one workload goes:
 //! 1. setup, on its own session: a fresh parent znode `/zooraft-bench-<workload>-<nonce>`
-//!    and, for the key-based workloads, `keys` children carrying `data_size` bytes;
+//!    and, for the key-based workloads, `keys` children carrying `data_size` bytes (for
+//!    `lock`, `locks` empty lock parents);
 //! 2. all load sessions connect (before the clock starts);
 //! 3. every session fills its pipeline to `depth`, and refills it as replies arrive, until
 //!    the window ends; ops completing inside `[warm-up end, window end)` are counted and
@@ -57,6 +58,9 @@ pub struct LoadSpec {
     pub keys: usize,
     /// Percentage of reads in `mixed`.
     pub read_pct: u32,
+    /// Lock parents for `lock` (each cycle picks one at random), so that about
+    /// `connections × depth / locks` contenders share a lock.
+    pub locks: usize,
     /// Session timeout asked for in every handshake.
     pub session_timeout_ms: i32,
     /// Delete the workload's znodes afterwards.
@@ -75,6 +79,7 @@ impl Default for LoadSpec {
             data_size: 100,
             keys: 1000,
             read_pct: 80,
+            locks: 32,
             session_timeout_ms: 30_000,
             cleanup: false,
             seed: 0x5eed,
@@ -192,7 +197,6 @@ pub async fn run_workload(
             tasks.spawn(drive_connect(addr, timeout, window));
         }
     } else {
-        let lock_prefix_base = format!("{base}/_c_");
         for (id, session) in sessions.into_iter().enumerate() {
             let worker = Worker {
                 id,
@@ -204,8 +208,8 @@ pub async fn run_workload(
                 seq: 0,
                 // Curator's protected name: `_c_<uuid>-lock-`, one uuid per lock attempt
                 // in Curator; one per session here (the server sees the same shape).
-                lock_path: format!(
-                    "{lock_prefix_base}{:08x}-{:04x}-4{:03x}-8{:03x}-{:012x}-lock-",
+                lock_name: format!(
+                    "_c_{:08x}-{:04x}-4{:03x}-8{:03x}-{:012x}-lock-",
                     fastrand::u32(..),
                     id & 0xffff,
                     fastrand::u16(..0x1000),
@@ -293,14 +297,24 @@ async fn setup(
             error_label(reply.header.err)
         )));
     }
-    let mut keys = Vec::new();
-    if spec.workload.needs_keys() {
-        keys = (0..spec.keys.max(1))
+    // The key-based workloads' keys, or the lock workload's lock parents.
+    let (keys, key_data): (Vec<String>, Bytes) = if spec.workload.needs_keys() {
+        let keys = (0..spec.keys.max(1))
             .map(|i| format!("{base}/k{i:06}"))
             .collect();
+        (keys, data.clone())
+    } else if spec.workload == Workload::Lock {
+        let parents = (0..spec.locks.max(1))
+            .map(|i| format!("{base}/lock-{i:04}"))
+            .collect();
+        (parents, Bytes::new())
+    } else {
+        (Vec::new(), Bytes::new())
+    };
+    if !keys.is_empty() {
         let reqs = keys
             .iter()
-            .map(|k| create(k.clone(), data.clone(), CreateMode::Persistent));
+            .map(|k| create(k.clone(), key_data.clone(), CreateMode::Persistent));
         let codes = pipelined(&mut s, reqs, Instant::now() + IO_TIMEOUT * 4)
             .await
             .map_err(|e| LoadError::Setup(format!("creating keys: {e}")))?;
@@ -317,52 +331,73 @@ async fn setup(
     Ok(keys.into())
 }
 
-/// Deletes `base` and its children, on a fresh session.
+/// Deletes `base` and everything under it, on a fresh session.
 async fn cleanup(addr: SocketAddr, spec: &LoadSpec, base: &str) -> Result<(), SessionError> {
     let mut s = Session::connect(addr, spec.session_timeout_ms, IO_TIMEOUT).await?;
     let deadline = Instant::now() + IO_TIMEOUT * 4;
-    let reply = s
-        .call(
-            &Request::GetChildren(GetChildrenRequest {
-                path: base.to_string(),
-                watch: false,
-            }),
-            deadline,
-        )
-        .await?;
-    if reply.header.err != 0 {
-        return Err(SessionError::Server(error_label(reply.header.err)));
-    }
-    let mut body = reply.body;
-    let children = match Response::decode(OpCode::GetChildren, &mut body)? {
-        Response::GetChildren(c) => c,
-        _ => Vec::new(),
-    };
-    let reqs = children.iter().map(|c| {
-        Request::Delete(DeleteRequest {
-            path: format!("{base}/{c}"),
-            version: -1,
-        })
-    });
-    let codes = pipelined(&mut s, reqs, deadline).await?;
-    // NoNode is fine: an ephemeral lock node may vanish with its session meanwhile.
-    let no_node = jute::ErrorCode::NoNode.code();
-    if let Some(&bad) = codes.iter().find(|&&c| c != 0 && c != no_node) {
-        return Err(SessionError::Server(error_label(bad)));
-    }
-    let reply = s
-        .call(
-            &Request::Delete(DeleteRequest {
-                path: base.to_string(),
-                version: -1,
-            }),
-            deadline,
-        )
-        .await?;
-    if reply.header.err != 0 {
-        return Err(SessionError::Server(error_label(reply.header.err)));
-    }
+    delete_tree(&mut s, base.to_string(), deadline).await?;
     s.close(Instant::now() + IO_TIMEOUT).await
+}
+
+/// Deletes `path` and its descendants: the children in one pipelined batch, recursing
+/// into those that turn out to have children of their own.
+fn delete_tree(
+    s: &mut Session,
+    path: String,
+    deadline: Instant,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), SessionError>> + Send + '_>> {
+    Box::pin(async move {
+        let mut reply = s
+            .call(
+                &Request::GetChildren(GetChildrenRequest {
+                    path: path.clone(),
+                    watch: false,
+                }),
+                deadline,
+            )
+            .await?;
+        if reply.header.err != 0 {
+            return Err(SessionError::Server(error_label(reply.header.err)));
+        }
+        let children = match Response::decode(OpCode::GetChildren, &mut reply.body)? {
+            Response::GetChildren(c) => c,
+            _ => Vec::new(),
+        };
+        let paths: Vec<String> = children.iter().map(|c| format!("{path}/{c}")).collect();
+        let reqs: Vec<Request> = paths
+            .iter()
+            .map(|p| {
+                Request::Delete(DeleteRequest {
+                    path: p.clone(),
+                    version: -1,
+                })
+            })
+            .collect();
+        let codes = pipelined(s, reqs.into_iter(), deadline).await?;
+        // NoNode is fine: an ephemeral lock node may vanish with its session meanwhile.
+        let no_node = jute::ErrorCode::NoNode.code();
+        let not_empty = jute::ErrorCode::NotEmpty.code();
+        for (p, code) in paths.into_iter().zip(codes) {
+            if code == not_empty {
+                delete_tree(s, p, deadline).await?;
+            } else if code != 0 && code != no_node {
+                return Err(SessionError::Server(format!(
+                    "deleting {p}: {}",
+                    error_label(code)
+                )));
+            }
+        }
+        let reply = s
+            .call(
+                &Request::Delete(DeleteRequest { path, version: -1 }),
+                deadline,
+            )
+            .await?;
+        if reply.header.err != 0 {
+            return Err(SessionError::Server(error_label(reply.header.err)));
+        }
+        Ok(())
+    })
 }
 
 /// Sends `reqs` with up to [`SETUP_DEPTH`] in flight; returns each reply's error code, in order.
@@ -409,8 +444,9 @@ fn create(path: String, data: Bytes, mode: CreateMode) -> Request {
 enum Step {
     /// A single request whose reply completes the op.
     Single(OpCode),
-    LockCreate,
-    /// Waiting for getChildren; the created node's full path.
+    /// Waiting for the create under lock parent `keys[i]`.
+    LockCreate(usize),
+    /// Waiting for getChildren of the lock parent; the created node's full path.
     LockChildren(String),
     LockDelete,
 }
@@ -439,7 +475,8 @@ struct Worker {
     data: Bytes,
     base: Arc<str>,
     seq: u64,
-    lock_path: String,
+    /// `_c_<uuid>-lock-`: the lock node name (before the sequence suffix).
+    lock_name: String,
 }
 
 impl Worker {
@@ -482,14 +519,17 @@ impl Worker {
                 Step::Single(OpCode::Exists),
             ),
             // `connect` has its own loop (drive_connect) and never reaches a Worker.
-            Op::LockCycle | Op::ConnectCycle => (
-                create(
-                    self.lock_path.clone(),
-                    Bytes::from_static(LOCK_NODE_DATA),
-                    CreateMode::EphemeralSequential,
-                ),
-                Step::LockCreate,
-            ),
+            Op::LockCycle | Op::ConnectCycle => {
+                let i = self.rng.usize(..self.keys.len());
+                (
+                    create(
+                        format!("{}/{}", self.keys[i], self.lock_name),
+                        Bytes::from_static(LOCK_NODE_DATA),
+                        CreateMode::EphemeralSequential,
+                    ),
+                    Step::LockCreate(i),
+                )
+            }
         };
         InFlight {
             xid: s.queue(&req),
@@ -510,7 +550,7 @@ impl Worker {
         }
         let op = match &f.step {
             Step::Single(op) => *op,
-            Step::LockCreate => OpCode::Create,
+            Step::LockCreate(_) => OpCode::Create,
             Step::LockChildren(_) => OpCode::GetChildren,
             Step::LockDelete => OpCode::Delete,
         };
@@ -520,9 +560,9 @@ impl Worker {
         };
         match (f.step, body) {
             (Step::Single(_), _) | (Step::LockDelete, _) => Outcome::Done(f.started),
-            (Step::LockCreate, Response::Create(path)) => {
+            (Step::LockCreate(i), Response::Create(path)) => {
                 let xid = s.queue(&Request::GetChildren(GetChildrenRequest {
-                    path: self.base.to_string(),
+                    path: self.keys[i].clone(),
                     watch: false,
                 }));
                 Outcome::Next(InFlight {

@@ -79,6 +79,7 @@ fn params_json(load: &LoadArgs) -> serde_json::Value {
         "data_size": load.data_size,
         "keys": load.keys,
         "read_pct": load.read_pct,
+        "locks": load.locks,
         "session_timeout_ms": load.session_timeout_ms,
         "generator_threads": load.threads,
         "rounds": load.rounds,

@@ -28,6 +28,7 @@ fn short(workload: Workload) -> LoadSpec {
         data_size: 100,
         keys: 50,
         read_pct: 80,
+        locks: 2,
         session_timeout_ms: 30_000,
         cleanup: true,
         seed: 1,
