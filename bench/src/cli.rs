@@ -40,10 +40,10 @@ pub struct LoadArgs {
     #[arg(long, short = 'w', default_value = "all", value_parser = parse_workload_list)]
     pub workloads: WorkloadList,
     /// Measured time per workload and server (e.g. 10s, 500ms, 1m).
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
     pub duration: Duration,
     /// Unmeasured load before the measured window (JIT, caches, group commit settle).
-    #[arg(long, default_value = "3s", value_parser = parse_duration)]
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
     pub warmup: Duration,
     /// Sessions (TCP connections); a comma-separated list sweeps several levels. For
     /// `connect`: concurrent connect/close loops.
@@ -70,7 +70,7 @@ pub struct LoadArgs {
     pub session_timeout_ms: i32,
     /// Repetitions of every measurement; with more than one, `compare` pairs the servers
     /// round by round and reports the median ratio and its range.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 3)]
     pub rounds: usize,
     /// Worker threads of the load generator (1 = one core at most for the client).
     #[arg(long, default_value_t = 1)]
@@ -136,6 +136,10 @@ pub struct CompareArgs {
     /// Idle time between two measurements (lets the previous run's background work finish).
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     pub pause: Duration,
+    /// Unmeasured mixed and create load on each server after it starts, so the JVM's JIT
+    /// (and any server cache) is warm before the first measurement.
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    pub server_warmup: Duration,
     /// Delete each workload's znodes after it ran (slower; servers are discarded anyway).
     #[arg(long)]
     pub cleanup: bool,
@@ -216,7 +220,10 @@ mod tests {
             panic!("not compare")
         };
         assert_eq!(a.load.workloads.0, Workload::ALL.to_vec());
-        assert_eq!(a.load.duration, Duration::from_secs(10));
+        assert_eq!(a.load.duration, Duration::from_secs(5));
+        assert_eq!(a.load.warmup, Duration::from_secs(2));
+        assert_eq!(a.load.rounds, 3);
+        assert_eq!(a.server_warmup, Duration::from_secs(5));
         assert_eq!(a.load.connections, vec![32]);
         assert_eq!(a.load.threads, 1);
         assert_eq!(a.only, None);

@@ -139,6 +139,11 @@ pub fn compare(args: &CompareArgs) -> anyhow::Result<Finished> {
     }
 
     let rt = runtime(args.load.threads)?;
+    if !args.server_warmup.is_zero() {
+        for server in &servers {
+            warm_up(&rt, server, args);
+        }
+    }
     let mut rows = Vec::new();
     let mut turn = 0usize;
     let rounds = args.load.rounds.max(1);
@@ -185,7 +190,7 @@ pub fn compare(args: &CompareArgs) -> anyhow::Result<Finished> {
     let mut markdown = comparison_markdown(&rows);
     markdown.push_str(&format!(
         "\n{} workload runs in {elapsed:.0}s; data root {} ({fs}); generator threads {}.\n",
-        rows.len() * kinds.len(),
+        rows.len() * kinds.len() * rounds,
         data_root.display(),
         args.load.threads
     ));
@@ -208,6 +213,7 @@ pub fn compare(args: &CompareArgs) -> anyhow::Result<Finished> {
             },
             "zooraft": { "binary": zooraft_bin },
             "log_level": args.log_level,
+            "server_warmup_s": args.server_warmup.as_secs_f64(),
             "tick_time_ms": args.tick_time_ms,
             "data_root": data_root,
             "data_root_fs": fs,
@@ -220,6 +226,32 @@ pub fn compare(args: &CompareArgs) -> anyhow::Result<Finished> {
         json_path,
         problems: problems(&rows),
     })
+}
+
+/// Unmeasured load right after start-up: half `mixed`, half `create`, at the measured
+/// concurrency. Errors are logged (the measured runs will report them again if they recur).
+fn warm_up(rt: &tokio::runtime::Runtime, server: &Server, args: &CompareArgs) {
+    let conns = args.load.connections.iter().copied().max().unwrap_or(1);
+    for workload in [Workload::Mixed, Workload::Create] {
+        let mut spec = args.load.spec(workload, conns, false);
+        spec.warmup = std::time::Duration::ZERO;
+        spec.duration = args.server_warmup / 2;
+        tracing::info!(
+            "warming up {} with {workload} for {:?}",
+            server.kind().name(),
+            spec.duration
+        );
+        match rt.block_on(run_workload(
+            server.addr(),
+            server.kind().name(),
+            server.pid(),
+            &spec,
+        )) {
+            Ok(r) if r.error_count() == 0 => {}
+            Ok(r) => tracing::warn!("  warm-up errors: {:?}", r.errors),
+            Err(e) => tracing::warn!("  warm-up failed: {e}"),
+        }
+    }
 }
 
 /// One workload against one of the servers `compare` started.
