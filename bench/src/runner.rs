@@ -94,6 +94,32 @@ fn machine_json() -> serde_json::Value {
     })
 }
 
+/// The 1-minute load average, from `/proc/loadavg`.
+fn load_average() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// Says so when other processes already keep the cores busy: the ratios will be noisy.
+fn warn_if_busy(rounds: usize) {
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1) as f64;
+    if let Some(load) = load_average() {
+        if load > cores * 0.75 {
+            tracing::warn!(
+                "the machine is busy before we start (load average {load:.1} on {cores} cores): \
+                 expect noisy ratios; watch the `machine busy` column, and consider more \
+                 --rounds than {rounds}"
+            );
+        }
+    }
+}
+
 /// `compare`: both servers, every workload, one table.
 pub fn compare(args: &CompareArgs) -> anyhow::Result<Finished> {
     let began = Instant::now();
@@ -107,6 +133,7 @@ pub fn compare(args: &CompareArgs) -> anyhow::Result<Finished> {
     } else {
         None
     };
+    warn_if_busy(args.load.rounds);
     let data_root = args.data_root.clone().unwrap_or_else(std::env::temp_dir);
     let fs = filesystem_type(&data_root);
     if fs == "tmpfs" {

@@ -124,13 +124,15 @@ impl Server {
         let data = dir.path().join("data");
         std::fs::create_dir_all(&data)?;
         let port = free_port()?;
+        // maxClientCnxns=0 for both: every load session comes from 127.0.0.1, and
+        // ZooKeeper's default of 60 per address would refuse a --connections 64 sweep.
         let mut cfg = format!(
-            "tickTime={}\ndataDir={}\nclientPort={port}\nclientPortAddress=127.0.0.1\n",
+            "tickTime={}\ndataDir={}\nclientPort={port}\nclientPortAddress=127.0.0.1\nmaxClientCnxns=0\n",
             opts.tick_time_ms,
             data.display()
         );
         if kind == ServerKind::ZooKeeper {
-            cfg.push_str("admin.enableServer=false\nmaxClientCnxns=0\n4lw.commands.whitelist=*\n");
+            cfg.push_str("admin.enableServer=false\n4lw.commands.whitelist=*\n");
         }
         let cfg_path = dir.path().join("zoo.cfg");
         std::fs::write(&cfg_path, cfg)?;
