@@ -249,7 +249,11 @@ pub fn comparison_markdown(rows: &[Row]) -> String {
             fmt_lat(zr, |w| w.latency.p99_us),
         );
     }
-    out.push('\n');
+    out.push_str(
+        "\nops/s, p50, p99: each server's median-throughput round. zooraft/ZK: median (and range) \
+         of the per-round ratios, each round running both servers back to back. CPU per op: \
+         ZooKeeper's server CPU µs per op over zooraft's (above 1: zooraft spends less).\n\n",
+    );
     out.push_str(&detail_markdown(rows));
     out
 }
