@@ -1,0 +1,315 @@
+//! Command-line arguments of `zooraft-bench` (`compare` and `run`), and their parsing.
+//!
+//! Defaults are chosen for the 2-core machine the comparison runs on (see the crate docs):
+//! enough sessions and pipelining to saturate Apache ZooKeeper's write path (group commit
+//! needs many writes in flight per fsync) without the single-threaded generator itself
+//! becoming the bottleneck on reads.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::load::LoadSpec;
+use crate::server::ServerKind;
+use crate::workload::{parse_workloads, Workload};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "zooraft-bench",
+    about = "Pipelined load generator: zooraft against Apache ZooKeeper 3.8, side by side"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Start Apache ZooKeeper and zooraft, run every workload against both, print a table.
+    Compare(CompareArgs),
+    /// Load one server that is already running (e.g. to profile it).
+    Run(RunArgs),
+}
+
+/// The workload parameters both subcommands share.
+#[derive(Debug, Clone, Args)]
+pub struct LoadArgs {
+    /// Comma-separated workloads: create,set,get,exists,mixed,lock,connect or all.
+    #[arg(long, short = 'w', default_value = "all", value_parser = parse_workload_list)]
+    pub workloads: WorkloadList,
+    /// Measured time per workload and server (e.g. 10s, 500ms, 1m).
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    pub duration: Duration,
+    /// Unmeasured load before the measured window (JIT, caches, group commit settle).
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    pub warmup: Duration,
+    /// Sessions (TCP connections); a comma-separated list sweeps several levels. For
+    /// `connect`: concurrent connect/close loops.
+    #[arg(long, short = 'c', value_delimiter = ',', default_value = "32")]
+    pub connections: Vec<usize>,
+    /// Requests in flight per session (pipelining depth); `lock` counts whole cycles.
+    #[arg(long, short = 'd', default_value_t = 8)]
+    pub depth: usize,
+    /// Bytes of data per created or set znode.
+    #[arg(long, default_value_t = 100)]
+    pub data_size: usize,
+    /// Pre-created znodes that set/get/exists/mixed pick from (uniformly).
+    #[arg(long, default_value_t = 1000)]
+    pub keys: usize,
+    /// Percentage of getData in `mixed` (the rest is setData).
+    #[arg(long, default_value_t = 80, value_parser = clap::value_parser!(u32).range(0..=100))]
+    pub read_pct: u32,
+    /// Lock parents for `lock`; each cycle picks one, so about connections × depth / locks
+    /// contenders share a lock (and each getChildren lists that many).
+    #[arg(long, default_value_t = 32)]
+    pub locks: usize,
+    /// Session timeout asked for in every handshake.
+    #[arg(long, default_value_t = 30_000)]
+    pub session_timeout_ms: i32,
+    /// Repetitions of every measurement; with more than one, `compare` pairs the servers
+    /// round by round and reports the median ratio and its range.
+    #[arg(long, default_value_t = 3)]
+    pub rounds: usize,
+    /// Worker threads of the load generator (1 = one core at most for the client).
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
+    /// Seed of the key and op choices.
+    #[arg(long, default_value_t = 0x5eed)]
+    pub seed: u64,
+    /// Where to write the JSON results (default: `<target dir>/zooraft-bench/<cmd>-<time>.json`).
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+impl LoadArgs {
+    /// The spec of one workload at one connection level.
+    pub fn spec(&self, workload: Workload, connections: usize, cleanup: bool) -> LoadSpec {
+        LoadSpec {
+            workload,
+            connections,
+            depth: self.depth,
+            warmup: self.warmup,
+            duration: self.duration,
+            data_size: self.data_size,
+            keys: self.keys,
+            read_pct: self.read_pct,
+            locks: self.locks,
+            session_timeout_ms: self.session_timeout_ms,
+            cleanup,
+            seed: self.seed,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct CompareArgs {
+    #[command(flatten)]
+    pub load: LoadArgs,
+    /// Run only one of the servers (e.g. `zookeeper` while zooraft does not exist yet).
+    #[arg(long)]
+    pub only: Option<ServerKind>,
+    /// The zooraft release binary (default: $ZOORAFT_BIN, next to this executable,
+    /// $CARGO_TARGET_DIR/release/zooraft, target/release/zooraft).
+    #[arg(long)]
+    pub zooraft_bin: Option<PathBuf>,
+    /// ZooKeeper's JVM heap (-Xms and -Xmx).
+    #[arg(long, default_value = "2g")]
+    pub zk_heap: String,
+    /// An extra JVM argument for ZooKeeper (repeatable), e.g. --zk-jvm-arg=-XX:+UseParallelGC.
+    #[arg(long, allow_hyphen_values = true)]
+    pub zk_jvm_arg: Vec<String>,
+    /// Directory under which both servers' data directories are created (same filesystem
+    /// for both). Default: the system temp directory.
+    #[arg(long)]
+    pub data_root: Option<PathBuf>,
+    /// Server log level for both (slf4j-simple level for ZooKeeper, RUST_LOG for zooraft).
+    #[arg(long, default_value = "warn")]
+    pub log_level: String,
+    /// ZooKeeper's tickTime, also written into zooraft's zoo.cfg.
+    #[arg(long, default_value_t = 2000)]
+    pub tick_time_ms: u32,
+    /// Keep the servers' data directories and logs.
+    #[arg(long)]
+    pub keep_data: bool,
+    /// Idle time between two measurements (lets the previous run's background work finish).
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pub pause: Duration,
+    /// Unmeasured mixed and create load on each server after it starts, so the JVM's JIT
+    /// (and any server cache) is warm before the first measurement.
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    pub server_warmup: Duration,
+    /// Delete each workload's znodes after it ran (slower; servers are discarded anyway).
+    #[arg(long)]
+    pub cleanup: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub load: LoadArgs,
+    /// The server to load.
+    #[arg(long, default_value = "127.0.0.1:2181")]
+    pub addr: SocketAddr,
+    /// The server's process id, to report its CPU use.
+    #[arg(long)]
+    pub server_pid: Option<u32>,
+    /// A name for the server in the report.
+    #[arg(long, default_value = "server")]
+    pub label: String,
+    /// Leave the workloads' znodes in the server.
+    #[arg(long)]
+    pub no_cleanup: bool,
+}
+
+/// A parsed `--workloads` list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkloadList(pub Vec<Workload>);
+
+fn parse_workload_list(s: &str) -> Result<WorkloadList, String> {
+    parse_workloads(s).map(WorkloadList)
+}
+
+/// Parses `10s`, `500ms`, `2m`, `1.5s`, `250us`, or a bare number of seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let value: f64 = num
+        .parse()
+        .map_err(|_| format!("invalid duration {s:?} (e.g. 10s, 500ms, 2m)"))?;
+    let secs = match unit.trim() {
+        "" | "s" | "sec" | "secs" => value,
+        "ms" => value / 1e3,
+        "us" | "µs" => value / 1e6,
+        "m" | "min" => value * 60.0,
+        "h" => value * 3600.0,
+        other => return Err(format!("invalid duration unit {other:?} in {s:?}")),
+    };
+    if !secs.is_finite() || !(0.0..=1e7).contains(&secs) {
+        return Err(format!("duration {s:?} out of range"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse() {
+        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("7"), Ok(Duration::from_secs(7)));
+        assert_eq!(parse_duration("250us"), Ok(Duration::from_micros(250)));
+        assert!(parse_duration("").is_err());
+        assert!(parse_duration("ten seconds").is_err());
+        assert!(parse_duration("5 parsecs").is_err());
+        assert!(parse_duration("-1s").is_err());
+    }
+
+    #[test]
+    fn compare_defaults() {
+        let cli = Cli::try_parse_from(["zooraft-bench", "compare"]).expect("parses");
+        let Command::Compare(a) = cli.command else {
+            panic!("not compare")
+        };
+        assert_eq!(a.load.workloads.0, Workload::ALL.to_vec());
+        assert_eq!(a.load.duration, Duration::from_secs(5));
+        assert_eq!(a.load.warmup, Duration::from_secs(2));
+        assert_eq!(a.load.rounds, 3);
+        assert_eq!(a.server_warmup, Duration::from_secs(5));
+        assert_eq!(a.load.connections, vec![32]);
+        assert_eq!(a.load.threads, 1);
+        assert_eq!(a.only, None);
+        assert_eq!(a.zk_heap, "2g");
+        assert_eq!(a.log_level, "warn");
+        assert!(!a.cleanup);
+    }
+
+    #[test]
+    fn compare_with_everything_set() {
+        let cli = Cli::try_parse_from([
+            "zooraft-bench",
+            "compare",
+            "--duration",
+            "5s",
+            "--warmup=500ms",
+            "--connections",
+            "1,8,64",
+            "-d",
+            "4",
+            "--workloads",
+            "get,lock",
+            "--only",
+            "zookeeper",
+            "--zooraft-bin",
+            "/tmp/zr",
+            "--zk-jvm-arg=-XX:+UseParallelGC",
+            "--zk-jvm-arg",
+            "-Xss1m",
+            "--read-pct",
+            "95",
+            "--json",
+            "out.json",
+        ])
+        .expect("parses");
+        let Command::Compare(a) = cli.command else {
+            panic!("not compare")
+        };
+        assert_eq!(a.load.duration, Duration::from_secs(5));
+        assert_eq!(a.load.warmup, Duration::from_millis(500));
+        assert_eq!(a.load.connections, vec![1, 8, 64]);
+        assert_eq!(a.load.depth, 4);
+        assert_eq!(a.load.workloads.0, vec![Workload::Get, Workload::Lock]);
+        assert_eq!(a.only, Some(ServerKind::ZooKeeper));
+        assert_eq!(a.zooraft_bin, Some(PathBuf::from("/tmp/zr")));
+        assert_eq!(a.zk_jvm_arg, vec!["-XX:+UseParallelGC", "-Xss1m"]);
+        assert_eq!(a.load.read_pct, 95);
+        assert_eq!(a.load.json, Some(PathBuf::from("out.json")));
+        let spec = a.load.spec(Workload::Get, 8, false);
+        assert_eq!(spec.connections, 8);
+        assert_eq!(spec.depth, 4);
+    }
+
+    #[test]
+    fn run_takes_an_address() {
+        let cli = Cli::try_parse_from([
+            "zooraft-bench",
+            "run",
+            "--addr",
+            "127.0.0.1:2181",
+            "-w",
+            "mixed",
+            "--server-pid",
+            "42",
+        ])
+        .expect("parses");
+        let Command::Run(a) = cli.command else {
+            panic!("not run")
+        };
+        assert_eq!(a.addr, "127.0.0.1:2181".parse().unwrap());
+        assert_eq!(a.server_pid, Some(42));
+        assert_eq!(a.load.workloads.0, vec![Workload::Mixed]);
+        assert!(!a.no_cleanup);
+    }
+
+    #[test]
+    fn bad_arguments_are_refused() {
+        for args in [
+            vec!["zooraft-bench", "compare", "--read-pct", "101"],
+            vec!["zooraft-bench", "compare", "--workloads", "scan"],
+            vec!["zooraft-bench", "compare", "--only", "etcd"],
+            vec!["zooraft-bench", "compare", "--duration", "soon"],
+            vec!["zooraft-bench", "run", "--addr", "not-an-address"],
+            vec!["zooraft-bench"],
+        ] {
+            assert!(Cli::try_parse_from(&args).is_err(), "{args:?} was accepted");
+        }
+    }
+}

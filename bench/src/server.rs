@@ -1,0 +1,443 @@
+//! Starting and stopping the two servers under comparison, on equal terms.
+//!
+//! Both get the same zoo.cfg keys (tickTime, dataDir, clientPort, clientPortAddress), a
+//! data directory under the same root (so the same filesystem and disk), fsync as their
+//! defaults have it (ZooKeeper's `forceSync=yes`), and the same log level. ZooKeeper runs
+//! from Debian's jar with a fixed heap, admin server off and the 4lw whitelist open; it is
+//! ready when `srvr` reports a Mode. zooraft runs as `zooraft --config zoo.cfg` and is
+//! waited on the same way.
+//!
+//! The bench has its own launcher rather than the test harness's: a missing binary or a
+//! server that dies must be a clear error message here, not a panic, and the bench needs a
+//! choice of data root, heap and log level that tests do not.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Debian's ZooKeeper jar; its manifest names every dependency.
+pub const ZOOKEEPER_JAR: &str = "/usr/share/java/zookeeper.jar";
+/// The slf4j binding used for ZooKeeper's logs (to the server's log file).
+const SLF4J_SIMPLE_JAR: &str = "/usr/share/java/slf4j-simple.jar";
+/// How long a server may take to start serving.
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Which server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ServerKind {
+    ZooKeeper,
+    Zooraft,
+}
+
+impl ServerKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            ServerKind::ZooKeeper => "zookeeper",
+            ServerKind::Zooraft => "zooraft",
+        }
+    }
+}
+
+impl std::str::FromStr for ServerKind {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "zookeeper" | "zk" | "apache" => Ok(ServerKind::ZooKeeper),
+            "zooraft" | "zr" => Ok(ServerKind::Zooraft),
+            other => Err(format!(
+                "unknown server {other:?} (expected zookeeper or zooraft)"
+            )),
+        }
+    }
+}
+
+/// Why a server could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    #[error(
+        "zooraft binary not found (looked for: {}); build it with \
+         `cargo build --release -p zooraft`, pass --zooraft-bin PATH, or run with --only zookeeper",
+        looked.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+    )]
+    ZooraftMissing { looked: Vec<PathBuf> },
+    #[error("{0} is missing: install Debian's `zookeeper` package")]
+    ZooKeeperMissing(PathBuf),
+    #[error("cannot start {what}: {source}")]
+    Spawn {
+        what: String,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("{kind} exited during start-up ({status}); log tail:\n{log}")]
+    Exited {
+        kind: &'static str,
+        status: String,
+        log: String,
+    },
+    #[error("{kind} did not serve on port {port} within {timeout:?}; log tail:\n{log}")]
+    NotReady {
+        kind: &'static str,
+        port: u16,
+        timeout: Duration,
+        log: String,
+    },
+}
+
+/// How to launch the servers.
+#[derive(Debug, Clone)]
+pub struct LaunchOptions {
+    /// Both servers' data directories are created under this directory.
+    pub data_root: PathBuf,
+    /// ZooKeeper's JVM heap (`-Xms`/`-Xmx`), e.g. `2g`.
+    pub zk_heap: String,
+    /// Extra JVM arguments for ZooKeeper.
+    pub zk_jvm_args: Vec<String>,
+    /// Log level for both (`warn`, `info`, ...): slf4j-simple's level and `RUST_LOG`.
+    pub log_level: String,
+    /// The zooraft binary (already resolved).
+    pub zooraft_bin: Option<PathBuf>,
+    pub tick_time_ms: u32,
+    /// Keep data directories and logs after the run (their paths are printed).
+    pub keep_data: bool,
+}
+
+/// A running server, killed (and its data removed, unless kept) when dropped.
+pub struct Server {
+    kind: ServerKind,
+    child: Option<Child>,
+    dir: Option<tempfile::TempDir>,
+    port: u16,
+}
+
+impl Server {
+    /// Starts a server of `kind` on a free loopback port and waits until it serves.
+    pub fn start(kind: ServerKind, opts: &LaunchOptions) -> Result<Server, LaunchError> {
+        std::fs::create_dir_all(&opts.data_root)?;
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("zooraft-bench-{}-", kind.name()))
+            .tempdir_in(&opts.data_root)?;
+        let data = dir.path().join("data");
+        std::fs::create_dir_all(&data)?;
+        let port = free_port()?;
+        // maxClientCnxns=0 for both: every load session comes from 127.0.0.1, and
+        // ZooKeeper's default of 60 per address would refuse a --connections 64 sweep.
+        let mut cfg = format!(
+            "tickTime={}\ndataDir={}\nclientPort={port}\nclientPortAddress=127.0.0.1\nmaxClientCnxns=0\n",
+            opts.tick_time_ms,
+            data.display()
+        );
+        if kind == ServerKind::ZooKeeper {
+            cfg.push_str("admin.enableServer=false\n4lw.commands.whitelist=*\n");
+        }
+        let cfg_path = dir.path().join("zoo.cfg");
+        std::fs::write(&cfg_path, cfg)?;
+        let log = std::fs::File::create(dir.path().join("server.log"))?;
+        let log_err = log.try_clone()?;
+
+        let mut cmd = match kind {
+            ServerKind::ZooKeeper => {
+                if !Path::new(ZOOKEEPER_JAR).exists() {
+                    return Err(LaunchError::ZooKeeperMissing(ZOOKEEPER_JAR.into()));
+                }
+                let mut c = Command::new("java");
+                c.arg(format!("-Xms{}", opts.zk_heap))
+                    .arg(format!("-Xmx{}", opts.zk_heap))
+                    .arg("-Dzookeeper.admin.enableServer=false")
+                    .arg(format!(
+                        "-Dorg.slf4j.simpleLogger.defaultLogLevel={}",
+                        opts.log_level
+                    ))
+                    .args(&opts.zk_jvm_args)
+                    .arg("-cp")
+                    .arg(format!("{ZOOKEEPER_JAR}:{SLF4J_SIMPLE_JAR}"))
+                    .arg("org.apache.zookeeper.server.ZooKeeperServerMain")
+                    .arg(&cfg_path);
+                c
+            }
+            ServerKind::Zooraft => {
+                let bin = match &opts.zooraft_bin {
+                    Some(b) if b.is_file() => b.clone(),
+                    Some(b) => {
+                        return Err(LaunchError::ZooraftMissing {
+                            looked: vec![b.clone()],
+                        })
+                    }
+                    None => resolve_zooraft_bin(None)?,
+                };
+                let mut c = Command::new(bin);
+                c.arg("--config").arg(&cfg_path);
+                c.env("RUST_LOG", &opts.log_level);
+                c
+            }
+        };
+        cmd.stdin(Stdio::null()).stdout(log).stderr(log_err);
+        let child = cmd.spawn().map_err(|source| LaunchError::Spawn {
+            what: kind.name().to_string(),
+            source,
+        })?;
+        let mut dir = Some(dir);
+        if opts.keep_data {
+            if let Some(d) = dir.take() {
+                let kept = d.keep();
+                tracing::info!("{} data and log kept in {}", kind.name(), kept.display());
+            }
+        }
+        let mut server = Server {
+            kind,
+            child: Some(child),
+            dir,
+            port,
+        };
+        server.wait_ready()?;
+        Ok(server)
+    }
+
+    pub fn kind(&self) -> ServerKind {
+        self.kind
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.port))
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    fn log_tail(&self) -> String {
+        let Some(dir) = &self.dir else {
+            return "(log kept on disk)".into();
+        };
+        let text = std::fs::read_to_string(dir.path().join("server.log")).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(40)..].join("\n")
+    }
+
+    fn wait_ready(&mut self) -> Result<(), LaunchError> {
+        let deadline = Instant::now() + START_TIMEOUT;
+        loop {
+            if let Ok(answer) = four_letter_word(self.addr(), "srvr") {
+                if answer.contains("Mode: ") {
+                    return Ok(());
+                }
+            }
+            if let Some(child) = self.child.as_mut() {
+                if let Ok(Some(status)) = child.try_wait() {
+                    self.child = None;
+                    return Err(LaunchError::Exited {
+                        kind: self.kind.name(),
+                        status: status.to_string(),
+                        log: self.log_tail(),
+                    });
+                }
+            }
+            if Instant::now() > deadline {
+                return Err(LaunchError::NotReady {
+                    kind: self.kind.name(),
+                    port: self.port,
+                    timeout: START_TIMEOUT,
+                    log: self.log_tail(),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// SIGTERM, then SIGKILL if the server is still there after 10 s.
+    pub fn stop(&mut self) {
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        // SAFETY: kill(2) on our own child's pid; no memory is involved.
+        unsafe {
+            libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// A free TCP port on 127.0.0.1 (bound, then released for the server to take).
+fn free_port() -> std::io::Result<u16> {
+    let l = TcpListener::bind("127.0.0.1:0")?;
+    Ok(l.local_addr()?.port())
+}
+
+/// Sends a four-letter word and returns the whole answer.
+pub fn four_letter_word(addr: SocketAddr, word: &str) -> std::io::Result<String> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    s.write_all(word.as_bytes())?;
+    let mut out = String::new();
+    s.read_to_string(&mut out)?;
+    Ok(out)
+}
+
+/// Where the zooraft binary may be, in order: `explicit` (if given, the only candidate),
+/// `$ZOORAFT_BIN`, next to the running executable (`cargo run --release` puts both in
+/// `target/release/`), `$CARGO_TARGET_DIR/release/zooraft`, `target/release/zooraft`.
+pub fn zooraft_candidates(
+    explicit: Option<&Path>,
+    env_bin: Option<PathBuf>,
+    exe_dir: Option<PathBuf>,
+    target_dir: Option<PathBuf>,
+) -> Vec<PathBuf> {
+    if let Some(p) = explicit {
+        return vec![p.to_path_buf()];
+    }
+    let mut out = Vec::new();
+    out.extend(env_bin);
+    if let Some(d) = exe_dir {
+        out.push(d.join("zooraft"));
+    }
+    if let Some(t) = target_dir {
+        out.push(t.join("release").join("zooraft"));
+    }
+    out.push(PathBuf::from("target/release/zooraft"));
+    out.dedup();
+    out
+}
+
+/// The first existing candidate of [`zooraft_candidates`] for this process.
+pub fn resolve_zooraft_bin(explicit: Option<&Path>) -> Result<PathBuf, LaunchError> {
+    let exe_dir = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(Path::to_path_buf));
+    let looked = zooraft_candidates(
+        explicit,
+        std::env::var_os("ZOORAFT_BIN").map(PathBuf::from),
+        exe_dir,
+        std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from),
+    );
+    looked
+        .iter()
+        .find(|p| p.is_file())
+        .cloned()
+        .ok_or(LaunchError::ZooraftMissing { looked })
+}
+
+/// The filesystem type under `path` (`ext4`, `tmpfs`, ...), for the report: fsync on
+/// tmpfs costs nothing and would flatter the write figures.
+pub fn filesystem_type(path: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+        return "unknown".into();
+    };
+    // SAFETY: statfs writes into the zeroed struct; `c` is a valid NUL-terminated path.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
+        return "unknown".into();
+    }
+    match st.f_type as i64 {
+        0xEF53 => "ext4".into(),
+        0x0102_1994 => "tmpfs".into(),
+        0x5846_5342 => "xfs".into(),
+        0x9123_683E => "btrfs".into(),
+        0x794C_7630 => "overlayfs".into(),
+        0x6969 => "nfs".into(),
+        0x2FC1_2FC1 => "zfs".into(),
+        other => format!("0x{other:x}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_explicit_binary_is_the_only_candidate() {
+        let c = zooraft_candidates(
+            Some(Path::new("/x/zooraft")),
+            Some("/env/zooraft".into()),
+            Some("/exe".into()),
+            None,
+        );
+        assert_eq!(c, vec![PathBuf::from("/x/zooraft")]);
+    }
+
+    #[test]
+    fn candidates_come_in_documented_order() {
+        let c = zooraft_candidates(
+            None,
+            Some("/env/zooraft".into()),
+            Some("/t/release".into()),
+            Some("/t".into()),
+        );
+        assert_eq!(
+            c,
+            vec![
+                PathBuf::from("/env/zooraft"),
+                PathBuf::from("/t/release/zooraft"),
+                PathBuf::from("target/release/zooraft"),
+            ],
+            "the exe dir and the target dir name the same file once"
+        );
+    }
+
+    #[test]
+    fn a_missing_binary_is_an_error_that_says_what_to_do() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let missing = dir.path().join("zooraft");
+        let err = resolve_zooraft_bin(Some(&missing)).unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("zooraft binary not found"), "{msg}");
+        assert!(msg.contains(&missing.display().to_string()), "{msg}");
+        assert!(msg.contains("--only zookeeper"), "{msg}");
+
+        let opts = LaunchOptions {
+            data_root: dir.path().to_path_buf(),
+            zk_heap: "64m".into(),
+            zk_jvm_args: vec![],
+            log_level: "warn".into(),
+            zooraft_bin: Some(missing),
+            tick_time_ms: 2000,
+            keep_data: false,
+        };
+        let err = Server::start(ServerKind::Zooraft, &opts)
+            .err()
+            .expect("no binary, no server");
+        assert!(matches!(err, LaunchError::ZooraftMissing { .. }), "{err}");
+
+        std::fs::write(dir.path().join("zooraft"), b"").expect("touch");
+        assert_eq!(
+            resolve_zooraft_bin(Some(&dir.path().join("zooraft"))).expect("found"),
+            dir.path().join("zooraft")
+        );
+    }
+
+    #[test]
+    fn server_names_parse() {
+        assert_eq!("ZooKeeper".parse::<ServerKind>(), Ok(ServerKind::ZooKeeper));
+        assert_eq!("zk".parse::<ServerKind>(), Ok(ServerKind::ZooKeeper));
+        assert_eq!("zooraft".parse::<ServerKind>(), Ok(ServerKind::Zooraft));
+        assert!("etcd".parse::<ServerKind>().is_err());
+    }
+
+    #[test]
+    fn filesystem_type_names_something() {
+        let t = filesystem_type(Path::new("/"));
+        assert!(!t.is_empty());
+        assert_eq!(filesystem_type(Path::new("/no/such/dir")), "unknown");
+    }
+}

@@ -1,0 +1,244 @@
+//! A bare ZooKeeper session over one TCP connection, spoken with the `jute` codec directly.
+//!
+//! No client library sits between the load generator and the server, so what is measured
+//! is the server (plus loopback), not a client's threads and queues. The session only
+//! frames, encodes and decodes: requests are queued into a write buffer (many per
+//! `write`), replies are split off a read buffer (many per `read`), and the caller matches
+//! replies to requests. ZooKeeper answers a session's requests in order, so a reply whose
+//! xid is not the oldest outstanding one is a protocol violation and is reported as such.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use jute::{
+    split_frame, write_frame, ConnectRequest, ConnectResponse, ErrorCode, Reader, Record,
+    ReplyHeader, Request, HANDSHAKE_PASSWORD_LEN,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// The largest reply accepted. Larger than the server's 1 MiB `jute.maxbuffer` on purpose:
+/// servers do not limit what they send, and the cleanup lists big directories.
+const MAX_REPLY_FRAME: usize = 64 << 20;
+
+/// Why a session failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error("i/o error: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("timed out after {0:?}")]
+    Timeout(Duration),
+    #[error("server closed the connection")]
+    Closed,
+    #[error("bad frame: {0}")]
+    Frame(#[from] jute::FrameError),
+    #[error("undecodable reply: {0}")]
+    Decode(#[from] jute::DecodeError),
+    #[error("session refused (negotiated timeout {0})")]
+    Refused(i32),
+    #[error("reply out of order: expected xid {expected}, got {got}")]
+    OutOfOrder { expected: i32, got: i32 },
+    #[error("request failed with {0}")]
+    Server(String),
+}
+
+impl SessionError {
+    /// A short, stable label for error tallies.
+    pub fn kind(&self) -> String {
+        match self {
+            SessionError::Io(e) => format!("io: {:?}", e.kind()),
+            SessionError::Timeout(_) => "timeout".into(),
+            SessionError::Closed => "connection closed by server".into(),
+            SessionError::Frame(_) => "bad frame".into(),
+            SessionError::Decode(_) => "undecodable reply".into(),
+            SessionError::Refused(_) => "session refused".into(),
+            SessionError::OutOfOrder { .. } => "reply out of order".into(),
+            SessionError::Server(s) => s.clone(),
+        }
+    }
+}
+
+/// The label for a ZooKeeper error code in tallies: `NoNode (-101)`.
+pub fn error_label(code: i32) -> String {
+    match ErrorCode::from_code(code) {
+        Some(c) => c.to_string(),
+        None => format!("unknown error ({code})"),
+    }
+}
+
+/// One reply: its header and the undecoded body.
+#[derive(Debug)]
+pub struct Reply {
+    pub header: ReplyHeader,
+    pub body: Reader,
+}
+
+/// A connected, established session.
+pub struct Session {
+    stream: TcpStream,
+    rbuf: BytesMut,
+    wbuf: BytesMut,
+    next_xid: i32,
+    session_id: i64,
+    negotiated_timeout_ms: i32,
+}
+
+impl Session {
+    /// Connects and performs the handshake (a 3.x handshake with the readOnly byte),
+    /// asking for `session_timeout_ms`. Fails after `io_timeout`.
+    pub async fn connect(
+        addr: SocketAddr,
+        session_timeout_ms: i32,
+        io_timeout: Duration,
+    ) -> Result<Session, SessionError> {
+        let deadline = Instant::now() + io_timeout;
+        let stream = within(deadline, TcpStream::connect(addr)).await??;
+        stream.set_nodelay(true)?;
+        let mut s = Session {
+            stream,
+            rbuf: BytesMut::with_capacity(64 * 1024),
+            wbuf: BytesMut::with_capacity(64 * 1024),
+            next_xid: 1,
+            session_id: 0,
+            negotiated_timeout_ms: 0,
+        };
+        let req = ConnectRequest {
+            protocol_version: 0,
+            last_zxid_seen: 0,
+            timeout: session_timeout_ms,
+            session_id: 0,
+            passwd: Bytes::from_static(&[0u8; HANDSHAKE_PASSWORD_LEN]),
+            read_only: Some(false),
+        };
+        write_frame(&mut s.wbuf, |out| req.encode(out));
+        s.flush(deadline).await?;
+        let frame = s.next_frame(deadline).await?;
+        let resp = ConnectResponse::from_bytes(frame)?;
+        if resp.timeout <= 0 {
+            return Err(SessionError::Refused(resp.timeout));
+        }
+        s.session_id = resp.session_id;
+        s.negotiated_timeout_ms = resp.timeout;
+        Ok(s)
+    }
+
+    pub fn session_id(&self) -> i64 {
+        self.session_id
+    }
+
+    pub fn negotiated_timeout_ms(&self) -> i32 {
+        self.negotiated_timeout_ms
+    }
+
+    /// Queues a request (not sent until [`flush`](Self::flush)); returns its xid.
+    pub fn queue(&mut self, req: &Request) -> i32 {
+        let xid = self.next_xid;
+        // Positive xids only: the negative ones are reserved (pings, notifications, ...).
+        self.next_xid = if self.next_xid == i32::MAX {
+            1
+        } else {
+            self.next_xid + 1
+        };
+        write_frame(&mut self.wbuf, |out| req.encode(xid, out));
+        xid
+    }
+
+    /// Whether queued bytes wait to be written.
+    pub fn has_queued(&self) -> bool {
+        !self.wbuf.is_empty()
+    }
+
+    /// Writes everything queued.
+    pub async fn flush(&mut self, deadline: Instant) -> Result<(), SessionError> {
+        if self.wbuf.is_empty() {
+            return Ok(());
+        }
+        within(deadline, self.stream.write_all(&self.wbuf)).await??;
+        self.wbuf.clear();
+        Ok(())
+    }
+
+    /// A reply already in the read buffer, if a whole one is there. Pings and watch
+    /// notifications (neither is expected: the generator sets no watches) are skipped.
+    pub fn buffered_reply(&mut self) -> Result<Option<Reply>, SessionError> {
+        loop {
+            let Some(frame) = split_frame(&mut self.rbuf, MAX_REPLY_FRAME)? else {
+                return Ok(None);
+            };
+            let mut body = Reader::new(frame);
+            let header = ReplyHeader::decode(&mut body)?;
+            if header.xid == jute::xid::PING || header.xid == jute::xid::NOTIFICATION {
+                continue;
+            }
+            return Ok(Some(Reply { header, body }));
+        }
+    }
+
+    /// Reads once from the socket (at least one byte), by `deadline`.
+    pub async fn fill(&mut self, deadline: Instant) -> Result<(), SessionError> {
+        if self.rbuf.capacity() - self.rbuf.len() < 16 * 1024 {
+            self.rbuf.reserve(64 * 1024);
+        }
+        let n = within(deadline, self.stream.read_buf(&mut self.rbuf)).await??;
+        if n == 0 {
+            return Err(SessionError::Closed);
+        }
+        Ok(())
+    }
+
+    /// The next reply, reading as needed, by `deadline`.
+    pub async fn next_reply(&mut self, deadline: Instant) -> Result<Reply, SessionError> {
+        loop {
+            if let Some(r) = self.buffered_reply()? {
+                return Ok(r);
+            }
+            self.fill(deadline).await?;
+        }
+    }
+
+    async fn next_frame(&mut self, deadline: Instant) -> Result<Bytes, SessionError> {
+        loop {
+            if let Some(f) = split_frame(&mut self.rbuf, MAX_REPLY_FRAME)? {
+                return Ok(f);
+            }
+            self.fill(deadline).await?;
+        }
+    }
+
+    /// Sends one request and waits for its reply (for setup and cleanup, not the hot path).
+    /// A reply with an error code is returned as is; the caller decides what it means.
+    pub async fn call(&mut self, req: &Request, deadline: Instant) -> Result<Reply, SessionError> {
+        let xid = self.queue(req);
+        self.flush(deadline).await?;
+        let reply = self.next_reply(deadline).await?;
+        if reply.header.xid != xid {
+            return Err(SessionError::OutOfOrder {
+                expected: xid,
+                got: reply.header.xid,
+            });
+        }
+        Ok(reply)
+    }
+
+    /// Sends closeSession and waits for its reply, then drops the connection.
+    pub async fn close(mut self, deadline: Instant) -> Result<(), SessionError> {
+        let reply = self.call(&Request::CloseSession, deadline).await?;
+        if reply.header.err != 0 {
+            return Err(SessionError::Server(error_label(reply.header.err)));
+        }
+        Ok(())
+    }
+}
+
+/// Runs `fut` until `deadline`.
+async fn within<F: std::future::Future>(
+    deadline: Instant,
+    fut: F,
+) -> Result<F::Output, SessionError> {
+    let now = Instant::now();
+    let left = deadline.saturating_duration_since(now);
+    tokio::time::timeout(left, fut)
+        .await
+        .map_err(|_| SessionError::Timeout(left))
+}
