@@ -5,6 +5,7 @@
 
 use std::time::{Duration, Instant};
 
+use crate::proxy::Proxy;
 use crate::server::{free_port, ServerKind, TestServer};
 
 /// How long an ensemble may take to elect a leader and serve.
@@ -14,15 +15,51 @@ const READY_TIMEOUT: Duration = Duration::from_secs(60);
 pub struct TestEnsemble {
     members: Vec<TestServer>,
     peer_ports: Vec<u16>,
+    /// `links[i][j]`: the proxy member `i` reaches member `j` through (when partitionable).
+    links: Vec<Vec<Option<Proxy>>>,
 }
 
 impl TestEnsemble {
     /// `voters` voting members and `observers` observers, all serving when this returns.
     /// `extra` lines go into every member's zoo.cfg.
     pub fn start(voters: usize, observers: usize, extra: &[(&str, &str)]) -> TestEnsemble {
+        Self::launch(voters, observers, extra, false)
+    }
+
+    /// Like [`start`](Self::start), with a proxy on every member-to-member link (one per
+    /// direction), so that [`isolate`](Self::isolate) can cut a member off from the others
+    /// while its clients still reach it.
+    pub fn start_partitionable(
+        voters: usize,
+        observers: usize,
+        extra: &[(&str, &str)],
+    ) -> TestEnsemble {
+        Self::launch(voters, observers, extra, true)
+    }
+
+    fn launch(
+        voters: usize,
+        observers: usize,
+        extra: &[(&str, &str)],
+        proxies: bool,
+    ) -> TestEnsemble {
         let n = voters + observers;
         let client_ports: Vec<u16> = (0..n).map(|_| free_port()).collect();
         let peer_ports: Vec<u16> = (0..n).map(|_| free_port()).collect();
+        let links: Vec<Vec<Option<Proxy>>> = (0..n)
+            .map(|i| {
+                (0..n)
+                    .map(|j| {
+                        (proxies && i != j).then(|| {
+                            Proxy::start(std::net::SocketAddr::from((
+                                [127, 0, 0, 1],
+                                peer_ports[j],
+                            )))
+                        })
+                    })
+                    .collect()
+            })
+            .collect();
         let mut members = Vec::with_capacity(n);
         for i in 0..n {
             let mut b = TestServer::builder(ServerKind::Zooraft)
@@ -34,9 +71,13 @@ impl TestEnsemble {
                 .no_wait();
             for j in 0..n {
                 let role = if j >= voters { ":observer" } else { "" };
+                // Member i reaches member j at the proxy on that link, if there is one.
+                let peer_port = links[i][j]
+                    .as_ref()
+                    .map_or(peer_ports[j], |p| p.addr().port());
                 b = b.config(
                     &format!("server.{}", j + 1),
-                    &format!("127.0.0.1:{}:0{role};{}", peer_ports[j], client_ports[j]),
+                    &format!("127.0.0.1:{}:0{role};{}", peer_port, client_ports[j]),
                 );
             }
             for (k, v) in extra {
@@ -47,9 +88,40 @@ impl TestEnsemble {
         let mut e = TestEnsemble {
             members,
             peer_ports,
+            links,
         };
         e.wait_all_serving();
         e
+    }
+
+    fn set_links(&self, member: usize, cut: bool) {
+        for j in 0..self.members.len() {
+            for proxy in [&self.links[member][j], &self.links[j][member]]
+                .into_iter()
+                .flatten()
+            {
+                proxy.refuse_connections(cut);
+                proxy.blackhole(cut);
+                if cut {
+                    proxy.cut_all();
+                }
+            }
+        }
+    }
+
+    /// Cuts every link between `member` and the others (both directions). Its clients can
+    /// still reach it. Needs [`start_partitionable`](Self::start_partitionable).
+    pub fn isolate(&self, member: usize) {
+        assert!(
+            self.links.iter().flatten().any(|l| l.is_some()),
+            "isolate needs an ensemble started with start_partitionable"
+        );
+        self.set_links(member, true);
+    }
+
+    /// Restores the links [`isolate`](Self::isolate) cut.
+    pub fn heal(&self, member: usize) {
+        self.set_links(member, false);
     }
 
     pub fn len(&self) -> usize {

@@ -458,3 +458,70 @@ fn acknowledged_writes_survive_kill_of_every_member() {
         }
     });
 }
+
+#[test]
+fn isolated_leader_is_replaced_and_serves_no_writes() {
+    let ensemble = TestEnsemble::start_partitionable(3, 0, &[]);
+    let old = ensemble.leader();
+    let others: Vec<usize> = (0..3).filter(|i| *i != old).collect();
+    let others_hosts = others
+        .iter()
+        .map(|i| ensemble.member(*i).connect_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    block_on(async {
+        // A client of the old leader, connected before the partition.
+        let stranded = connect(&ensemble.member(old).connect_string()).await;
+        within("create", stranded.create("/before", b"", &persistent()))
+            .await
+            .expect("write before the partition");
+        ensemble.isolate(old);
+        let cut_at = Instant::now();
+        // The majority elects a new leader and keeps committing.
+        let majority = connect(&others_hosts).await;
+        within("create", majority.create("/during", b"", &persistent()))
+            .await
+            .expect("the majority commits");
+        println!("partition -> write on the majority: {:?}", cut_at.elapsed());
+        assert!(
+            others.contains(&ensemble.leader()),
+            "a new leader among the majority"
+        );
+        // The old leader acknowledges no write: it cannot commit, then it steps down.
+        assert!(
+            write_fails(&stranded, "/stranded", 5000).await,
+            "the isolated old leader acknowledged a write"
+        );
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while ensemble.member(old).is_serving() {
+            assert!(
+                Instant::now() < deadline,
+                "the isolated old leader kept serving"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    });
+    ensemble.heal(old);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !ensemble.member(old).is_serving() {
+        assert!(Instant::now() < deadline, "the old leader did not rejoin");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(ensemble.member(old).mode().as_deref(), Some("follower"));
+    ensemble.converged();
+    block_on(async {
+        let c = connect(&ensemble.member(old).connect_string()).await;
+        within("sync", c.sync("/")).await.expect("sync");
+        assert!(within("during", c.check_stat("/during"))
+            .await
+            .expect("stat")
+            .is_some());
+        assert!(
+            within("stranded", c.check_stat("/stranded"))
+                .await
+                .expect("stat")
+                .is_none(),
+            "a write the isolated leader never acknowledged must not appear"
+        );
+    });
+}
