@@ -1,0 +1,172 @@
+//! Standalone durability: a write acknowledged to a client survives `kill -9` and restart,
+//! and a restart with 100,000 znodes brings every one back with the same zxids, from the
+//! log alone or from a snapshot plus the log after it.
+
+use std::time::{Duration, Instant};
+
+use harness::{ServerKind, TestServer};
+use zookeeper_client as zc;
+
+const WAIT: Duration = Duration::from_secs(120);
+
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(f)
+}
+
+async fn connect(hosts: &str) -> zc::Client {
+    tokio::time::timeout(
+        WAIT,
+        zc::Client::connector()
+            .with_session_timeout(Duration::from_secs(20))
+            .connect(hosts),
+    )
+    .await
+    .expect("connect in time")
+    .expect("client connects")
+}
+
+fn persistent() -> zc::CreateOptions<'static> {
+    zc::CreateMode::Persistent.with_acls(zc::Acls::anyone_all())
+}
+
+/// Creates `/bulk/n<i>` for `i` in `0..count`, `in_flight` at a time; returns each czxid.
+async fn bulk_create(client: &zc::Client, count: usize, in_flight: usize) -> Vec<i64> {
+    tokio::time::timeout(WAIT, client.create("/bulk", b"", &persistent()))
+        .await
+        .expect("in time")
+        .expect("/bulk");
+    let mut czxids = vec![0i64; count];
+    let mut tasks = tokio::task::JoinSet::new();
+    let mut next = 0;
+    while next < count || !tasks.is_empty() {
+        while next < count && tasks.len() < in_flight {
+            let c = client.clone();
+            let i = next;
+            tasks.spawn(async move {
+                let (stat, _) = c
+                    .create(
+                        &format!("/bulk/n{i}"),
+                        format!("value-{i}").as_bytes(),
+                        &persistent(),
+                    )
+                    .await
+                    .expect("create acknowledged");
+                (i, stat.czxid)
+            });
+            next += 1;
+        }
+        if let Some(done) = tokio::time::timeout(WAIT, tasks.join_next())
+            .await
+            .expect("progress")
+        {
+            let (i, czxid) = done.expect("task");
+            czxids[i] = czxid;
+        }
+    }
+    czxids
+}
+
+fn digest(server: &TestServer) -> String {
+    server
+        .four_letter_word("hash")
+        .expect("hash")
+        .trim()
+        .to_string()
+}
+
+#[test]
+fn acknowledged_writes_survive_kill_9() {
+    let mut server = TestServer::builder(ServerKind::Zooraft)
+        .config("4lw.commands.whitelist", "*")
+        .start();
+    let czxids = block_on(async {
+        let c = connect(&server.connect_string()).await;
+        bulk_create(&c, 2000, 200).await
+    });
+    let before = digest(&server);
+    server.kill();
+    server.restart();
+    assert_eq!(
+        digest(&server),
+        before,
+        "same tree and last zxid after kill -9"
+    );
+    block_on(async {
+        let c = connect(&server.connect_string()).await;
+        for (i, czxid) in czxids.iter().enumerate().step_by(97) {
+            let (data, stat) = c
+                .get_data(&format!("/bulk/n{i}"))
+                .await
+                .expect("acknowledged write present");
+            assert_eq!(data, format!("value-{i}").as_bytes());
+            assert_eq!(stat.czxid, *czxid);
+        }
+        // New writes get zxids above everything before the crash.
+        let (stat, _) = c
+            .create("/after", b"", &persistent())
+            .await
+            .expect("create");
+        assert!(stat.czxid > *czxids.iter().max().expect("some"));
+    });
+}
+
+fn restart_with_100k(snapshot_every: Option<&str>) {
+    let mut b = TestServer::builder(ServerKind::Zooraft).config("4lw.commands.whitelist", "*");
+    if let Some(n) = snapshot_every {
+        b = b
+            .config("snapshotEntries", n)
+            .config("snapshotRetainEntries", "100");
+    }
+    let mut server = b.start();
+    let count = 100_000;
+    let czxids = block_on(async {
+        let c = connect(&server.connect_string()).await;
+        bulk_create(&c, count, 1000).await
+    });
+    let before = digest(&server);
+    server.kill();
+    let started = Instant::now();
+    server.restart();
+    let took = started.elapsed();
+    println!(
+        "restart with {count} znodes ({}): serving after {took:?}",
+        if snapshot_every.is_some() {
+            "snapshot + log tail"
+        } else {
+            "log replay"
+        }
+    );
+    assert_eq!(
+        digest(&server),
+        before,
+        "same tree and last zxid after restart"
+    );
+    block_on(async {
+        let c = connect(&server.connect_string()).await;
+        let children = c.list_children("/bulk").await.expect("list");
+        assert_eq!(children.len(), count);
+        for (i, czxid) in czxids.iter().enumerate().step_by(1009) {
+            let (_, stat) = c.get_data(&format!("/bulk/n{i}")).await.expect("present");
+            assert_eq!(stat.czxid, *czxid, "/bulk/n{i} keeps its zxid");
+        }
+    });
+    if snapshot_every.is_some() {
+        let log = std::fs::read_to_string(server.log_path()).unwrap_or_default();
+        assert!(log.contains("snapshot taken"), "a snapshot was taken");
+    }
+}
+
+#[test]
+fn restart_with_100k_znodes_from_the_log() {
+    restart_with_100k(None);
+}
+
+#[test]
+fn restart_with_100k_znodes_from_a_snapshot() {
+    restart_with_100k(Some("200"));
+}
