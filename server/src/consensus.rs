@@ -27,6 +27,7 @@ use raft::eraftpb::{ConfState, Entry, EntryType, Message, Snapshot};
 use raft::{RawNode, ReadOnlyOption, SnapshotStatus, StateRole};
 
 use crate::delivery::Delivery;
+use crate::net::pipeline::Env;
 use crate::registry::Completion;
 use crate::session::ExpiryTracker;
 use crate::shared::{Role, Shared};
@@ -34,6 +35,7 @@ use crate::snapshot;
 use crate::storage::RaftStorage;
 use crate::transport::Transport;
 use crate::txn::{Batch, CloseReason, Command};
+use crate::watch::{ConnId, WatchSlot};
 
 /// Raft elects after this many ticks without a leader.
 pub const ELECTION_TICKS: usize = 10;
@@ -52,11 +54,9 @@ pub enum Input {
     Command(Command),
     /// Commands a follower forwarded to us as leader.
     Forwarded(Vec<Command>),
-    /// Tells the sender once this member has applied everything the leader had committed
-    /// when it was asked (Raft's ReadIndex). A handshake uses it before refusing a session
-    /// this member may simply not know yet. (Clients' `sync` goes through the log instead,
-    /// so that it is ordered with their writes.)
-    ReadIndex(tokio::sync::oneshot::Sender<()>),
+    /// A `sync` (Raft's ReadIndex): the waiter is told once this member has applied
+    /// everything the leader had committed when it was asked.
+    ReadIndex(SyncWaiter),
     Raft(Box<Message>),
     /// Sessions a follower saw traffic on.
     Touch(Vec<i64>),
@@ -68,8 +68,16 @@ pub enum Input {
     Shutdown,
 }
 
+/// Who waits for a ReadIndex round.
+pub enum SyncWaiter {
+    /// A client's `sync`, queued in its connection's pipeline.
+    Pipeline { conn: ConnId, token: u64 },
+    /// A handshake making sure this member knows a session before refusing it.
+    Notify(tokio::sync::oneshot::Sender<()>),
+}
+
 struct PendingRead {
-    waiter: tokio::sync::oneshot::Sender<()>,
+    waiter: SyncWaiter,
     asked: Instant,
 }
 
@@ -580,8 +588,24 @@ impl Consensus {
         if done.is_empty() {
             return;
         }
+        let shared = self.shared.clone();
+        let state = shared.state.read();
         for waiter in done {
-            let _ = waiter.send(());
+            match waiter {
+                SyncWaiter::Notify(tx) => {
+                    let _ = tx.send(());
+                }
+                SyncWaiter::Pipeline { conn, token } => {
+                    if let Some(p) = shared.registry.pipeline(conn) {
+                        let mut env = Env {
+                            state: &state,
+                            watches: WatchSlot::Shared(&shared.watches),
+                            metrics: &shared.metrics,
+                        };
+                        p.lock().sync_done(token, &mut env);
+                    }
+                }
+            }
         }
     }
 

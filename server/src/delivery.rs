@@ -49,7 +49,7 @@ pub fn result_code(result: &WriteResult) -> i32 {
 pub fn encode_write_result(result: &WriteResult, b: &mut BytesMut) {
     match result {
         WriteResult::Error(_) | WriteResult::Delete => {}
-        WriteResult::Create(p) | WriteResult::Sync(p) => jute::WriteExt::put_ustring(b, p),
+        WriteResult::Create(p) => jute::WriteExt::put_ustring(b, p),
         WriteResult::Create2(p, s) => {
             jute::WriteExt::put_ustring(b, p);
             s.encode(b);

@@ -329,6 +329,9 @@ pub enum Class {
     Write,
     /// closeSession: through the log, then the connection closes.
     Close,
+    /// sync: a ReadIndex round; nothing after it on the connection runs until it is
+    /// answered, so none of the session's later writes can overtake it.
+    Sync,
     /// Answered locally, in order.
     Local,
     /// Auth packets are handled on arrival, ahead of queued requests, as ZooKeeper does
@@ -345,6 +348,7 @@ pub fn classify(op: i32) -> Class {
     }
     match OpCode::from_code(op) {
         Some(OpCode::CloseSession) => Class::Close,
+        Some(OpCode::Sync) => Class::Sync,
         Some(
             OpCode::Ping
             | OpCode::Exists

@@ -27,6 +27,8 @@ pub enum Completion {
     LeaderChanged,
     /// This member stopped serving clients (no quorum, or shutting down).
     StopServing,
+    /// A sync was answered: the requests held back behind it may go on.
+    Resume,
 }
 
 /// The outcome of a session creation, for the handshake that asked for it.

@@ -41,8 +41,7 @@ pub enum WriteResult {
     Stat(Stat),
     /// check (13) outside a multi: ZooKeeper answers with a SetDataResponse layout.
     Check(Stat),
-    /// sync (9): the path, echoed.
-    Sync(String),
+
     Multi(Vec<MultiResult>),
 }
 
@@ -176,14 +175,12 @@ impl StateMachine {
     }
 }
 
-/// True for the opcodes that go through the log. `sync` does too: that orders it with the
-/// session's writes on every member, so it is answered exactly in turn.
+/// True for the opcodes that go through the log.
 pub fn is_write_op(op: i32) -> bool {
     matches!(
         OpCode::from_code(op),
         Some(
-            OpCode::Sync
-                | OpCode::Create
+            OpCode::Create
                 | OpCode::Create2
                 | OpCode::CreateContainer
                 | OpCode::CreateTtl
@@ -316,7 +313,7 @@ fn apply_write_inner(
             }
             WriteResult::Multi(apply_multi(tree, ctx, &ops, triggers))
         }
-        OpCode::Sync => WriteResult::Sync(jute::SyncRequest::decode(&mut r)?.path),
+
         // Dynamic reconfiguration is disabled, as in a default ZooKeeper.
         OpCode::Reconfig => return Err(ErrorCode::ReconfigDisabled.into()),
         _ => return Err(ErrorCode::Unimplemented.into()),

@@ -25,7 +25,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::pipeline::{Env, Item, Pipeline};
 use crate::acl;
-use crate::consensus::{Input, ELECTION_TICKS};
+use crate::consensus::{Input, SyncWaiter, ELECTION_TICKS};
 use crate::outbox::Outbox;
 use crate::reads::{self, Class};
 use crate::registry::{Completion, ConnEntry, ConnStats};
@@ -255,7 +255,7 @@ fn lookup_session(shared: &Shared, id: i64, passwd: &[u8]) -> Option<bool> {
 
 async fn sync_with_leader(shared: &Shared) {
     let (tx, rx) = oneshot::channel();
-    shared.submit(Input::ReadIndex(tx));
+    shared.submit(Input::ReadIndex(SyncWaiter::Notify(tx)));
     let wait = shared.config.raft_tick * (ELECTION_TICKS as u32 * 2);
     let _ = tokio::time::timeout(wait, rx).await;
 }
@@ -318,6 +318,7 @@ async fn run(
         pipeline,
         stats,
         touched,
+        sync_seq: 0,
         write_timeout: Duration::from_millis(session.timeout_ms.max(0) as u64)
             .max(shared.config.raft_tick * (ELECTION_TICKS as u32 * 3)),
     };
@@ -333,6 +334,7 @@ struct Connection {
     pipeline: Arc<Mutex<Pipeline>>,
     stats: Arc<ConnStats>,
     touched: Arc<AtomicBool>,
+    sync_seq: u64,
     write_timeout: Duration,
 }
 
@@ -345,8 +347,9 @@ impl Connection {
     ) -> End {
         let max = self.shared.config.max_buffer;
         loop {
-            // Take every complete frame already buffered.
-            loop {
+            // Take every complete frame already buffered, except behind an unanswered sync:
+            // what follows a sync waits for it.
+            while !self.pipeline.lock().sync_pending() {
                 match jute::split_frame(buf, max) {
                     Ok(Some(frame)) => {
                         if let Err(end) = self.on_frame(frame) {
@@ -360,8 +363,12 @@ impl Connection {
             if self.outbox.is_closed() {
                 return End::ClientClosed;
             }
-            let can_read = self.outbox.buffered() < READ_PAUSE_BYTES
-                && self.pipeline.lock().len() < MAX_OUTSTANDING;
+            let can_read = {
+                let p = self.pipeline.lock();
+                self.outbox.buffered() < READ_PAUSE_BYTES
+                    && p.len() < MAX_OUTSTANDING
+                    && !p.sync_pending()
+            };
             tokio::select! {
                 biased;
                 c = completions.recv() => {
@@ -441,6 +448,28 @@ impl Connection {
                     return Err(End::NotServing);
                 }
             }
+            Class::Sync => match jute::SyncRequest::decode(&mut Reader::new(body.clone())) {
+                Ok(req) => {
+                    self.sync_seq += 1;
+                    let token = self.sync_seq;
+                    self.pipeline.lock().push(Item::Sync {
+                        xid: header.xid,
+                        token,
+                        path: req.path,
+                        started,
+                        done: false,
+                    });
+                    let waiter = SyncWaiter::Pipeline {
+                        conn: self.conn,
+                        token,
+                    };
+                    if !self.shared.submit(Input::ReadIndex(waiter)) {
+                        return Err(End::NotServing);
+                    }
+                }
+                // Undecodable: answered in turn with MARSHALLINGERROR.
+                Err(_) => self.local(header.xid, header.op, body, started),
+            },
             Class::Auth => return self.auth(header.xid, body),
             Class::Local | Class::Unknown => self.local(header.xid, header.op, body, started),
         }
@@ -500,6 +529,7 @@ impl Connection {
                 }
             }
             Completion::StopServing => Err(End::NotServing),
+            Completion::Resume => Ok(()),
         }
     }
 }

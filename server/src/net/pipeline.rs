@@ -37,7 +37,9 @@ pub enum Item {
         reply: Option<Bytes>,
         closes_session: bool,
     },
-    /// A sync: answered once this member applied what the leader had committed.
+    /// A sync: answered once this member has applied what the leader had committed when
+    /// it was asked (ReadIndex). The connection holds back everything after it until then,
+    /// so no later write of the session can overtake it.
     Sync {
         xid: i32,
         token: u64,
@@ -129,6 +131,11 @@ impl Pipeline {
         self.oldest_outstanding().is_some()
     }
 
+    /// True while a sync of this connection is unanswered.
+    pub fn sync_pending(&self) -> bool {
+        self.items.iter().any(|i| matches!(i, Item::Sync { .. }))
+    }
+
     /// The oldest unanswered write was applied; `reply` is its encoded frame.
     pub fn write_applied(&mut self, reply: Bytes, env: &mut Env) {
         match self
@@ -213,6 +220,8 @@ impl Pipeline {
                         jute::WriteExt::put_ustring(b, &path);
                     });
                     self.finished(jute::OpCode::Sync.code(), started, env);
+                    // The connection may take the requests it held back.
+                    let _ = self.notify.send(Completion::Resume);
                 }
                 Item::Local {
                     xid,
