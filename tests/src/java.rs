@@ -50,7 +50,11 @@ pub fn compiled_classes() -> &'static Path {
             .filter_map(|e| e.ok().map(|e| e.path()))
             .filter(|p| p.extension().is_some_and(|x| x == "java"))
             .collect();
-        assert!(!sources.is_empty(), "no Java sources in {}", sources_dir().display());
+        assert!(
+            !sources.is_empty(),
+            "no Java sources in {}",
+            sources_dir().display()
+        );
         let output = Command::new("javac")
             .arg("-nowarn")
             .arg("-d")

@@ -7,7 +7,9 @@
 //! `TestServer` kills its process and removes its data directory when dropped, so a failing
 //! test leaves nothing behind.
 
+pub mod conformance;
 pub mod java;
+pub mod raw_client;
 pub mod server;
 
 pub use server::{
