@@ -134,6 +134,8 @@ pub struct Reply {
     pub body: Body,
     /// Bytes left over after the decoded body (normally empty).
     pub trailing: Bytes,
+    /// Everything after the reply header, as received.
+    pub raw_body: Bytes,
 }
 
 impl Reply {
@@ -319,6 +321,12 @@ impl RawClient {
         self.awaiting_handshake = true;
         let body = opts.to_request().to_bytes();
         self.send_frame(&body).await
+    }
+
+    /// Treats the next frame as a handshake response (after a hand-made handshake frame
+    /// sent with [`send_frame`](Self::send_frame)).
+    pub fn expect_handshake_response(&mut self) {
+        self.awaiting_handshake = true;
     }
 
     /// Reads the handshake response, skipping nothing: anything else is an error.
@@ -574,6 +582,7 @@ impl RawClient {
             };
         }
         let opcode = self.take_pending(header.xid);
+        let raw_body = Bytes::copy_from_slice(r.peek_rest());
         let (body, trailing) = decode_body(opcode, header.err, &mut r);
         Incoming::Reply(Reply {
             xid: header.xid,
@@ -582,6 +591,7 @@ impl RawClient {
             opcode,
             body,
             trailing,
+            raw_body,
         })
     }
 

@@ -50,6 +50,8 @@ struct Sess {
     id: i64,
     passwd: Bytes,
     requested_timeout: i32,
+    /// The session id the last handshake asked for (0: a new session).
+    requested_session: i64,
     last_zxid: i64,
     /// False once the session is known closed or expired.
     alive: bool,
@@ -188,6 +190,24 @@ impl Ctx {
         let mut l = LineBuf::new(format!("{label} <- "));
         describe::incoming(inc, &mut l);
         self.rec(&l);
+        if let Incoming::Handshake(h) = inc {
+            let r = &h.response;
+            if r.session_id != 0 {
+                self.transcript
+                    .labels
+                    .entry(r.session_id)
+                    .or_insert_with(|| label.to_string());
+            }
+            if let Some(sess) = self.sessions.get_mut(label) {
+                if r.timeout > 0 && r.session_id != 0 {
+                    sess.id = r.session_id;
+                    sess.passwd = r.passwd.clone();
+                    sess.alive = true;
+                } else if sess.requested_session != 0 && sess.requested_session == sess.id {
+                    sess.alive = false;
+                }
+            }
+        }
         if let Incoming::Reply(r) = inc {
             if r.zxid > 0 && r.xid != jute::xid::PING {
                 if let Some(s) = self.sessions.get_mut(label) {
@@ -220,6 +240,16 @@ impl Ctx {
     /// Opens a connection labelled `label` and sends `opts` as the handshake. Returns the
     /// handshake response, or `None` if the server closed the connection instead.
     pub async fn open_with(&mut self, label: &str, opts: ConnectOptions) -> Res<Option<Handshake>> {
+        self.connect_only(label, opts).await?;
+        match self.recv(label).await? {
+            Incoming::Handshake(h) => Ok(Some(h)),
+            _ => Ok(None),
+        }
+    }
+
+    /// Opens a connection labelled `label` and sends the handshake without reading its
+    /// response (which is then the first thing [`recv`](Self::recv) returns).
+    pub async fn connect_only(&mut self, label: &str, opts: ConnectOptions) -> Res {
         let mut l = LineBuf::new(format!(
             "{label} -> connect protocolVersion={} lastZxidSeen=",
             opts.protocol_version
@@ -245,47 +275,62 @@ impl Ctx {
             .send_connect(&opts)
             .await
             .map_err(|e| raw_fail(label, "send handshake", e))?;
-        let first = client.recv(WAIT).await;
         let sess = self.sessions.entry(label.to_string()).or_default();
         sess.requested_timeout = opts.timeout_ms;
+        sess.requested_session = opts.session_id;
         sess.client = Some(client);
-        let inc = match first {
-            Ok(i) => i,
+        Ok(())
+    }
+
+    /// Opens a TCP connection labelled `label` and sends nothing (for hand-made handshakes).
+    pub async fn connect_raw(&mut self, label: &str) -> Res {
+        self.note(format!("{label} -> (tcp connect, no handshake yet)"));
+        let client = RawClient::open(self.addr)
+            .await
+            .map_err(|e| raw_fail(label, "tcp connect", e))?;
+        let sess = self.sessions.entry(label.to_string()).or_default();
+        sess.client = Some(client);
+        Ok(())
+    }
+
+    /// The next frame on `label` is a handshake response (after a hand-made handshake).
+    pub fn expect_handshake(&mut self, label: &str) -> Res {
+        self.client(label)?.expect_handshake_response();
+        Ok(())
+    }
+
+    /// Reads a handshake response, or `None` if the server closed instead.
+    pub async fn recv_handshake_or_close(&mut self, label: &str) -> Res<Option<Handshake>> {
+        match self.recv(label).await? {
+            Incoming::Handshake(h) => Ok(Some(h)),
+            Incoming::Closed { .. } => Ok(None),
+            other => Err(Fail(format!(
+                "{label}: expected a handshake, got {other:?}"
+            ))),
+        }
+    }
+
+    /// The next thing on `label` within `ms` (recorded), or `None` (recorded as quiet).
+    pub async fn recv_or_quiet(&mut self, label: &str, ms: u64) -> Res<Option<Incoming>> {
+        let c = self.client(label)?;
+        match c.recv(Duration::from_millis(ms)).await {
+            Ok(i) => {
+                self.record_incoming(label, &i);
+                Ok(Some(i))
+            }
             Err(RawError::Timeout(_)) => {
-                self.note(format!("{label} !! no handshake response"));
-                return Err(Fail(format!("{label}: no handshake response")));
-            }
-            Err(e) => return Err(raw_fail(label, "handshake", e)),
-        };
-        match &inc {
-            Incoming::Handshake(h) => {
-                let r = &h.response;
-                if r.session_id != 0 {
-                    self.transcript
-                        .labels
-                        .entry(r.session_id)
-                        .or_insert_with(|| label.to_string());
-                }
-                let sess = self.sess(label)?;
-                if r.timeout > 0 && r.session_id != 0 {
-                    sess.id = r.session_id;
-                    sess.passwd = r.passwd.clone();
-                    sess.alive = true;
-                } else if opts.session_id != 0 && opts.session_id == sess.id {
-                    sess.alive = false;
-                }
-                if sess.last_zxid < opts.last_zxid_seen {
-                    sess.last_zxid = opts.last_zxid_seen;
-                }
-                let h = h.clone();
-                self.record_incoming(label, &inc);
-                Ok(Some(h))
-            }
-            _ => {
-                self.record_incoming(label, &inc);
+                self.note(format!("{label} .. nothing arrives"));
                 Ok(None)
             }
+            Err(e) => Err(raw_fail(label, "recv", e)),
         }
+    }
+
+    /// Half-closes `label`'s connection (FIN): the server reads EOF.
+    pub async fn shutdown_write(&mut self, label: &str) -> Res {
+        self.note(format!("{label} -> (FIN)"));
+        self.client(label)?.shutdown_write().await;
+        Ok(())
     }
 
     /// Drops `label`'s TCP connection without closing the session.
@@ -477,6 +522,41 @@ impl Ctx {
                 }
                 _ => {}
             }
+        }
+        Ok(())
+    }
+
+    /// Reads until `n` watch events arrived and records them sorted, for events whose
+    /// relative order ZooKeeper leaves to hash-set iteration (several ephemerals deleted
+    /// by one closeSession or expiry). Anything else is recorded as it comes.
+    pub async fn events_unordered(&mut self, label: &str, n: usize) -> Res {
+        let mut lines = Vec::new();
+        while lines.len() < n {
+            let c = self.client(label)?;
+            match c.recv(WAIT).await {
+                Ok(Incoming::Event(e)) => {
+                    let mut l = LineBuf::new(format!("{label} <- (any order) "));
+                    describe::event(&e, &mut l);
+                    lines.push(l);
+                }
+                Ok(other) => {
+                    let closed = matches!(other, Incoming::Closed { .. });
+                    self.record_incoming(label, &other);
+                    if closed {
+                        return Err(Fail(format!("{label}: closed while waiting for events")));
+                    }
+                }
+                Err(RawError::Timeout(_)) => {
+                    self.note(format!("{label} !! nothing received in time"));
+                    return Err(Fail(format!("{label}: events did not arrive")));
+                }
+                Err(e) => return Err(raw_fail(label, "recv", e)),
+            }
+        }
+        let mut built: Vec<_> = lines.iter().map(|l| l.build(true)).collect();
+        built.sort_by_key(|l| format!("{:?}", l.toks));
+        for l in built {
+            self.transcript.push(l);
         }
         Ok(())
     }

@@ -152,6 +152,10 @@ pub fn reply(r: &Reply, l: &mut LineBuf) {
         Body::Decoded(resp) => {
             l.t(" ");
             l.response(resp);
+            // Strings were decoded lossily: show the bytes when that hid something.
+            if format!("{resp:?}").contains('\u{fffd}') {
+                l.t(format!(" raw={}", long_hex(&r.raw_body)));
+            }
         }
         Body::Raw { bytes, .. } => {
             l.t(format!(" raw[{}]={}", bytes.len(), short_hex(bytes)));
@@ -222,5 +226,14 @@ pub fn short_hex(b: &[u8]) -> String {
         hex(b)
     } else {
         format!("{}..", hex(&b[..48]))
+    }
+}
+
+/// Hex of up to 512 bytes, then truncated.
+pub fn long_hex(b: &[u8]) -> String {
+    if b.len() <= 512 {
+        hex(b)
+    } else {
+        format!("{}..", hex(&b[..512]))
     }
 }

@@ -300,7 +300,8 @@ fn start_pair(spec: &ServerSpec, cand: ServerKind) -> Result<(TestServer, TestSe
     })
 }
 
-/// Runs every scenario of `group` (filtered by `CONFORMANCE_FILTER`), prints the verdicts
+/// Runs every scenario of `group` (filtered by `CONFORMANCE_FILTER`, comma-separated
+/// substrings of scenario names), prints the verdicts
 /// and the counts, and returns the counts.
 pub fn run_group(group: Group, scenarios: Vec<Scenario>) -> Summary {
     let _one = ONE_GROUP_AT_A_TIME
@@ -315,7 +316,12 @@ pub fn run_group(group: Group, scenarios: Vec<Scenario>) -> Summary {
     let filter = std::env::var("CONFORMANCE_FILTER").unwrap_or_default();
     let list: Vec<Scenario> = scenarios
         .into_iter()
-        .filter(|s| filter.is_empty() || s.name.contains(&filter))
+        .filter(|s| {
+            filter.is_empty()
+                || filter
+                    .split(',')
+                    .any(|f| !f.is_empty() && s.name.contains(f))
+        })
         .collect();
     say(&format!(
         "conformance[{}]: {} scenarios, zookeeper vs {cand_name}",

@@ -16,12 +16,27 @@ macro_rules! sc {
     };
 }
 
+mod bad_input;
+mod initial;
+mod multi;
 mod ops;
+mod paths;
+mod sessions;
+mod watches;
 
 /// The scenarios of `group`.
 pub fn all(group: Group) -> Vec<Scenario> {
     match group {
-        Group::Core => [ops::list()].concat(),
+        Group::Core => [
+            ops::list(),
+            multi::list(),
+            paths::list(),
+            watches::list(),
+            sessions::list(),
+            bad_input::list(),
+            initial::list(),
+        ]
+        .concat(),
         Group::Extended => vec![],
     }
 }
