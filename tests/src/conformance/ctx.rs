@@ -40,8 +40,9 @@ pub const WAIT: Duration = Duration::from_secs(5);
 const AFTER_WRITE: Duration = Duration::from_millis(3);
 
 /// Digest users the scenarios may use; cleanup authenticates as all of them so it can
-/// delete nodes whose ACLs name them.
-pub const TEST_USERS: &[&str] = &["alice:secret", "bob:secret"];
+/// delete nodes whose ACLs name them (`cleaner` is only ever used as an escape hatch in
+/// restrictive ACLs, so cleanup can remove what scenarios leave behind).
+pub const TEST_USERS: &[&str] = &["alice:secret", "bob:secret", "cleaner:secret"];
 
 /// One labelled session.
 #[derive(Debug, Default)]
@@ -60,6 +61,8 @@ struct Sess {
 /// The scenario context.
 #[derive(Debug)]
 pub struct Ctx {
+    /// Sort ACL lists in getACL replies (see [`Ctx::unordered_acls`]).
+    sort_acls: bool,
     addr: SocketAddr,
     root: String,
     sessions: BTreeMap<String, Sess>,
@@ -89,6 +92,7 @@ fn is_write(req: &Request) -> bool {
 impl Ctx {
     pub fn new(addr: SocketAddr, root: String) -> Ctx {
         Ctx {
+            sort_acls: false,
             addr,
             root,
             sessions: BTreeMap::new(),
@@ -186,9 +190,19 @@ impl Ctx {
         }
     }
 
+    /// From now on, ACL lists in getACL replies are recorded sorted: an `auth` ACL expands
+    /// to the session's identities in hash-set order in ZooKeeper.
+    pub fn unordered_acls(&mut self) {
+        self.sort_acls = true;
+    }
+
     fn record_incoming(&mut self, label: &str, inc: &Incoming) {
         let mut l = LineBuf::new(format!("{label} <- "));
-        describe::incoming(inc, &mut l);
+        if self.sort_acls {
+            describe::incoming(&sorted_acls(inc), &mut l);
+        } else {
+            describe::incoming(inc, &mut l);
+        }
         self.rec(&l);
         if let Incoming::Handshake(h) = inc {
             let r = &h.response;
@@ -767,6 +781,19 @@ impl Ctx {
         delete_tree(&mut c, &self.root, short).await;
         let _ = c.call(&Request::CloseSession, short).await;
     }
+}
+
+/// A copy of `inc` with the ACL list of a getACL reply sorted.
+fn sorted_acls(inc: &Incoming) -> Incoming {
+    let mut inc = inc.clone();
+    if let Incoming::Reply(r) = &mut inc {
+        if let crate::raw_client::Body::Decoded(jute::Response::GetAcl(acl, _)) = &mut r.body {
+            acl.sort_by(|a, b| {
+                (&a.id.scheme, &a.id.id, a.perms).cmp(&(&b.id.scheme, &b.id.id, b.perms))
+            });
+        }
+    }
+    inc
 }
 
 /// Deletes `path` and everything below it (best effort, depth first).

@@ -35,8 +35,8 @@ fn multi_op(op: &MultiOp) -> String {
             )
         }
         MultiOp::Check(r) => format!("check {:?} version={}", r.path, r.version),
-        MultiOp::GetChildren(r) => format!("getChildren {:?}", r.path),
-        MultiOp::GetData(r) => format!("getData {:?}", r.path),
+        MultiOp::GetChildren(r) => format!("getChildren {:?} watch={}", r.path, r.watch),
+        MultiOp::GetData(r) => format!("getData {:?} watch={}", r.path, r.watch),
     }
 }
 

@@ -185,6 +185,26 @@ pub fn get_all_children_number(path: &str) -> Request {
     Request::GetAllChildrenNumber(GetAllChildrenNumberRequest { path: path.into() })
 }
 
+#[allow(clippy::too_many_arguments)]
+pub fn set_watches2(
+    rel: i64,
+    data: &[&str],
+    exist: &[&str],
+    child: &[&str],
+    persistent: &[&str],
+    recursive: &[&str],
+) -> SetWatches2 {
+    let v = |x: &[&str]| x.iter().map(|s| s.to_string()).collect();
+    SetWatches2 {
+        relative_zxid: rel,
+        data_watches: v(data),
+        exist_watches: v(exist),
+        child_watches: v(child),
+        persistent_watches: v(persistent),
+        persistent_recursive_watches: v(recursive),
+    }
+}
+
 pub fn set_watches(rel: i64, data: &[&str], exist: &[&str], child: &[&str]) -> SetWatches {
     let v = |x: &[&str]| x.iter().map(|s| s.to_string()).collect();
     SetWatches {
@@ -193,6 +213,17 @@ pub fn set_watches(rel: i64, data: &[&str], exist: &[&str], child: &[&str]) -> S
         exist_watches: v(exist),
         child_watches: v(child),
     }
+}
+
+/// Digest ids (`user:base64(sha1("user:password"))`) of the test users, as
+/// `DigestAuthenticationProvider.generateDigest` computes them.
+pub const ALICE_DIGEST: &str = "alice:aYXlLOpEooaV1cRAvUL1fp9Qt7E=";
+pub const BOB_DIGEST: &str = "bob:fyVmFCwVbTJYrznoSu1koqYEYF0=";
+pub const CLEANER_DIGEST: &str = "cleaner:S8yW7s7jFTwT07YmonMAA7SonEA=";
+
+/// An ACL entry giving the cleanup user every permission (see `ctx::TEST_USERS`).
+pub fn cleaner() -> Acl {
+    acl(jute::perms::ALL, "digest", CLEANER_DIGEST)
 }
 
 /// Multi ops.
@@ -244,16 +275,24 @@ pub mod op {
     }
 
     pub fn get_data(path: &str) -> MultiOp {
+        get_data_w(path, false)
+    }
+
+    pub fn get_data_w(path: &str, watch: bool) -> MultiOp {
         MultiOp::GetData(GetDataRequest {
             path: path.into(),
-            watch: false,
+            watch,
         })
     }
 
     pub fn get_children(path: &str) -> MultiOp {
+        get_children_w(path, false)
+    }
+
+    pub fn get_children_w(path: &str, watch: bool) -> MultiOp {
         MultiOp::GetChildren(GetChildrenRequest {
             path: path.into(),
-            watch: false,
+            watch,
         })
     }
 }

@@ -193,11 +193,14 @@ pub fn fmt_acls(a: &[Acl]) -> String {
     format!("[{}]", parts.join(", "))
 }
 
+/// whoAmI's list, sorted: ZooKeeper keeps a connection's identities in a hash set, so
+/// their order carries no meaning.
 pub fn fmt_client_info(c: &[ClientInfo]) -> String {
-    let parts: Vec<String> = c
+    let mut parts: Vec<String> = c
         .iter()
         .map(|x| format!("{}:{}", x.auth_scheme, x.user))
         .collect();
+    parts.sort();
     format!("[{}]", parts.join(", "))
 }
 

@@ -17,6 +17,9 @@ macro_rules! sc {
 }
 
 mod bad_input;
+mod ext_acl;
+mod ext_nodes;
+mod ext_watches;
 mod initial;
 mod multi;
 mod ops;
@@ -37,6 +40,6 @@ pub fn all(group: Group) -> Vec<Scenario> {
             initial::list(),
         ]
         .concat(),
-        Group::Extended => vec![],
+        Group::Extended => [ext_nodes::list(), ext_watches::list(), ext_acl::list()].concat(),
     }
 }
