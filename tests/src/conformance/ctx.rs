@@ -575,6 +575,24 @@ impl Ctx {
         Ok(())
     }
 
+    /// The next thing on `label` within `ms`, NOT recorded (the scenario records what it
+    /// can compare), or `None` on timeout.
+    pub async fn take(&mut self, label: &str, ms: u64) -> Res<Option<Incoming>> {
+        let c = self.client(label)?;
+        match c.recv(Duration::from_millis(ms)).await {
+            Ok(i) => Ok(Some(i)),
+            Err(RawError::Timeout(_)) => Ok(None),
+            Err(e) => Err(raw_fail(label, "recv", e)),
+        }
+    }
+
+    /// Records an incoming item as an uncompared line (a documented allowed difference).
+    pub fn allowed_incoming(&mut self, label: &str, inc: &Incoming) {
+        let mut l = LineBuf::new(format!("{label} <- (not compared) "));
+        describe::incoming(inc, &mut l);
+        self.transcript.push(l.build(false));
+    }
+
     /// Records whatever arrives on `label` within `ms` (normally nothing: that is the point).
     pub async fn quiet(&mut self, label: &str, ms: u64) -> Res {
         let deadline = tokio::time::Instant::now() + Duration::from_millis(ms);
@@ -600,6 +618,8 @@ impl Ctx {
         }
         if !any {
             self.note(format!("{label} .. nothing arrives"));
+        } else {
+            self.allowed(format!("{label} (quiet period saw traffic)"));
         }
         Ok(())
     }

@@ -175,6 +175,8 @@ pub async fn run_scenario(addr: SocketAddr, sc: &Scenario) -> Outcome {
         if let Err(e) = ctx.create_root().await {
             aborted = Some(e);
         }
+        // The root's ctime must not share a millisecond with the scenario's first write.
+        tokio::time::sleep(Duration::from_millis(3)).await;
     }
     if aborted.is_none() {
         match tokio::time::timeout(SCENARIO_TIMEOUT, (sc.run)(&mut ctx)).await {

@@ -55,14 +55,21 @@ async fn container_create_variants(c: &mut Ctx) -> Res {
         .await?;
     c.call("s1", get_children2(&c.p(""), false)).await?;
     c.call("s1", get_data(&c.p("c1"), false)).await?;
-    // Which of them are containers: give each a child, delete it, see which go.
+    // Which of them are containers: give each a child and delete it again, all in one
+    // multi (so the container reaper cannot interleave its deletes with ours and shift the
+    // zxids), then wait for the NodeDeleted events rather than for a time.
     let names = ["c1", "c2", "c3", "c4", "c50000000004"];
     for n in names {
-        c.call("s1", create(&c.p(&format!("{n}/x")), b"", PERSISTENT))
-            .await?;
-        c.call("s1", delete(&c.p(&format!("{n}/x")), -1)).await?;
+        c.call("s1", exists(&c.p(n), true)).await?;
     }
-    c.sleep(800).await;
+    let mut ops = Vec::new();
+    for n in names {
+        ops.push(op::create(&c.p(&format!("{n}/x")), b"", PERSISTENT));
+        ops.push(op::delete(&c.p(&format!("{n}/x")), -1));
+    }
+    c.call("s1", multi(ops)).await?;
+    c.events_unordered("s1", 3).await?;
+    c.quiet("s1", 500).await?;
     c.call("s1", get_children(&c.p(""), false)).await?;
     Ok(())
 }

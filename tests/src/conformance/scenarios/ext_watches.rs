@@ -100,7 +100,8 @@ async fn add_watch_recursive_and_one_shot_together(c: &mut Ctx) -> Res {
     c.call("s1", get_children(&t, true)).await?;
     c.call("s2", set_data(&t, b"1", -1)).await?;
     c.call("s2", create(&c.p("t/c"), b"", PERSISTENT)).await?;
-    c.quiet("s1", 300).await?;
+    c.events("s1", 2).await?;
+    c.quiet("s1", 200).await?;
     c.call("s2", set_data(&t, b"2", -1)).await?;
     c.call("s2", create(&c.p("t/c2"), b"", PERSISTENT)).await?;
     c.quiet("s1", 300).await?;
@@ -213,7 +214,8 @@ async fn remove_watches_persistent(c: &mut Ctx) -> Res {
     c.call("s1", remove_watches(&t, W_ANY)).await?;
     c.call("s2", set_data(&a, b"1", -1)).await?;
     c.call("s2", create(&c.p("t/c"), b"", PERSISTENT)).await?;
-    c.quiet("s1", 250).await?;
+    c.events("s1", 1).await?;
+    c.quiet("s1", 200).await?;
     Ok(())
 }
 

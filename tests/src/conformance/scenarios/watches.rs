@@ -137,7 +137,9 @@ async fn watch_delete_fires_data_and_child_watch(c: &mut Ctx) -> Res {
     c.call("s1", get_children(&a, true)).await?;
     c.call("s3", get_children(&a, true)).await?;
     c.call("s2", delete(&a, -1)).await?;
-    c.quiet("s1", 250).await?;
+    c.events("s1", 1).await?;
+    c.events("s3", 1).await?;
+    c.quiet("s1", 200).await?;
     c.quiet("s3", 50).await?;
     Ok(())
 }
@@ -151,7 +153,8 @@ async fn watch_dedup_exists_and_get_data(c: &mut Ctx) -> Res {
     c.call("s1", exists(&a, true)).await?;
     c.call("s1", get_data(&a, true)).await?;
     c.call("s2", set_data(&a, b"1", -1)).await?;
-    c.quiet("s1", 250).await?;
+    c.events("s1", 1).await?;
+    c.quiet("s1", 200).await?;
     Ok(())
 }
 
@@ -167,7 +170,8 @@ async fn watch_dedup_same_watch_twice(c: &mut Ctx) -> Res {
     }
     c.call("s2", set_data(&a, b"1", -1)).await?;
     c.call("s2", create(&c.p("a/c"), b"", PERSISTENT)).await?;
-    c.quiet("s1", 250).await?;
+    c.events("s1", 2).await?;
+    c.quiet("s1", 200).await?;
     Ok(())
 }
 
