@@ -230,7 +230,9 @@ impl Transcript {
     pub fn normalize(&self) -> Vec<NormLine> {
         let mut zxids = BTreeSet::new();
         let mut times = BTreeSet::new();
-        for l in &self.lines {
+        // Only compared lines decide the ranks: what an allowed difference shows must not
+        // shift the numbering of what is compared.
+        for l in self.lines.iter().filter(|l| l.compared) {
             for t in &l.toks {
                 match t {
                     Tok::Zxid(z) if *z != 0 && *z != -1 => {
@@ -344,11 +346,16 @@ mod tests {
         t.push(l.build(true));
         let mut l = LineBuf::new("b ");
         l.zxid(20).t(" ").time(3).t(" ").time(0);
+        t.push(l.build(true));
+        let mut l = LineBuf::new("c ");
+        l.zxid(7).t(" ").zxid(20);
         t.push(l.build(false));
         let n = t.normalize();
         assert_eq!(n[0].text, "a Z2 0 -1 Z1 T2 <s1> 0");
         assert_eq!(n[1].text, "b Z1 T1 0");
-        assert!(!n[1].compared);
+        // An uncompared line does not take part in the ranking.
+        assert_eq!(n[2].text, "c 7 Z1");
+        assert!(!n[2].compared);
     }
 
     #[test]

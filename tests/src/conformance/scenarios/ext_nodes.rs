@@ -173,7 +173,7 @@ async fn ttl_create_variants(c: &mut Ctx) -> Res {
 async fn ttl_node_removed_after_ttl(c: &mut Ctx) -> Res {
     c.open("s1").await?;
     let t = c.p("t");
-    c.call("s1", create_ttl(&t, b"", PERSISTENT_WITH_TTL, 300))
+    c.call("s1", create_ttl(&t, b"", PERSISTENT_WITH_TTL, 1000))
         .await?;
     c.call("s1", exists(&t, true)).await?;
     c.events("s1", 1).await?;
@@ -185,9 +185,16 @@ async fn ttl_node_removed_after_ttl(c: &mut Ctx) -> Res {
 async fn ttl_node_with_children_kept(c: &mut Ctx) -> Res {
     c.open("s1").await?;
     let t = c.p("t");
-    c.call("s1", create_ttl(&t, b"", PERSISTENT_WITH_TTL, 200))
-        .await?;
-    c.call("s1", create(&c.p("t/c"), b"", PERSISTENT)).await?;
+    // One multi, so the node is never childless before the scenario deletes the child
+    // (otherwise the reaper may pick it as a candidate in between and fail a delete).
+    c.call(
+        "s1",
+        multi(vec![
+            op::create_ttl(&t, b"", PERSISTENT_WITH_TTL, 200),
+            op::create(&c.p("t/c"), b"", PERSISTENT),
+        ]),
+    )
+    .await?;
     c.call("s1", exists(&t, true)).await?;
     c.quiet("s1", 600).await?;
     c.call("s1", delete(&c.p("t/c"), -1)).await?;

@@ -145,7 +145,7 @@ async fn session_unknown_id(c: &mut Ctx) -> Res {
 
 /// A session that expired while disconnected: its resume gets timeout 0, then close.
 async fn session_expired_reconnect(c: &mut Ctx) -> Res {
-    c.open_timeout("s1", 400).await?;
+    c.open_timeout("s1", 1000).await?;
     c.open("s2").await?;
     let e = c.p("e");
     c.call("s1", create(&e, b"", EPHEMERAL)).await?;
@@ -160,7 +160,7 @@ async fn session_expired_reconnect(c: &mut Ctx) -> Res {
 
 /// Expiry deletes every ephemeral of the session and fires their watches.
 async fn session_expiry_deletes_ephemerals(c: &mut Ctx) -> Res {
-    c.open_timeout("s1", 400).await?;
+    c.open_timeout("s1", 1000).await?;
     c.open("s2").await?;
     c.call("s1", create(&c.p("e1"), b"", EPHEMERAL)).await?;
     c.call("s1", create(&c.p("q-"), b"", EPHEMERAL_SEQUENTIAL))
@@ -180,7 +180,7 @@ async fn session_expiry_deletes_ephemerals(c: &mut Ctx) -> Res {
 /// A connected session that sends nothing expires; what the server does with its
 /// connection.
 async fn session_expiry_with_open_connection(c: &mut Ctx) -> Res {
-    c.open_timeout("s1", 400).await?;
+    c.open_timeout("s1", 1000).await?;
     c.open("s2").await?;
     c.call("s1", create(&c.p("e"), b"", EPHEMERAL)).await?;
     c.call("s2", exists(&c.p("e"), true)).await?;
