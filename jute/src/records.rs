@@ -99,7 +99,7 @@ pub use field::Field;
 macro_rules! record {
     ($(#[$meta:meta])* $name:ident { $($(#[$fmeta:meta])* $field:ident : $ty:ty),* $(,)? }) => {
         $(#[$meta])*
-        #[derive(Debug, Clone, PartialEq, Eq, Default)]
+        #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
         pub struct $name {
             $($(#[$fmeta])* pub $field: $ty,)*
         }

@@ -8,10 +8,12 @@
 //! test leaves nothing behind.
 
 pub mod conformance;
+pub mod ensemble;
 pub mod java;
 pub mod raw_client;
 pub mod server;
 
+pub use ensemble::TestEnsemble;
 pub use server::{
     four_letter_word, free_port, zooraft_binary, ServerKind, TestServer, TestServerBuilder,
 };

@@ -82,9 +82,31 @@ pub struct TestServerBuilder {
     extra_config: Vec<(String, String)>,
     extra_args: Vec<String>,
     jvm_properties: Vec<(String, String)>,
+    port: Option<u16>,
+    myid: Option<u64>,
+    wait: bool,
 }
 
 impl TestServerBuilder {
+    /// Listen on this client port instead of a free one picked at start.
+    pub fn port(mut self, port: u16) -> Self {
+        self.port = Some(port);
+        self
+    }
+
+    /// Write `myid` into the data directory (an ensemble member).
+    pub fn myid(mut self, id: u64) -> Self {
+        self.myid = Some(id);
+        self
+    }
+
+    /// Return from `start` as soon as the process runs, without waiting for it to serve
+    /// (ensemble members cannot serve until a quorum is up); see [`TestServer::wait_ready`].
+    pub fn no_wait(mut self) -> Self {
+        self.wait = false;
+        self
+    }
+
     /// ZooKeeper's tickTime (session timeouts are clamped to [2, 20] ticks by default).
     pub fn tick_time_ms(mut self, ms: u32) -> Self {
         self.tick_time_ms = ms;
@@ -115,14 +137,18 @@ impl TestServerBuilder {
             .prefix(&format!("{}-test-", self.kind.name()))
             .tempdir()
             .expect("temporary directory");
-        let port = free_port();
+        let port = self.port.unwrap_or_else(free_port);
+        let wait = self.wait;
         let mut server = TestServer {
             builder: self,
             dir,
             port,
             child: None,
         };
-        server.launch();
+        server.spawn();
+        if wait {
+            server.wait_ready();
+        }
         server
     }
 }
@@ -148,6 +174,9 @@ impl TestServer {
             extra_config: Vec::new(),
             extra_args: Vec::new(),
             jvm_properties: Vec::new(),
+            port: None,
+            myid: None,
+            wait: true,
         }
     }
 
@@ -191,6 +220,9 @@ impl TestServer {
     fn write_config(&self) -> PathBuf {
         let data = self.data_dir();
         std::fs::create_dir_all(&data).expect("create data dir");
+        if let Some(id) = self.builder.myid {
+            std::fs::write(data.join("myid"), format!("{id}\n")).expect("write myid");
+        }
         let mut cfg = format!(
             "tickTime={}\ndataDir={}\nclientPort={}\nclientPortAddress=127.0.0.1\n",
             self.builder.tick_time_ms,
@@ -209,6 +241,11 @@ impl TestServer {
     }
 
     fn launch(&mut self) {
+        self.spawn();
+        self.wait_ready();
+    }
+
+    fn spawn(&mut self) {
         let cfg = self.write_config();
         let log = std::fs::OpenOptions::new()
             .create(true)
@@ -249,10 +286,25 @@ impl TestServer {
         cmd.stdin(Stdio::null()).stdout(log).stderr(log_err);
         let child = cmd.spawn().expect("spawn server process");
         self.child = Some(child);
-        self.wait_ready();
     }
 
-    fn wait_ready(&mut self) {
+    /// Whether the server answers `srvr` with a Mode (it serves clients).
+    pub fn is_serving(&self) -> bool {
+        self.four_letter_word("srvr")
+            .is_ok_and(|a| a.contains("Mode: "))
+    }
+
+    /// The Mode `srvr` reports (`standalone`, `leader`, `follower`, `observer`), if serving.
+    pub fn mode(&self) -> Option<String> {
+        let answer = self.four_letter_word("srvr").ok()?;
+        answer
+            .lines()
+            .find_map(|l| l.strip_prefix("Mode: "))
+            .map(|m| m.trim().to_string())
+    }
+
+    /// Waits (bounded) until the server serves clients; panics with its log otherwise.
+    pub fn wait_ready(&mut self) {
         let deadline = Instant::now() + START_TIMEOUT;
         loop {
             // `ruok` answers `imok` before ZooKeeper serves; `srvr` names a Mode only once it does.
@@ -341,6 +393,17 @@ impl TestServer {
     pub fn restart(&mut self) {
         self.kill();
         self.launch();
+    }
+
+    /// Starts the process again without waiting for it to serve.
+    pub fn respawn(&mut self) {
+        self.kill();
+        self.spawn();
+    }
+
+    /// True while the process runs (not killed or stopped).
+    pub fn is_running(&self) -> bool {
+        self.child.is_some()
     }
 }
 

@@ -1,0 +1,597 @@
+//! Configuration: ZooKeeper's `zoo.cfg` keys, the `myid` file, and command-line flags that
+//! override them.
+//!
+//! An operator's existing zoo.cfg works unchanged: the keys zooraft uses are read with
+//! ZooKeeper's meaning and defaults; ZooKeeper keys that do not apply to zooraft (initLimit,
+//! autopurge.*, admin.*, ...) are accepted and noted; an unknown key is a warning; a
+//! malformed value is an error that names the line. With no file and no flags, zooraft is a
+//! standalone server on 127.0.0.1:2181 with its data under `./data`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The four-letter words a default server answers (the rest must be whitelisted).
+pub const DEFAULT_FOUR_LETTER_WORDS: &[&str] = &["srvr", "ruok", "mntr"];
+
+/// Every four-letter word zooraft implements.
+pub const ALL_FOUR_LETTER_WORDS: &[&str] = &[
+    "ruok", "srvr", "stat", "mntr", "conf", "cons", "envi", "wchs", "isro", "dump", "wchc", "wchp",
+    "hash", "crst", "srst", "dirs",
+];
+
+/// ZooKeeper keys that are valid but have no effect here.
+const IGNORED_KEYS: &[&str] = &[
+    "initLimit",
+    "syncLimit",
+    "dataLogDir",
+    "standaloneEnabled",
+    "reconfigEnabled",
+    "admin.enableServer",
+    "admin.serverPort",
+    "admin.serverAddress",
+    "autopurge.snapRetainCount",
+    "autopurge.purgeInterval",
+    "electionAlg",
+    "leaderServes",
+    "cnxTimeout",
+    "quorumListenOnAllIPs",
+    "globalOutstandingLimit",
+    "preAllocSize",
+    "snapCount",
+    "forceSync",
+    "skipACL",
+    "secureClientPort",
+    "secureClientPortAddress",
+    "metricsProvider.className",
+    "metricsProvider.exportJvmInfo",
+    "localSessionsEnabled",
+    "localSessionsUpgradingEnabled",
+    "syncEnabled",
+    "audit.enable",
+    "serverCnxnFactory",
+    "sslQuorum",
+    "portUnification",
+    "connectToLearnerMasterLimit",
+    "maxResponseCacheSize",
+    "maxGetChildrenResponseCacheSize",
+];
+
+/// Why a configuration is unusable.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{file}:{line}: {message}")]
+    Line {
+        file: String,
+        line: usize,
+        message: String,
+    },
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// One member of an ensemble.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Member {
+    pub id: u64,
+    pub host: String,
+    pub peer_port: u16,
+    pub client_port: Option<u16>,
+    pub observer: bool,
+}
+
+impl Member {
+    /// The member's peer address, resolved.
+    pub fn peer_addr(&self) -> Result<SocketAddr, ConfigError> {
+        (self.host.as_str(), self.peer_port)
+            .to_socket_addrs()
+            .ok()
+            .and_then(|mut a| a.next())
+            .ok_or_else(|| {
+                ConfigError::Invalid(format!("server.{}: cannot resolve {}", self.id, self.host))
+            })
+    }
+}
+
+/// Which four-letter words are enabled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Whitelist {
+    All,
+    Only(BTreeSet<String>),
+}
+
+impl Whitelist {
+    pub fn allows(&self, word: &str) -> bool {
+        match self {
+            Whitelist::All => true,
+            Whitelist::Only(s) => s.contains(word),
+        }
+    }
+
+    fn parse(value: &str) -> Whitelist {
+        let words: BTreeSet<String> = value
+            .split(',')
+            .map(|w| w.trim().to_string())
+            .filter(|w| !w.is_empty())
+            .collect();
+        if words.contains("*") {
+            Whitelist::All
+        } else {
+            Whitelist::Only(words)
+        }
+    }
+}
+
+/// The server's settings, resolved.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub tick_time_ms: u32,
+    pub data_dir: PathBuf,
+    pub client_port: u16,
+    pub client_address: IpAddr,
+    /// Connections per client IP (0 = unlimited).
+    pub max_client_cnxns: u32,
+    pub min_session_timeout_ms: i32,
+    pub max_session_timeout_ms: i32,
+    /// `jute.maxbuffer`: the largest frame accepted.
+    pub max_buffer: usize,
+    pub four_letter_words: Whitelist,
+    /// This member's id (`myid`); 1 when standalone.
+    pub my_id: u64,
+    /// `server.N` lines; empty when standalone.
+    pub members: BTreeMap<u64, Member>,
+    pub extended_types: bool,
+    pub container_check_interval: Duration,
+    /// `metricsProvider.httpPort`: Prometheus text endpoint.
+    pub metrics_port: Option<u16>,
+    pub metrics_address: IpAddr,
+    /// `DigestAuthenticationProvider.superDigest` (`super:<base64 sha1>`).
+    pub super_digest: Option<String>,
+    /// Take a snapshot after this many applied entries.
+    pub snapshot_entries: u64,
+    /// Log entries kept behind a snapshot, so a follower slightly behind catches up from the
+    /// log rather than by a whole snapshot.
+    pub snapshot_retain_entries: u64,
+    /// Raft tick interval (elections after 10 ticks, heartbeats every 2).
+    pub raft_tick: Duration,
+    /// Warnings gathered while parsing (unknown keys), to log once logging is up.
+    pub warnings: Vec<String>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            tick_time_ms: 2000,
+            data_dir: PathBuf::from("data"),
+            client_port: 2181,
+            client_address: IpAddr::from([127, 0, 0, 1]),
+            max_client_cnxns: 0,
+            min_session_timeout_ms: -1,
+            max_session_timeout_ms: -1,
+            max_buffer: jute::DEFAULT_MAX_BUFFER,
+            four_letter_words: Whitelist::Only(
+                DEFAULT_FOUR_LETTER_WORDS
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect(),
+            ),
+            my_id: 1,
+            members: BTreeMap::new(),
+            extended_types: false,
+            container_check_interval: Duration::from_secs(5),
+            metrics_port: None,
+            metrics_address: IpAddr::from([127, 0, 0, 1]),
+            super_digest: None,
+            snapshot_entries: 100_000,
+            snapshot_retain_entries: 10_000,
+            raft_tick: Duration::from_millis(100),
+            warnings: Vec::new(),
+        }
+    }
+}
+
+/// Command-line settings; each one overrides the same key in zoo.cfg.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct Overrides {
+    /// zoo.cfg to read (ZooKeeper's format).
+    #[arg(long = "config", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// zoo.cfg as a positional argument, as `zkServer.sh` takes it.
+    #[arg(value_name = "ZOO_CFG", conflicts_with = "config")]
+    pub config_positional: Option<PathBuf>,
+    /// Client port (clientPort).
+    #[arg(long)]
+    pub port: Option<u16>,
+    /// Address to listen on for clients (clientPortAddress).
+    #[arg(long)]
+    pub address: Option<IpAddr>,
+    /// Data directory (dataDir).
+    #[arg(long = "data-dir")]
+    pub data_dir: Option<PathBuf>,
+    /// tickTime in milliseconds.
+    #[arg(long = "tick-time")]
+    pub tick_time: Option<u32>,
+    /// maxClientCnxns (per client IP; 0 = unlimited).
+    #[arg(long = "max-client-cnxns")]
+    pub max_client_cnxns: Option<u32>,
+    /// minSessionTimeout in milliseconds.
+    #[arg(long = "min-session-timeout")]
+    pub min_session_timeout: Option<i32>,
+    /// maxSessionTimeout in milliseconds.
+    #[arg(long = "max-session-timeout")]
+    pub max_session_timeout: Option<i32>,
+    /// jute.maxbuffer in bytes.
+    #[arg(long = "jute-max-buffer")]
+    pub jute_max_buffer: Option<usize>,
+    /// 4lw.commands.whitelist (comma-separated, or *).
+    #[arg(long = "4lw-whitelist")]
+    pub four_letter_words: Option<String>,
+    /// This member's id (instead of dataDir/myid).
+    #[arg(long)]
+    pub myid: Option<u64>,
+    /// An ensemble member, as in zoo.cfg: N=host:peerPort[:unused][:observer][;clientPort].
+    /// Repeat for each member.
+    #[arg(long = "server", value_name = "N=SPEC")]
+    pub servers: Vec<String>,
+    /// Port for the Prometheus metrics endpoint (metricsProvider.httpPort).
+    #[arg(long = "metrics-port")]
+    pub metrics_port: Option<u16>,
+}
+
+fn parse_num<T: std::str::FromStr>(key: &str, value: &str) -> Result<T, String> {
+    value
+        .trim()
+        .parse()
+        .map_err(|_| format!("{key}: '{value}' is not a valid number"))
+}
+
+fn parse_bool(key: &str, value: &str) -> Result<bool, String> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "true" | "yes" => Ok(true),
+        "false" | "no" => Ok(false),
+        _ => Err(format!("{key}: '{value}' is not true or false")),
+    }
+}
+
+/// Parses `N=host:peerPort[:electionPort][:participant|:observer][;[clientAddr:]clientPort]`.
+pub fn parse_member(id_text: &str, spec: &str) -> Result<Member, String> {
+    let id: u64 = id_text
+        .parse()
+        .map_err(|_| format!("server.{id_text}: the member id must be a number"))?;
+    if id == 0 {
+        return Err("server.0: member ids start at 1".into());
+    }
+    let (addr_part, client_part) = match spec.split_once(';') {
+        Some((a, c)) => (a, Some(c)),
+        None => (spec, None),
+    };
+    let fields: Vec<&str> = addr_part.split(':').collect();
+    if fields.len() < 2 {
+        return Err(format!("server.{id}: expected host:peerPort, got '{spec}'"));
+    }
+    let host = fields[0].trim().to_string();
+    if host.is_empty() {
+        return Err(format!("server.{id}: empty host"));
+    }
+    let peer_port: u16 = parse_num(&format!("server.{id} peer port"), fields[1])?;
+    let mut observer = false;
+    for f in &fields[2..] {
+        match f.trim() {
+            "observer" => observer = true,
+            "participant" => observer = false,
+            other => {
+                let _: u16 = parse_num(&format!("server.{id} election port"), other)?;
+            }
+        }
+    }
+    let client_port = match client_part {
+        None => None,
+        Some(c) => {
+            let port = c.rsplit(':').next().unwrap_or(c);
+            Some(parse_num(&format!("server.{id} client port"), port)?)
+        }
+    };
+    Ok(Member {
+        id,
+        host,
+        peer_port,
+        client_port,
+        observer,
+    })
+}
+
+impl Config {
+    /// Reads zoo.cfg text. `file` names it in error messages.
+    pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
+        let mut cfg = Config::default();
+        let mut peer_type_observer = false;
+        for (i, raw) in text.lines().enumerate() {
+            let line = raw.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let err = |message: String| ConfigError::Line {
+                file: file.to_string(),
+                line: i + 1,
+                message,
+            };
+            let Some((key, value)) = line.split_once('=') else {
+                return Err(err(format!("expected key=value, got '{line}'")));
+            };
+            let (key, value) = (key.trim(), value.trim());
+            match key {
+                "tickTime" => cfg.tick_time_ms = parse_num(key, value).map_err(err)?,
+                "dataDir" => cfg.data_dir = PathBuf::from(value),
+                "clientPort" => cfg.client_port = parse_num(key, value).map_err(err)?,
+                "clientPortAddress" => {
+                    cfg.client_address = value.parse().map_err(|_| {
+                        err(format!("clientPortAddress: '{value}' is not an IP address"))
+                    })?
+                }
+                "maxClientCnxns" => cfg.max_client_cnxns = parse_num(key, value).map_err(err)?,
+                "minSessionTimeout" => {
+                    cfg.min_session_timeout_ms = parse_num(key, value).map_err(err)?
+                }
+                "maxSessionTimeout" => {
+                    cfg.max_session_timeout_ms = parse_num(key, value).map_err(err)?
+                }
+                "jute.maxbuffer" => cfg.max_buffer = parse_num(key, value).map_err(err)?,
+                "4lw.commands.whitelist" => cfg.four_letter_words = Whitelist::parse(value),
+                "extendedTypesEnabled" => {
+                    cfg.extended_types = parse_bool(key, value).map_err(err)?
+                }
+                "znode.container.checkIntervalMs" | "containerCheckIntervalMs" => {
+                    let ms: u64 = parse_num(key, value).map_err(err)?;
+                    cfg.container_check_interval = Duration::from_millis(ms.max(10));
+                }
+                "metricsProvider.httpPort" => {
+                    cfg.metrics_port = Some(parse_num(key, value).map_err(err)?)
+                }
+                "metricsProvider.httpHost" => {
+                    cfg.metrics_address = value.parse().map_err(|_| {
+                        err(format!(
+                            "metricsProvider.httpHost: '{value}' is not an IP address"
+                        ))
+                    })?
+                }
+                "DigestAuthenticationProvider.superDigest"
+                | "zookeeper.DigestAuthenticationProvider.superDigest" => {
+                    cfg.super_digest = Some(value.to_string())
+                }
+                "peerType" => match value {
+                    "observer" => peer_type_observer = true,
+                    "participant" => peer_type_observer = false,
+                    _ => {
+                        return Err(err(format!(
+                            "peerType: '{value}' is not observer or participant"
+                        )))
+                    }
+                },
+                "snapshotEntries" => {
+                    cfg.snapshot_entries = parse_num::<u64>(key, value).map_err(err)?.max(100)
+                }
+                "snapshotRetainEntries" => {
+                    cfg.snapshot_retain_entries = parse_num(key, value).map_err(err)?
+                }
+                "raftTickMs" => {
+                    let ms: u64 = parse_num(key, value).map_err(err)?;
+                    cfg.raft_tick = Duration::from_millis(ms.clamp(5, 10_000));
+                }
+                k if k.starts_with("server.") => {
+                    let member = parse_member(&k["server.".len()..], value).map_err(err)?;
+                    cfg.members.insert(member.id, member);
+                }
+                k if IGNORED_KEYS.contains(&k)
+                    || k.starts_with("authProvider.")
+                    || k.starts_with("ssl.") => {}
+                other => cfg
+                    .warnings
+                    .push(format!("{file}:{}: unknown key '{other}' ignored", i + 1)),
+            }
+        }
+        if peer_type_observer {
+            cfg.warnings.push(
+                "peerType=observer: this member must also be marked :observer in its server line"
+                    .into(),
+            );
+        }
+        Ok(cfg)
+    }
+
+    /// Builds the configuration from flags, reading the zoo.cfg they name (if any) and the
+    /// `myid` file of an ensemble member.
+    pub fn load(o: &Overrides) -> Result<Config, ConfigError> {
+        let file = o.config.as_ref().or(o.config_positional.as_ref());
+        let mut cfg = match file {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                    path: path.clone(),
+                    source,
+                })?;
+                Config::parse(&text, &path.display().to_string())?
+            }
+            None => Config::default(),
+        };
+        if let Some(v) = o.port {
+            cfg.client_port = v;
+        }
+        if let Some(v) = o.address {
+            cfg.client_address = v;
+        }
+        if let Some(v) = &o.data_dir {
+            cfg.data_dir = v.clone();
+        }
+        if let Some(v) = o.tick_time {
+            cfg.tick_time_ms = v;
+        }
+        if let Some(v) = o.max_client_cnxns {
+            cfg.max_client_cnxns = v;
+        }
+        if let Some(v) = o.min_session_timeout {
+            cfg.min_session_timeout_ms = v;
+        }
+        if let Some(v) = o.max_session_timeout {
+            cfg.max_session_timeout_ms = v;
+        }
+        if let Some(v) = o.jute_max_buffer {
+            cfg.max_buffer = v;
+        }
+        if let Some(v) = &o.four_letter_words {
+            cfg.four_letter_words = Whitelist::parse(v);
+        }
+        if let Some(v) = o.metrics_port {
+            cfg.metrics_port = Some(v);
+        }
+        for spec in &o.servers {
+            let (id, rest) = spec.split_once('=').ok_or_else(|| {
+                ConfigError::Invalid(format!("--server {spec}: expected N=host:port"))
+            })?;
+            let member = parse_member(id.trim(), rest.trim()).map_err(ConfigError::Invalid)?;
+            cfg.members.insert(member.id, member);
+        }
+        if !cfg.members.is_empty() {
+            cfg.my_id = match o.myid {
+                Some(id) => id,
+                None => read_myid(&cfg.data_dir)?,
+            };
+        } else if let Some(id) = o.myid {
+            cfg.my_id = id;
+        }
+        cfg.finish()?;
+        Ok(cfg)
+    }
+
+    /// Fills derived defaults and checks the whole.
+    pub fn finish(&mut self) -> Result<(), ConfigError> {
+        if self.tick_time_ms == 0 {
+            return Err(ConfigError::Invalid("tickTime must be positive".into()));
+        }
+        if self.min_session_timeout_ms < 0 {
+            self.min_session_timeout_ms = 2 * self.tick_time_ms as i32;
+        }
+        if self.max_session_timeout_ms < 0 {
+            self.max_session_timeout_ms = 20 * self.tick_time_ms as i32;
+        }
+        if self.min_session_timeout_ms > self.max_session_timeout_ms {
+            return Err(ConfigError::Invalid(format!(
+                "minSessionTimeout ({}) is larger than maxSessionTimeout ({})",
+                self.min_session_timeout_ms, self.max_session_timeout_ms
+            )));
+        }
+        if self.max_buffer < 1024 {
+            return Err(ConfigError::Invalid(
+                "jute.maxbuffer must be at least 1024".into(),
+            ));
+        }
+        if !self.members.is_empty() {
+            if !self.members.contains_key(&self.my_id) {
+                return Err(ConfigError::Invalid(format!(
+                    "myid is {} but there is no server.{} line",
+                    self.my_id, self.my_id
+                )));
+            }
+            if self.members.values().all(|m| m.observer) {
+                return Err(ConfigError::Invalid(
+                    "an ensemble needs at least one voting member".into(),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Standalone: no `server.N` lines, or only this member.
+    pub fn is_standalone(&self) -> bool {
+        self.members.len() <= 1
+    }
+
+    /// Clamps a requested session timeout into [min, max].
+    pub fn negotiate_timeout(&self, requested: i32) -> i32 {
+        requested.clamp(self.min_session_timeout_ms, self.max_session_timeout_ms)
+    }
+
+    pub fn client_addr(&self) -> SocketAddr {
+        SocketAddr::new(self.client_address, self.client_port)
+    }
+
+    /// True if this member votes (not an observer).
+    pub fn is_observer(&self) -> bool {
+        self.members.get(&self.my_id).is_some_and(|m| m.observer)
+    }
+}
+
+fn read_myid(data_dir: &Path) -> Result<u64, ConfigError> {
+    let path = data_dir.join("myid");
+    let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Read {
+        path: path.clone(),
+        source,
+    })?;
+    text.trim().parse().map_err(|_| {
+        ConfigError::Invalid(format!(
+            "{}: '{}' is not a member id",
+            path.display(),
+            text.trim()
+        ))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_standalone_on_loopback() {
+        let mut c = Config::default();
+        c.finish().unwrap();
+        assert_eq!(c.client_addr().to_string(), "127.0.0.1:2181");
+        assert_eq!(
+            (c.min_session_timeout_ms, c.max_session_timeout_ms),
+            (4000, 40000)
+        );
+        assert!(c.is_standalone());
+        assert!(c.four_letter_words.allows("ruok") && c.four_letter_words.allows("mntr"));
+        assert!(!c.four_letter_words.allows("stat"));
+    }
+
+    #[test]
+    fn parses_zookeeper_config() {
+        let text = "# comment\ntickTime=200\ndataDir=/tmp/x\nclientPort=2281\ninitLimit=5\n\
+                    minSessionTimeout=1000\nmaxSessionTimeout=9000\n4lw.commands.whitelist=stat, ruok\n\
+                    server.1=127.0.0.1:2888:3888\nserver.2=127.0.0.1:2889:3889;2182\n\
+                    server.3=localhost:2890:3890:observer;0.0.0.0:2183\nbogus=1\n";
+        let mut c = Config::parse(text, "zoo.cfg").unwrap();
+        c.my_id = 2;
+        c.finish().unwrap();
+        assert_eq!(c.tick_time_ms, 200);
+        assert_eq!(c.negotiate_timeout(10), 1000);
+        assert_eq!(c.negotiate_timeout(100_000), 9000);
+        assert!(c.four_letter_words.allows("stat") && !c.four_letter_words.allows("srvr"));
+        assert_eq!(c.members.len(), 3);
+        assert_eq!(c.members[&2].client_port, Some(2182));
+        assert!(c.members[&3].observer && !c.is_observer());
+        assert_eq!(c.warnings.len(), 1);
+        assert!(c.warnings[0].contains("bogus"));
+    }
+
+    #[test]
+    fn malformed_values_name_the_line() {
+        let err = Config::parse("tickTime=2000\nclientPort=abc\n", "zoo.cfg").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "zoo.cfg:2: clientPort: 'abc' is not a valid number"
+        );
+        assert!(Config::parse("justtext\n", "z").is_err());
+        assert!(Config::parse("server.x=h:1\n", "z").is_err());
+        assert!(Config::parse("server.1=h\n", "z").is_err());
+        let mut c = Config::parse("minSessionTimeout=5000\nmaxSessionTimeout=1000\n", "z").unwrap();
+        assert!(c.finish().is_err());
+        let mut c = Config::parse("server.1=h:1\n", "z").unwrap();
+        c.my_id = 4;
+        assert!(c.finish().is_err());
+    }
+}

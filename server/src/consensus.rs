@@ -1,0 +1,721 @@
+//! The Raft driver: one OS thread owns raft-rs's `RawNode` and runs the ready loop.
+//!
+//! Everything reaches it through one inbox ([`Input`]): client commands from local
+//! connections, commands forwarded by followers, Raft messages from peers, sync requests,
+//! session touches. Each turn of the loop drains the inbox, proposes everything gathered as
+//! one entry (a [`Batch`]) or forwards it to the leader, ticks, and handles the `Ready`
+//! in raft-rs's order (crate docs, `RawNode::ready`):
+//!
+//! 1. send the leader's messages (they may go out before our own disk write);
+//! 2. install a snapshot, if one arrived;
+//! 3. apply committed entries (already durable) to the state machine;
+//! 4. persist new entries and the hard state in one RocksDB batch, one fsync for all;
+//! 5. only then send the messages that must follow persistence (votes, append acks);
+//! 6. note ReadIndex results; advance; persist the new commit; apply what it committed.
+//!
+//! Standalone is a one-voter group running exactly this code. The leader also owns session
+//! deadlines (expiring a session is a replicated close) and the removal of empty containers
+//! and expired TTL nodes (replicated deletes).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use raft::eraftpb::{ConfState, Entry, EntryType, Message, Snapshot};
+use raft::{RawNode, ReadOnlyOption, SnapshotStatus, StateRole};
+
+use crate::delivery::Delivery;
+use crate::registry::Completion;
+use crate::session::ExpiryTracker;
+use crate::shared::{Role, Shared};
+use crate::snapshot;
+use crate::storage::RaftStorage;
+use crate::transport::Transport;
+use crate::txn::{Batch, CloseReason, Command};
+
+/// Raft elects after this many ticks without a leader.
+pub const ELECTION_TICKS: usize = 10;
+const HEARTBEAT_TICKS: usize = 2;
+/// Largest encoded batch proposed as one entry.
+const MAX_BATCH_BYTES: usize = 4 * 1024 * 1024;
+/// How many inbox items one turn handles before servicing timers and readies.
+const MAX_INPUTS_PER_TURN: usize = 20_000;
+
+/// Everything the consensus loop can be told.
+pub enum Input {
+    /// A command from a local connection.
+    Command(Command),
+    /// Commands a follower forwarded to us as leader.
+    Forwarded(Vec<Command>),
+    /// Tells the sender once this member has applied everything the leader had committed
+    /// when it was asked (Raft's ReadIndex). A handshake uses it before refusing a session
+    /// this member may simply not know yet. (Clients' `sync` goes through the log instead,
+    /// so that it is ordered with their writes.)
+    ReadIndex(tokio::sync::oneshot::Sender<()>),
+    Raft(Box<Message>),
+    /// Sessions a follower saw traffic on.
+    Touch(Vec<i64>),
+    SnapshotStatus {
+        to: u64,
+        ok: bool,
+    },
+    Unreachable(u64),
+    Shutdown,
+}
+
+struct PendingRead {
+    waiter: tokio::sync::oneshot::Sender<()>,
+    asked: Instant,
+}
+
+/// Millisecond wall-clock time, the time stamped on a batch by the leader.
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// The initial membership for a new data directory: voters and observers (learners).
+pub fn initial_conf_state(config: &crate::config::Config) -> ConfState {
+    let mut cs = ConfState::default();
+    if config.members.is_empty() {
+        cs.voters = vec![config.my_id];
+    } else {
+        for m in config.members.values() {
+            if m.observer {
+                cs.learners.push(m.id);
+            } else {
+                cs.voters.push(m.id);
+            }
+        }
+    }
+    cs
+}
+
+/// See the module docs.
+pub struct Consensus {
+    node: RawNode<RaftStorage>,
+    storage: RaftStorage,
+    shared: Arc<Shared>,
+    inbox: Receiver<Input>,
+    transport: Option<Transport>,
+    me: u64,
+    standalone: bool,
+    observer: bool,
+    pending: Vec<Command>,
+    pending_since: Option<Instant>,
+    reads: HashMap<u64, PendingRead>,
+    read_seq: u64,
+    ready_reads: Vec<(u64, u64)>,
+    expiry: ExpiryTracker,
+    leader: u64,
+    role: StateRole,
+    last_leader_contact: Instant,
+    applied: u64,
+    applied_term: u64,
+    next_tick: Instant,
+    next_touch: Instant,
+    next_cleanup: Instant,
+    cleanup_inflight: HashSet<String>,
+    tick: Duration,
+    touch_interval: Duration,
+}
+
+impl Consensus {
+    /// Builds the Raft node over `storage`, whose snapshot (if any) `shared.state` was
+    /// loaded from.
+    pub fn new(
+        shared: Arc<Shared>,
+        storage: RaftStorage,
+        inbox: Receiver<Input>,
+        transport: Option<Transport>,
+    ) -> Result<Consensus, raft::Error> {
+        let me = shared.me;
+        let snap_index = storage.snapshot_metadata().index;
+        let snap_term = storage.snapshot_metadata().term;
+        let config = raft::Config {
+            id: me,
+            election_tick: ELECTION_TICKS,
+            heartbeat_tick: HEARTBEAT_TICKS,
+            applied: snap_index,
+            max_size_per_msg: 8 * 1024 * 1024,
+            max_inflight_msgs: 512,
+            check_quorum: true,
+            pre_vote: true,
+            read_only_option: ReadOnlyOption::Safe,
+            max_uncommitted_size: 1 << 30,
+            ..Default::default()
+        };
+        config.validate()?;
+        let logger = crate::raft_log::logger(me);
+        let node = RawNode::new(&config, storage.clone(), &logger)?;
+        let standalone = shared.config.is_standalone();
+        let observer = shared.config.is_observer();
+        let tick = shared.config.raft_tick;
+        let touch_interval =
+            Duration::from_millis((shared.config.tick_time_ms as u64 / 2).clamp(10, 1000));
+        let now = Instant::now();
+        let mut c = Consensus {
+            node,
+            storage,
+            inbox,
+            transport,
+            me,
+            standalone,
+            observer,
+            pending: Vec::new(),
+            pending_since: None,
+            reads: HashMap::new(),
+            read_seq: 0,
+            ready_reads: Vec::new(),
+            expiry: ExpiryTracker::default(),
+            leader: 0,
+            role: StateRole::Follower,
+            last_leader_contact: now,
+            applied: snap_index,
+            applied_term: snap_term,
+            next_tick: now + tick,
+            next_touch: now + touch_interval,
+            next_cleanup: now + shared.config.container_check_interval,
+            cleanup_inflight: HashSet::new(),
+            tick,
+            touch_interval,
+            shared,
+        };
+        c.publish_status();
+        Ok(c)
+    }
+
+    /// Runs until [`Input::Shutdown`] or until every sender is gone.
+    pub fn run(mut self) {
+        if self.standalone {
+            // A one-voter group needs no election timeout: lead at once.
+            if let Err(e) = self.node.campaign() {
+                tracing::error!("standalone campaign failed: {e}");
+            }
+        }
+        self.process_ready();
+        loop {
+            let wait = self
+                .next_deadline()
+                .saturating_duration_since(Instant::now());
+            match self.inbox.recv_timeout(wait) {
+                Ok(input) => {
+                    if !self.handle(input) {
+                        break;
+                    }
+                    for _ in 0..MAX_INPUTS_PER_TURN {
+                        match self.inbox.try_recv() {
+                            Ok(input) => {
+                                if !self.handle(input) {
+                                    self.shutdown();
+                                    return;
+                                }
+                            }
+                            Err(_) => break,
+                        }
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+            self.on_timers();
+            self.flush_pending();
+            self.process_ready();
+        }
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        self.shared.status.serving.store(false, Ordering::Release);
+        self.shared.registry.broadcast(|| Completion::StopServing);
+    }
+
+    fn next_deadline(&self) -> Instant {
+        self.next_tick.min(self.next_touch)
+    }
+
+    fn handle(&mut self, input: Input) -> bool {
+        match input {
+            Input::Command(c) => {
+                if self.pending.is_empty() {
+                    self.pending_since = Some(Instant::now());
+                }
+                self.pending.push(c);
+            }
+            Input::Forwarded(cs) => {
+                if self.pending.is_empty() {
+                    self.pending_since = Some(Instant::now());
+                }
+                self.pending.extend(cs);
+            }
+            Input::ReadIndex(waiter) => {
+                self.read_seq += 1;
+                let ctx = self.read_seq;
+                self.reads.insert(
+                    ctx,
+                    PendingRead {
+                        waiter,
+                        asked: Instant::now(),
+                    },
+                );
+                self.node.read_index(ctx.to_be_bytes().to_vec());
+            }
+            Input::Raft(m) => {
+                if m.from == self.leader && self.leader != 0 {
+                    self.last_leader_contact = Instant::now();
+                }
+                if let Err(e) = self.node.step(*m) {
+                    tracing::debug!("raft step: {e}");
+                }
+            }
+            Input::Touch(sessions) => {
+                if self.role == StateRole::Leader {
+                    let now = Instant::now();
+                    for s in sessions {
+                        self.expiry.touch(s, now);
+                    }
+                }
+            }
+            Input::SnapshotStatus { to, ok } => {
+                let status = if ok {
+                    SnapshotStatus::Finish
+                } else {
+                    SnapshotStatus::Failure
+                };
+                self.node.report_snapshot(to, status);
+            }
+            Input::Unreachable(id) => self.node.report_unreachable(id),
+            Input::Shutdown => return false,
+        }
+        true
+    }
+
+    fn on_timers(&mut self) {
+        let now = Instant::now();
+        while now >= self.next_tick {
+            self.node.tick();
+            self.next_tick += self.tick;
+            if self.next_tick < now {
+                self.next_tick = now + self.tick;
+            }
+        }
+        if now >= self.next_touch {
+            self.next_touch = now + self.touch_interval;
+            let touched = self.shared.registry.drain_touched();
+            if self.role == StateRole::Leader {
+                for s in &touched {
+                    self.expiry.touch(*s, now);
+                }
+                for s in self.expiry.take_expired(now) {
+                    tracing::info!("session 0x{s:x} expired");
+                    self.queue(Command::CloseSession {
+                        session: s,
+                        reason: CloseReason::Expired,
+                    });
+                }
+            } else if self.leader != 0 && !touched.is_empty() {
+                if let Some(t) = &self.transport {
+                    t.touch(self.leader, &touched);
+                }
+            }
+            self.retry_reads(now);
+            self.publish_status();
+        }
+        if self.role == StateRole::Leader && now >= self.next_cleanup {
+            self.next_cleanup = now + self.shared.config.container_check_interval;
+            self.cleanup_inflight.clear();
+            let candidates = self.shared.state.read().tree.cleanup_candidates(now_ms());
+            for path in candidates {
+                if self.cleanup_inflight.insert(path.clone()) {
+                    self.queue(Command::DeleteNode { path });
+                }
+            }
+        }
+    }
+
+    fn queue(&mut self, c: Command) {
+        if self.pending.is_empty() {
+            self.pending_since = Some(Instant::now());
+        }
+        self.pending.push(c);
+    }
+
+    /// ReadIndex requests can be dropped silently by raft-rs (no leader yet, or a leader
+    /// that has not committed in its term); ask again until answered.
+    fn retry_reads(&mut self, now: Instant) {
+        let retry_after = self.tick * (HEARTBEAT_TICKS as u32 * 2);
+        let mut again = Vec::new();
+        for (ctx, r) in self.reads.iter_mut() {
+            if now.duration_since(r.asked) >= retry_after {
+                r.asked = now;
+                again.push(*ctx);
+            }
+        }
+        for ctx in again {
+            self.node.read_index(ctx.to_be_bytes().to_vec());
+        }
+    }
+
+    fn flush_pending(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        if self.role == StateRole::Leader {
+            let commands = std::mem::take(&mut self.pending);
+            self.pending_since = None;
+            let time = now_ms();
+            let mut batch = Batch {
+                time,
+                commands: Vec::new(),
+            };
+            let mut size = 0;
+            for c in commands {
+                size += approximate_size(&c);
+                batch.commands.push(c);
+                if size >= MAX_BATCH_BYTES {
+                    self.propose(std::mem::take(&mut batch.commands), time);
+                    size = 0;
+                }
+            }
+            if !batch.commands.is_empty() {
+                self.propose(batch.commands, time);
+            }
+        } else if self.leader != 0 {
+            if let Some(t) = &self.transport {
+                if t.forward(self.leader, &self.pending) {
+                    self.pending.clear();
+                    self.pending_since = None;
+                }
+            }
+        }
+        // Without a leader, commands wait; connections waiting on them give up on their
+        // own timers, and a leader change tells them to.
+        let limit = self.tick * (ELECTION_TICKS as u32 * 3);
+        if self.pending_since.is_some_and(|t| t.elapsed() > limit) {
+            tracing::warn!(
+                "dropping {} commands: no leader for {:?}",
+                self.pending.len(),
+                limit
+            );
+            self.pending.clear();
+            self.pending_since = None;
+        }
+    }
+
+    fn propose(&mut self, commands: Vec<Command>, time: i64) {
+        let n = commands.len() as u64;
+        let batch = Batch { time, commands };
+        match self.node.propose(Vec::new(), batch.encode()) {
+            Ok(()) => {
+                self.shared
+                    .metrics
+                    .proposals
+                    .fetch_add(n, Ordering::Relaxed);
+                self.shared.metrics.batches.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(e) => {
+                // Leadership is being lost or transferred: the origins will be told of the
+                // leader change and their clients retry.
+                tracing::warn!("proposal of {n} commands dropped: {e}");
+            }
+        }
+    }
+
+    fn send(&mut self, msgs: Vec<Message>) {
+        let Some(t) = &self.transport else { return };
+        for m in msgs {
+            t.send_raft(&m);
+        }
+    }
+
+    fn process_ready(&mut self) {
+        while self.node.has_ready() {
+            let mut rd = self.node.ready();
+            if let Some(ss) = rd.ss() {
+                self.on_soft_state(ss.leader_id, ss.raft_state);
+            }
+            let msgs = rd.take_messages();
+            self.send(msgs);
+            if !rd.snapshot().is_empty() {
+                let snap = rd.snapshot().clone();
+                self.install_snapshot(&snap);
+            }
+            let committed = rd.take_committed_entries();
+            self.apply(committed);
+            let sync = rd.must_sync();
+            self.storage.append(rd.entries(), rd.hs(), sync);
+            if sync {
+                self.shared.metrics.fsyncs.fetch_add(1, Ordering::Relaxed);
+            }
+            let msgs = rd.take_persisted_messages();
+            self.send(msgs);
+            for rs in rd.take_read_states() {
+                if let Ok(ctx) = <[u8; 8]>::try_from(rs.request_ctx.as_slice()) {
+                    self.ready_reads.push((rs.index, u64::from_be_bytes(ctx)));
+                }
+            }
+            let mut light = self.node.advance(rd);
+            if let Some(commit) = light.commit_index() {
+                self.storage.set_commit(commit);
+            }
+            let msgs = light.take_messages();
+            self.send(msgs);
+            let committed = light.take_committed_entries();
+            self.apply(committed);
+            self.node.advance_apply();
+            self.resolve_reads();
+            self.maybe_snapshot();
+        }
+        self.publish_status();
+    }
+
+    fn on_soft_state(&mut self, leader: u64, role: StateRole) {
+        let was_leader = self.role == StateRole::Leader;
+        if leader != self.leader {
+            tracing::info!(
+                member = self.me,
+                "leader is now {leader} (was {})",
+                self.leader
+            );
+            if self.leader != 0 {
+                // Writes in flight through the old leader may never be answered.
+                self.shared.registry.broadcast(|| Completion::LeaderChanged);
+            }
+            self.leader = leader;
+            self.last_leader_contact = Instant::now();
+        }
+        self.role = role;
+        if role == StateRole::Leader && !was_leader {
+            // A new leader gives every session a full timeout (ZooKeeper does the same).
+            let now = Instant::now();
+            let state = self.shared.state.read();
+            self.expiry
+                .rearm(state.sessions.iter().map(|(id, s)| (*id, s.timeout)), now);
+            self.next_cleanup = now + self.shared.config.container_check_interval;
+        }
+        self.shared.status.leader.store(leader, Ordering::Relaxed);
+    }
+
+    fn apply(&mut self, entries: Vec<Entry>) {
+        if entries.is_empty() {
+            return;
+        }
+        let shared = self.shared.clone();
+        let mut state = shared.state.write();
+        let mut watches = shared.watches.lock();
+        let mut delivery = Delivery::new(
+            self.me,
+            &mut watches,
+            &shared.registry,
+            &mut self.expiry,
+            &shared.metrics,
+        );
+        for e in entries {
+            match e.get_entry_type() {
+                EntryType::EntryNormal if !e.data.is_empty() => match Batch::decode(e.data.clone())
+                {
+                    Ok(batch) => {
+                        for command in &batch.commands {
+                            state.apply_one(command, e.term, batch.time, &mut delivery);
+                            // Reads queued behind this command's write see exactly this state.
+                            delivery.settle(&state);
+                        }
+                    }
+                    Err(err) => {
+                        // Skipping an entry would fork this member from the others.
+                        tracing::error!("entry {} cannot be decoded ({err}); stopping", e.index);
+                        eprintln!("zooraft: entry {} in the log cannot be decoded ({err}); refusing to continue", e.index);
+                        std::process::exit(70);
+                    }
+                },
+                EntryType::EntryNormal => {}
+                EntryType::EntryConfChange | EntryType::EntryConfChangeV2 => {
+                    tracing::warn!(
+                        "ignoring membership change entry {}: membership is static",
+                        e.index
+                    );
+                }
+            }
+            self.applied = e.index;
+            self.applied_term = e.term;
+        }
+        shared.last_zxid.store(state.last_zxid, Ordering::Release);
+        let outbound = delivery.finish();
+        drop(watches);
+        drop(state);
+        outbound.dispatch(&shared.registry);
+        shared
+            .status
+            .applied_index
+            .store(self.applied, Ordering::Relaxed);
+    }
+
+    fn resolve_reads(&mut self) {
+        if self.ready_reads.is_empty() {
+            return;
+        }
+        let applied = self.applied;
+        let mut keep = Vec::new();
+        let mut done = Vec::new();
+        for (index, ctx) in std::mem::take(&mut self.ready_reads) {
+            if index <= applied {
+                if let Some(r) = self.reads.remove(&ctx) {
+                    done.push(r.waiter);
+                }
+            } else {
+                keep.push((index, ctx));
+            }
+        }
+        self.ready_reads = keep;
+        if done.is_empty() {
+            return;
+        }
+        for waiter in done {
+            let _ = waiter.send(());
+        }
+    }
+
+    fn install_snapshot(&mut self, snap: &Snapshot) {
+        let meta = snap.get_metadata();
+        tracing::info!(
+            index = meta.index,
+            term = meta.term,
+            bytes = snap.data.len(),
+            "installing snapshot from the leader"
+        );
+        let state = match snapshot::decode(snap.data.clone(), self.shared.state.read().tree.options)
+        {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!("snapshot from the leader is unusable ({e}); stopping");
+                eprintln!("zooraft: snapshot received from the leader is unusable ({e})");
+                std::process::exit(70);
+            }
+        };
+        self.storage.install_snapshot(snap);
+        {
+            let mut current = self.shared.state.write();
+            *current = state;
+            self.shared
+                .last_zxid
+                .store(current.last_zxid, Ordering::Release);
+        }
+        self.applied = meta.index;
+        self.applied_term = meta.term;
+        // Watches were set against a tree that is gone: clients reconnect and re-register
+        // them with SetWatches, which reports what changed.
+        self.shared.registry.broadcast(|| Completion::StopServing);
+    }
+
+    fn maybe_snapshot(&mut self) {
+        let every = self.shared.config.snapshot_entries;
+        if self.storage.entries_since_snapshot(self.applied) < every {
+            return;
+        }
+        let started = Instant::now();
+        let data = snapshot::encode(&self.shared.state.read());
+        let conf = self.storage.conf_state();
+        let compact_to = self
+            .applied
+            .saturating_sub(self.shared.config.snapshot_retain_entries);
+        self.storage
+            .save_snapshot(self.applied, self.applied_term, &conf, &data, compact_to);
+        self.shared
+            .metrics
+            .snapshots
+            .fetch_add(1, Ordering::Relaxed);
+        self.shared
+            .status
+            .snapshot_index
+            .store(self.applied, Ordering::Relaxed);
+        tracing::info!(
+            index = self.applied,
+            bytes = data.len(),
+            took_ms = started.elapsed().as_millis() as u64,
+            "snapshot taken"
+        );
+    }
+
+    fn publish_status(&mut self) {
+        let status = &self.shared.status;
+        let raft = &self.node.raft;
+        status.term.store(raft.term, Ordering::Relaxed);
+        status
+            .commit_index
+            .store(raft.raft_log.committed, Ordering::Relaxed);
+        status
+            .log_last_index
+            .store(raft.raft_log.last_index(), Ordering::Relaxed);
+        let election_timeout = self.tick * ELECTION_TICKS as u32;
+        let (role, serving) = match self.role {
+            StateRole::Leader => {
+                // Serve once this term's first entry is applied: everything committed
+                // before it is applied too.
+                let ready = self.applied_term == raft.term;
+                let role = if self.standalone {
+                    Role::Standalone
+                } else {
+                    Role::Leader
+                };
+                (role, ready)
+            }
+            _ if self.leader != 0 && self.last_leader_contact.elapsed() < election_timeout => {
+                let caught_up = self.applied >= raft.raft_log.committed;
+                let role = if self.observer {
+                    Role::Observer
+                } else {
+                    Role::Follower
+                };
+                (role, caught_up)
+            }
+            _ => (Role::Looking, false),
+        };
+        status.set_role(role);
+        if role == Role::Leader {
+            let mut followers = 0;
+            let mut synced = 0;
+            let mut observers = 0;
+            let last = raft.raft_log.last_index();
+            let learners: HashSet<u64> = raft.prs().conf().learners().iter().copied().collect();
+            for (id, pr) in raft.prs().iter() {
+                if *id == self.me {
+                    continue;
+                }
+                if learners.contains(id) {
+                    observers += 1;
+                    continue;
+                }
+                if pr.recent_active {
+                    followers += 1;
+                    if pr.matched + 64 >= last {
+                        synced += 1;
+                    }
+                }
+            }
+            status.followers.store(followers, Ordering::Relaxed);
+            status.synced_followers.store(synced, Ordering::Relaxed);
+            status.observers.store(observers, Ordering::Relaxed);
+        }
+        let was = status.serving.swap(serving, Ordering::AcqRel);
+        if was && !serving {
+            tracing::warn!(
+                member = self.me,
+                "not serving clients: no leader or no quorum"
+            );
+            self.shared.registry.broadcast(|| Completion::StopServing);
+        } else if !was && serving {
+            tracing::info!(member = self.me, role = role.name(), "serving clients");
+        }
+    }
+}
+
+fn approximate_size(c: &Command) -> usize {
+    match c {
+        Command::Write(w) => 64 + w.body.len(),
+        _ => 64,
+    }
+}

@@ -1,0 +1,444 @@
+//! Four-letter words on the client port, in ZooKeeper 3.8's formats so that existing
+//! monitoring (`echo mntr | nc`, kazoo's `server_version()`, Nagios checks, exporters)
+//! reads zooraft unchanged. Words outside `4lw.commands.whitelist` get ZooKeeper's refusal
+//! text; words that need a serving server say so while this member is not serving.
+
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::time::UNIX_EPOCH;
+
+use crate::shared::{Role, Shared};
+
+/// The version zooraft reports: the ZooKeeper protocol level it implements, then its own.
+pub const VERSION: &str = concat!("3.8.0-zooraft-", env!("CARGO_PKG_VERSION"));
+
+const NOT_SERVING: &str = "This ZooKeeper instance is not currently serving requests\n";
+
+fn full_version() -> String {
+    format!("{VERSION}, built on unknown")
+}
+
+/// Answers one four-letter word.
+pub fn answer(shared: &Shared, word: &[u8; 4], peer: SocketAddr) -> String {
+    let word = String::from_utf8_lossy(word).to_string();
+    if !crate::config::ALL_FOUR_LETTER_WORDS.contains(&word.as_str()) {
+        tracing::info!(%peer, "unknown four-letter word {word:?}");
+        return String::new();
+    }
+    if !shared.config.four_letter_words.allows(&word) {
+        return format!("{word} is not executed because it is not in the whitelist.\n");
+    }
+    let serving = shared.is_serving();
+    match word.as_str() {
+        "ruok" => "imok".to_string(),
+        "isro" => if serving { "rw" } else { "null" }.to_string(),
+        "conf" => conf(shared),
+        "envi" => envi(shared),
+        _ if !serving => NOT_SERVING.to_string(),
+        "srvr" => srvr(shared, false),
+        "stat" => srvr(shared, true),
+        "mntr" => mntr(shared),
+        "cons" => cons(shared),
+        "crst" => {
+            shared.registry.for_each(|_, e| {
+                let s = &e.stats;
+                s.received.store(0, Ordering::Relaxed);
+                s.sent.store(0, Ordering::Relaxed);
+                s.min_latency_us.store(0, Ordering::Relaxed);
+                s.max_latency_us.store(0, Ordering::Relaxed);
+                s.total_latency_us.store(0, Ordering::Relaxed);
+                s.latency_count.store(0, Ordering::Relaxed);
+            });
+            "Connection stats reset.\n".to_string()
+        }
+        "srst" => {
+            shared.metrics.reset();
+            "Server stats reset.\n".to_string()
+        }
+        "wchs" => {
+            let w = shared.watches.lock();
+            format!(
+                "{} connections watching {} paths\nTotal watches:{}\n",
+                w.watching_connections(),
+                w.watched_paths(),
+                w.watch_count()
+            )
+        }
+        "wchc" => {
+            let by_conn = shared.watches.lock().by_connection();
+            let mut out = String::new();
+            for (conn, paths) in by_conn {
+                let session = session_of(shared, conn);
+                let _ = writeln!(out, "0x{session:x}");
+                for p in paths {
+                    let _ = writeln!(out, "\t{p}");
+                }
+            }
+            out
+        }
+        "wchp" => {
+            let by_path = shared.watches.lock().by_path();
+            let mut out = String::new();
+            for (p, conns) in by_path {
+                let _ = writeln!(out, "{p}");
+                for c in conns {
+                    let _ = writeln!(out, "\t0x{:x}", session_of(shared, c));
+                }
+            }
+            out
+        }
+        "dump" => dump(shared),
+        "hash" => {
+            let state = shared.state.read();
+            format!(
+                "{:x}: {:x}\n",
+                state.last_zxid,
+                crate::snapshot::tree_digest(&state.tree)
+            )
+        }
+        "dirs" => {
+            let size = dir_size(&shared.config.data_dir);
+            format!("datadir_size: {size}\nlogdir_size: 0\n")
+        }
+        _ => String::new(),
+    }
+}
+
+fn session_of(shared: &Shared, conn: u64) -> i64 {
+    let mut session = 0;
+    shared.registry.for_each(|id, e| {
+        if id == conn {
+            session = e.session;
+        }
+    });
+    session
+}
+
+fn dir_size(dir: &std::path::Path) -> u64 {
+    let mut total = 0;
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            match e.metadata() {
+                Ok(m) if m.is_dir() => total += dir_size(&e.path()),
+                Ok(m) => total += m.len(),
+                Err(_) => {}
+            }
+        }
+    }
+    total
+}
+
+fn mode(shared: &Shared) -> &'static str {
+    shared.status.role().name()
+}
+
+fn srvr(shared: &Shared, with_clients: bool) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "Zookeeper version: {}", full_version());
+    if with_clients {
+        out.push_str("Clients:\n");
+        shared.registry.for_each(|_, e| {
+            let _ = writeln!(
+                out,
+                " /{}[1](queued={},recved={},sent={})",
+                e.peer,
+                e.stats.outstanding.load(Ordering::Relaxed),
+                e.stats.received.load(Ordering::Relaxed),
+                e.stats.sent.load(Ordering::Relaxed)
+            );
+        });
+        out.push('\n');
+    }
+    let (min, avg, max) = shared.metrics.latency_ms();
+    let _ = writeln!(out, "Latency min/avg/max: {min}/{avg:.4}/{max}");
+    let _ = writeln!(
+        out,
+        "Received: {}",
+        shared.metrics.packets_received.load(Ordering::Relaxed)
+    );
+    let _ = writeln!(
+        out,
+        "Sent: {}",
+        shared.metrics.packets_sent.load(Ordering::Relaxed)
+    );
+    let _ = writeln!(out, "Connections: {}", shared.registry.len());
+    let _ = writeln!(out, "Outstanding: {}", outstanding(shared));
+    let _ = writeln!(out, "Zxid: 0x{:x}", shared.last_zxid());
+    let _ = writeln!(out, "Mode: {}", mode(shared));
+    let _ = writeln!(out, "Node count: {}", shared.state.read().tree.node_count());
+    if shared.status.role() == Role::Leader {
+        out.push_str("Proposal sizes last/min/max: -1/-1/-1\n");
+    }
+    out
+}
+
+fn outstanding(shared: &Shared) -> u64 {
+    let mut n = 0;
+    shared
+        .registry
+        .for_each(|_, e| n += e.stats.outstanding.load(Ordering::Relaxed));
+    n
+}
+
+fn mntr(shared: &Shared) -> String {
+    let m = &shared.metrics;
+    let (min, avg, max) = m.latency_ms();
+    let (nodes, ephemerals, data_size, sessions) = {
+        let state = shared.state.read();
+        (
+            state.tree.node_count(),
+            state.tree.ephemeral_count(),
+            state.tree.approximate_data_size(),
+            state.sessions.len(),
+        )
+    };
+    let watches = shared.watches.lock().watch_count();
+    let role = shared.status.role();
+    let mut lines: Vec<(&str, String)> = vec![
+        ("zk_version", full_version()),
+        ("zk_server_state", role.name().to_string()),
+        ("zk_avg_latency", format!("{avg:.4}")),
+        ("zk_max_latency", max.to_string()),
+        ("zk_min_latency", min.to_string()),
+        (
+            "zk_packets_received",
+            m.packets_received.load(Ordering::Relaxed).to_string(),
+        ),
+        (
+            "zk_packets_sent",
+            m.packets_sent.load(Ordering::Relaxed).to_string(),
+        ),
+        (
+            "zk_num_alive_connections",
+            shared.registry.len().to_string(),
+        ),
+        ("zk_outstanding_requests", outstanding(shared).to_string()),
+        ("zk_znode_count", nodes.to_string()),
+        ("zk_watch_count", watches.to_string()),
+        ("zk_ephemerals_count", ephemerals.to_string()),
+        ("zk_approximate_data_size", data_size.to_string()),
+        ("zk_global_sessions", sessions.to_string()),
+        ("zk_local_sessions", "0".to_string()),
+        ("zk_uptime", m.started.elapsed().as_millis().to_string()),
+        ("zk_open_file_descriptor_count", open_fds().to_string()),
+        ("zk_max_file_descriptor_count", max_fds().to_string()),
+        (
+            "zk_proposal_count",
+            m.proposals.load(Ordering::Relaxed).to_string(),
+        ),
+        ("zk_last_zxid", format!("0x{:x}", shared.last_zxid())),
+        (
+            "zk_raft_term",
+            shared.status.term.load(Ordering::Relaxed).to_string(),
+        ),
+        (
+            "zk_raft_commit_index",
+            shared
+                .status
+                .commit_index
+                .load(Ordering::Relaxed)
+                .to_string(),
+        ),
+        (
+            "zk_raft_applied_index",
+            shared
+                .status
+                .applied_index
+                .load(Ordering::Relaxed)
+                .to_string(),
+        ),
+        (
+            "zk_raft_leader_id",
+            shared.status.leader.load(Ordering::Relaxed).to_string(),
+        ),
+        (
+            "zk_raft_batches",
+            m.batches.load(Ordering::Relaxed).to_string(),
+        ),
+        (
+            "zk_raft_fsyncs",
+            m.fsyncs.load(Ordering::Relaxed).to_string(),
+        ),
+        (
+            "zk_snapshot_count",
+            m.snapshots.load(Ordering::Relaxed).to_string(),
+        ),
+    ];
+    match role {
+        Role::Leader => {
+            let followers = shared.status.followers.load(Ordering::Relaxed);
+            let observers = shared.status.observers.load(Ordering::Relaxed);
+            lines.push(("zk_peer_state", "leading - broadcast".into()));
+            lines.push(("zk_learners", (followers + observers).to_string()));
+            lines.push(("zk_followers", followers.to_string()));
+            lines.push((
+                "zk_synced_followers",
+                shared
+                    .status
+                    .synced_followers
+                    .load(Ordering::Relaxed)
+                    .to_string(),
+            ));
+            lines.push(("zk_synced_non_voting_followers", "0".into()));
+            lines.push(("zk_synced_observers", observers.to_string()));
+            lines.push(("zk_pending_syncs", "0".into()));
+        }
+        Role::Follower => lines.push(("zk_peer_state", "following - broadcast".into())),
+        Role::Observer => lines.push(("zk_peer_state", "observing - broadcast".into())),
+        Role::Looking => lines.push(("zk_peer_state", "looking".into())),
+        Role::Standalone => {}
+    }
+    let mut out = String::new();
+    for (k, v) in lines {
+        let _ = writeln!(out, "{k}\t{v}");
+    }
+    out
+}
+
+fn open_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .map(|d| d.count())
+        .unwrap_or(0)
+}
+
+fn max_fds() -> u64 {
+    std::fs::read_to_string("/proc/self/limits")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("Max open files"))
+                .and_then(|l| l.split_whitespace().nth(3).and_then(|v| v.parse().ok()))
+        })
+        .unwrap_or(0)
+}
+
+fn conf(shared: &Shared) -> String {
+    let c = &shared.config;
+    let mut out = String::new();
+    let _ = writeln!(out, "clientPort={}", c.client_port);
+    let _ = writeln!(out, "secureClientPort=-1");
+    let _ = writeln!(out, "dataDir={}", c.data_dir.display());
+    let _ = writeln!(out, "dataDirSize={}", dir_size(&c.data_dir));
+    let _ = writeln!(out, "dataLogDir={}", c.data_dir.display());
+    let _ = writeln!(out, "dataLogSize=0");
+    let _ = writeln!(out, "tickTime={}", c.tick_time_ms);
+    let _ = writeln!(out, "maxClientCnxns={}", c.max_client_cnxns);
+    let _ = writeln!(out, "minSessionTimeout={}", c.min_session_timeout_ms);
+    let _ = writeln!(out, "maxSessionTimeout={}", c.max_session_timeout_ms);
+    let _ = writeln!(out, "clientPortListenBacklog=-1");
+    let _ = writeln!(
+        out,
+        "serverId={}",
+        if c.is_standalone() { 0 } else { c.my_id }
+    );
+    if !c.is_standalone() {
+        let _ = writeln!(out, "electionAlg=raft");
+        let _ = writeln!(
+            out,
+            "peerType={}",
+            if c.is_observer() {
+                "observer"
+            } else {
+                "participant"
+            }
+        );
+        for m in c.members.values() {
+            let client = m
+                .client_port
+                .map(|p| format!(";{}:{p}", c.client_address))
+                .unwrap_or_default();
+            let role = if m.observer {
+                "observer"
+            } else {
+                "participant"
+            };
+            let _ = writeln!(
+                out,
+                "server.{}={}:{}:{}:{role}{client}",
+                m.id, m.host, m.peer_port, m.peer_port
+            );
+        }
+        let _ = writeln!(out, "version=0");
+    }
+    out
+}
+
+fn envi(shared: &Shared) -> String {
+    let mut out = String::from("Environment:\n");
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let cwd = std::env::current_dir()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    let props = [
+        ("zookeeper.version", full_version()),
+        ("host.name", host.trim().to_string()),
+        ("zooraft.version", env!("CARGO_PKG_VERSION").to_string()),
+        ("os.name", std::env::consts::OS.to_string()),
+        ("os.arch", std::env::consts::ARCH.to_string()),
+        ("user.dir", cwd),
+        ("zooraft.member", shared.me.to_string()),
+    ];
+    for (k, v) in props {
+        let _ = writeln!(out, "{k}={v}");
+    }
+    out
+}
+
+fn cons(shared: &Shared) -> String {
+    let mut out = String::new();
+    shared.registry.for_each(|_, e| {
+        let s = &e.stats;
+        let count = s.latency_count.load(Ordering::Relaxed);
+        let avg = s
+            .total_latency_us
+            .load(Ordering::Relaxed)
+            .checked_div(count)
+            .unwrap_or(0)
+            / 1000;
+        let est = e
+            .connected_at
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis())
+            .unwrap_or(0);
+        let _ = writeln!(
+            out,
+            " /{}[1](queued={},recved={},sent={},sid=0x{:x},lop={},est={},lzxid=0x{:x},minlat={},avglat={},maxlat={})",
+            e.peer,
+            s.outstanding.load(Ordering::Relaxed),
+            s.received.load(Ordering::Relaxed),
+            s.sent.load(Ordering::Relaxed),
+            e.session,
+            s.last_op.lock(),
+            est,
+            s.last_zxid.load(Ordering::Relaxed),
+            s.min_latency_us.load(Ordering::Relaxed) / 1000,
+            avg,
+            s.max_latency_us.load(Ordering::Relaxed) / 1000,
+        );
+    });
+    out.push('\n');
+    out
+}
+
+fn dump(shared: &Shared) -> String {
+    let state = shared.state.read();
+    let mut out = String::from("SessionTracker dump:\n");
+    let _ = writeln!(out, "Global Sessions({}):", state.sessions.len());
+    for (id, s) in &state.sessions {
+        let _ = writeln!(out, "0x{id:x}\t{}ms", s.timeout);
+    }
+    out.push_str("ephemeral nodes dump:\n");
+    let mut sessions: Vec<_> = state.tree.ephemerals_by_session().collect();
+    sessions.sort_by_key(|(s, _)| *s);
+    let _ = writeln!(out, "Sessions with Ephemerals ({}):", sessions.len());
+    for (s, paths) in sessions {
+        let _ = writeln!(out, "0x{s:x}:");
+        for p in paths {
+            let _ = writeln!(out, "\t{p}");
+        }
+    }
+    out.push_str("Connections dump:\n");
+    let _ = writeln!(out, "Connections Sets ({}):", shared.registry.len());
+    out
+}

@@ -1,0 +1,505 @@
+//! One client connection: handshake, then requests in order.
+//!
+//! Requests are taken off the socket as fast as they arrive (pipelining): a write is
+//! proposed at once and the connection moves on. Replies leave in request order and a read
+//! sees the session's earlier writes: requests that arrive behind an outstanding write or
+//! sync wait in the connection's [`Pipeline`], which the apply loop flushes when the write
+//! is applied (see [`super::pipeline`]).
+//!
+//! Back-pressure: the connection stops reading while its outbox holds too much unsent data
+//! or too many requests are outstanding, so a client that does not read its replies cannot
+//! make the server buffer without bound.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use bytes::{Bytes, BytesMut};
+use jute::{AuthPacket, ConnectRequest, ConnectResponse, ErrorCode, Reader, Record, RequestHeader};
+use parking_lot::Mutex;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::OwnedReadHalf;
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot};
+
+use super::pipeline::{Env, Item, Pipeline};
+use crate::acl;
+use crate::consensus::{Input, ELECTION_TICKS};
+use crate::outbox::Outbox;
+use crate::reads::{self, Class};
+use crate::registry::{Completion, ConnEntry, ConnStats};
+use crate::shared::Shared;
+use crate::txn::{ClientWrite, CloseReason, Command, Origin};
+use crate::watch::{ConnId, WatchSlot};
+
+/// Stop reading requests while this much is waiting to be written to the client.
+const READ_PAUSE_BYTES: usize = 4 * 1024 * 1024;
+/// Stop reading requests while this many are outstanding on the connection.
+const MAX_OUTSTANDING: usize = 10_000;
+/// How long a client may take to send its handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Why a connection ended (logged).
+#[derive(Debug, thiserror::Error)]
+enum End {
+    #[error("client closed the connection")]
+    ClientClosed,
+    #[error("I/O error: {0}")]
+    Io(std::io::Error),
+    #[error("protocol error: {0}")]
+    Protocol(String),
+    #[error("session closed")]
+    SessionClosed,
+    #[error("session expired or unknown")]
+    Expired,
+    #[error("leader changed with writes in flight")]
+    LeaderChanged,
+    #[error("member is not serving clients")]
+    NotServing,
+    #[error("a write went unanswered for too long")]
+    WriteTimeout,
+    #[error("authentication failed")]
+    AuthFailed,
+}
+
+/// Serves one accepted TCP connection until it ends.
+pub async fn serve(shared: Arc<Shared>, stream: TcpStream, peer: SocketAddr) {
+    let _ = stream.set_nodelay(true);
+    let (mut rd, wr) = stream.into_split();
+    let mut buf = BytesMut::with_capacity(8 * 1024);
+    let first =
+        match tokio::time::timeout(HANDSHAKE_TIMEOUT, read_at_least(&mut rd, &mut buf, 4)).await {
+            Ok(Ok(true)) => [buf[0], buf[1], buf[2], buf[3]],
+            _ => return,
+        };
+    match jute::LengthPrefix::classify(first) {
+        jute::LengthPrefix::FourLetterWord(word) => {
+            let answer = crate::four_letter::answer(&shared, &word, peer);
+            let mut wr = wr;
+            let _ = wr.write_all(answer.as_bytes()).await;
+            let _ = wr.shutdown().await;
+        }
+        jute::LengthPrefix::Frame(_) => {
+            let conn = shared.new_conn_id();
+            let outbox = Arc::new(Outbox::new());
+            let writer = tokio::spawn(write_loop(outbox.clone(), wr));
+            let end = run(&shared, conn, peer, rd, buf, outbox.clone()).await;
+            match &end {
+                End::ClientClosed | End::SessionClosed => {
+                    tracing::debug!(conn, %peer, "connection ended: {end}")
+                }
+                _ => tracing::info!(conn, %peer, "connection closed: {end}"),
+            }
+            shared.registry.unregister(conn);
+            shared.watches.lock().unregister(conn);
+            outbox.close();
+            let _ = tokio::time::timeout(Duration::from_secs(5), writer).await;
+        }
+    }
+}
+
+async fn read_at_least(
+    rd: &mut OwnedReadHalf,
+    buf: &mut BytesMut,
+    n: usize,
+) -> std::io::Result<bool> {
+    while buf.len() < n {
+        if rd.read_buf(buf).await? == 0 {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+async fn write_loop(outbox: Arc<Outbox>, mut wr: tokio::net::tcp::OwnedWriteHalf) {
+    while let Some(chunk) = outbox.next_chunk().await {
+        if wr.write_all(&chunk).await.is_err() {
+            outbox.close();
+            return;
+        }
+    }
+    let _ = wr.shutdown().await;
+}
+
+/// Reads one whole frame, refusing one longer than jute.maxbuffer.
+async fn read_frame(
+    rd: &mut OwnedReadHalf,
+    buf: &mut BytesMut,
+    max: usize,
+) -> Result<Option<Bytes>, End> {
+    loop {
+        match jute::split_frame(buf, max) {
+            Ok(Some(f)) => return Ok(Some(f)),
+            Ok(None) => {}
+            Err(e) => return Err(End::Protocol(e.to_string())),
+        }
+        match rd.read_buf(buf).await {
+            Ok(0) => return Ok(None),
+            Ok(_) => {}
+            Err(e) => return Err(End::Io(e)),
+        }
+    }
+}
+
+struct Session {
+    id: i64,
+    timeout_ms: i32,
+}
+
+/// The handshake: a new session through the log, or a resumed one checked against the
+/// replicated session table. Answers the client; `Err` ends the connection.
+async fn handshake(
+    shared: &Shared,
+    conn: ConnId,
+    rd: &mut OwnedReadHalf,
+    buf: &mut BytesMut,
+    outbox: &Outbox,
+) -> Result<Session, End> {
+    let frame = tokio::time::timeout(
+        HANDSHAKE_TIMEOUT,
+        read_frame(rd, buf, shared.config.max_buffer),
+    )
+    .await
+    .map_err(|_| End::Protocol("no handshake".into()))??
+    .ok_or(End::ClientClosed)?;
+    let req = ConnectRequest::decode(&mut Reader::new(frame))
+        .map_err(|e| End::Protocol(format!("bad handshake: {e}")))?;
+    if !shared.is_serving() {
+        return Err(End::NotServing);
+    }
+    let our_zxid = shared.last_zxid();
+    if req.last_zxid_seen > our_zxid {
+        return Err(End::Protocol(format!(
+            "client has seen zxid 0x{:x}, our last zxid is 0x{our_zxid:x}: client must try another server",
+            req.last_zxid_seen
+        )));
+    }
+    let timeout = shared.config.negotiate_timeout(req.timeout);
+    let respond = |resp: &ConnectResponse| {
+        outbox.push_frame(|b| resp.encode(b));
+    };
+    if req.session_id == 0 {
+        let id = shared.session_ids.next();
+        let passwd = crate::session::new_password();
+        let granted = shared.registry.await_session(id);
+        shared.submit(Input::Command(Command::CreateSession {
+            session: id,
+            timeout,
+            passwd,
+            origin: Origin {
+                member: shared.me,
+                conn,
+            },
+        }));
+        let wait = shared.config.raft_tick * (ELECTION_TICKS as u32 * 3);
+        let grant = match tokio::time::timeout(wait, granted).await {
+            Ok(Ok(g)) if g.ok => g,
+            _ => {
+                shared.registry.forget_session(id);
+                return Err(End::Protocol(
+                    "session could not be created (no quorum?)".into(),
+                ));
+            }
+        };
+        respond(&ConnectResponse {
+            protocol_version: 0,
+            timeout,
+            session_id: id,
+            passwd: Bytes::copy_from_slice(&grant.passwd),
+            read_only: req.read_only.map(|_| false),
+        });
+        return Ok(Session {
+            id,
+            timeout_ms: timeout,
+        });
+    }
+    let mut known = lookup_session(shared, req.session_id, &req.passwd);
+    if known.is_none() && !shared.config.is_standalone() {
+        // This member may simply not have applied the session's creation yet: catch up
+        // with the leader (a sync), then look again.
+        sync_with_leader(shared).await;
+        known = lookup_session(shared, req.session_id, &req.passwd);
+    }
+    match known {
+        Some(true) => {
+            respond(&ConnectResponse {
+                protocol_version: 0,
+                timeout,
+                session_id: req.session_id,
+                passwd: req.passwd.clone(),
+                read_only: req.read_only.map(|_| false),
+            });
+            Ok(Session {
+                id: req.session_id,
+                timeout_ms: timeout,
+            })
+        }
+        _ => {
+            respond(&ConnectResponse::expired(req.read_only));
+            Err(End::Expired)
+        }
+    }
+}
+
+/// `Some(true)` if the session exists with this password, `Some(false)` for a wrong
+/// password, `None` if unknown here.
+fn lookup_session(shared: &Shared, id: i64, passwd: &[u8]) -> Option<bool> {
+    shared
+        .state
+        .read()
+        .sessions
+        .get(&id)
+        .map(|s| s.passwd.as_slice() == passwd)
+}
+
+async fn sync_with_leader(shared: &Shared) {
+    let (tx, rx) = oneshot::channel();
+    shared.submit(Input::ReadIndex(tx));
+    let wait = shared.config.raft_tick * (ELECTION_TICKS as u32 * 2);
+    let _ = tokio::time::timeout(wait, rx).await;
+}
+
+async fn run(
+    shared: &Arc<Shared>,
+    conn: ConnId,
+    peer: SocketAddr,
+    mut rd: OwnedReadHalf,
+    mut buf: BytesMut,
+    outbox: Arc<Outbox>,
+) -> End {
+    let session = match handshake(shared, conn, &mut rd, &mut buf, &outbox).await {
+        Ok(s) => s,
+        Err(e) => return e,
+    };
+    shared
+        .metrics
+        .connections_total
+        .fetch_add(1, Ordering::Relaxed);
+    let (tx, mut completions) = mpsc::unbounded_channel();
+    let touched = Arc::new(AtomicBool::new(true));
+    let stats = Arc::new(ConnStats::default());
+    let pipeline = Arc::new(Mutex::new(Pipeline::new(
+        conn,
+        session.id,
+        vec![acl::ip_id(peer.ip())],
+        outbox.clone(),
+        stats.clone(),
+        tx.clone(),
+    )));
+    shared.watches.lock().register(conn, outbox.clone());
+    let previous = shared.registry.register(
+        conn,
+        ConnEntry {
+            session: session.id,
+            completions: tx,
+            touched: touched.clone(),
+            outbox: outbox.clone(),
+            peer,
+            connected_at: SystemTime::now(),
+            stats: stats.clone(),
+            pipeline: pipeline.clone(),
+        },
+    );
+    if let Some(old) = previous {
+        // The client reconnected: its older connection goes (ZooKeeper's CLIENT_RECONNECT).
+        shared.registry.send(old, Completion::SessionClosed);
+    }
+    // The session may have been closed between the check and the registration.
+    if !shared.state.read().sessions.contains_key(&session.id) {
+        return End::Expired;
+    }
+    let mut c = Connection {
+        shared: shared.clone(),
+        conn,
+        session: session.id,
+        peer,
+        outbox,
+        pipeline,
+        stats,
+        touched,
+        write_timeout: Duration::from_millis(session.timeout_ms.max(0) as u64)
+            .max(shared.config.raft_tick * (ELECTION_TICKS as u32 * 3)),
+    };
+    c.serve(&mut rd, &mut buf, &mut completions).await
+}
+
+struct Connection {
+    shared: Arc<Shared>,
+    conn: ConnId,
+    session: i64,
+    peer: SocketAddr,
+    outbox: Arc<Outbox>,
+    pipeline: Arc<Mutex<Pipeline>>,
+    stats: Arc<ConnStats>,
+    touched: Arc<AtomicBool>,
+    write_timeout: Duration,
+}
+
+impl Connection {
+    async fn serve(
+        &mut self,
+        rd: &mut OwnedReadHalf,
+        buf: &mut BytesMut,
+        completions: &mut mpsc::UnboundedReceiver<Completion>,
+    ) -> End {
+        let max = self.shared.config.max_buffer;
+        loop {
+            // Take every complete frame already buffered.
+            loop {
+                match jute::split_frame(buf, max) {
+                    Ok(Some(frame)) => {
+                        if let Err(end) = self.on_frame(frame) {
+                            return end;
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(e) => return End::Protocol(e.to_string()),
+                }
+            }
+            if self.outbox.is_closed() {
+                return End::ClientClosed;
+            }
+            let can_read = self.outbox.buffered() < READ_PAUSE_BYTES
+                && self.pipeline.lock().len() < MAX_OUTSTANDING;
+            tokio::select! {
+                biased;
+                c = completions.recv() => {
+                    let Some(c) = c else { return End::NotServing };
+                    if let Err(end) = self.on_completion(c) {
+                        return end;
+                    }
+                }
+                r = rd.read_buf(buf), if can_read => match r {
+                    Ok(0) => return End::ClientClosed,
+                    Ok(_) => {}
+                    Err(e) => return End::Io(e),
+                },
+                _ = tokio::time::sleep(Duration::from_millis(if can_read { 1000 } else { 5 })) => {
+                    if let Some(started) = self.pipeline.lock().oldest_outstanding() {
+                        if started.elapsed() > self.write_timeout {
+                            return End::WriteTimeout;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn origin(&self) -> Origin {
+        Origin {
+            member: self.shared.me,
+            conn: self.conn,
+        }
+    }
+
+    fn on_frame(&mut self, frame: Bytes) -> Result<(), End> {
+        self.touched.store(true, Ordering::Relaxed);
+        self.shared
+            .metrics
+            .packets_received
+            .fetch_add(1, Ordering::Relaxed);
+        self.stats.received.fetch_add(1, Ordering::Relaxed);
+        let mut r = Reader::new(frame);
+        let header = RequestHeader::decode(&mut r)
+            .map_err(|e| End::Protocol(format!("bad request header: {e}")))?;
+        let body = r.take_rest();
+        let started = Instant::now();
+        match reads::classify(header.op) {
+            Class::Write | Class::Close => {
+                let closes_session = reads::classify(header.op) == Class::Close;
+                // Queue first: the reply may come back before `submit` returns.
+                let auth = {
+                    let mut p = self.pipeline.lock();
+                    p.push(Item::Write {
+                        op: header.op,
+                        started,
+                        reply: None,
+                        closes_session,
+                    });
+                    p.auth.clone()
+                };
+                let command = if closes_session {
+                    Command::CloseSession {
+                        session: self.session,
+                        reason: CloseReason::Client {
+                            origin: self.origin(),
+                            xid: header.xid,
+                        },
+                    }
+                } else {
+                    Command::Write(ClientWrite {
+                        session: self.session,
+                        xid: header.xid,
+                        op: header.op,
+                        origin: self.origin(),
+                        auth,
+                        body,
+                    })
+                };
+                if !self.shared.submit(Input::Command(command)) {
+                    return Err(End::NotServing);
+                }
+            }
+            Class::Auth => return self.auth(header.xid, body),
+            Class::Local | Class::Unknown => self.local(header.xid, header.op, body, started),
+        }
+        Ok(())
+    }
+
+    fn local(&self, xid: i32, op: i32, body: Bytes, started: Instant) {
+        let state = self.shared.state.read();
+        let mut env = Env {
+            state: &state,
+            watches: WatchSlot::Shared(&self.shared.watches),
+            metrics: &self.shared.metrics,
+        };
+        self.pipeline.lock().local(xid, op, body, started, &mut env);
+    }
+
+    /// An auth packet takes effect at once (ZooKeeper handles it on arrival, ahead of
+    /// queued requests), so the requests after it carry the new identity.
+    fn auth(&self, xid: i32, body: Bytes) -> Result<(), End> {
+        let result = match AuthPacket::decode(&mut Reader::new(body)) {
+            Ok(packet) => acl::authenticate(
+                &packet.scheme,
+                packet.auth.as_deref().unwrap_or_default(),
+                self.peer.ip(),
+                self.shared.config.super_digest.as_deref(),
+            ),
+            Err(_) => Err(ErrorCode::AuthFailed),
+        };
+        match result {
+            Ok(ids) => {
+                let mut p = self.pipeline.lock();
+                for id in ids {
+                    if !p.auth.contains(&id) {
+                        p.auth.push(id);
+                    }
+                }
+                drop(p);
+                reads::reply_error(&self.outbox, xid, 0, ErrorCode::Ok);
+                Ok(())
+            }
+            Err(e) => {
+                // ZooKeeper answers AUTHFAILED and closes the connection.
+                reads::reply_error(&self.outbox, xid, 0, e);
+                Err(End::AuthFailed)
+            }
+        }
+    }
+
+    fn on_completion(&mut self, c: Completion) -> Result<(), End> {
+        match c {
+            Completion::SessionClosed => Err(End::SessionClosed),
+            Completion::LeaderChanged => {
+                if self.pipeline.lock().has_outstanding_write() {
+                    Err(End::LeaderChanged)
+                } else {
+                    Ok(())
+                }
+            }
+            Completion::StopServing => Err(End::NotServing),
+        }
+    }
+}

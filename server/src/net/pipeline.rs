@@ -1,0 +1,313 @@
+//! A connection's requests in arrival order, and the rule that answers them in that order.
+//!
+//! ZooKeeper answers a session's requests strictly in order, and a read that follows a
+//! write of the same session sees that write and nothing the session wrote after it
+//! (`CommitProcessor` runs a session's queued reads between its writes). Writes are
+//! proposed as soon as they arrive, so several of a session's writes can be applied in one
+//! round; the reads between them must therefore be answered *by the apply loop*, right after
+//! the write they wait for and before the next command. That is why the pipeline is shared
+//! (behind a mutex) between the connection's task, which queues requests and answers what
+//! needs no waiting, and the apply loop, which completes writes and flushes what follows.
+//!
+//! Everyone who flushes a pipeline holds the tree lock (read or write), so reads answered
+//! from here see a state consistent with the replies already sent.
+
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::{BufMut, Bytes};
+use jute::{ErrorCode, Id, Reader, Request};
+use tokio::sync::mpsc::UnboundedSender;
+
+use crate::metrics::Metrics;
+use crate::outbox::Outbox;
+use crate::reads::{self, Caller};
+use crate::registry::{Completion, ConnStats};
+use crate::state::StateMachine;
+use crate::watch::{ConnId, WatchSlot};
+
+/// One request waiting for its turn.
+pub enum Item {
+    /// Proposed to the log; `reply` arrives when it is applied.
+    Write {
+        op: i32,
+        started: Instant,
+        reply: Option<Bytes>,
+        closes_session: bool,
+    },
+    /// A sync: answered once this member applied what the leader had committed.
+    Sync {
+        xid: i32,
+        token: u64,
+        path: String,
+        started: Instant,
+        done: bool,
+    },
+    /// Answered from the local tree when its turn comes.
+    Local {
+        xid: i32,
+        op: i32,
+        body: Bytes,
+        started: Instant,
+    },
+}
+
+/// What answering needs: the tree (already locked by the caller) and the watches.
+pub struct Env<'a> {
+    pub state: &'a StateMachine,
+    pub watches: WatchSlot<'a>,
+    pub metrics: &'a Metrics,
+}
+
+/// See the module docs.
+pub struct Pipeline {
+    items: VecDeque<Item>,
+    pub conn: ConnId,
+    pub session: i64,
+    /// The connection's auth ids (ip, then whatever `addauth` added).
+    pub auth: Vec<Id>,
+    outbox: Arc<Outbox>,
+    stats: Arc<ConnStats>,
+    notify: UnboundedSender<Completion>,
+}
+
+impl Pipeline {
+    pub fn new(
+        conn: ConnId,
+        session: i64,
+        auth: Vec<Id>,
+        outbox: Arc<Outbox>,
+        stats: Arc<ConnStats>,
+        notify: UnboundedSender<Completion>,
+    ) -> Pipeline {
+        Pipeline {
+            items: VecDeque::new(),
+            conn,
+            session,
+            auth,
+            outbox,
+            stats,
+            notify,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    pub fn push(&mut self, item: Item) {
+        self.items.push_back(item);
+        self.stats
+            .outstanding
+            .store(self.items.len() as u64, Ordering::Relaxed);
+    }
+
+    /// When the oldest write or sync still waiting was received.
+    pub fn oldest_outstanding(&self) -> Option<Instant> {
+        self.items.iter().find_map(|i| match i {
+            Item::Write {
+                reply: None,
+                started,
+                ..
+            }
+            | Item::Sync {
+                done: false,
+                started,
+                ..
+            } => Some(*started),
+            _ => None,
+        })
+    }
+
+    pub fn has_outstanding_write(&self) -> bool {
+        self.oldest_outstanding().is_some()
+    }
+
+    /// The oldest unanswered write was applied; `reply` is its encoded frame.
+    pub fn write_applied(&mut self, reply: Bytes, env: &mut Env) {
+        match self
+            .items
+            .iter_mut()
+            .find(|i| matches!(i, Item::Write { reply: None, .. }))
+        {
+            Some(Item::Write { reply: slot, .. }) => *slot = Some(reply),
+            _ => {
+                tracing::warn!(
+                    conn = self.conn,
+                    "a write reply arrived that no request waits for"
+                );
+                return;
+            }
+        }
+        self.flush(env);
+    }
+
+    /// A sync this connection issued is satisfied.
+    pub fn sync_done(&mut self, token: u64, env: &mut Env) {
+        for i in self.items.iter_mut() {
+            if let Item::Sync { token: t, done, .. } = i {
+                if *t == token {
+                    *done = true;
+                }
+            }
+        }
+        self.flush(env);
+    }
+
+    /// Answers a local request now (the pipeline must be empty), or queues it.
+    pub fn local(&mut self, xid: i32, op: i32, body: Bytes, started: Instant, env: &mut Env) {
+        if self.items.is_empty() {
+            self.answer_local(xid, op, body, env);
+            self.finished(op, started, env);
+        } else {
+            self.push(Item::Local {
+                xid,
+                op,
+                body,
+                started,
+            });
+        }
+    }
+
+    /// Answers, in order, everything at the head that can be answered.
+    pub fn flush(&mut self, env: &mut Env) {
+        loop {
+            match self.items.front() {
+                None
+                | Some(Item::Write { reply: None, .. })
+                | Some(Item::Sync { done: false, .. }) => break,
+                _ => {}
+            }
+            let Some(item) = self.items.pop_front() else {
+                break;
+            };
+            match item {
+                Item::Write {
+                    op,
+                    started,
+                    reply: Some(frame),
+                    closes_session,
+                } => {
+                    self.outbox.push_raw(&frame);
+                    self.finished(op, started, env);
+                    if closes_session {
+                        // Nothing after a closeSession is answered.
+                        self.items.clear();
+                        let _ = self.notify.send(Completion::SessionClosed);
+                    }
+                }
+                Item::Sync {
+                    xid, path, started, ..
+                } => {
+                    let zxid = env.state.last_zxid;
+                    self.outbox.push_frame(|b| {
+                        b.put_i32(xid);
+                        b.put_i64(zxid);
+                        b.put_i32(0);
+                        jute::WriteExt::put_ustring(b, &path);
+                    });
+                    self.finished(jute::OpCode::Sync.code(), started, env);
+                }
+                Item::Local {
+                    xid,
+                    op,
+                    body,
+                    started,
+                } => {
+                    self.answer_local(xid, op, body, env);
+                    self.finished(op, started, env);
+                }
+                Item::Write { reply: None, .. } => break,
+            }
+        }
+        self.stats
+            .outstanding
+            .store(self.items.len() as u64, Ordering::Relaxed);
+    }
+
+    fn answer_local(&mut self, xid: i32, op: i32, body: Bytes, env: &mut Env) {
+        let zxid = env.state.last_zxid;
+        let request = match Request::decode(op, &mut Reader::new(body)) {
+            Ok(r) => r,
+            Err(jute::DecodeError::UnknownOpcode(_)) => {
+                // Answered, and the connection stays open (ZooKeeper would also close it).
+                reads::reply_error(&self.outbox, xid, zxid, ErrorCode::Unimplemented);
+                return;
+            }
+            Err(e) => {
+                tracing::debug!(conn = self.conn, op, "undecodable request: {e}");
+                reads::reply_error(&self.outbox, xid, zxid, ErrorCode::MarshallingError);
+                return;
+            }
+        };
+        let caller = Caller {
+            conn: self.conn,
+            session: self.session,
+            auth: &self.auth,
+        };
+        reads::execute(
+            env.state,
+            &mut env.watches,
+            &caller,
+            xid,
+            &request,
+            &self.outbox,
+        );
+    }
+
+    fn finished(&self, op: i32, started: Instant, env: &Env) {
+        let elapsed = started.elapsed();
+        env.metrics.record(op, elapsed);
+        env.metrics.packets_sent.fetch_add(1, Ordering::Relaxed);
+        let us = elapsed.as_micros() as u64;
+        let s = &self.stats;
+        s.sent.fetch_add(1, Ordering::Relaxed);
+        s.latency_count.fetch_add(1, Ordering::Relaxed);
+        s.total_latency_us.fetch_add(us, Ordering::Relaxed);
+        s.max_latency_us.fetch_max(us, Ordering::Relaxed);
+        let min = s.min_latency_us.load(Ordering::Relaxed);
+        if min == 0 || us < min {
+            s.min_latency_us.store(us.max(1), Ordering::Relaxed);
+        }
+        s.last_zxid
+            .store(env.state.last_zxid as u64, Ordering::Relaxed);
+        *s.last_op.lock() = op_name(op);
+    }
+}
+
+/// The short operation names `cons` shows (ZooKeeper's `lastOp`).
+pub fn op_name(op: i32) -> &'static str {
+    use jute::OpCode::*;
+    match jute::OpCode::from_code(op) {
+        Some(Create | Create2 | CreateContainer | CreateTtl) => "CREA",
+        Some(Delete) => "DELE",
+        Some(Exists) => "EXIS",
+        Some(GetData) => "GETD",
+        Some(SetData) => "SETD",
+        Some(GetAcl) => "GETA",
+        Some(SetAcl) => "SETA",
+        Some(GetChildren | GetChildren2) => "GETC",
+        Some(Sync) => "SYNC",
+        Some(Ping) => "PING",
+        Some(Check) => "CHEC",
+        Some(Multi) => "MULT",
+        Some(MultiRead) => "MLTR",
+        Some(SetWatches) => "SETW",
+        Some(SetWatches2) => "STW2",
+        Some(AddWatch) => "ADDW",
+        Some(CheckWatches) => "CHKW",
+        Some(RemoveWatches) => "REMW",
+        Some(WhoAmI) => "HOMI",
+        Some(GetEphemerals) => "GETE",
+        Some(GetAllChildrenNumber) => "GETACN",
+        Some(CloseSession) => "CLOS",
+        Some(Auth) => "AUTH",
+        _ => "NA",
+    }
+}

@@ -1,0 +1,191 @@
+//! ZooKeeper path rules.
+//!
+//! The server applies the same checks as ZooKeeper's `PathUtils.validatePath`, and the same
+//! cheaper parent-path derivations as its `PrepRequestProcessor`, because the *order* of
+//! checks decides which error a malformed request gets (BADARGUMENTS or NONODE) and clients
+//! depend on the exact code.
+
+/// Why a path is invalid (the text of ZooKeeper's IllegalArgumentException).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidPath(pub String);
+
+/// ZooKeeper's `PathUtils.validatePath`, on Java's UTF-16 view of the string: a character
+/// outside the Basic Multilingual Plane is a surrogate pair in Java, which falls in the
+/// forbidden `\ud800-\uf8ff` range.
+pub fn validate(path: &str) -> Result<(), InvalidPath> {
+    if path.is_empty() {
+        return Err(InvalidPath("Path length must be > 0".into()));
+    }
+    if !path.starts_with('/') {
+        return Err(InvalidPath("Path must start with / character".into()));
+    }
+    if path.len() == 1 {
+        return Ok(());
+    }
+    if path.ends_with('/') {
+        return Err(InvalidPath("Path must not end with / character".into()));
+    }
+    let chars: Vec<char> = path.chars().collect();
+    let mut last = '/';
+    for i in 1..chars.len() {
+        let c = chars[i];
+        let next_is_end_or_slash = i + 1 == chars.len() || chars[i + 1] == '/';
+        if c == '\0' {
+            return Err(InvalidPath(format!("null character not allowed @{i}")));
+        } else if c == '/' && last == '/' {
+            return Err(InvalidPath(format!("empty node name specified @{i}")));
+        } else if c == '.' && last == '.' {
+            if chars[i - 2] == '/' && next_is_end_or_slash {
+                return Err(InvalidPath(format!("relative paths not allowed @{i}")));
+            }
+        } else if c == '.' {
+            if chars[i - 1] == '/' && next_is_end_or_slash {
+                return Err(InvalidPath(format!("relative paths not allowed @{i}")));
+            }
+        } else if is_forbidden_char(c) {
+            return Err(InvalidPath(format!("invalid character @{i}")));
+        }
+        last = c;
+    }
+    Ok(())
+}
+
+fn is_forbidden_char(c: char) -> bool {
+    let c = c as u32;
+    (0x01..=0x1f).contains(&c)
+        || (0x7f..=0x9f).contains(&c)
+        || (0xd800..=0xf8ff).contains(&c)
+        || (0xfff0..=0xffff).contains(&c)
+        || c > 0xffff
+}
+
+/// The parent part of `path` as ZooKeeper derives it for create (`validatePathForCreate`):
+/// everything before the last `/`; `None` when there is no `/` or there is a NUL.
+/// For `/a` the parent is `""`, which the tree resolves to the root.
+pub fn parent_for_create(path: &str) -> Option<&str> {
+    if path.contains('\0') {
+        return None;
+    }
+    path.rfind('/').map(|i| &path[..i])
+}
+
+/// The last segment of a path (after its last `/`).
+pub fn child_name(path: &str) -> &str {
+    match path.rfind('/') {
+        Some(i) => &path[i + 1..],
+        None => path,
+    }
+}
+
+/// The parent of a valid, non-root path, in the form clients see it (`/` for top-level nodes).
+pub fn parent_of(path: &str) -> &str {
+    match path.rfind('/') {
+        Some(0) | None => "/",
+        Some(i) => &path[..i],
+    }
+}
+
+/// Joins a parent path and a child name.
+pub fn join(parent: &str, child: &str) -> String {
+    if parent == "/" || parent.is_empty() {
+        format!("/{child}")
+    } else {
+        format!("{parent}/{child}")
+    }
+}
+
+/// True if `path` is `ancestor` or lies beneath it.
+pub fn is_within(path: &str, ancestor: &str) -> bool {
+    if ancestor == "/" {
+        return true;
+    }
+    path == ancestor
+        || (path.len() > ancestor.len()
+            && path.starts_with(ancestor)
+            && path.as_bytes()[ancestor.len()] == b'/')
+}
+
+/// The ancestors of a path, nearest first, ending with `/` (not including the path itself).
+pub fn ancestors(path: &str) -> impl Iterator<Item = &str> {
+    let mut current = Some(path);
+    std::iter::from_fn(move || {
+        let p = current?;
+        if p == "/" || p.is_empty() {
+            current = None;
+            return None;
+        }
+        let parent = parent_of(p);
+        current = Some(parent);
+        Some(parent)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accepts_what_zookeeper_accepts() {
+        for p in [
+            "/",
+            "/a",
+            "/a/b",
+            "/a.b",
+            "/..a",
+            "/a..",
+            "/.a",
+            "/a/...",
+            "/zookeeper",
+        ] {
+            assert_eq!(validate(p), Ok(()), "{p}");
+        }
+    }
+
+    #[test]
+    fn rejects_what_zookeeper_rejects() {
+        for p in [
+            "",
+            "a",
+            "a/b",
+            "/a/",
+            "//",
+            "/a//b",
+            "/.",
+            "/..",
+            "/a/.",
+            "/a/../b",
+            "/a/./b",
+            "/a\0b",
+            "/a\u{1}",
+            "/a\u{7f}",
+            "/a\u{9f}",
+            "/\u{e000}",
+            "/\u{fff0}",
+            "/\u{1f600}",
+        ] {
+            assert!(validate(p).is_err(), "{p:?} should be invalid");
+        }
+    }
+
+    #[test]
+    fn parents_and_children() {
+        assert_eq!(parent_for_create("/a"), Some(""));
+        assert_eq!(parent_for_create("/a/b"), Some("/a"));
+        assert_eq!(parent_for_create("a"), None);
+        assert_eq!(parent_for_create("/a\0"), None);
+        assert_eq!(parent_of("/a"), "/");
+        assert_eq!(parent_of("/a/b"), "/a");
+        assert_eq!(child_name("/a/b"), "b");
+        assert_eq!(join("/", "a"), "/a");
+        assert_eq!(join("/a", "b"), "/a/b");
+        assert!(is_within("/a/b", "/a"));
+        assert!(is_within("/a", "/a"));
+        assert!(!is_within("/ab", "/a"));
+        assert!(is_within("/ab", "/"));
+        assert_eq!(
+            ancestors("/a/b/c").collect::<Vec<_>>(),
+            vec!["/a/b", "/a", "/"]
+        );
+        assert_eq!(ancestors("/").count(), 0);
+    }
+}

@@ -1,0 +1,163 @@
+//! A Prometheus text endpoint (ZooKeeper's `metricsProvider.httpPort`, conventionally
+//! 7000): the `mntr` values as gauges and counters, plus request latency histograms per
+//! operation. Any request path answers with the metrics, as ZooKeeper's provider does.
+
+use std::fmt::Write as _;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::metrics::{BUCKETS_US, OPS};
+use crate::shared::Shared;
+
+/// Renders the metrics in Prometheus' text format.
+pub fn render(shared: &Shared) -> String {
+    let mut out = String::new();
+    let m = &shared.metrics;
+    let (nodes, ephemerals, data_size, sessions) = {
+        let s = shared.state.read();
+        (
+            s.tree.node_count(),
+            s.tree.ephemeral_count(),
+            s.tree.approximate_data_size(),
+            s.sessions.len(),
+        )
+    };
+    let gauges: [(&str, &str, f64); 10] = [
+        ("znode_count", "Number of znodes", nodes as f64),
+        (
+            "ephemerals_count",
+            "Number of ephemeral znodes",
+            ephemerals as f64,
+        ),
+        (
+            "approximate_data_size",
+            "Bytes of paths and data",
+            data_size as f64,
+        ),
+        ("global_sessions", "Live sessions", sessions as f64),
+        (
+            "num_alive_connections",
+            "Client connections on this member",
+            shared.registry.len() as f64,
+        ),
+        (
+            "watch_count",
+            "Watches on this member",
+            shared.watches.lock().watch_count() as f64,
+        ),
+        ("last_zxid", "Last applied zxid", shared.last_zxid() as f64),
+        (
+            "raft_term",
+            "Current Raft term",
+            shared.status.term.load(Ordering::Relaxed) as f64,
+        ),
+        (
+            "raft_commit_index",
+            "Raft commit index",
+            shared.status.commit_index.load(Ordering::Relaxed) as f64,
+        ),
+        (
+            "serving",
+            "1 if this member serves clients",
+            shared.is_serving() as u8 as f64,
+        ),
+    ];
+    for (name, help, v) in gauges {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
+    }
+    let counters: [(&str, &str, u64); 5] = [
+        (
+            "packets_received",
+            "Requests received",
+            m.packets_received.load(Ordering::Relaxed),
+        ),
+        (
+            "packets_sent",
+            "Replies sent",
+            m.packets_sent.load(Ordering::Relaxed),
+        ),
+        (
+            "proposal_count",
+            "Commands proposed to Raft",
+            m.proposals.load(Ordering::Relaxed),
+        ),
+        (
+            "raft_fsyncs",
+            "Log fsyncs",
+            m.fsyncs.load(Ordering::Relaxed),
+        ),
+        (
+            "snapshot_count",
+            "Snapshots taken",
+            m.snapshots.load(Ordering::Relaxed),
+        ),
+    ];
+    for (name, help, v) in counters {
+        let _ = writeln!(
+            out,
+            "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}"
+        );
+    }
+    let _ = writeln!(out, "# HELP request_latency_seconds Request latency by operation\n# TYPE request_latency_seconds histogram");
+    for (i, op) in OPS.iter().enumerate() {
+        let h = &m.per_op[i];
+        let mut cumulative = 0;
+        for (b, upper) in BUCKETS_US.iter().enumerate() {
+            cumulative += h.buckets[b].load(Ordering::Relaxed);
+            let _ = writeln!(
+                out,
+                "request_latency_seconds_bucket{{op=\"{op}\",le=\"{}\"}} {cumulative}",
+                *upper as f64 / 1e6
+            );
+        }
+        cumulative += h.buckets[BUCKETS_US.len()].load(Ordering::Relaxed);
+        let _ = writeln!(
+            out,
+            "request_latency_seconds_bucket{{op=\"{op}\",le=\"+Inf\"}} {cumulative}"
+        );
+        let _ = writeln!(
+            out,
+            "request_latency_seconds_sum{{op=\"{op}\"}} {}",
+            h.sum_us.load(Ordering::Relaxed) as f64 / 1e6
+        );
+        let _ = writeln!(
+            out,
+            "request_latency_seconds_count{{op=\"{op}\"}} {}",
+            h.count.load(Ordering::Relaxed)
+        );
+    }
+    out
+}
+
+/// Serves the endpoint until shutdown.
+pub async fn serve(
+    shared: Arc<Shared>,
+    listener: TcpListener,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let Ok((mut stream, _)) = accepted else { continue };
+                let shared = shared.clone();
+                tokio::spawn(async move {
+                    let mut req = [0u8; 4096];
+                    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), stream.read(&mut req)).await;
+                    let body = render(&shared);
+                    let head = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                        body.len()
+                    );
+                    let _ = stream.write_all(head.as_bytes()).await;
+                    let _ = stream.write_all(body.as_bytes()).await;
+                    let _ = stream.shutdown().await;
+                });
+            }
+            _ = shutdown.changed() => return,
+        }
+    }
+}

@@ -1,0 +1,368 @@
+//! Requests answered from this member's tree without going through the log: reads, watch
+//! management, auth, whoAmI and pings.
+//!
+//! Each handler follows ZooKeeper's `FinalRequestProcessor`: the same order of checks
+//! (node exists → ACL → register the watch → answer), the same special cases (`exists` on a
+//! missing node still sets its watch; `getData` on a missing node sets none), and the same
+//! reply shapes. A watch is registered under the tree's read lock, so no change can slip
+//! between the read and the watch. Replies are encoded straight into the connection's
+//! outbox.
+
+use bytes::{BufMut, BytesMut};
+use jute::{
+    perms, AddWatchMode, ClientInfo, ErrorCode, EventType, Id, MultiOp, MultiResult, OpCode,
+    Record, Request, WatcherType, WriteExt,
+};
+
+use crate::acl;
+use crate::outbox::Outbox;
+use crate::state::StateMachine;
+use crate::tree::Znode;
+use crate::watch::{ConnId, Tables, WatchManager, WatchSlot};
+
+/// Who is asking.
+pub struct Caller<'a> {
+    pub conn: ConnId,
+    pub session: i64,
+    pub auth: &'a [Id],
+}
+
+fn reply(out: &Outbox, xid: i32, zxid: i64, err: ErrorCode, body: impl FnOnce(&mut BytesMut)) {
+    out.push_frame(|b| {
+        b.put_i32(xid);
+        b.put_i64(zxid);
+        b.put_i32(err.code());
+        if err == ErrorCode::Ok {
+            body(b);
+        }
+    });
+}
+
+/// Answers an error with no body.
+pub fn reply_error(out: &Outbox, xid: i32, zxid: i64, err: ErrorCode) {
+    reply(out, xid, zxid, err, |_| {});
+}
+
+fn readable<'t>(state: &'t StateMachine, path: &str, auth: &[Id]) -> Result<&'t Znode, ErrorCode> {
+    let node = state.tree.get(path).ok_or(ErrorCode::NoNode)?;
+    acl::check(&node.acl, perms::READ, auth)?;
+    Ok(node)
+}
+
+fn put_children(b: &mut BytesMut, node: &Znode) {
+    b.put_i32(node.children.len() as i32);
+    for c in &node.children {
+        b.put_ustring(c);
+    }
+}
+
+/// Executes one read-class request against `state` (locked by the caller) and writes its
+/// reply. The caller has made sure every earlier request of this connection was answered.
+pub fn execute(
+    state: &StateMachine,
+    watches: &mut WatchSlot,
+    caller: &Caller,
+    xid: i32,
+    request: &Request,
+    out: &Outbox,
+) {
+    let zxid = state.last_zxid;
+    match request {
+        Request::Ping => reply(out, jute::xid::PING, zxid, ErrorCode::Ok, |_| {}),
+        Request::Exists(r) => {
+            if r.path.contains('\0') {
+                return reply_error(out, xid, zxid, ErrorCode::BadArguments);
+            }
+            // statNode registers the watch before looking the node up.
+            if r.watch {
+                watches.with(|w| w.watch_data(&r.path, caller.conn));
+            }
+            match state.tree.get(&r.path) {
+                Some(n) => reply(out, xid, zxid, ErrorCode::Ok, |b| n.stat().encode(b)),
+                None => reply_error(out, xid, zxid, ErrorCode::NoNode),
+            }
+        }
+        Request::GetData(r) => match readable(state, &r.path, caller.auth) {
+            Ok(n) => {
+                if r.watch {
+                    watches.with(|w| w.watch_data(&r.path, caller.conn));
+                }
+                reply(out, xid, zxid, ErrorCode::Ok, |b| {
+                    b.put_buffer(n.data.as_deref());
+                    n.stat().encode(b);
+                })
+            }
+            Err(e) => reply_error(out, xid, zxid, e),
+        },
+        Request::GetChildren(r) | Request::GetChildren2(r) => {
+            match readable(state, &r.path, caller.auth) {
+                Ok(n) => {
+                    if r.watch {
+                        watches.with(|w| w.watch_children(&r.path, caller.conn));
+                    }
+                    let with_stat = matches!(request, Request::GetChildren2(_));
+                    reply(out, xid, zxid, ErrorCode::Ok, |b| {
+                        put_children(b, n);
+                        if with_stat {
+                            n.stat().encode(b);
+                        }
+                    })
+                }
+                Err(e) => reply_error(out, xid, zxid, e),
+            }
+        }
+        Request::GetAcl(r) => {
+            let Some(n) = state.tree.get(&r.path) else {
+                return reply_error(out, xid, zxid, ErrorCode::NoNode);
+            };
+            if let Err(e) = acl::check(&n.acl, perms::READ | perms::ADMIN, caller.auth) {
+                return reply_error(out, xid, zxid, e);
+            }
+            let full = acl::check(&n.acl, perms::ADMIN, caller.auth).is_ok();
+            let list = if full {
+                n.acl.to_vec()
+            } else {
+                acl::mask_digests(&n.acl)
+            };
+            reply(out, xid, zxid, ErrorCode::Ok, |b| {
+                b.put_i32(list.len() as i32);
+                for a in &list {
+                    a.encode(b);
+                }
+                n.stat().encode(b);
+            })
+        }
+        Request::GetAllChildrenNumber(r) => match readable(state, &r.path, caller.auth) {
+            Ok(_) => {
+                let n = state.tree.all_children_number(&r.path) as i32;
+                reply(out, xid, zxid, ErrorCode::Ok, |b| b.put_i32(n))
+            }
+            Err(e) => reply_error(out, xid, zxid, e),
+        },
+        Request::GetEphemerals(r) => {
+            let prefix = r.prefix_path.trim();
+            let all = prefix.is_empty() || prefix == "/";
+            let list: Vec<&String> = state
+                .tree
+                .ephemerals_of(caller.session)
+                .filter(|p| all || p.starts_with(r.prefix_path.as_str()))
+                .collect();
+            reply(out, xid, zxid, ErrorCode::Ok, |b| {
+                b.put_i32(list.len() as i32);
+                for p in list {
+                    b.put_ustring(p);
+                }
+            })
+        }
+        Request::MultiRead(ops) => {
+            if ops.iter().any(|o| !o.is_read()) {
+                return reply_error(out, xid, zxid, ErrorCode::MarshallingError);
+            }
+            let results: Vec<MultiResult> = ops
+                .iter()
+                .map(|op| {
+                    let r = match op {
+                        MultiOp::GetChildren(r) => readable(state, &r.path, caller.auth).map(|n| {
+                            MultiResult::GetChildren(
+                                n.children.iter().map(|c| c.to_string()).collect(),
+                            )
+                        }),
+                        MultiOp::GetData(r) => readable(state, &r.path, caller.auth)
+                            .map(|n| MultiResult::GetData(n.data.clone(), n.stat())),
+                        _ => Err(ErrorCode::MarshallingError),
+                    };
+                    r.unwrap_or_else(|e| MultiResult::Error(e.code()))
+                })
+                .collect();
+            reply(out, xid, zxid, ErrorCode::Ok, |b| {
+                for r in &results {
+                    r.encode(b);
+                }
+                jute::MULTI_END.encode(b);
+            })
+        }
+        Request::SetWatches(sw) => {
+            watches.with(|w| {
+                set_watches(
+                    state,
+                    w,
+                    caller.conn,
+                    sw.relative_zxid,
+                    &sw.data_watches,
+                    &sw.exist_watches,
+                    &sw.child_watches,
+                    &[],
+                    &[],
+                )
+            });
+            reply(out, xid, zxid, ErrorCode::Ok, |_| {})
+        }
+        Request::SetWatches2(sw) => {
+            watches.with(|w| {
+                set_watches(
+                    state,
+                    w,
+                    caller.conn,
+                    sw.relative_zxid,
+                    &sw.data_watches,
+                    &sw.exist_watches,
+                    &sw.child_watches,
+                    &sw.persistent_watches,
+                    &sw.persistent_recursive_watches,
+                )
+            });
+            reply(out, xid, zxid, ErrorCode::Ok, |_| {})
+        }
+        Request::AddWatch(r) => match AddWatchMode::from_code(r.mode) {
+            Some(mode) => {
+                watches.with(|w| {
+                    w.add_persistent(
+                        &r.path,
+                        caller.conn,
+                        mode == AddWatchMode::PersistentRecursive,
+                    )
+                });
+                // ZooKeeper answers addWatch with an ErrorResponse body of 0.
+                reply(out, xid, zxid, ErrorCode::Ok, |b| b.put_i32(0))
+            }
+            None => reply_error(out, xid, zxid, ErrorCode::MarshallingError),
+        },
+        Request::CheckWatches(r) => {
+            let found = watcher_tables(r.watcher_type)
+                .map(|t| watches.with(|w| w.contains(&r.path, caller.conn, t)));
+            answer_watch_query(out, xid, zxid, found)
+        }
+        Request::RemoveWatches(r) => {
+            let removed = watcher_tables(r.watcher_type)
+                .map(|t| watches.with(|w| w.remove(&r.path, caller.conn, t)));
+            answer_watch_query(out, xid, zxid, removed)
+        }
+        Request::WhoAmI => {
+            let infos: Vec<ClientInfo> = caller
+                .auth
+                .iter()
+                .map(|id| ClientInfo {
+                    auth_scheme: id.scheme.clone(),
+                    user: acl::user_name(id),
+                })
+                .collect();
+            reply(out, xid, zxid, ErrorCode::Ok, |b| {
+                b.put_i32(infos.len() as i32);
+                for i in &infos {
+                    i.encode(b);
+                }
+            })
+        }
+        _ => reply_error(out, xid, zxid, ErrorCode::Unimplemented),
+    }
+}
+
+/// The tables a `WatcherType` addresses; `None` for a value ZooKeeper rejects.
+fn watcher_tables(code: i32) -> Option<Tables> {
+    match WatcherType::from_code(code)? {
+        WatcherType::Children => Some(Tables::Child),
+        WatcherType::Data => Some(Tables::Data),
+        WatcherType::Any | WatcherType::Persistent | WatcherType::PersistentRecursive => {
+            Some(Tables::Both)
+        }
+    }
+}
+
+fn answer_watch_query(out: &Outbox, xid: i32, zxid: i64, found: Option<bool>) {
+    match found {
+        Some(true) => reply(out, xid, zxid, ErrorCode::Ok, |_| {}),
+        Some(false) => reply_error(out, xid, zxid, ErrorCode::NoWatcher),
+        None => reply_error(out, xid, zxid, ErrorCode::MarshallingError),
+    }
+}
+
+/// SetWatches / SetWatches2 after a reconnect (`DataTree.setWatches`): for each watch the
+/// client had, either fire now what it missed (relative to the last zxid it saw) or re-arm.
+#[allow(clippy::too_many_arguments)]
+fn set_watches(
+    state: &StateMachine,
+    watches: &mut WatchManager,
+    conn: ConnId,
+    relative_zxid: i64,
+    data: &[String],
+    exist: &[String],
+    child: &[String],
+    persistent: &[String],
+    recursive: &[String],
+) {
+    for p in data {
+        match state.tree.get(p) {
+            None => watches.notify(conn, EventType::NodeDeleted, p),
+            Some(n) if n.mzxid > relative_zxid => {
+                watches.notify(conn, EventType::NodeDataChanged, p)
+            }
+            Some(_) => watches.watch_data(p, conn),
+        }
+    }
+    for p in exist {
+        match state.tree.get(p) {
+            Some(_) => watches.notify(conn, EventType::NodeCreated, p),
+            None => watches.watch_data(p, conn),
+        }
+    }
+    for p in child {
+        match state.tree.get(p) {
+            None => watches.notify(conn, EventType::NodeDeleted, p),
+            Some(n) if n.pzxid > relative_zxid => {
+                watches.notify(conn, EventType::NodeChildrenChanged, p)
+            }
+            Some(_) => watches.watch_children(p, conn),
+        }
+    }
+    for p in persistent {
+        watches.add_persistent(p, conn, false);
+    }
+    for p in recursive {
+        watches.add_persistent(p, conn, true);
+    }
+}
+
+/// The opcode class a request header names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Class {
+    /// Goes through the log (create, delete, setData, setACL, check, multi, reconfig).
+    Write,
+    /// closeSession: through the log, then the connection closes.
+    Close,
+    /// Answered locally, in order.
+    Local,
+    /// Auth packets are handled on arrival, ahead of queued requests, as ZooKeeper does
+    /// (clients match them by their reserved xid), so later writes carry the new identity.
+    Auth,
+    /// An opcode ZooKeeper 3.8 does not define (or that clients may not send).
+    Unknown,
+}
+
+/// Classifies an opcode.
+pub fn classify(op: i32) -> Class {
+    if crate::state::is_write_op(op) {
+        return Class::Write;
+    }
+    match OpCode::from_code(op) {
+        Some(OpCode::CloseSession) => Class::Close,
+        Some(
+            OpCode::Ping
+            | OpCode::Exists
+            | OpCode::GetData
+            | OpCode::GetChildren
+            | OpCode::GetChildren2
+            | OpCode::GetAcl
+            | OpCode::GetAllChildrenNumber
+            | OpCode::GetEphemerals
+            | OpCode::MultiRead
+            | OpCode::SetWatches
+            | OpCode::SetWatches2
+            | OpCode::AddWatch
+            | OpCode::CheckWatches
+            | OpCode::RemoveWatches
+            | OpCode::WhoAmI,
+        ) => Class::Local,
+        Some(OpCode::Auth) => Class::Auth,
+        _ => Class::Unknown,
+    }
+}

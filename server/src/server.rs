@@ -1,0 +1,144 @@
+//! Starting and stopping a member: storage, state, consensus thread, peer transport, client
+//! listener, metrics endpoint.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use anyhow::{bail, Context};
+use bytes::Bytes;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::config::Config;
+use crate::consensus::{initial_conf_state, Consensus, Input};
+use crate::shared::Shared;
+use crate::snapshot;
+use crate::state::StateMachine;
+use crate::storage::RaftStorage;
+use crate::transport::Transport;
+use crate::tree::TreeOptions;
+
+/// A running member.
+pub struct Server {
+    pub shared: Arc<Shared>,
+    pub client_addr: SocketAddr,
+    consensus: Option<JoinHandle<()>>,
+    shutdown: watch::Sender<bool>,
+}
+
+/// Where the member keeps its Raft log and snapshots, inside dataDir (which also holds
+/// `myid`, as ZooKeeper's does).
+pub fn raft_dir(config: &Config) -> std::path::PathBuf {
+    config.data_dir.join("raft")
+}
+
+fn same_membership(a: &raft::eraftpb::ConfState, b: &raft::eraftpb::ConfState) -> bool {
+    let sorted = |v: &[u64]| {
+        let mut v = v.to_vec();
+        v.sort_unstable();
+        v
+    };
+    sorted(&a.voters) == sorted(&b.voters) && sorted(&a.learners) == sorted(&b.learners)
+}
+
+impl Server {
+    /// Opens the data directory, replays what it holds, and starts serving. Must be called
+    /// inside a tokio runtime.
+    pub async fn start(config: Config) -> anyhow::Result<Server> {
+        let conf = initial_conf_state(&config);
+        let dir = raft_dir(&config);
+        let storage = RaftStorage::open(&dir, conf.clone())
+            .with_context(|| format!("cannot use data directory {}", dir.display()))?;
+        let stored = storage.conf_state();
+        if !same_membership(&stored, &conf) {
+            bail!(
+                "the membership in the configuration (voters {:?}, observers {:?}) differs from the one \
+                 recorded in {} (voters {:?}, observers {:?}); membership changes are not supported",
+                conf.voters,
+                conf.learners,
+                dir.display(),
+                stored.voters,
+                stored.learners
+            );
+        }
+        let options = TreeOptions {
+            extended_types: config.extended_types,
+        };
+        let state = match storage.snapshot_data() {
+            Some(bytes) => snapshot::decode(Bytes::from(bytes), options)
+                .with_context(|| format!("cannot load the snapshot in {}", dir.display()))?,
+            None => StateMachine::new(options),
+        };
+        let (tx, rx) = std::sync::mpsc::channel();
+        let me = config.my_id;
+        let client_addr = match config.members.get(&me).and_then(|m| m.client_port) {
+            Some(port) if !config.is_standalone() => SocketAddr::new(config.client_address, port),
+            _ => config.client_addr(),
+        };
+        let transport = if config.is_standalone() {
+            None
+        } else {
+            let mut peers = HashMap::new();
+            let mut listen = None;
+            for m in config.members.values() {
+                let addr = m.peer_addr()?;
+                if m.id == me {
+                    listen = Some(addr);
+                } else {
+                    peers.insert(m.id, addr);
+                }
+            }
+            let listen = listen.context("this member has no server line")?;
+            Some(
+                Transport::start(me, listen, peers, tx.clone())
+                    .await
+                    .with_context(|| format!("cannot listen for peers on {listen}"))?,
+            )
+        };
+        let listener = TcpListener::bind(client_addr)
+            .await
+            .with_context(|| format!("cannot listen for clients on {client_addr}"))?;
+        let client_addr = listener.local_addr()?;
+        let metrics_port = config.metrics_port;
+        let metrics_addr = config.metrics_address;
+        let shared = Arc::new(Shared::new(config, state, tx));
+        let consensus =
+            Consensus::new(shared.clone(), storage, rx, transport).context("cannot start Raft")?;
+        let thread = std::thread::Builder::new()
+            .name("raft".into())
+            .spawn(move || consensus.run())?;
+        let (shutdown, shutdown_rx) = watch::channel(false);
+        tokio::spawn(crate::net::accept_clients(
+            shared.clone(),
+            listener,
+            shutdown_rx.clone(),
+        ));
+        if let Some(port) = metrics_port {
+            let addr = SocketAddr::new(metrics_addr, port);
+            let l = TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("cannot listen for metrics on {addr}"))?;
+            tokio::spawn(crate::prometheus::serve(shared.clone(), l, shutdown_rx));
+        }
+        tracing::info!(member = me, %client_addr, "zooraft started");
+        Ok(Server {
+            shared,
+            client_addr,
+            consensus: Some(thread),
+            shutdown,
+        })
+    }
+
+    /// Stops accepting clients, closes connections, and stops Raft (whatever was
+    /// acknowledged is already on disk).
+    pub async fn stop(mut self) {
+        let _ = self.shutdown.send(true);
+        self.shared.submit(Input::Shutdown);
+        if let Some(thread) = self.consensus.take() {
+            let _ = tokio::task::spawn_blocking(move || thread.join()).await;
+        }
+        tracing::info!("zooraft stopped");
+    }
+}

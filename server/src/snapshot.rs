@@ -1,0 +1,353 @@
+//! Serialising the state machine (tree, sessions, last zxid) for snapshots, and a digest of
+//! the tree for comparing members.
+//!
+//! Layout (jute primitives, big-endian): `"ZRSM" | u32 version | i64 last_zxid |
+//! sessions: i32 n, (i64 id, i32 timeout, 16 bytes passwd)* | acls: i32 n, vector<ACL>* |
+//! nodes: i64 n, (ustring path, buffer data, i32 acl index, i64 czxid, i64 mzxid, i64 ctime,
+//! i64 mtime, i32 version, i32 cversion, i32 aversion, u8 kind, i64 kind value, i64 pzxid)*`.
+//! Children are not stored: they follow from the paths, and are rebuilt on load (a path
+//! whose parent is missing is corruption).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use jute::{Acl, DecodeError, Reader, Record, WriteExt};
+
+use crate::path;
+use crate::state::{SessionInfo, StateMachine};
+use crate::tree::{DataTree, NodeKind, TreeOptions, Znode};
+
+const MAGIC: &[u8; 4] = b"ZRSM";
+const VERSION: u32 = 1;
+
+/// Why a snapshot could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotError {
+    #[error("not a zooraft snapshot (bad magic)")]
+    BadMagic,
+    #[error("snapshot format {0} is not supported by this build")]
+    Version(u32),
+    #[error("corrupt snapshot: {0}")]
+    Decode(#[from] DecodeError),
+    #[error("corrupt snapshot: {0}")]
+    Inconsistent(String),
+}
+
+fn kind_code(kind: NodeKind) -> (u8, i64) {
+    match kind {
+        NodeKind::Persistent => (0, 0),
+        NodeKind::Ephemeral(s) => (1, s),
+        NodeKind::Container => (2, 0),
+        NodeKind::Ttl(t) => (3, t),
+    }
+}
+
+/// Serialises the whole state machine.
+pub fn encode(sm: &StateMachine) -> Vec<u8> {
+    let tree = &sm.tree;
+    let mut out = BytesMut::with_capacity(64 + tree.approximate_data_size() as usize * 2);
+    out.put_slice(MAGIC);
+    out.put_u32(VERSION);
+    out.put_i64(sm.last_zxid);
+    out.put_i32(sm.sessions.len() as i32);
+    for (id, info) in &sm.sessions {
+        out.put_i64(*id);
+        out.put_i32(info.timeout);
+        out.put_slice(&info.passwd);
+    }
+    // ACL lists, shared by pointer in the tree, are written once each.
+    let mut acl_index: HashMap<*const Acl, i32> = HashMap::new();
+    let mut acl_lists: Vec<&Arc<[Acl]>> = Vec::new();
+    for (_, node) in tree.iter() {
+        let key = node.acl.as_ptr();
+        if let std::collections::hash_map::Entry::Vacant(v) = acl_index.entry(key) {
+            v.insert(acl_lists.len() as i32);
+            acl_lists.push(&node.acl);
+        }
+    }
+    out.put_i32(acl_lists.len() as i32);
+    for list in &acl_lists {
+        out.put_i32(list.len() as i32);
+        for a in list.iter() {
+            a.encode(&mut out);
+        }
+    }
+    let mut count = 0i64;
+    let count_at = out.len();
+    out.put_i64(0);
+    for (p, n) in tree.iter() {
+        out.put_ustring(p);
+        out.put_buffer(n.data.as_deref());
+        out.put_i32(acl_index[&n.acl.as_ptr()]);
+        out.put_i64(n.czxid);
+        out.put_i64(n.mzxid);
+        out.put_i64(n.ctime);
+        out.put_i64(n.mtime);
+        out.put_i32(n.version);
+        out.put_i32(n.cversion);
+        out.put_i32(n.aversion);
+        let (k, v) = kind_code(n.kind);
+        out.put_u8(k);
+        out.put_i64(v);
+        out.put_i64(n.pzxid);
+        count += 1;
+    }
+    out[count_at..count_at + 8].copy_from_slice(&count.to_be_bytes());
+    out.to_vec()
+}
+
+/// Loads a state machine from a snapshot.
+pub fn decode(bytes: Bytes, options: TreeOptions) -> Result<StateMachine, SnapshotError> {
+    let mut r = Reader::new(bytes);
+    let mut magic = [0u8; 4];
+    for b in magic.iter_mut() {
+        *b = r.read_u8()?;
+    }
+    if &magic != MAGIC {
+        return Err(SnapshotError::BadMagic);
+    }
+    let version = r.read_i32()? as u32;
+    if version != VERSION {
+        return Err(SnapshotError::Version(version));
+    }
+    let last_zxid = r.read_i64()?;
+    let mut sessions = std::collections::BTreeMap::new();
+    let n = r.read_i32()?;
+    for _ in 0..n.max(0) {
+        let id = r.read_i64()?;
+        let timeout = r.read_i32()?;
+        let mut passwd = [0u8; 16];
+        for b in passwd.iter_mut() {
+            *b = r.read_u8()?;
+        }
+        sessions.insert(id, SessionInfo { timeout, passwd });
+    }
+    let mut tree = DataTree::empty(options);
+    let n_acls = r.read_i32()?;
+    let mut acls: Vec<Arc<[Acl]>> = Vec::new();
+    for _ in 0..n_acls.max(0) {
+        let list = r.read_vec(12, Acl::decode)?;
+        acls.push(tree.intern_acl(list));
+    }
+    let n_nodes = r.read_i64()?;
+    let mut paths = Vec::with_capacity(n_nodes.clamp(0, 1 << 20) as usize);
+    for _ in 0..n_nodes.max(0) {
+        let p = r.read_ustring()?;
+        let data = r.read_buffer()?;
+        let acl_i = r.read_i32()?;
+        let acl = acls
+            .get(acl_i as usize)
+            .cloned()
+            .ok_or_else(|| SnapshotError::Inconsistent(format!("{p}: ACL index {acl_i}")))?;
+        let czxid = r.read_i64()?;
+        let mzxid = r.read_i64()?;
+        let ctime = r.read_i64()?;
+        let mtime = r.read_i64()?;
+        let version = r.read_i32()?;
+        let cversion = r.read_i32()?;
+        let aversion = r.read_i32()?;
+        let kind = match (r.read_u8()?, r.read_i64()?) {
+            (0, _) => NodeKind::Persistent,
+            (1, s) => NodeKind::Ephemeral(s),
+            (2, _) => NodeKind::Container,
+            (3, t) => NodeKind::Ttl(t),
+            (k, _) => return Err(SnapshotError::Inconsistent(format!("{p}: node kind {k}"))),
+        };
+        let pzxid = r.read_i64()?;
+        paths.push(p.clone());
+        tree.load_node(
+            p,
+            Znode {
+                data,
+                acl,
+                czxid,
+                mzxid,
+                ctime,
+                mtime,
+                version,
+                cversion,
+                aversion,
+                kind,
+                pzxid,
+                children: DataTree::new_children(),
+            },
+        );
+    }
+    if tree.get("/").is_none() {
+        return Err(SnapshotError::Inconsistent("no root node".into()));
+    }
+    for p in &paths {
+        if p == "/" {
+            continue;
+        }
+        if path::validate(p).is_err() {
+            return Err(SnapshotError::Inconsistent(format!("invalid path {p:?}")));
+        }
+        if !tree.link_child(p) {
+            return Err(SnapshotError::Inconsistent(format!("{p} has no parent")));
+        }
+    }
+    Ok(StateMachine {
+        tree,
+        sessions,
+        last_zxid,
+    })
+}
+
+/// A 64-bit digest of the tree (paths, data, Stat, ACLs), independent of map order: equal
+/// on two members exactly when their trees are equal (up to hash collisions).
+pub fn tree_digest(tree: &DataTree) -> u64 {
+    // FNV-1a over a canonical encoding of each node, in path order.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut feed = |bytes: &[u8]| {
+        for b in bytes {
+            h ^= *b as u64;
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    };
+    let mut buf = BytesMut::new();
+    for p in tree.sorted_paths() {
+        let Some(n) = tree.get(p) else { continue };
+        buf.clear();
+        buf.put_ustring(p);
+        buf.put_buffer(n.data.as_deref());
+        n.stat().encode(&mut buf);
+        for a in n.acl.iter() {
+            a.encode(&mut buf);
+        }
+        let (k, v) = kind_code(n.kind);
+        buf.put_u8(k);
+        buf.put_i64(v);
+        feed(&buf);
+    }
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tree::{CreateOp, CreateRecord, TxnContext};
+    use jute::Id;
+
+    fn sample() -> StateMachine {
+        let mut sm = StateMachine::new(TreeOptions {
+            extended_types: true,
+        });
+        sm.sessions.insert(
+            7,
+            SessionInfo {
+                timeout: 4000,
+                passwd: [9; 16],
+            },
+        );
+        sm.last_zxid = (3 << 32) | 17;
+        let auth = [Id {
+            scheme: "digest".into(),
+            id: "u:h".into(),
+        }];
+        let ctx = TxnContext {
+            zxid: 5,
+            time: 99,
+            session: 7,
+            auth: &auth,
+        };
+        let open = [Acl::open_unsafe()];
+        let digest = [Acl {
+            perms: 31,
+            id: Id {
+                scheme: "digest".into(),
+                id: "u:h".into(),
+            },
+        }];
+        for (p, flags, acl, record) in [
+            ("/a", 0, &open[..], CreateRecord::Plain),
+            ("/a/b", 2, &digest[..], CreateRecord::Plain),
+            ("/e", 1, &open[..], CreateRecord::Plain),
+            ("/c", 4, &open[..], CreateRecord::Container),
+            ("/t", 5, &open[..], CreateRecord::Ttl(5000)),
+        ] {
+            let op = CreateOp {
+                path: p,
+                data: Some(Bytes::from_static(b"xyz")),
+                acl,
+                flags,
+                record,
+            };
+            sm.tree.create(&ctx, &op, &mut Vec::new(), None).unwrap();
+        }
+        sm
+    }
+
+    #[test]
+    fn round_trip_preserves_everything() {
+        let sm = sample();
+        let bytes = Bytes::from(encode(&sm));
+        let back = decode(
+            bytes,
+            TreeOptions {
+                extended_types: true,
+            },
+        )
+        .unwrap();
+        assert_eq!(back.last_zxid, sm.last_zxid);
+        assert_eq!(back.sessions, sm.sessions);
+        assert_eq!(tree_digest(&back.tree), tree_digest(&sm.tree));
+        assert_eq!(back.tree.node_count(), sm.tree.node_count());
+        assert_eq!(back.tree.ephemerals_of(7).count(), 1);
+        assert_eq!(back.tree.containers().len(), 1);
+        assert_eq!(back.tree.ttls().len(), 1);
+        assert_eq!(
+            back.tree.approximate_data_size(),
+            sm.tree.approximate_data_size()
+        );
+        assert_eq!(
+            back.tree.get("/").unwrap().stat(),
+            sm.tree.get("/").unwrap().stat()
+        );
+    }
+
+    #[test]
+    fn digest_sees_any_difference() {
+        let a = sample();
+        let mut b = sample();
+        assert_eq!(tree_digest(&a.tree), tree_digest(&b.tree));
+        let ctx = TxnContext {
+            zxid: 6,
+            time: 100,
+            session: 7,
+            auth: &[],
+        };
+        b.tree
+            .set_data(
+                &ctx,
+                "/a",
+                Some(Bytes::from_static(b"xyz")),
+                -1,
+                &mut Vec::new(),
+                None,
+            )
+            .unwrap();
+        assert_ne!(tree_digest(&a.tree), tree_digest(&b.tree));
+    }
+
+    #[test]
+    fn corruption_is_detected() {
+        let bytes = encode(&sample());
+        assert!(matches!(
+            decode(Bytes::from_static(b"nope"), TreeOptions::default()),
+            Err(SnapshotError::BadMagic)
+        ));
+        assert!(decode(
+            Bytes::from(bytes[..bytes.len() - 3].to_vec()),
+            TreeOptions::default()
+        )
+        .is_err());
+        let mut v = bytes.clone();
+        v[4..8].copy_from_slice(&9u32.to_be_bytes());
+        assert!(matches!(
+            decode(Bytes::from(v), TreeOptions::default()),
+            Err(SnapshotError::Version(9))
+        ));
+    }
+}

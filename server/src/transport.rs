@@ -1,0 +1,358 @@
+//! Member-to-member TCP: Raft messages, writes forwarded from followers to the leader, and
+//! session touches.
+//!
+//! Each member listens on its peer port and keeps one outbound connection per peer, opened
+//! lazily and reopened with back-off after a failure. Frames are `u32 length | u8 kind |
+//! payload`; a connection starts with a hello naming the sender. Outbound queues are
+//! bounded: when one is full the message is dropped and the peer reported unreachable to
+//! Raft, which retries on its own schedule. A snapshot message is reported delivered (or
+//! failed) to Raft once written, as raft-rs requires.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::mpsc::Sender;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use parking_lot::Mutex;
+use protobuf::Message as _;
+use raft::eraftpb::{Message, MessageType};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+
+use crate::consensus::Input;
+use crate::txn::Command;
+
+const KIND_HELLO: u8 = 0;
+const KIND_RAFT: u8 = 1;
+const KIND_FORWARD: u8 = 2;
+const KIND_TOUCH: u8 = 3;
+const PROTOCOL: u32 = 1;
+/// Frames up to 1 GiB (a snapshot travels as one frame).
+const MAX_FRAME: usize = 1 << 30;
+const QUEUE: usize = 4096;
+
+struct OutFrame {
+    bytes: Bytes,
+    /// Set for a snapshot message: report the outcome to Raft.
+    snapshot_to: Option<u64>,
+}
+
+fn frame(kind: u8, payload: impl FnOnce(&mut BytesMut)) -> Bytes {
+    let mut b = BytesMut::with_capacity(64);
+    b.put_u32(0);
+    b.put_u8(kind);
+    payload(&mut b);
+    let len = (b.len() - 4) as u32;
+    b[..4].copy_from_slice(&len.to_be_bytes());
+    b.freeze()
+}
+
+/// Handle for sending to peers; cheap to clone.
+#[derive(Clone)]
+pub struct Transport {
+    peers: Arc<HashMap<u64, mpsc::Sender<OutFrame>>>,
+    inbox: Arc<Mutex<Sender<Input>>>,
+}
+
+impl Transport {
+    /// Listens on `listen` and starts one sender task per peer, on the current runtime.
+    pub async fn start(
+        me: u64,
+        listen: SocketAddr,
+        peers: HashMap<u64, SocketAddr>,
+        inbox: Sender<Input>,
+    ) -> std::io::Result<Transport> {
+        let listener = TcpListener::bind(listen).await?;
+        let inbox = Arc::new(Mutex::new(inbox));
+        tokio::spawn(accept_loop(listener, inbox.clone()));
+        let mut senders = HashMap::new();
+        for (id, addr) in peers {
+            if id == me {
+                continue;
+            }
+            let (tx, rx) = mpsc::channel(QUEUE);
+            senders.insert(id, tx);
+            tokio::spawn(sender_loop(me, id, addr, rx, inbox.clone()));
+        }
+        Ok(Transport {
+            peers: Arc::new(senders),
+            inbox,
+        })
+    }
+
+    fn push(&self, to: u64, out: OutFrame) -> bool {
+        match self.peers.get(&to) {
+            Some(tx) => tx.try_send(out).is_ok(),
+            None => false,
+        }
+    }
+
+    /// Sends a Raft message; false if it had to be dropped.
+    pub fn send_raft(&self, msg: &Message) -> bool {
+        let bytes = match msg.write_to_bytes() {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::error!("cannot encode a raft message: {e}");
+                return false;
+            }
+        };
+        let snapshot_to = (msg.get_msg_type() == MessageType::MsgSnapshot).then_some(msg.to);
+        let ok = self.push(
+            msg.to,
+            OutFrame {
+                bytes: frame(KIND_RAFT, |b| b.put_slice(&bytes)),
+                snapshot_to,
+            },
+        );
+        if !ok {
+            let _ = self.inbox.lock().send(Input::Unreachable(msg.to));
+            if snapshot_to.is_some() {
+                let _ = self.inbox.lock().send(Input::SnapshotStatus {
+                    to: msg.to,
+                    ok: false,
+                });
+            }
+        }
+        ok
+    }
+
+    /// Forwards client commands to the leader.
+    pub fn forward(&self, to: u64, commands: &[Command]) -> bool {
+        let bytes = frame(KIND_FORWARD, |b| {
+            b.put_u32(commands.len() as u32);
+            for c in commands {
+                c.encode(b);
+            }
+        });
+        self.push(
+            to,
+            OutFrame {
+                bytes,
+                snapshot_to: None,
+            },
+        )
+    }
+
+    /// Reports live sessions to the leader.
+    pub fn touch(&self, to: u64, sessions: &[i64]) -> bool {
+        let bytes = frame(KIND_TOUCH, |b| {
+            b.put_u32(sessions.len() as u32);
+            for s in sessions {
+                b.put_i64(*s);
+            }
+        });
+        self.push(
+            to,
+            OutFrame {
+                bytes,
+                snapshot_to: None,
+            },
+        )
+    }
+}
+
+async fn sender_loop(
+    me: u64,
+    to: u64,
+    addr: SocketAddr,
+    mut rx: mpsc::Receiver<OutFrame>,
+    inbox: Arc<Mutex<Sender<Input>>>,
+) {
+    let mut backoff = Duration::from_millis(50);
+    let hello = frame(KIND_HELLO, |b| {
+        b.put_u64(me);
+        b.put_u32(PROTOCOL);
+    });
+    'reconnect: loop {
+        // Wait for something to send before (re)connecting.
+        let Some(first) = rx.recv().await else { return };
+        let mut pending = Some(first);
+        let stream =
+            match tokio::time::timeout(Duration::from_secs(2), TcpStream::connect(addr)).await {
+                Ok(Ok(s)) => s,
+                Ok(Err(e)) => {
+                    tracing::debug!(peer = to, %addr, "connect failed: {e}");
+                    fail(&inbox, to, pending.take(), &mut rx);
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(1));
+                    continue;
+                }
+                Err(_) => {
+                    fail(&inbox, to, pending.take(), &mut rx);
+                    continue;
+                }
+            };
+        let _ = stream.set_nodelay(true);
+        let (_r, mut w) = stream.into_split();
+        if w.write_all(&hello).await.is_err() {
+            fail(&inbox, to, pending.take(), &mut rx);
+            continue;
+        }
+        backoff = Duration::from_millis(50);
+        tracing::info!(peer = to, %addr, "connected to peer");
+        let mut buf = BytesMut::with_capacity(64 * 1024);
+        loop {
+            let mut snapshots = Vec::new();
+            let mut next = pending.take();
+            if next.is_none() {
+                next = rx.recv().await;
+            }
+            let Some(f) = next else { return };
+            buf.put_slice(&f.bytes);
+            snapshots.extend(f.snapshot_to);
+            while buf.len() < 1 << 20 {
+                match rx.try_recv() {
+                    Ok(f) => {
+                        buf.put_slice(&f.bytes);
+                        snapshots.extend(f.snapshot_to);
+                    }
+                    Err(_) => break,
+                }
+            }
+            let result = w.write_all(&buf).await;
+            buf.clear();
+            let ok = result.is_ok();
+            for s in snapshots {
+                let _ = inbox.lock().send(Input::SnapshotStatus { to: s, ok });
+            }
+            if let Err(e) = result {
+                tracing::info!(peer = to, "peer connection lost: {e}");
+                let _ = inbox.lock().send(Input::Unreachable(to));
+                continue 'reconnect;
+            }
+        }
+    }
+}
+
+/// The peer cannot be reached: tell Raft, and drop what is queued for it (Raft resends
+/// what still matters once the peer answers again).
+fn fail(
+    inbox: &Arc<Mutex<Sender<Input>>>,
+    to: u64,
+    frame: Option<OutFrame>,
+    rx: &mut mpsc::Receiver<OutFrame>,
+) {
+    let _ = inbox.lock().send(Input::Unreachable(to));
+    let mut dropped = frame.into_iter().collect::<Vec<_>>();
+    while let Ok(f) = rx.try_recv() {
+        dropped.push(f);
+    }
+    for f in dropped {
+        if let Some(s) = f.snapshot_to {
+            let _ = inbox
+                .lock()
+                .send(Input::SnapshotStatus { to: s, ok: false });
+        }
+    }
+}
+
+async fn accept_loop(listener: TcpListener, inbox: Arc<Mutex<Sender<Input>>>) {
+    loop {
+        match listener.accept().await {
+            Ok((stream, addr)) => {
+                let _ = stream.set_nodelay(true);
+                let inbox = inbox.clone();
+                tokio::spawn(async move {
+                    if let Err(e) = receive(stream, inbox).await {
+                        tracing::debug!(%addr, "peer connection closed: {e}");
+                    }
+                });
+            }
+            Err(e) => {
+                tracing::warn!("peer accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+enum ReceiveError {
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("bad frame: {0}")]
+    Bad(String),
+}
+
+async fn read_frame(
+    stream: &mut TcpStream,
+    buf: &mut BytesMut,
+) -> Result<Option<(u8, Bytes)>, ReceiveError> {
+    loop {
+        if buf.len() >= 4 {
+            let len = u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
+            if len == 0 || len > MAX_FRAME {
+                return Err(ReceiveError::Bad(format!("length {len}")));
+            }
+            if buf.len() >= 4 + len {
+                buf.advance(4);
+                let mut body = buf.split_to(len).freeze();
+                let kind = body.get_u8();
+                return Ok(Some((kind, body)));
+            }
+            buf.reserve(4 + len - buf.len());
+        }
+        if stream.read_buf(buf).await? == 0 {
+            return Ok(None);
+        }
+    }
+}
+
+async fn receive(
+    mut stream: TcpStream,
+    inbox: Arc<Mutex<Sender<Input>>>,
+) -> Result<(), ReceiveError> {
+    let mut buf = BytesMut::with_capacity(64 * 1024);
+    let Some((KIND_HELLO, mut hello)) = read_frame(&mut stream, &mut buf).await? else {
+        return Err(ReceiveError::Bad("expected hello".into()));
+    };
+    if hello.len() < 12 {
+        return Err(ReceiveError::Bad("short hello".into()));
+    }
+    let from = hello.get_u64();
+    let protocol = hello.get_u32();
+    if protocol != PROTOCOL {
+        return Err(ReceiveError::Bad(format!(
+            "peer {from} speaks protocol {protocol}"
+        )));
+    }
+    while let Some((kind, mut body)) = read_frame(&mut stream, &mut buf).await? {
+        let input = match kind {
+            KIND_RAFT => {
+                let mut m = Message::default();
+                m.merge_from_bytes(&body)
+                    .map_err(|e| ReceiveError::Bad(format!("raft message from {from}: {e}")))?;
+                Input::Raft(Box::new(m))
+            }
+            KIND_FORWARD => {
+                let mut r = jute::Reader::new(body);
+                let n = r.read_i32().map_err(|e| ReceiveError::Bad(e.to_string()))?;
+                let mut commands = Vec::with_capacity(n.clamp(0, 1 << 16) as usize);
+                for _ in 0..n.max(0) {
+                    commands.push(
+                        Command::decode(&mut r).map_err(|e| ReceiveError::Bad(e.to_string()))?,
+                    );
+                }
+                Input::Forwarded(commands)
+            }
+            KIND_TOUCH => {
+                if body.len() < 4 {
+                    return Err(ReceiveError::Bad("short touch".into()));
+                }
+                let n = body.get_u32() as usize;
+                if body.len() < n * 8 {
+                    return Err(ReceiveError::Bad("short touch".into()));
+                }
+                Input::Touch((0..n).map(|_| body.get_i64()).collect())
+            }
+            other => return Err(ReceiveError::Bad(format!("kind {other}"))),
+        };
+        if inbox.lock().send(input).is_err() {
+            return Ok(());
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,267 @@
+//! The replicated command format: what one Raft entry carries.
+//!
+//! An entry is a [`Batch`]: the leader's wall-clock time (every znode time in the batch
+//! comes from it, never from a replica's clock) and the commands gathered in one ready
+//! cycle. Client writes travel as the raw jute body the client sent, plus who sent it
+//! (session, xid, the member and connection to answer) and the session's auth ids, so that
+//! every member applies exactly the same bytes and checks ACLs identically.
+//!
+//! Layout (big-endian, jute primitives):
+//! `u8 version=1 | i64 time | i32 count | command*`; each command starts with a tag byte.
+
+use bytes::{BufMut, Bytes, BytesMut};
+use jute::{DecodeError, Id, Reader, Record, WriteExt};
+
+const FORMAT_VERSION: u8 = 1;
+
+const TAG_REQUEST: u8 = 1;
+const TAG_CREATE_SESSION: u8 = 2;
+const TAG_CLOSE_SESSION: u8 = 3;
+const TAG_DELETE_NODE: u8 = 4;
+
+/// Where the answer to a command goes: a member, and a connection on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Origin {
+    pub member: u64,
+    pub conn: u64,
+}
+
+/// A client's write request (create, delete, setData, setACL, check, multi, ...).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientWrite {
+    pub session: i64,
+    pub xid: i32,
+    pub op: i32,
+    pub origin: Origin,
+    pub auth: Vec<Id>,
+    /// The request body exactly as the client sent it (after the request header).
+    pub body: Bytes,
+}
+
+/// Why a session is being closed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CloseReason {
+    /// The client sent closeSession (op -11) with this xid.
+    Client { origin: Origin, xid: i32 },
+    /// The leader saw no sign of life for the session's timeout.
+    Expired,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    Write(ClientWrite),
+    CreateSession {
+        session: i64,
+        timeout: i32,
+        passwd: [u8; 16],
+        origin: Origin,
+    },
+    CloseSession {
+        session: i64,
+        reason: CloseReason,
+    },
+    /// The leader's removal of an empty container or an expired TTL node.
+    DeleteNode {
+        path: String,
+    },
+}
+
+/// One Raft entry's worth of commands.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Batch {
+    pub time: i64,
+    pub commands: Vec<Command>,
+}
+
+fn put_origin(out: &mut BytesMut, o: &Origin) {
+    out.put_u64(o.member);
+    out.put_u64(o.conn);
+}
+
+fn get_origin(r: &mut Reader) -> Result<Origin, DecodeError> {
+    Ok(Origin {
+        member: r.read_i64()? as u64,
+        conn: r.read_i64()? as u64,
+    })
+}
+
+impl Command {
+    /// Appends this command's encoding.
+    pub fn encode(&self, out: &mut BytesMut) {
+        match self {
+            Command::Write(w) => {
+                out.put_u8(TAG_REQUEST);
+                out.put_i64(w.session);
+                out.put_i32(w.xid);
+                out.put_i32(w.op);
+                put_origin(out, &w.origin);
+                out.put_i32(w.auth.len() as i32);
+                for id in &w.auth {
+                    id.encode(out);
+                }
+                out.put_buffer(Some(&w.body));
+            }
+            Command::CreateSession {
+                session,
+                timeout,
+                passwd,
+                origin,
+            } => {
+                out.put_u8(TAG_CREATE_SESSION);
+                out.put_i64(*session);
+                out.put_i32(*timeout);
+                out.put_slice(passwd);
+                put_origin(out, origin);
+            }
+            Command::CloseSession { session, reason } => {
+                out.put_u8(TAG_CLOSE_SESSION);
+                out.put_i64(*session);
+                match reason {
+                    CloseReason::Expired => out.put_u8(0),
+                    CloseReason::Client { origin, xid } => {
+                        out.put_u8(1);
+                        put_origin(out, origin);
+                        out.put_i32(*xid);
+                    }
+                }
+            }
+            Command::DeleteNode { path } => {
+                out.put_u8(TAG_DELETE_NODE);
+                out.put_ustring(path);
+            }
+        }
+    }
+
+    pub fn decode(r: &mut Reader) -> Result<Command, DecodeError> {
+        match r.read_u8()? {
+            TAG_REQUEST => {
+                let session = r.read_i64()?;
+                let xid = r.read_i32()?;
+                let op = r.read_i32()?;
+                let origin = get_origin(r)?;
+                let auth = r.read_vec(8, Id::decode)?;
+                let body = r.read_buffer()?.unwrap_or_default();
+                Ok(Command::Write(ClientWrite {
+                    session,
+                    xid,
+                    op,
+                    origin,
+                    auth,
+                    body,
+                }))
+            }
+            TAG_CREATE_SESSION => {
+                let session = r.read_i64()?;
+                let timeout = r.read_i32()?;
+                let mut passwd = [0u8; 16];
+                for b in passwd.iter_mut() {
+                    *b = r.read_u8()?;
+                }
+                let origin = get_origin(r)?;
+                Ok(Command::CreateSession {
+                    session,
+                    timeout,
+                    passwd,
+                    origin,
+                })
+            }
+            TAG_CLOSE_SESSION => {
+                let session = r.read_i64()?;
+                let reason = match r.read_u8()? {
+                    0 => CloseReason::Expired,
+                    _ => {
+                        let origin = get_origin(r)?;
+                        let xid = r.read_i32()?;
+                        CloseReason::Client { origin, xid }
+                    }
+                };
+                Ok(Command::CloseSession { session, reason })
+            }
+            TAG_DELETE_NODE => Ok(Command::DeleteNode {
+                path: r.read_ustring()?,
+            }),
+            _ => Err(DecodeError::BadMulti("unknown command tag")),
+        }
+    }
+}
+
+impl Batch {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = BytesMut::with_capacity(64 + self.commands.len() * 64);
+        out.put_u8(FORMAT_VERSION);
+        out.put_i64(self.time);
+        out.put_i32(self.commands.len() as i32);
+        for c in &self.commands {
+            c.encode(&mut out);
+        }
+        out.to_vec()
+    }
+
+    /// Decodes an entry written by this version. Anything else is an error: a member must
+    /// never guess at a log it cannot read.
+    pub fn decode(data: Bytes) -> Result<Batch, DecodeError> {
+        let mut r = Reader::new(data);
+        let version = r.read_u8()?;
+        if version != FORMAT_VERSION {
+            return Err(DecodeError::InvalidLength(version as i64));
+        }
+        let time = r.read_i64()?;
+        let commands = r.read_vec(1, Command::decode)?;
+        Ok(Batch { time, commands })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batches_round_trip() {
+        let origin = Origin {
+            member: 3,
+            conn: 99,
+        };
+        let batch = Batch {
+            time: 1_700_000_000_000,
+            commands: vec![
+                Command::Write(ClientWrite {
+                    session: 7,
+                    xid: 12,
+                    op: 1,
+                    origin,
+                    auth: vec![Id {
+                        scheme: "ip".into(),
+                        id: "127.0.0.1".into(),
+                    }],
+                    body: Bytes::from_static(b"\x00\x00\x00\x02/a"),
+                }),
+                Command::CreateSession {
+                    session: 8,
+                    timeout: 30000,
+                    passwd: [5; 16],
+                    origin,
+                },
+                Command::CloseSession {
+                    session: 8,
+                    reason: CloseReason::Client { origin, xid: 4 },
+                },
+                Command::CloseSession {
+                    session: 9,
+                    reason: CloseReason::Expired,
+                },
+                Command::DeleteNode { path: "/c".into() },
+            ],
+        };
+        let bytes = Bytes::from(batch.encode());
+        assert_eq!(Batch::decode(bytes).unwrap(), batch);
+    }
+
+    #[test]
+    fn foreign_versions_and_garbage_are_errors() {
+        assert!(Batch::decode(Bytes::from_static(&[2, 0, 0])).is_err());
+        assert!(Batch::decode(Bytes::from_static(&[
+            1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 77
+        ]))
+        .is_err());
+    }
+}

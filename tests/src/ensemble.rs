@@ -1,0 +1,146 @@
+//! Ensembles of zooraft members on loopback, for the Raft tests: 3 or 5 members (optionally
+//! with observers), each with its own data directory, `myid` and zoo.cfg, as an operator
+//! would set them up. Members can be killed, restarted and compared (a digest of each
+//! member's tree, from the `hash` four-letter word).
+
+use std::time::{Duration, Instant};
+
+use crate::server::{free_port, ServerKind, TestServer};
+
+/// How long an ensemble may take to elect a leader and serve.
+const READY_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// See the module docs.
+pub struct TestEnsemble {
+    members: Vec<TestServer>,
+    peer_ports: Vec<u16>,
+}
+
+impl TestEnsemble {
+    /// `voters` voting members and `observers` observers, all serving when this returns.
+    /// `extra` lines go into every member's zoo.cfg.
+    pub fn start(voters: usize, observers: usize, extra: &[(&str, &str)]) -> TestEnsemble {
+        let n = voters + observers;
+        let client_ports: Vec<u16> = (0..n).map(|_| free_port()).collect();
+        let peer_ports: Vec<u16> = (0..n).map(|_| free_port()).collect();
+        let mut members = Vec::with_capacity(n);
+        for i in 0..n {
+            let mut b = TestServer::builder(ServerKind::Zooraft)
+                .port(client_ports[i])
+                .myid(i as u64 + 1)
+                .tick_time_ms(500)
+                .config("4lw.commands.whitelist", "*")
+                .config("raftTickMs", "50")
+                .no_wait();
+            for j in 0..n {
+                let role = if j >= voters { ":observer" } else { "" };
+                b = b.config(
+                    &format!("server.{}", j + 1),
+                    &format!("127.0.0.1:{}:0{role};{}", peer_ports[j], client_ports[j]),
+                );
+            }
+            for (k, v) in extra {
+                b = b.config(k, v);
+            }
+            members.push(b.start());
+        }
+        let mut e = TestEnsemble {
+            members,
+            peer_ports,
+        };
+        e.wait_all_serving();
+        e
+    }
+
+    pub fn len(&self) -> usize {
+        self.members.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
+
+    pub fn member(&self, i: usize) -> &TestServer {
+        &self.members[i]
+    }
+
+    pub fn member_mut(&mut self, i: usize) -> &mut TestServer {
+        &mut self.members[i]
+    }
+
+    pub fn peer_port(&self, i: usize) -> u16 {
+        self.peer_ports[i]
+    }
+
+    /// Every running member's address, as a client connect string.
+    pub fn connect_string(&self) -> String {
+        self.members
+            .iter()
+            .filter(|m| m.is_running())
+            .map(|m| m.connect_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// Waits until every running member serves clients.
+    pub fn wait_all_serving(&mut self) {
+        let deadline = Instant::now() + READY_TIMEOUT;
+        for i in 0..self.members.len() {
+            if !self.members[i].is_running() {
+                continue;
+            }
+            while !self.members[i].is_serving() {
+                assert!(
+                    Instant::now() < deadline,
+                    "member {} does not serve; log:\n{}",
+                    i + 1,
+                    self.members[i].log_tail()
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+
+    /// The index of the current leader (waits for one, bounded).
+    pub fn leader(&self) -> usize {
+        let deadline = Instant::now() + READY_TIMEOUT;
+        loop {
+            for (i, m) in self.members.iter().enumerate() {
+                if m.is_running() && m.mode().as_deref() == Some("leader") {
+                    return i;
+                }
+            }
+            assert!(Instant::now() < deadline, "no leader elected");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// `(last zxid, tree digest)` of a member, from its `hash` four-letter word.
+    pub fn digest(&self, i: usize) -> Option<(String, String)> {
+        let answer = self.members[i].four_letter_word("hash").ok()?;
+        let (zxid, digest) = answer.trim().split_once(": ")?;
+        Some((zxid.to_string(), digest.to_string()))
+    }
+
+    /// Waits (bounded) until every running member reports the same last zxid and tree
+    /// digest, and returns it.
+    pub fn converged(&self) -> (String, String) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let digests: Vec<Option<(String, String)>> = (0..self.members.len())
+                .filter(|i| self.members[*i].is_running())
+                .map(|i| self.digest(i))
+                .collect();
+            if let Some(Some(first)) = digests.first() {
+                if digests.iter().all(|d| d.as_ref() == Some(first)) {
+                    return first.clone();
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "members did not converge: {digests:?}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
