@@ -648,3 +648,92 @@ fn decode_body(opcode: Option<i32>, err: i32, r: &mut Reader) -> (Body, Bytes) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jute::{MultiResult, Stat};
+
+    fn reply_frame(xid: i32, zxid: i64, err: i32, body: &[u8]) -> Bytes {
+        let mut b = BytesMut::new();
+        ReplyHeader { xid, zxid, err }.encode(&mut b);
+        b.put_slice(body);
+        b.freeze()
+    }
+
+    /// A client with no socket behind it, for decoding only.
+    async fn offline() -> RawClient {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        RawClient::open(addr).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn replies_are_decoded_by_the_opcode_of_their_xid() {
+        let mut c = offline().await;
+        c.expect_reply(7, OpCode::Exists.code());
+        c.expect_reply(8, OpCode::Multi.code());
+        c.expect_reply(9, OpCode::GetData.code());
+        let stat = Stat {
+            czxid: 5,
+            ..Stat::default()
+        };
+        let i = c.decode_frame(reply_frame(7, 5, 0, &stat.to_bytes()));
+        let Incoming::Reply(r) = i else {
+            panic!("not a reply: {i:?}")
+        };
+        assert_eq!(r.stat(), Some(&stat));
+        // A failed multi: header err 0, the errors inside the body.
+        let mut body = BytesMut::new();
+        Response::Multi(vec![MultiResult::Error(0), MultiResult::Error(-110)]).encode(&mut body);
+        let Incoming::Reply(r) = c.decode_frame(reply_frame(8, 6, 0, &body)) else {
+            panic!("not a reply")
+        };
+        assert_eq!(
+            r.response(),
+            Some(&Response::Multi(vec![
+                MultiResult::Error(0),
+                MultiResult::Error(-110)
+            ]))
+        );
+        // An error reply has no body.
+        let Incoming::Reply(r) = c.decode_frame(reply_frame(9, 6, -101, &[])) else {
+            panic!("not a reply")
+        };
+        assert_eq!((r.err, &r.body), (-101, &Body::None));
+        // A ping reply needs no registration.
+        let Incoming::Reply(r) = c.decode_frame(reply_frame(-2, 6, 0, &[])) else {
+            panic!("not a reply")
+        };
+        assert_eq!(r.opcode, Some(OpCode::Ping.code()));
+    }
+
+    #[tokio::test]
+    async fn events_handshakes_and_garbage() {
+        let mut c = offline().await;
+        let ev = WatcherEvent {
+            event_type: 1,
+            state: 3,
+            path: "/a".into(),
+        };
+        let Incoming::Event(e) = c.decode_frame(reply_frame(-1, -1, 0, &ev.to_bytes())) else {
+            panic!("not an event")
+        };
+        assert_eq!(e.event, ev);
+        c.expect_handshake_response();
+        let resp = ConnectResponse::expired(Some(false));
+        let Incoming::Handshake(h) = c.decode_frame(resp.to_bytes()) else {
+            panic!("not a handshake")
+        };
+        assert_eq!((h.len, h.response.timeout), (37, 0));
+        assert!(matches!(
+            c.decode_frame(Bytes::from_static(&[1, 2, 3])),
+            Incoming::Garbage { .. }
+        ));
+        // A reply to an opcode this client never sent keeps its bytes.
+        let Incoming::Reply(r) = c.decode_frame(reply_frame(42, 1, 0, &[9, 9])) else {
+            panic!("not a reply")
+        };
+        assert!(matches!(r.body, Body::Raw { .. }));
+    }
+}
