@@ -60,7 +60,8 @@ async fn acl_set_get_aversion(c: &mut Ctx) -> Res {
     Ok(())
 }
 
-/// Without READ: getData, getChildren(2), getACL refused; exists and sync allowed.
+/// Without READ: getData, getChildren(2), getAllChildrenNumber, multiRead refused; exists
+/// allowed; getACL allowed with ADMIN.
 async fn acl_read_enforced(c: &mut Ctx) -> Res {
     c.open("s1").await?;
     let a = c.p("a");
@@ -74,7 +75,6 @@ async fn acl_read_enforced(c: &mut Ctx) -> Res {
     c.call("s1", get_children2(&a, false)).await?;
     c.call("s1", get_acl(&a)).await?;
     c.call("s1", exists(&a, false)).await?;
-    c.call("s1", sync(&a)).await?;
     c.call("s1", get_all_children_number(&a)).await?;
     c.call("s1", multi_read(vec![op::get_data(&a)])).await?;
     c.call("s1", get_data(&a, true)).await?;
