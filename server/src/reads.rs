@@ -140,12 +140,13 @@ pub fn execute(
             Err(e) => reply_error(out, xid, zxid, e),
         },
         Request::GetEphemerals(r) => {
-            let prefix = r.prefix_path.trim();
-            let all = prefix.is_empty() || prefix == "/";
+            // A null, empty or "/" prefix means all of the session's ephemerals.
+            let prefix = r.prefix_path.as_deref().unwrap_or_default();
+            let all = prefix.trim().is_empty() || prefix.trim() == "/";
             let list: Vec<&String> = state
                 .tree
                 .ephemerals_of(caller.session)
-                .filter(|p| all || p.starts_with(r.prefix_path.as_str()))
+                .filter(|p| all || p.starts_with(prefix))
                 .collect();
             reply(out, xid, zxid, ErrorCode::Ok, |b| {
                 b.put_i32(list.len() as i32);
@@ -257,14 +258,15 @@ pub fn execute(
     }
 }
 
-/// The tables a `WatcherType` addresses; `None` for a value ZooKeeper rejects.
+/// The tables a `WatcherType` addresses; `None` for a value ZooKeeper 3.8 rejects. Its
+/// `WatcherType.fromInt` knows only Children (1), Data (2) and Any (3): persistent watches
+/// are removed with Any.
 fn watcher_tables(code: i32) -> Option<Tables> {
     match WatcherType::from_code(code)? {
         WatcherType::Children => Some(Tables::Child),
         WatcherType::Data => Some(Tables::Data),
-        WatcherType::Any | WatcherType::Persistent | WatcherType::PersistentRecursive => {
-            Some(Tables::Both)
-        }
+        WatcherType::Any => Some(Tables::Both),
+        WatcherType::Persistent | WatcherType::PersistentRecursive => None,
     }
 }
 

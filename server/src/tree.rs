@@ -639,6 +639,31 @@ impl DataTree {
         Ok(())
     }
 
+    /// A deleteContainer (op 20) sent by a client, with ZooKeeper's checks in its order:
+    /// path form (BADARGUMENTS) → node exists → childless (NOTEMPTY) → not an ephemeral
+    /// (BADVERSION) → parent exists. No ACL is checked, as in ZooKeeper.
+    pub fn delete_container_request(
+        &mut self,
+        zxid: i64,
+        path_in: &str,
+        triggers: &mut Vec<Trigger>,
+    ) -> Result<(), ErrorCode> {
+        let parent = path::parent_for_create(path_in).ok_or(ErrorCode::BadArguments)?;
+        if is_special_path(path_in) {
+            return Err(ErrorCode::BadArguments);
+        }
+        let node = self.get(path_in).ok_or(ErrorCode::NoNode)?;
+        if !node.children.is_empty() {
+            return Err(ErrorCode::NotEmpty);
+        }
+        if matches!(node.kind, NodeKind::Ephemeral(_)) {
+            return Err(ErrorCode::BadVersion);
+        }
+        self.get(parent).ok_or(ErrorCode::NoNode)?;
+        self.remove_node(zxid, path_in, triggers, None);
+        Ok(())
+    }
+
     /// Containers whose children have all gone (and that ever had one), and TTL nodes with
     /// no children left untouched for longer than their TTL, as of wall-clock `now`.
     pub fn cleanup_candidates(&self, now: i64) -> Vec<String> {

@@ -387,7 +387,7 @@ enum Expected {
         version: i32,
     },
     Children(Vec<String>),
-    Sync(String),
+    Sync(Option<String>),
 }
 
 /// The in-memory model of `/pipe`'s children and this session's watches.
@@ -557,7 +557,7 @@ fn generate(count: usize, model: &Model, rng: &mut Rng) -> Vec<Request> {
                 watch: rng.below(3) == 0,
             }),
             _ => Request::Sync(SyncRequest {
-                path: PARENT.into(),
+                path: Some(PARENT.into()),
             }),
         };
         scratch.apply(&req);

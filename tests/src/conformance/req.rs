@@ -124,7 +124,9 @@ pub fn get_children2(path: &str, watch: bool) -> Request {
 }
 
 pub fn sync(path: &str) -> Request {
-    Request::Sync(SyncRequest { path: path.into() })
+    Request::Sync(SyncRequest {
+        path: Some(path.into()),
+    })
 }
 
 pub fn check(path: &str, version: i32) -> Request {
@@ -177,7 +179,7 @@ pub fn check_watches(path: &str, watcher_type: i32) -> Request {
 
 pub fn get_ephemerals(prefix: &str) -> Request {
     Request::GetEphemerals(GetEphemeralsRequest {
-        prefix_path: prefix.into(),
+        prefix_path: Some(prefix.into()),
     })
 }
 

@@ -59,7 +59,8 @@ async fn unknown_opcode(c: &mut Ctx) -> Res {
 
 /// Opcodes that exist but that no client may send: createSession (-10), deleteContainer
 /// (20) on a node that is not a container, sasl (102) with an empty body (no SASL
-/// configured), and reconfig (16) when reconfiguration is disabled. One connection each.
+/// configured; an allowed difference, see below), and reconfig (16) when reconfiguration
+/// is disabled. One connection each.
 async fn client_sent_special_opcodes(c: &mut Ctx) -> Res {
     c.open("s0").await?;
     c.call("s0", create(&c.p("a"), b"", PERSISTENT)).await?;
@@ -85,7 +86,15 @@ async fn client_sent_special_opcodes(c: &mut Ctx) -> Res {
         };
         let xid = 10 + i as i32;
         c.send_op(&label, xid, op, &body).await?;
-        if c.reply_or_close(&label, xid).await?.is_some() {
+        if op == 102 {
+            // SASL is not configured: Apache closes without a reply; zooraft answers
+            // UNIMPLEMENTED and keeps the connection (issue 2: an unimplemented opcode is
+            // answered, never a dropped connection). An allowed difference.
+            let closed = c.probe_closed(&label, 500).await?;
+            c.allowed(format!(
+                "{label}: sasl without SASL configured, closed={closed}"
+            ));
+        } else if c.reply_or_close(&label, xid).await?.is_some() {
             c.wait_closed(&label, 500).await?;
         }
         c.call("s0", exists(&c.p("a"), false)).await?;
