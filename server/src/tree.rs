@@ -213,15 +213,7 @@ impl DataTree {
     /// ZooKeeper builds it (children added without bumping cversion, so `/` shows
     /// cversion -1; the config node is world-readable with aversion -1).
     pub fn new(options: TreeOptions) -> DataTree {
-        let mut tree = DataTree {
-            nodes: FastMap::default(),
-            ephemerals: HashMap::new(),
-            containers: BTreeSet::new(),
-            ttls: BTreeSet::new(),
-            acl_cache: HashMap::new(),
-            data_size: 0,
-            options,
-        };
+        let mut tree = DataTree::empty(options);
         let open = tree.intern_acl(vec![Acl::open_unsafe()]);
         let read = tree.intern_acl(vec![Acl::read_unsafe()]);
         let empty = || Some(Bytes::new());

@@ -12,6 +12,7 @@ pub mod ensemble;
 pub mod java;
 pub mod proxy;
 pub mod raw_client;
+pub mod rt;
 pub mod server;
 
 pub use ensemble::TestEnsemble;

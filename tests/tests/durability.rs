@@ -9,14 +9,7 @@ use zookeeper_client as zc;
 
 const WAIT: Duration = Duration::from_secs(120);
 
-fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime")
-        .block_on(f)
-}
+use harness::rt::block_on;
 
 async fn connect(hosts: &str) -> zc::Client {
     tokio::time::timeout(

@@ -160,13 +160,7 @@ fn create(path: &str, data: &[u8], flags: i32) -> Request {
     })
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("tokio runtime")
-}
+use harness::rt::runtime;
 
 /// Raises this process's soft open-file limit (the server, started afterwards, inherits it).
 fn raise_fd_limit(needed: libc::rlim_t) {
