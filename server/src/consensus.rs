@@ -64,6 +64,16 @@ pub enum Input {
         to: u64,
         ok: bool,
     },
+    /// The snapshot thread made a snapshot file durable (or failed to: `ok` false).
+    SnapshotWritten {
+        index: u64,
+        term: u64,
+        conf: ConfState,
+        bytes: u64,
+        encoded_in: Duration,
+        written_in: Duration,
+        ok: bool,
+    },
     Unreachable(u64),
     Shutdown,
 }
@@ -128,6 +138,9 @@ pub struct Consensus {
     applied: u64,
     applied_term: u64,
     bytes_since_snapshot: u64,
+    last_snapshot_bytes: u64,
+    snapshot_in_progress: bool,
+    snapshots: std::sync::mpsc::Sender<SnapshotJob>,
     /// When this member stopped serving, and whether its clients were dropped since.
     unserving_since: Option<Instant>,
     clients_dropped: bool,
@@ -168,6 +181,7 @@ impl Consensus {
         config.validate()?;
         let logger = crate::raft_log::logger(me);
         let node = RawNode::new(&config, storage.clone(), &logger)?;
+        let snapshot_dir = storage.dir().to_path_buf();
         let standalone = shared.config.is_standalone();
         let observer = shared.config.is_observer();
         let tick = shared.config.raft_tick;
@@ -194,6 +208,9 @@ impl Consensus {
             applied: snap_index,
             applied_term: snap_term,
             bytes_since_snapshot: 0,
+            last_snapshot_bytes: 0,
+            snapshot_in_progress: false,
+            snapshots: spawn_snapshot_writer(snapshot_dir, shared.inbox.clone()),
             unserving_since: None,
             clients_dropped: false,
             // One election timeout, but never more than a quarter of the shortest session.
@@ -312,6 +329,21 @@ impl Consensus {
                 self.node.report_snapshot(to, status);
             }
             Input::Unreachable(id) => self.node.report_unreachable(id),
+            Input::SnapshotWritten {
+                index,
+                term,
+                conf,
+                bytes,
+                encoded_in,
+                written_in,
+                ok,
+            } => {
+                if ok {
+                    self.snapshot_written(index, term, conf, bytes, encoded_in, written_in);
+                } else {
+                    self.snapshot_in_progress = false;
+                }
+            }
             Input::Shutdown => return false,
         }
         true
@@ -651,22 +683,53 @@ impl Consensus {
         self.shared.registry.broadcast(|| Completion::StopServing);
     }
 
+    /// Takes a snapshot when enough has been applied since the last one: by entries, or by
+    /// bytes (at least twice the last snapshot's size, so the cost of snapshots stays a
+    /// fraction of the cost of the log). Only the encoding happens here, where the state is
+    /// consistent; a separate thread writes the file, and the log is compacted when it
+    /// reports back ([`Input::SnapshotWritten`]).
     fn maybe_snapshot(&mut self) {
+        if self.snapshot_in_progress {
+            return;
+        }
         let every = self.shared.config.snapshot_entries;
+        let bytes_due = SNAPSHOT_AFTER_BYTES.max(2 * self.last_snapshot_bytes);
         if self.storage.entries_since_snapshot(self.applied) < every
-            && self.bytes_since_snapshot < SNAPSHOT_AFTER_BYTES
+            && self.bytes_since_snapshot < bytes_due
         {
             return;
         }
         self.bytes_since_snapshot = 0;
         let started = Instant::now();
         let data = snapshot::encode(&self.shared.state.read());
-        let conf = self.storage.conf_state();
-        let compact_to = self
-            .applied
-            .saturating_sub(self.shared.config.snapshot_retain_entries);
-        self.storage
-            .save_snapshot(self.applied, self.applied_term, &conf, &data, compact_to);
+        let job = SnapshotJob {
+            index: self.applied,
+            term: self.applied_term,
+            conf: self.storage.conf_state(),
+            data,
+            encoded_in: started.elapsed(),
+        };
+        self.snapshot_in_progress = self.snapshots.send(job).is_ok();
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn snapshot_written(
+        &mut self,
+        index: u64,
+        term: u64,
+        conf: ConfState,
+        bytes: u64,
+        encoded_in: Duration,
+        written_in: Duration,
+    ) {
+        self.snapshot_in_progress = false;
+        if index <= self.storage.snapshot_metadata().index {
+            // A snapshot from the leader was installed meanwhile; this one is older.
+            return;
+        }
+        let compact_to = index.saturating_sub(self.shared.config.snapshot_retain_entries);
+        self.storage.save_snapshot(index, term, &conf, compact_to);
+        self.last_snapshot_bytes = bytes;
         self.shared
             .metrics
             .snapshots
@@ -674,11 +737,12 @@ impl Consensus {
         self.shared
             .status
             .snapshot_index
-            .store(self.applied, Ordering::Relaxed);
+            .store(index, Ordering::Relaxed);
         tracing::info!(
-            index = self.applied,
-            bytes = data.len(),
-            took_ms = started.elapsed().as_millis() as u64,
+            index,
+            bytes,
+            encode_ms = encoded_in.as_millis() as u64,
+            write_ms = written_in.as_millis() as u64,
             "snapshot taken"
         );
     }
@@ -774,6 +838,52 @@ impl Consensus {
             }
         }
     }
+}
+
+/// A snapshot encoded by the Raft loop, for the snapshot thread to make durable.
+struct SnapshotJob {
+    index: u64,
+    term: u64,
+    conf: ConfState,
+    data: bytes::Bytes,
+    encoded_in: Duration,
+}
+
+/// The thread that writes snapshot files, so the Raft loop never waits for that disk I/O.
+fn spawn_snapshot_writer(
+    dir: std::path::PathBuf,
+    inbox: std::sync::mpsc::Sender<Input>,
+) -> std::sync::mpsc::Sender<SnapshotJob> {
+    let (tx, rx) = std::sync::mpsc::channel::<SnapshotJob>();
+    let spawned = std::thread::Builder::new()
+        .name("snapshot".into())
+        .spawn(move || {
+            for job in rx {
+                let started = Instant::now();
+                let result =
+                    crate::storage::write_snapshot_file(&dir, job.index, job.term, &job.data);
+                if let Err(e) = &result {
+                    tracing::error!(index = job.index, "cannot write a snapshot: {e}");
+                }
+                let report = Input::SnapshotWritten {
+                    index: job.index,
+                    term: job.term,
+                    conf: job.conf,
+                    bytes: job.data.len() as u64,
+                    encoded_in: job.encoded_in,
+                    written_in: started.elapsed(),
+                    ok: result.is_ok(),
+                };
+                if inbox.send(report).is_err() {
+                    return;
+                }
+            }
+        });
+    if let Err(e) = spawned {
+        // Without the thread snapshots are never taken; the log just keeps growing.
+        tracing::error!("cannot start the snapshot thread: {e}");
+    }
+    tx
 }
 
 fn approximate_size(c: &Command) -> usize {

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use anyhow::{bail, Context};
-use bytes::Bytes;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -67,7 +66,7 @@ impl Server {
             extended_types: config.extended_types,
         };
         let state = match storage.snapshot_data() {
-            Some(bytes) => snapshot::decode(Bytes::from(bytes), options)
+            Some(bytes) => snapshot::decode(bytes, options)
                 .with_context(|| format!("cannot load the snapshot in {}", dir.display()))?,
             None => StateMachine::new(options),
         };

@@ -44,7 +44,7 @@ fn kind_code(kind: NodeKind) -> (u8, i64) {
 }
 
 /// Serialises the whole state machine.
-pub fn encode(sm: &StateMachine) -> Vec<u8> {
+pub fn encode(sm: &StateMachine) -> Bytes {
     let tree = &sm.tree;
     let mut out = BytesMut::with_capacity(64 + tree.approximate_data_size() as usize * 2);
     out.put_slice(MAGIC);
@@ -94,7 +94,7 @@ pub fn encode(sm: &StateMachine) -> Vec<u8> {
         count += 1;
     }
     out[count_at..count_at + 8].copy_from_slice(&count.to_be_bytes());
-    out.to_vec()
+    out.freeze()
 }
 
 /// Loads a state machine from a snapshot.
@@ -282,7 +282,7 @@ mod tests {
     #[test]
     fn round_trip_preserves_everything() {
         let sm = sample();
-        let bytes = Bytes::from(encode(&sm));
+        let bytes = encode(&sm);
         let back = decode(
             bytes,
             TreeOptions {
@@ -343,7 +343,7 @@ mod tests {
             TreeOptions::default()
         )
         .is_err());
-        let mut v = bytes.clone();
+        let mut v = bytes.to_vec();
         v[4..8].copy_from_slice(&9u32.to_be_bytes());
         assert!(matches!(
             decode(Bytes::from(v), TreeOptions::default()),

@@ -11,7 +11,12 @@
 //! | `state`       | `snapshot_meta`         | `eraftpb::SnapshotMetadata`             |
 //! | `state`       | `truncated`             | index and term (u64 BE each) before the |
 //! |               |                         | first stored entry                      |
-//! | `snapshot`    | `data`                  | the state machine at `snapshot_meta`    |
+//!
+//! The state machine snapshot itself is a file beside the database,
+//! `snapshots/snap-<index>-<term>`, written to a temporary name, fsynced, renamed and the
+//! directory fsynced, before `snapshot_meta` names it. Taking a snapshot therefore never
+//! pushes hundreds of megabytes through RocksDB's WAL, and a background thread can write it
+//! while the Raft loop goes on.
 //!
 //! Appends write entries and the hard state in one batch with one fsync (raft-rs's ready
 //! contract: persist before the entries count). The log behind a durable snapshot is deleted.
@@ -35,16 +40,15 @@ use rocksdb::{
     ColumnFamilyDescriptor, DBRecoveryMode, IteratorMode, Options, WriteBatch, WriteOptions, DB,
 };
 
-const FORMAT_VERSION: u32 = 1;
+const FORMAT_VERSION: u32 = 2;
 const CF_LOG: &str = "log";
 const CF_STATE: &str = "state";
-const CF_SNAPSHOT: &str = "snapshot";
+const SNAPSHOT_DIR: &str = "snapshots";
 const KEY_FORMAT: &[u8] = b"format";
 const KEY_HARD_STATE: &[u8] = b"hard_state";
 const KEY_CONF_STATE: &[u8] = b"conf_state";
 const KEY_SNAPSHOT_META: &[u8] = b"snapshot_meta";
 const KEY_TRUNCATED: &[u8] = b"truncated";
-const KEY_SNAPSHOT_DATA: &[u8] = b"data";
 
 /// Recent entries kept in memory.
 const CACHE_MAX_ENTRIES: usize = 16_384;
@@ -109,6 +113,32 @@ impl Meta {
 pub struct RaftStorage {
     db: Arc<DB>,
     meta: Arc<RwLock<Meta>>,
+    dir: Arc<std::path::PathBuf>,
+    /// The last snapshot read back, for sending to several followers in a row.
+    snapshot_cache: Arc<parking_lot::Mutex<Option<(u64, bytes::Bytes)>>>,
+}
+
+/// Where the snapshot at (`index`, `term`) lives.
+pub fn snapshot_path(dir: &Path, index: u64, term: u64) -> std::path::PathBuf {
+    dir.join(SNAPSHOT_DIR)
+        .join(format!("snap-{index:020}-{term:020}"))
+}
+
+/// Writes a snapshot file durably: a temporary file, fsync, rename, fsync of the directory.
+/// Safe to call from any thread; the snapshot counts only once `save_snapshot` names it.
+pub fn write_snapshot_file(dir: &Path, index: u64, term: u64, data: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let snapshots = dir.join(SNAPSHOT_DIR);
+    std::fs::create_dir_all(&snapshots)?;
+    let target = snapshot_path(dir, index, term);
+    let tmp = target.with_extension("tmp");
+    {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(data)?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, &target)?;
+    std::fs::File::open(&snapshots)?.sync_all()
 }
 
 fn decode<M: protobuf::Message>(what: &'static str, bytes: &[u8]) -> Result<M, StorageOpenError> {
@@ -136,7 +166,7 @@ impl RaftStorage {
         opts.set_paranoid_checks(true);
         opts.set_max_total_wal_size(256 * 1024 * 1024);
         opts.set_keep_log_file_num(4);
-        let cfs = [CF_LOG, CF_STATE, CF_SNAPSHOT]
+        let cfs = [CF_LOG, CF_STATE]
             .into_iter()
             .map(|name| ColumnFamilyDescriptor::new(name, Options::default()));
         let db = DB::open_cf_descriptors(&opts, dir, cfs)?;
@@ -239,6 +269,18 @@ impl RaftStorage {
         if last_index < snapshot_meta.index {
             last_index = snapshot_meta.index;
         }
+        if snapshot_meta.index > 0 {
+            let file = snapshot_path(dir, snapshot_meta.index, snapshot_meta.term);
+            if !file.is_file() {
+                return Err(corrupt(
+                    "snapshot",
+                    format!(
+                        "{} is missing (the log before it was compacted away)",
+                        file.display()
+                    ),
+                ));
+            }
+        }
         let mut meta = Meta {
             hard_state,
             conf_state,
@@ -253,6 +295,8 @@ impl RaftStorage {
         Ok(RaftStorage {
             db: Arc::new(db),
             meta: Arc::new(RwLock::new(meta)),
+            dir: Arc::new(dir.to_path_buf()),
+            snapshot_cache: Arc::new(parking_lot::Mutex::new(None)),
         })
     }
 
@@ -280,11 +324,46 @@ impl RaftStorage {
         applied.saturating_sub(self.meta.read().snapshot_meta.index)
     }
 
+    /// The directory the store lives in (snapshot files go under it).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// The stored state machine snapshot, if any.
-    pub fn snapshot_data(&self) -> Option<Vec<u8>> {
-        match self.db.get_cf(self.cf(CF_SNAPSHOT), KEY_SNAPSHOT_DATA) {
-            Ok(v) => v,
-            Err(e) => fatal("reading the snapshot", e),
+    pub fn snapshot_data(&self) -> Option<bytes::Bytes> {
+        let meta = self.snapshot_metadata();
+        if meta.index == 0 {
+            return None;
+        }
+        if let Some((index, data)) = self.snapshot_cache.lock().as_ref() {
+            if *index == meta.index {
+                return Some(data.clone());
+            }
+        }
+        let path = snapshot_path(&self.dir, meta.index, meta.term);
+        let data = match std::fs::read(&path) {
+            Ok(d) => bytes::Bytes::from(d),
+            Err(e) => fatal(&format!("reading snapshot {}", path.display()), e),
+        };
+        *self.snapshot_cache.lock() = Some((meta.index, data.clone()));
+        Some(data)
+    }
+
+    /// Deletes snapshot files older than the current one.
+    fn remove_old_snapshots(&self, keep_index: u64) {
+        let Ok(entries) = std::fs::read_dir(self.dir.join(SNAPSHOT_DIR)) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().to_string();
+            let index = name
+                .strip_prefix("snap-")
+                .and_then(|rest| rest.split('-').next())
+                .and_then(|i| i.parse::<u64>().ok());
+            let stale_tmp = name.ends_with(".tmp");
+            if stale_tmp || index.is_some_and(|i| i < keep_index) {
+                let _ = std::fs::remove_file(e.path());
+            }
         }
     }
 
@@ -376,14 +455,8 @@ impl RaftStorage {
     /// Stores a snapshot of our own state machine taken at `index` (applied, so committed),
     /// then drops the log up to `compact_to` (at most `index`), keeping the entries after it
     /// so that a follower a little behind catches up from the log instead of a snapshot.
-    pub fn save_snapshot(
-        &self,
-        index: u64,
-        term: u64,
-        conf: &ConfState,
-        data: &[u8],
-        compact_to: u64,
-    ) {
+    /// The file must already be durable ([`write_snapshot_file`]).
+    pub fn save_snapshot(&self, index: u64, term: u64, conf: &ConfState, compact_to: u64) {
         use raft::Storage as _;
         let mut meta = SnapshotMetadata {
             index,
@@ -412,7 +485,6 @@ impl RaftStorage {
         truncated.extend_from_slice(&compact_to.to_be_bytes());
         truncated.extend_from_slice(&compact_term.to_be_bytes());
         let mut wb = WriteBatch::default();
-        wb.put_cf(self.cf(CF_SNAPSHOT), KEY_SNAPSHOT_DATA, data);
         wb.put_cf(self.cf(CF_STATE), KEY_SNAPSHOT_META, meta_bytes);
         wb.put_cf(self.cf(CF_STATE), KEY_TRUNCATED, truncated);
         wb.delete_range_cf(self.cf(CF_LOG), key(0), key(compact_to + 1));
@@ -433,6 +505,8 @@ impl RaftStorage {
         if m.last_index < index {
             m.last_index = index;
         }
+        drop(m);
+        self.remove_old_snapshots(index);
     }
 
     /// Installs a snapshot received from the leader: replaces the log, the membership and
@@ -442,9 +516,11 @@ impl RaftStorage {
         let mut hs = self.hard_state();
         hs.term = hs.term.max(meta.term);
         hs.commit = hs.commit.max(meta.index);
+        if let Err(e) = write_snapshot_file(&self.dir, meta.index, meta.term, &snap.data) {
+            fatal("writing a snapshot received from the leader", e);
+        }
         let mut wb = WriteBatch::default();
         wb.delete_range_cf(self.cf(CF_LOG), key(0), key(u64::MAX));
-        wb.put_cf(self.cf(CF_SNAPSHOT), KEY_SNAPSHOT_DATA, &snap.data[..]);
         let encode = |m: &dyn protobuf::Message| match m.write_to_bytes() {
             Ok(b) => b,
             Err(e) => fatal("encoding snapshot state", e),
@@ -474,6 +550,8 @@ impl RaftStorage {
         m.last_index = meta.index;
         m.cache.clear();
         m.cache_bytes = 0;
+        drop(m);
+        self.remove_old_snapshots(meta.index);
     }
 
     fn read_entries(&self, low: u64, high: u64) -> raft::Result<Vec<Entry>> {
@@ -594,7 +672,7 @@ impl raft::Storage for RaftStorage {
             ));
         }
         let mut snap = Snapshot {
-            data: self.snapshot_data().unwrap_or_default().into(),
+            data: self.snapshot_data().unwrap_or_default(),
             ..Default::default()
         };
         snap.set_metadata(meta);
@@ -655,7 +733,8 @@ mod tests {
             vec![(2, 1), (3, 1), (4, 2), (5, 2)]
         );
         // Snapshot at 3, keeping the log after 2 for followers slightly behind.
-        s.save_snapshot(3, 1, &conf(), b"state", 2);
+        write_snapshot_file(dir.path(), 3, 1, b"state").unwrap();
+        s.save_snapshot(3, 1, &conf(), 2);
         assert_eq!(s.first_index().unwrap(), 3);
         assert_eq!(s.term(2).unwrap(), 1);
         assert_eq!(s.term(3).unwrap(), 1);
@@ -673,10 +752,11 @@ mod tests {
         drop(s);
         let s = RaftStorage::open(dir.path(), conf()).unwrap();
         assert_eq!((s.first_index().unwrap(), s.last_index().unwrap()), (3, 5));
-        s.save_snapshot(5, 2, &conf(), b"state2", 5);
+        write_snapshot_file(dir.path(), 5, 2, b"state2").unwrap();
+        s.save_snapshot(5, 2, &conf(), 5);
         assert_eq!((s.first_index().unwrap(), s.last_index().unwrap()), (6, 5));
         assert_eq!(s.term(5).unwrap(), 2);
-        assert_eq!(s.snapshot_data().unwrap(), b"state2");
+        assert_eq!(s.snapshot_data().unwrap().as_ref(), b"state2");
     }
 
     #[test]
