@@ -70,7 +70,9 @@ pub enum Input {
         term: u64,
         conf: ConfState,
         bytes: u64,
-        encoded_in: Duration,
+        /// Time the Raft loop spent capturing the state.
+        captured_in: Duration,
+        /// Time the snapshot thread spent encoding and writing.
         written_in: Duration,
         ok: bool,
     },
@@ -334,12 +336,12 @@ impl Consensus {
                 term,
                 conf,
                 bytes,
-                encoded_in,
+                captured_in,
                 written_in,
                 ok,
             } => {
                 if ok {
-                    self.snapshot_written(index, term, conf, bytes, encoded_in, written_in);
+                    self.snapshot_written(index, term, conf, bytes, captured_in, written_in);
                 } else {
                     self.snapshot_in_progress = false;
                 }
@@ -701,13 +703,13 @@ impl Consensus {
         }
         self.bytes_since_snapshot = 0;
         let started = Instant::now();
-        let data = snapshot::encode(&self.shared.state.read());
+        let view = self.shared.state.read().snapshot_view();
         let job = SnapshotJob {
             index: self.applied,
             term: self.applied_term,
             conf: self.storage.conf_state(),
-            data,
-            encoded_in: started.elapsed(),
+            view,
+            captured_in: started.elapsed(),
         };
         self.snapshot_in_progress = self.snapshots.send(job).is_ok();
     }
@@ -719,7 +721,7 @@ impl Consensus {
         term: u64,
         conf: ConfState,
         bytes: u64,
-        encoded_in: Duration,
+        captured_in: Duration,
         written_in: Duration,
     ) {
         self.snapshot_in_progress = false;
@@ -741,8 +743,8 @@ impl Consensus {
         tracing::info!(
             index,
             bytes,
-            encode_ms = encoded_in.as_millis() as u64,
-            write_ms = written_in.as_millis() as u64,
+            capture_ms = captured_in.as_millis() as u64,
+            encode_and_write_ms = written_in.as_millis() as u64,
             "snapshot taken"
         );
     }
@@ -840,13 +842,13 @@ impl Consensus {
     }
 }
 
-/// A snapshot encoded by the Raft loop, for the snapshot thread to make durable.
+/// A state captured by the Raft loop, for the snapshot thread to encode and make durable.
 struct SnapshotJob {
     index: u64,
     term: u64,
     conf: ConfState,
-    data: bytes::Bytes,
-    encoded_in: Duration,
+    view: snapshot::SnapshotView,
+    captured_in: Duration,
 }
 
 /// The thread that writes snapshot files, so the Raft loop never waits for that disk I/O.
@@ -860,8 +862,10 @@ fn spawn_snapshot_writer(
         .spawn(move || {
             for job in rx {
                 let started = Instant::now();
-                let result =
-                    crate::storage::write_snapshot_file(&dir, job.index, job.term, &job.data);
+                let data = snapshot::encode(&job.view);
+                // Release the captured znodes at once: the live tree stops copying on write.
+                drop(job.view);
+                let result = crate::storage::write_snapshot_file(&dir, job.index, job.term, &data);
                 if let Err(e) = &result {
                     tracing::error!(index = job.index, "cannot write a snapshot: {e}");
                 }
@@ -869,8 +873,8 @@ fn spawn_snapshot_writer(
                     index: job.index,
                     term: job.term,
                     conf: job.conf,
-                    bytes: job.data.len() as u64,
-                    encoded_in: job.encoded_in,
+                    bytes: data.len() as u64,
+                    captured_in: job.captured_in,
                     written_in: started.elapsed(),
                     ok: result.is_ok(),
                 };

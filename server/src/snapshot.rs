@@ -16,7 +16,7 @@ use jute::{Acl, DecodeError, Reader, Record, WriteExt};
 
 use crate::path;
 use crate::state::{SessionInfo, StateMachine};
-use crate::tree::{DataTree, NodeKind, TreeOptions, Znode};
+use crate::tree::{DataTree, Name, NodeKind, TreeOptions, Znode};
 
 const MAGIC: &[u8; 4] = b"ZRSM";
 const VERSION: u32 = 1;
@@ -43,23 +43,51 @@ fn kind_code(kind: NodeKind) -> (u8, i64) {
     }
 }
 
-/// Serialises the whole state machine.
-pub fn encode(sm: &StateMachine) -> Bytes {
-    let tree = &sm.tree;
-    let mut out = BytesMut::with_capacity(64 + tree.approximate_data_size() as usize * 2);
+/// What a snapshot holds, captured on the Raft loop in one pass of pointer copies (the
+/// znodes themselves are shared with the live tree, which copies one only when it changes
+/// it while the snapshot still holds it). Encoding happens elsewhere, from this view.
+pub struct SnapshotView {
+    pub last_zxid: i64,
+    pub sessions: Vec<(i64, SessionInfo)>,
+    pub nodes: Vec<(Name, Arc<Znode>)>,
+    /// Path and data bytes, to size the encoding buffer once.
+    pub data_size: u64,
+}
+
+impl StateMachine {
+    /// Captures the state for a snapshot (cheap: no znode is copied).
+    pub fn snapshot_view(&self) -> SnapshotView {
+        SnapshotView {
+            last_zxid: self.last_zxid,
+            sessions: self
+                .sessions
+                .iter()
+                .map(|(id, s)| (*id, s.clone()))
+                .collect(),
+            nodes: self.tree.snapshot_nodes(),
+            data_size: self.tree.approximate_data_size(),
+        }
+    }
+}
+
+/// Serialises a captured state.
+pub fn encode(view: &SnapshotView) -> Bytes {
+    let capacity = 64 + view.data_size as usize + view.nodes.len() * 80 + view.sessions.len() * 28;
+    let mut out = BytesMut::with_capacity(capacity);
     out.put_slice(MAGIC);
     out.put_u32(VERSION);
-    out.put_i64(sm.last_zxid);
-    out.put_i32(sm.sessions.len() as i32);
-    for (id, info) in &sm.sessions {
+    out.put_i64(view.last_zxid);
+    out.put_i32(view.sessions.len() as i32);
+    for (id, info) in &view.sessions {
         out.put_i64(*id);
         out.put_i32(info.timeout);
         out.put_slice(&info.passwd);
     }
-    // ACL lists, shared by pointer in the tree, are written once each.
+    // ACL lists, shared by pointer in the tree, are written once each; nodes mostly share
+    // one list, so the previous node's answer is tried before the map.
     let mut acl_index: HashMap<*const Acl, i32> = HashMap::new();
     let mut acl_lists: Vec<&Arc<[Acl]>> = Vec::new();
-    for (_, node) in tree.iter() {
+    for (_, node) in &view.nodes {
         let key = node.acl.as_ptr();
         if let std::collections::hash_map::Entry::Vacant(v) = acl_index.entry(key) {
             v.insert(acl_lists.len() as i32);
@@ -73,13 +101,16 @@ pub fn encode(sm: &StateMachine) -> Bytes {
             a.encode(&mut out);
         }
     }
-    let mut count = 0i64;
-    let count_at = out.len();
-    out.put_i64(0);
-    for (p, n) in tree.iter() {
+    out.put_i64(view.nodes.len() as i64);
+    let mut last_acl: (*const Acl, i32) = (std::ptr::null(), 0);
+    for (p, n) in &view.nodes {
         out.put_ustring(p);
         out.put_buffer(n.data.as_deref());
-        out.put_i32(acl_index[&n.acl.as_ptr()]);
+        let key = n.acl.as_ptr();
+        if key != last_acl.0 {
+            last_acl = (key, acl_index[&key]);
+        }
+        out.put_i32(last_acl.1);
         out.put_i64(n.czxid);
         out.put_i64(n.mzxid);
         out.put_i64(n.ctime);
@@ -91,9 +122,7 @@ pub fn encode(sm: &StateMachine) -> Bytes {
         out.put_u8(k);
         out.put_i64(v);
         out.put_i64(n.pzxid);
-        count += 1;
     }
-    out[count_at..count_at + 8].copy_from_slice(&count.to_be_bytes());
     out.freeze()
 }
 
@@ -282,7 +311,7 @@ mod tests {
     #[test]
     fn round_trip_preserves_everything() {
         let sm = sample();
-        let bytes = encode(&sm);
+        let bytes = encode(&sm.snapshot_view());
         let back = decode(
             bytes,
             TreeOptions {
@@ -333,7 +362,7 @@ mod tests {
 
     #[test]
     fn corruption_is_detected() {
-        let bytes = encode(&sample());
+        let bytes = encode(&sample().snapshot_view());
         assert!(matches!(
             decode(Bytes::from_static(b"nope"), TreeOptions::default()),
             Err(SnapshotError::BadMagic)

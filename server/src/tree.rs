@@ -10,6 +10,11 @@
 //! A multi applies its ops one by one while recording an [`Undo`] log; if one op fails, the
 //! log is rolled back so the multi leaves no trace. Watch triggers are returned to the caller
 //! (never fired from here) so a failed multi fires none.
+//!
+//! Each znode sits behind an `Arc` (and names are `Arc<str>`), so a snapshot is a list of
+//! pointers taken in one quick pass ([`DataTree::snapshot_nodes`]); the snapshot thread
+//! encodes that frozen view while the tree goes on changing, a write copying a znode only
+//! if the snapshot still holds it (`Arc::make_mut`).
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -22,6 +27,8 @@ use crate::path;
 
 type FastMap<K, V> = HashMap<K, V, ahash::RandomState>;
 type FastSet<K> = HashSet<K, ahash::RandomState>;
+/// A path or a child's name, shared between the tree and snapshots.
+pub type Name = Arc<str>;
 
 /// `/zookeeper` and its system children (ZooKeeper's `isSpecialPath`).
 pub const ZOOKEEPER: &str = "/zookeeper";
@@ -67,7 +74,7 @@ pub struct Znode {
     pub aversion: i32,
     pub kind: NodeKind,
     pub pzxid: i64,
-    pub children: FastSet<Box<str>>,
+    pub children: FastSet<Name>,
 }
 
 impl Znode {
@@ -133,7 +140,7 @@ pub enum Undo {
     },
     Deleted {
         path: String,
-        node: Box<Znode>,
+        node: Arc<Znode>,
         parent: String,
         parent_pzxid: i64,
     },
@@ -192,7 +199,7 @@ pub struct TreeOptions {
 /// The tree and its indexes (ephemerals by session, containers, TTL nodes).
 #[derive(Debug, Clone)]
 pub struct DataTree {
-    nodes: FastMap<String, Znode>,
+    nodes: FastMap<Name, Arc<Znode>>,
     ephemerals: HashMap<i64, BTreeSet<String>>,
     containers: BTreeSet<String>,
     ttls: BTreeSet<String>,
@@ -235,7 +242,7 @@ impl DataTree {
     fn insert_raw(&mut self, path: String, node: Znode) {
         self.data_size += path.len() as u64 + node.data_len();
         self.index_kind(&path, node.kind);
-        self.nodes.insert(path, node);
+        self.nodes.insert(Name::from(path), Arc::new(node));
     }
 
     fn index_kind(&mut self, path: &str, kind: NodeKind) {
@@ -288,17 +295,23 @@ impl DataTree {
 
     /// Looks a node up. `""` is the root, as in ZooKeeper.
     pub fn get(&self, path: &str) -> Option<&Znode> {
-        if path.is_empty() {
-            return self.nodes.get("/");
-        }
-        self.nodes.get(path)
+        let path = if path.is_empty() { "/" } else { path };
+        self.nodes.get(path).map(|n| &**n)
     }
 
+    /// A node to change; copied first if a snapshot still holds it.
     fn get_mut(&mut self, path: &str) -> Option<&mut Znode> {
-        if path.is_empty() {
-            return self.nodes.get_mut("/");
-        }
-        self.nodes.get_mut(path)
+        let path = if path.is_empty() { "/" } else { path };
+        self.nodes.get_mut(path).map(Arc::make_mut)
+    }
+
+    /// Every node, as shared pointers: a consistent view of the tree for a snapshot, taken
+    /// in one pass of pointer copies.
+    pub fn snapshot_nodes(&self) -> Vec<(Name, Arc<Znode>)> {
+        self.nodes
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
     }
 
     /// Node count as ZooKeeper reports it (`Node count`, `zk_znode_count`): its map holds the
@@ -343,7 +356,7 @@ impl DataTree {
         let mut count = 0;
         let mut stack: Vec<String> = vec![path.to_string()];
         while let Some(p) = stack.pop() {
-            if let Some(n) = self.nodes.get(&p) {
+            if let Some(n) = self.nodes.get(p.as_str()) {
                 for c in &n.children {
                     count += 1;
                     stack.push(path::join(&p, c));
@@ -354,15 +367,15 @@ impl DataTree {
     }
 
     /// Every path in the tree, sorted (snapshots, digests, dumps).
-    pub fn sorted_paths(&self) -> Vec<&String> {
-        let mut paths: Vec<&String> = self.nodes.keys().collect();
-        paths.sort();
+    pub fn sorted_paths(&self) -> Vec<&str> {
+        let mut paths: Vec<&str> = self.nodes.keys().map(|k| &**k).collect();
+        paths.sort_unstable();
         paths
     }
 
     /// Iterates over all nodes (unordered).
-    pub fn iter(&self) -> impl Iterator<Item = (&String, &Znode)> {
-        self.nodes.iter()
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &Znode)> {
+        self.nodes.iter().map(|(k, v)| (&**k, &**v))
     }
 
     // ---------------------------------------------------------------- writes
@@ -436,7 +449,7 @@ impl DataTree {
             parent.cversion = new_cversion;
             parent.pzxid = ctx.zxid;
         }
-        parent.children.insert(child.into_boxed_str());
+        parent.children.insert(Name::from(child));
         self.insert_raw(full_path.clone(), node);
         if let Some(undo) = undo {
             undo.push(Undo::Created {
@@ -495,7 +508,7 @@ impl DataTree {
             .saturating_sub(path_in.len() as u64 + node.data_len());
         self.unindex_kind(path_in, node.kind);
         let mut old_pzxid = 0;
-        if let Some(parent) = self.nodes.get_mut(&parent_key) {
+        if let Some(parent) = self.get_mut(&parent_key) {
             parent.children.remove(path::child_name(path_in));
             old_pzxid = parent.pzxid;
             if zxid > parent.pzxid {
@@ -505,7 +518,7 @@ impl DataTree {
         if let Some(undo) = undo {
             undo.push(Undo::Deleted {
                 path: path_in.to_string(),
-                node: Box::new(node),
+                node,
                 parent: parent_key.clone(),
                 parent_pzxid: old_pzxid,
             });
@@ -661,14 +674,14 @@ impl DataTree {
     pub fn cleanup_candidates(&self, now: i64) -> Vec<String> {
         let mut out = Vec::new();
         for p in &self.containers {
-            if let Some(n) = self.nodes.get(p) {
+            if let Some(n) = self.nodes.get(p.as_str()) {
                 if n.cversion > 0 && n.children.is_empty() {
                     out.push(p.clone());
                 }
             }
         }
         for p in &self.ttls {
-            if let Some(n) = self.nodes.get(p) {
+            if let Some(n) = self.nodes.get(p.as_str()) {
                 if let NodeKind::Ttl(ttl) = n.kind {
                     if n.children.is_empty() && ttl != 0 && now - n.mtime > ttl {
                         out.push(p.clone());
@@ -689,13 +702,13 @@ impl DataTree {
                     parent_cversion,
                     parent_pzxid,
                 } => {
-                    if let Some(node) = self.nodes.remove(&path) {
+                    if let Some(node) = self.nodes.remove(path.as_str()) {
                         self.data_size = self
                             .data_size
                             .saturating_sub(path.len() as u64 + node.data_len());
                         self.unindex_kind(&path, node.kind);
                     }
-                    if let Some(p) = self.nodes.get_mut(&parent) {
+                    if let Some(p) = self.get_mut(&parent) {
                         p.children.remove(path::child_name(&path));
                         p.cversion = parent_cversion;
                         p.pzxid = parent_pzxid;
@@ -707,11 +720,13 @@ impl DataTree {
                     parent,
                     parent_pzxid,
                 } => {
-                    if let Some(p) = self.nodes.get_mut(&parent) {
+                    if let Some(p) = self.get_mut(&parent) {
                         p.children.insert(path::child_name(&path).into());
                         p.pzxid = parent_pzxid;
                     }
-                    self.insert_raw(path, *node);
+                    self.data_size += path.len() as u64 + node.data_len();
+                    self.index_kind(&path, node.kind);
+                    self.nodes.insert(Name::from(path), node);
                 }
                 Undo::DataSet {
                     path,
@@ -720,7 +735,7 @@ impl DataTree {
                     mtime,
                     version,
                 } => {
-                    if let Some(n) = self.nodes.get_mut(&path) {
+                    if let Some(n) = self.get_mut(&path) {
                         let new_len = n.data_len();
                         n.data = data;
                         n.mzxid = mzxid;
@@ -735,7 +750,7 @@ impl DataTree {
                     acl,
                     aversion,
                 } => {
-                    if let Some(n) = self.nodes.get_mut(&path) {
+                    if let Some(n) = self.get_mut(&path) {
                         n.acl = acl;
                         n.aversion = aversion;
                     }
@@ -749,7 +764,7 @@ impl DataTree {
     /// Inserts a node while loading a snapshot (parents before children is not required:
     /// children sets are stored with each node).
     pub fn load_node(&mut self, path: String, node: Znode) {
-        if let Some(old) = self.nodes.remove(&path) {
+        if let Some(old) = self.nodes.remove(path.as_str()) {
             self.data_size = self
                 .data_size
                 .saturating_sub(path.len() as u64 + old.data_len());
@@ -772,7 +787,7 @@ impl DataTree {
     }
 
     /// A new, empty children set (for snapshot loading).
-    pub fn new_children() -> FastSet<Box<str>> {
+    pub fn new_children() -> FastSet<Name> {
         FastSet::default()
     }
 
@@ -780,7 +795,7 @@ impl DataTree {
     pub fn link_child(&mut self, path_in: &str) -> bool {
         let parent = path::parent_of(path_in);
         let name = path::child_name(path_in);
-        match self.nodes.get_mut(parent) {
+        match self.get_mut(parent) {
             Some(p) => {
                 p.children.insert(name.into());
                 true
