@@ -2,16 +2,18 @@
 //!
 //! Everything reaches it through one inbox ([`Input`]): client commands from local
 //! connections, commands forwarded by followers, Raft messages from peers, sync requests,
-//! session touches. Each turn of the loop drains the inbox, proposes everything gathered as
-//! one entry (a [`Batch`]) or forwards it to the leader, ticks, and handles the `Ready`
-//! in raft-rs's order (crate docs, `RawNode::ready`):
+//! session touches, and the log writer's progress. Each turn of the loop drains the inbox,
+//! proposes everything gathered as one entry (a [`Batch`]) or forwards it to the leader,
+//! ticks, and handles the `Ready` in raft-rs's order (crate docs, `RawNode::ready`):
 //!
 //! 1. send the leader's messages (they may go out before our own disk write);
-//! 2. install a snapshot, if one arrived;
+//! 2. install a snapshot, if one arrived (after everything staged before it is durable);
 //! 3. apply committed entries (already durable) to the state machine;
-//! 4. persist new entries and the hard state in one RocksDB batch, one fsync for all;
-//! 5. only then send the messages that must follow persistence (votes, append acks);
-//! 6. note ReadIndex results; advance; persist the new commit; apply what it committed.
+//! 4. stage new entries and the hard state and hand them to the log writer
+//!    ([`crate::persist`]), which writes them with one fsync per round and only then sends
+//!    the messages that must follow persistence (votes, append acks);
+//! 5. note ReadIndex results; `advance_append_async`; when the writer reports, call
+//!    `on_persist_ready`, which lets raft-rs count those entries towards a commit.
 //!
 //! Standalone is a one-voter group running exactly this code. The leader also owns session
 //! deadlines (expiring a session is a replicated close) and the removal of empty containers
@@ -28,6 +30,7 @@ use raft::{RawNode, ReadOnlyOption, SnapshotStatus, StateRole};
 
 use crate::delivery::Delivery;
 use crate::net::pipeline::Env;
+use crate::persist::{PersistCommand, PersistJob};
 use crate::registry::Completion;
 use crate::session::ExpiryTracker;
 use crate::shared::{Role, Shared};
@@ -77,6 +80,8 @@ pub enum Input {
         ok: bool,
     },
     Unreachable(u64),
+    /// The log writer made everything up to this ready number durable.
+    Persisted(u64),
     Shutdown,
 }
 
@@ -143,6 +148,7 @@ pub struct Consensus {
     last_snapshot_bytes: u64,
     snapshot_in_progress: bool,
     snapshots: std::sync::mpsc::Sender<SnapshotJob>,
+    persist: std::sync::mpsc::Sender<PersistCommand>,
     /// When this member stopped serving, and whether its clients were dropped since.
     unserving_since: Option<Instant>,
     clients_dropped: bool,
@@ -184,6 +190,8 @@ impl Consensus {
         let logger = crate::raft_log::logger(me);
         let node = RawNode::new(&config, storage.clone(), &logger)?;
         let snapshot_dir = storage.dir().to_path_buf();
+        let persist_tx = crate::persist::spawn(storage.clone(), transport.clone(), shared.clone())
+            .map_err(|e| raft::Error::Store(raft::StorageError::Other(Box::new(e))))?;
         let standalone = shared.config.is_standalone();
         let observer = shared.config.is_observer();
         let tick = shared.config.raft_tick;
@@ -213,6 +221,7 @@ impl Consensus {
             last_snapshot_bytes: 0,
             snapshot_in_progress: false,
             snapshots: spawn_snapshot_writer(snapshot_dir, shared.inbox.clone()),
+            persist: persist_tx,
             unserving_since: None,
             clients_dropped: false,
             // One election timeout, but never more than a quarter of the shortest session.
@@ -331,6 +340,7 @@ impl Consensus {
                 self.node.report_snapshot(to, status);
             }
             Input::Unreachable(id) => self.node.report_unreachable(id),
+            Input::Persisted(number) => self.node.on_persist_ready(number),
             Input::SnapshotWritten {
                 index,
                 term,
@@ -489,45 +499,84 @@ impl Consensus {
         }
     }
 
+    /// Handles every pending `Ready` in raft-rs's order, with asynchronous persistence: new
+    /// entries and hard state are staged in storage and handed to the log writer, which
+    /// fsyncs, sends the messages that must follow persistence, and reports back
+    /// ([`Input::Persisted`]); meanwhile this loop goes on.
     fn process_ready(&mut self) {
         while self.node.has_ready() {
             let mut rd = self.node.ready();
             if let Some(ss) = rd.ss() {
                 self.on_soft_state(ss.leader_id, ss.raft_state);
             }
+            // The leader's messages may leave before its own write (thesis 10.2.1).
             let msgs = rd.take_messages();
             self.send(msgs);
             if !rd.snapshot().is_empty() {
-                let snap = rd.snapshot().clone();
-                self.install_snapshot(&snap);
+                self.finish_snapshot_ready(rd);
+                continue;
             }
             let committed = rd.take_committed_entries();
             self.apply(committed);
-            let sync = rd.must_sync();
-            self.storage.append(rd.entries(), rd.hs(), sync);
-            if sync {
-                self.shared.metrics.fsyncs.fetch_add(1, Ordering::Relaxed);
+            let write = self.storage.stage(rd.entries(), rd.hs());
+            let messages = rd.take_persisted_messages();
+            if write.is_some() || !messages.is_empty() {
+                let job = PersistJob {
+                    number: rd.number(),
+                    write,
+                    sync: rd.must_sync(),
+                    messages,
+                };
+                if self.persist.send(PersistCommand::Job(job)).is_err() {
+                    tracing::error!("the log writer stopped; stopping");
+                    std::process::exit(crate::critical::EXIT_FATAL);
+                }
             }
-            let msgs = rd.take_persisted_messages();
-            self.send(msgs);
             for rs in rd.take_read_states() {
                 if let Ok(ctx) = <[u8; 8]>::try_from(rs.request_ctx.as_slice()) {
                     self.ready_reads.push((rs.index, u64::from_be_bytes(ctx)));
                 }
             }
-            let mut light = self.node.advance(rd);
-            if let Some(commit) = light.commit_index() {
-                self.storage.set_commit(commit);
-            }
-            let msgs = light.take_messages();
-            self.send(msgs);
-            let committed = light.take_committed_entries();
-            self.apply(committed);
+            self.node.advance_append_async(rd);
             self.node.advance_apply();
             self.resolve_reads();
             self.maybe_snapshot();
         }
         self.publish_status();
+    }
+
+    /// A ready carrying a snapshot from the leader is completed synchronously: everything
+    /// staged before it is flushed first, the snapshot replaces the log durably, and only
+    /// then are raft-rs told it is persisted (`advance`) and the acks sent.
+    fn finish_snapshot_ready(&mut self, mut rd: raft::Ready) {
+        self.persist_barrier();
+        let snap = rd.snapshot().clone();
+        self.install_snapshot(&snap);
+        let committed = rd.take_committed_entries();
+        self.apply(committed);
+        self.storage.append(rd.entries(), rd.hs(), true);
+        let msgs = rd.take_persisted_messages();
+        self.send(msgs);
+        for rs in rd.take_read_states() {
+            if let Ok(ctx) = <[u8; 8]>::try_from(rs.request_ctx.as_slice()) {
+                self.ready_reads.push((rs.index, u64::from_be_bytes(ctx)));
+            }
+        }
+        let mut light = self.node.advance(rd);
+        let msgs = light.take_messages();
+        self.send(msgs);
+        let committed = light.take_committed_entries();
+        self.apply(committed);
+        self.node.advance_apply();
+        self.resolve_reads();
+    }
+
+    /// Waits until the log writer has written everything handed to it so far.
+    fn persist_barrier(&mut self) {
+        let (tx, rx) = std::sync::mpsc::channel();
+        if self.persist.send(PersistCommand::Barrier(tx)).is_ok() {
+            let _ = rx.recv();
+        }
     }
 
     fn on_soft_state(&mut self, leader: u64, role: StateRole) {
@@ -586,7 +635,7 @@ impl Consensus {
                         // Skipping an entry would fork this member from the others.
                         tracing::error!("entry {} cannot be decoded ({err}); stopping", e.index);
                         eprintln!("zooraft: entry {} in the log cannot be decoded ({err}); refusing to continue", e.index);
-                        std::process::exit(70);
+                        std::process::exit(crate::critical::EXIT_FATAL);
                     }
                 },
                 EntryType::EntryNormal => {}
@@ -667,7 +716,7 @@ impl Consensus {
             Err(e) => {
                 tracing::error!("snapshot from the leader is unusable ({e}); stopping");
                 eprintln!("zooraft: snapshot received from the leader is unusable ({e})");
-                std::process::exit(70);
+                std::process::exit(crate::critical::EXIT_FATAL);
             }
         };
         self.storage.install_snapshot(snap);
@@ -857,32 +906,30 @@ fn spawn_snapshot_writer(
     inbox: std::sync::mpsc::Sender<Input>,
 ) -> std::sync::mpsc::Sender<SnapshotJob> {
     let (tx, rx) = std::sync::mpsc::channel::<SnapshotJob>();
-    let spawned = std::thread::Builder::new()
-        .name("snapshot".into())
-        .spawn(move || {
-            for job in rx {
-                let started = Instant::now();
-                let data = snapshot::encode(&job.view);
-                // Release the captured znodes at once: the live tree stops copying on write.
-                drop(job.view);
-                let result = crate::storage::write_snapshot_file(&dir, job.index, job.term, &data);
-                if let Err(e) = &result {
-                    tracing::error!(index = job.index, "cannot write a snapshot: {e}");
-                }
-                let report = Input::SnapshotWritten {
-                    index: job.index,
-                    term: job.term,
-                    conf: job.conf,
-                    bytes: data.len() as u64,
-                    captured_in: job.captured_in,
-                    written_in: started.elapsed(),
-                    ok: result.is_ok(),
-                };
-                if inbox.send(report).is_err() {
-                    return;
-                }
+    let spawned = crate::critical::spawn("snapshot", move || {
+        for job in rx {
+            let started = Instant::now();
+            let data = snapshot::encode(&job.view);
+            // Release the captured znodes at once: the live tree stops copying on write.
+            drop(job.view);
+            let result = crate::storage::write_snapshot_file(&dir, job.index, job.term, &data);
+            if let Err(e) = &result {
+                tracing::error!(index = job.index, "cannot write a snapshot: {e}");
             }
-        });
+            let report = Input::SnapshotWritten {
+                index: job.index,
+                term: job.term,
+                conf: job.conf,
+                bytes: data.len() as u64,
+                captured_in: job.captured_in,
+                written_in: started.elapsed(),
+                ok: result.is_ok(),
+            };
+            if inbox.send(report).is_err() {
+                return;
+            }
+        }
+    });
     if let Err(e) = spawned {
         // Without the thread snapshots are never taken; the log just keeps growing.
         tracing::error!("cannot start the snapshot thread: {e}");

@@ -8,12 +8,14 @@
 pub mod acl;
 pub mod config;
 pub mod consensus;
+pub mod critical;
 pub mod delivery;
 pub mod four_letter;
 pub mod metrics;
 pub mod net;
 pub mod outbox;
 pub mod path;
+pub mod persist;
 pub mod prometheus;
 pub mod raft_log;
 pub mod reads;

@@ -105,9 +105,7 @@ impl Server {
         let shared = Arc::new(Shared::new(config, state, tx));
         let consensus =
             Consensus::new(shared.clone(), storage, rx, transport).context("cannot start Raft")?;
-        let thread = std::thread::Builder::new()
-            .name("raft".into())
-            .spawn(move || consensus.run())?;
+        let thread = crate::critical::spawn("raft", move || consensus.run())?;
         let (shutdown, shutdown_rx) = watch::channel(false);
         tokio::spawn(crate::net::accept_clients(
             shared.clone(),

@@ -78,6 +78,9 @@ fn key(index: u64) -> [u8; 8] {
 
 struct Meta {
     hard_state: HardState,
+    /// Entries up to here are on disk; the cache never drops one beyond it (raft-rs may
+    /// read a staged entry before it is written).
+    durable_index: u64,
     conf_state: ConfState,
     snapshot_meta: SnapshotMetadata,
     /// The entry just before the first stored one (its term is kept for raft-rs).
@@ -100,12 +103,25 @@ impl Meta {
 
     fn trim_cache(&mut self) {
         while self.cache.len() > CACHE_MAX_ENTRIES || self.cache_bytes > CACHE_MAX_BYTES {
+            if self
+                .cache
+                .front()
+                .is_some_and(|e| e.index > self.durable_index)
+            {
+                break;
+            }
             match self.cache.pop_front() {
                 Some(e) => self.cache_bytes -= e.data.len() + 32,
                 None => break,
             }
         }
     }
+}
+
+/// Updates staged in memory, to be written by [`RaftStorage::write`].
+pub struct PendingWrite {
+    batch: WriteBatch,
+    last_entry: Option<u64>,
 }
 
 /// The Raft log and state; cheap to clone (shared).
@@ -151,7 +167,7 @@ fn decode<M: protobuf::Message>(what: &'static str, bytes: &[u8]) -> Result<M, S
 fn fatal(what: &str, e: impl std::fmt::Display) -> ! {
     tracing::error!("storage failure while {what}: {e}; stopping");
     eprintln!("zooraft: fatal storage failure while {what}: {e}");
-    std::process::exit(70)
+    std::process::exit(crate::critical::EXIT_FATAL)
 }
 
 impl RaftStorage {
@@ -282,6 +298,7 @@ impl RaftStorage {
             }
         }
         let mut meta = Meta {
+            durable_index: last_index,
             hard_state,
             conf_state,
             snapshot_meta,
@@ -368,16 +385,26 @@ impl RaftStorage {
     }
 
     /// Persists new entries (replacing any conflicting suffix) and the hard state in one
-    /// batch; `sync` makes it one fsync.
+    /// batch; `sync` makes it one fsync. (Staging and writing at once: see [`Self::stage`].)
     pub fn append(&self, entries: &[Entry], hard_state: Option<&HardState>, sync: bool) {
+        if let Some(w) = self.stage(entries, hard_state) {
+            self.write(vec![w], sync);
+        }
+    }
+
+    /// Makes new entries (replacing any conflicting suffix) and the hard state visible to
+    /// raft-rs at once, in memory, and returns the write that makes them durable. raft-rs's
+    /// asynchronous ready allows exactly this: updates readable through `Storage` first,
+    /// persisted later, in order ([`Self::write`]).
+    pub fn stage(&self, entries: &[Entry], hard_state: Option<&HardState>) -> Option<PendingWrite> {
         if entries.is_empty() && hard_state.is_none() {
-            return;
+            return None;
         }
         let log = self.cf(CF_LOG);
         let mut wb = WriteBatch::default();
         if let Some(first) = entries.first() {
-            let last_stored = self.meta.read().last_index;
-            if first.index <= last_stored {
+            let last_staged = self.meta.read().last_index;
+            if first.index <= last_staged {
                 wb.delete_range_cf(log, key(first.index), key(u64::MAX));
             }
             for e in entries {
@@ -393,15 +420,11 @@ impl RaftStorage {
                 Err(err) => fatal("encoding the hard state", err),
             }
         }
-        let mut wo = WriteOptions::default();
-        wo.set_sync(sync);
-        if let Err(e) = self.db.write_opt(wb, &wo) {
-            fatal("appending to the log", e);
-        }
         let mut m = self.meta.write();
         if let Some(hs) = hard_state {
             m.hard_state = hs.clone();
         }
+        let last_entry = entries.last().map(|e| e.index);
         if let Some(first) = entries.first() {
             while m.cache.back().is_some_and(|e| e.index >= first.index) {
                 if let Some(e) = m.cache.pop_back() {
@@ -417,22 +440,34 @@ impl RaftStorage {
                 m.cache.push_back(e.clone());
             }
             m.last_index = entries[entries.len() - 1].index;
+            // An entry replaced before it was written is no longer durable either.
+            m.durable_index = m.durable_index.min(first.index - 1);
             m.trim_cache();
         }
+        Some(PendingWrite {
+            batch: wb,
+            last_entry,
+        })
     }
 
-    /// Records a new commit index (only the commit changed: no fsync needed, as raft-rs's
-    /// `must_sync` allows; the entries it covers are already durable).
-    pub fn set_commit(&self, commit: u64) {
-        let hs = {
-            let mut m = self.meta.write();
-            if commit <= m.hard_state.commit {
-                return;
+    /// Writes staged updates, in the order they were staged, with at most one fsync for all
+    /// of them (group commit: only the last write syncs, and RocksDB's WAL is ordered).
+    pub fn write(&self, writes: Vec<PendingWrite>, sync: bool) {
+        let n = writes.len();
+        let mut last_entry = None;
+        for (i, w) in writes.into_iter().enumerate() {
+            let mut wo = WriteOptions::default();
+            wo.set_sync(sync && i + 1 == n);
+            if let Err(e) = self.db.write_opt(w.batch, &wo) {
+                fatal("appending to the log", e);
             }
-            m.hard_state.commit = commit;
-            m.hard_state.clone()
-        };
-        self.append(&[], Some(&hs), false);
+            last_entry = w.last_entry.or(last_entry);
+        }
+        if let Some(last) = last_entry {
+            let mut m = self.meta.write();
+            m.durable_index = m.durable_index.max(last).min(m.last_index);
+            m.trim_cache();
+        }
     }
 
     /// Persists a new membership (after a conf change was applied).
@@ -548,6 +583,7 @@ impl RaftStorage {
         m.truncated_index = meta.index;
         m.truncated_term = meta.term;
         m.last_index = meta.index;
+        m.durable_index = meta.index;
         m.cache.clear();
         m.cache_bytes = 0;
         drop(m);

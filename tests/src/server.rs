@@ -409,6 +409,14 @@ impl TestServer {
 
 impl Drop for TestServer {
     fn drop(&mut self) {
+        if std::env::var_os("ZOORAFT_TEST_KEEP").is_some() {
+            // Debugging: keep the data directory and log (the path is printed).
+            let dir = std::mem::replace(
+                &mut self.dir,
+                tempfile::tempdir().expect("temporary directory"),
+            );
+            eprintln!("kept {}", dir.keep().display());
+        }
         if let Some(mut child) = self.child.take() {
             // SIGCONT first, in case a test paused it and then failed.
             // SAFETY: signal to our own child process.

@@ -1,0 +1,96 @@
+//! The log writer: makes the Raft loop's staged updates durable, off the loop.
+//!
+//! raft-rs's asynchronous ready lets the Raft thread stage new entries and hard state in
+//! memory (readable through `Storage` at once), hand the write over, and go on proposing,
+//! replicating and applying while the disk works. This thread takes every write waiting for
+//! it, writes them in order with a single fsync (group commit), only then sends the messages
+//! that must follow persistence (a follower's append acknowledgements, votes), and tells the
+//! Raft loop how far the log is durable (`RawNode::on_persist_ready`). Entries count towards
+//! a commit only from that moment, so nothing is acknowledged before it is on disk.
+
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{Receiver, Sender};
+use std::sync::Arc;
+
+use raft::eraftpb::Message;
+
+use crate::consensus::Input;
+use crate::shared::Shared;
+use crate::storage::{PendingWrite, RaftStorage};
+use crate::transport::Transport;
+
+/// One ready's worth of persistence.
+pub struct PersistJob {
+    /// The ready's number (`Ready::number`).
+    pub number: u64,
+    pub write: Option<PendingWrite>,
+    /// The ready changed entries, term or vote: an fsync is needed (`Ready::must_sync`).
+    pub sync: bool,
+    /// Messages that may leave only once this is durable.
+    pub messages: Vec<Message>,
+}
+
+/// What the Raft loop sends this thread.
+pub enum PersistCommand {
+    Job(PersistJob),
+    /// Answered once everything sent before it is written.
+    Barrier(Sender<()>),
+}
+
+/// Starts the writer; it stops when the Raft loop drops its sender.
+pub fn spawn(
+    storage: RaftStorage,
+    transport: Option<Transport>,
+    shared: Arc<Shared>,
+) -> std::io::Result<Sender<PersistCommand>> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    crate::critical::spawn("log-writer", move || run(rx, storage, transport, shared))?;
+    Ok(tx)
+}
+
+fn run(
+    rx: Receiver<PersistCommand>,
+    storage: RaftStorage,
+    transport: Option<Transport>,
+    shared: Arc<Shared>,
+) {
+    while let Ok(first) = rx.recv() {
+        let mut jobs = Vec::new();
+        let mut barriers = Vec::new();
+        let mut next = Some(first);
+        // Everything already waiting goes into this round: one fsync for all of it.
+        while let Some(cmd) = next {
+            match cmd {
+                PersistCommand::Job(job) => jobs.push(job),
+                PersistCommand::Barrier(done) => barriers.push(done),
+            }
+            next = rx.try_recv().ok();
+        }
+        if !jobs.is_empty() {
+            let sync = jobs.iter().any(|j| j.sync);
+            let mut writes = Vec::with_capacity(jobs.len());
+            let mut messages = Vec::new();
+            let mut number = 0;
+            for job in jobs {
+                writes.extend(job.write);
+                messages.extend(job.messages);
+                number = number.max(job.number);
+            }
+            storage.write(writes, sync);
+            if sync {
+                shared.metrics.fsyncs.fetch_add(1, Ordering::Relaxed);
+            }
+            if let Some(t) = &transport {
+                for m in &messages {
+                    t.send_raft(m);
+                }
+            }
+            if !shared.submit(Input::Persisted(number)) {
+                return;
+            }
+        }
+        for done in barriers {
+            let _ = done.send(());
+        }
+    }
+}
