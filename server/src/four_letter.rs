@@ -75,6 +75,8 @@ pub fn answer(shared: &Shared, word: &[u8; 4], peer: SocketAddr) -> String {
                     let _ = writeln!(out, "\t{p}");
                 }
             }
+            // ZooKeeper closes the report with a blank line (a lone one when empty).
+            out.push('\n');
             out
         }
         "wchp" => {
@@ -86,6 +88,7 @@ pub fn answer(shared: &Shared, word: &[u8; 4], peer: SocketAddr) -> String {
                     let _ = writeln!(out, "\t0x{:x}", session_of(shared, c));
                 }
             }
+            out.push('\n');
             out
         }
         "dump" => dump(shared),
