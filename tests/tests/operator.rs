@@ -174,6 +174,21 @@ fn assert_version(v: &str) {
     );
 }
 
+/// ZooKeeper prints the average latency as a Java double rounded to 4 decimals: `0.0`,
+/// `1.5`, `3.5806`, `1.0E-4` (never `1.5000`).
+#[track_caller]
+fn assert_java_avg(v: &str) {
+    let mantissa = v.split_once('E').map_or(v, |(m, _)| m);
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let ok = mantissa.split_once('.').is_some_and(|(int, frac)| {
+        digits(int) && digits(frac) && frac.len() <= 4 && (frac.len() == 1 || !frac.ends_with('0'))
+    });
+    assert!(
+        ok,
+        "average latency {v:?} is not printed as ZooKeeper prints it"
+    );
+}
+
 /// Parsed `srvr` (or the `srvr` part of `stat`).
 #[derive(Debug)]
 struct Srvr {
@@ -208,11 +223,7 @@ fn parse_srvr(lines: &[&str]) -> Srvr {
     let min: u64 = latency[0].parse().expect("min latency is a whole number");
     let avg: f64 = latency[1].parse().expect("avg latency is a number");
     let max: u64 = latency[2].parse().expect("max latency is a whole number");
-    assert!(
-        latency[1].contains('.'),
-        "avg latency {:?} is printed as a Java double",
-        latency[1]
-    );
+    assert_java_avg(latency[1]);
     assert!(
         min as f64 <= avg + 1.0 && avg <= max as f64 + 1.0,
         "{min}/{avg}/{max}"
@@ -363,6 +374,10 @@ fn four_letter_words(kind: ServerKind) {
     assert!(srvr_text.ends_with('\n'), "srvr: {srvr_text:?}");
     let fresh = parse_srvr(&srvr_text.lines().collect::<Vec<_>>());
     assert_eq!(fresh.node_count, 5, "Node count on a fresh server");
+    assert!(
+        srvr_text.contains("\nLatency min/avg/max: 0/0.0/0\n"),
+        "no request yet: {srvr_text}"
+    );
 
     let m0 = mntr(&server);
     for key in MNTR_KEYS {
@@ -370,10 +385,7 @@ fn four_letter_words(kind: ServerKind) {
     }
     assert_version(&m0["zk_version"]);
     assert_eq!(m0["zk_server_state"], "standalone");
-    let avg: f64 = m0["zk_avg_latency"]
-        .parse()
-        .expect("zk_avg_latency is a number");
-    assert!(avg >= 0.0);
+    assert_eq!(m0["zk_avg_latency"], "0.0");
     for key in [
         "zk_max_latency",
         "zk_min_latency",
@@ -478,6 +490,7 @@ fn four_letter_words(kind: ServerKind) {
     );
     assert!(mntr_u64(&m1, "zk_packets_sent") >= mntr_u64(&m0, "zk_packets_sent") + 6);
     assert!(mntr_u64(&m1, "zk_num_alive_connections") >= 2);
+    assert_java_avg(&m1["zk_avg_latency"]);
 
     let after = parse_srvr(&flw(&server, "srvr").lines().collect::<Vec<_>>());
     assert_eq!(after.node_count, 11);
