@@ -611,8 +611,6 @@ fn four_letter_sessions(kind: ServerKind) {
         "cons lists both sessions: {cons}"
     );
     for (session, kv) in &conns {
-        let keys: Vec<&str> = kv.iter().map(|(k, _)| k.as_str()).collect();
-        assert_eq!(keys, CONS_KEYS, "cons keys for {}: {cons}", sid(*session));
         let get = |k: &str| kv.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str());
         assert_eq!(get("queued"), Some("0"));
         let recved: u64 = get("recved").and_then(|v| v.parse().ok()).expect("recved");
@@ -626,6 +624,15 @@ fn four_letter_sessions(kind: ServerKind) {
             assert_eq!(get("lop"), Some("GETD"), "b's last operation was a getData");
             assert_eq!(get("lzxid").map(hex), Some(last), "b's last zxid");
         }
+    }
+    // The figures above first, so a missing key does not hide them.
+    for (session, kv) in &conns {
+        let keys: Vec<&str> = kv.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys, CONS_KEYS, "cons keys for {}: {cons}", sid(*session));
+        assert!(
+            kv.contains(&("to".to_string(), "10000".to_string())),
+            "the negotiated session timeout"
+        );
     }
     drop((a, b));
 }
@@ -1640,6 +1647,18 @@ fn cli_malformed_value_names_file_and_line_zooraft() {
             "{}:3: clientPort: 'abc' is not a valid number",
             cfg.display()
         )),
+        "{out}"
+    );
+    assert_no_panic(&out);
+
+    // A config file that is not there.
+    let missing = dir.path().join("missing.cfg");
+    let mut z = Zooraft::spawn(&[missing.to_str().expect("utf-8")], dir.path(), &log);
+    let status = z.wait_exit(EXIT_BOUND);
+    let out = z.log();
+    assert!(!status.success());
+    assert!(
+        out.contains(&format!("cannot read {}", missing.display())),
         "{out}"
     );
     assert_no_panic(&out);
