@@ -77,6 +77,21 @@ mod field {
             r.read_buffer()
         }
     }
+    /// A string ZooKeeper allows to be null (sync's path, getEphemerals' prefix).
+    impl MinSize for Option<String> {
+        const MIN_SIZE: usize = 4;
+    }
+    impl Field for Option<String> {
+        fn put(&self, out: &mut BytesMut) {
+            match self {
+                Some(s) => out.put_ustring(s),
+                None => out.put_i32(-1),
+            }
+        }
+        fn get(r: &mut Reader) -> Result<Self, DecodeError> {
+            r.read_ustring_opt()
+        }
+    }
     impl<T: Field> MinSize for Vec<T> {
         const MIN_SIZE: usize = 4;
     }
@@ -191,8 +206,11 @@ record!(CheckVersionRequest {
     path: String,
     version: i32
 });
-record!(SyncRequest { path: String });
-record!(SyncResponse { path: String });
+record!(
+    /// ZooKeeper echoes the path, null included.
+    SyncRequest { path: Option<String> }
+);
+record!(SyncResponse { path: Option<String> });
 record!(GetAclRequest { path: String });
 record!(SetAclRequest { path: String, acl: Vec<Acl>, version: i32 });
 record!(SetAclResponse { stat: Stat });
@@ -228,9 +246,10 @@ record!(RemoveWatchesRequest {
     path: String,
     watcher_type: i32
 });
-record!(GetEphemeralsRequest {
-    prefix_path: String
-});
+record!(
+    /// A null prefix means every ephemeral of the session.
+    GetEphemeralsRequest { prefix_path: Option<String> }
+);
 record!(GetEphemeralsResponse { ephemerals: Vec<String> });
 record!(SetWatches {
     relative_zxid: i64,

@@ -114,7 +114,8 @@ pub enum Response {
     GetChildren(Vec<String>),
     GetChildren2(Vec<String>, Stat),
     GetAcl(Vec<Acl>, Stat),
-    Sync(String),
+    /// sync's echo of the path (null when the request's path was null).
+    Sync(Option<String>),
     Multi(Vec<MultiResult>),
     AllChildrenNumber(i32),
     Ephemerals(Vec<String>),
@@ -174,7 +175,8 @@ impl Response {
         use crate::WriteExt;
         match self {
             Response::Empty => {}
-            Response::Create(p) | Response::Sync(p) => out.put_ustring(p),
+            Response::Create(p) => out.put_ustring(p),
+            Response::Sync(p) => SyncResponse { path: p.clone() }.encode(out),
             Response::Create2(p, s) => {
                 out.put_ustring(p);
                 s.encode(out);

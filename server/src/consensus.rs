@@ -128,6 +128,10 @@ pub struct Consensus {
     applied: u64,
     applied_term: u64,
     bytes_since_snapshot: u64,
+    /// When this member stopped serving, and whether its clients were dropped since.
+    unserving_since: Option<Instant>,
+    clients_dropped: bool,
+    drop_clients_after: Duration,
     next_tick: Instant,
     next_touch: Instant,
     next_cleanup: Instant,
@@ -190,6 +194,12 @@ impl Consensus {
             applied: snap_index,
             applied_term: snap_term,
             bytes_since_snapshot: 0,
+            unserving_since: None,
+            clients_dropped: false,
+            // One election timeout, but never more than a quarter of the shortest session.
+            drop_clients_after: (tick * ELECTION_TICKS as u32).min(Duration::from_millis(
+                shared.config.min_session_timeout_ms.max(0) as u64 / 4,
+            )),
             next_tick: now + tick,
             next_touch: now + touch_interval,
             next_cleanup: now + shared.config.container_check_interval,
@@ -696,7 +706,9 @@ impl Consensus {
                 };
                 (role, ready)
             }
-            _ if self.leader != 0 && self.last_leader_contact.elapsed() < election_timeout => {
+            // A voter that loses its leader campaigns, and raft-rs forgets the leader then;
+            // an observer never campaigns, so contact is what tells it.
+            _ if self.leader != 0 && self.last_leader_contact.elapsed() < election_timeout * 2 => {
                 let caught_up = self.applied >= raft.raft_log.committed;
                 let role = if self.observer {
                     Role::Observer
@@ -733,15 +745,33 @@ impl Consensus {
             status.synced_followers.store(synced, Ordering::Relaxed);
             status.observers.store(observers, Ordering::Relaxed);
         }
+        // New sessions are refused at once; existing clients are dropped only if this lasts
+        // for the grace period, so a short stall (a busy machine, a slow disk) does not
+        // disconnect everyone, while a member cut off from the quorum still lets its clients
+        // go long before their sessions could expire on the majority side.
         let was = status.serving.swap(serving, Ordering::AcqRel);
-        if was && !serving {
-            tracing::warn!(
-                member = self.me,
-                "not serving clients: no leader or no quorum"
-            );
-            self.shared.registry.broadcast(|| Completion::StopServing);
-        } else if !was && serving {
-            tracing::info!(member = self.me, role = role.name(), "serving clients");
+        if serving {
+            if !was {
+                tracing::info!(member = self.me, role = role.name(), "serving clients");
+            }
+            self.unserving_since = None;
+            self.clients_dropped = false;
+        } else {
+            let since = *self.unserving_since.get_or_insert_with(Instant::now);
+            if was {
+                tracing::warn!(
+                    member = self.me,
+                    "not serving new clients: no leader or no quorum"
+                );
+            }
+            if !self.clients_dropped && since.elapsed() >= self.drop_clients_after {
+                tracing::warn!(
+                    member = self.me,
+                    "dropping clients: still no leader or no quorum"
+                );
+                self.shared.registry.broadcast(|| Completion::StopServing);
+                self.clients_dropped = true;
+            }
         }
     }
 }

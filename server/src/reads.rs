@@ -140,12 +140,13 @@ pub fn execute(
             Err(e) => reply_error(out, xid, zxid, e),
         },
         Request::GetEphemerals(r) => {
-            let prefix = r.prefix_path.trim();
-            let all = prefix.is_empty() || prefix == "/";
+            // A null, empty or "/" prefix means all of the session's ephemerals.
+            let prefix = r.prefix_path.as_deref().unwrap_or_default();
+            let all = prefix.trim().is_empty() || prefix.trim() == "/";
             let list: Vec<&String> = state
                 .tree
                 .ephemerals_of(caller.session)
-                .filter(|p| all || p.starts_with(r.prefix_path.as_str()))
+                .filter(|p| all || p.starts_with(prefix))
                 .collect();
             reply(out, xid, zxid, ErrorCode::Ok, |b| {
                 b.put_i32(list.len() as i32);
@@ -182,34 +183,29 @@ pub fn execute(
             })
         }
         Request::SetWatches(sw) => {
+            let no_persistent: &[String] = &[];
             watches.with(|w| {
-                set_watches(
-                    state,
-                    w,
-                    caller.conn,
-                    sw.relative_zxid,
-                    &sw.data_watches,
-                    &sw.exist_watches,
-                    &sw.child_watches,
-                    &[],
-                    &[],
-                )
+                let lists = WatchLists {
+                    data: &sw.data_watches,
+                    exist: &sw.exist_watches,
+                    child: &sw.child_watches,
+                    persistent: no_persistent,
+                    recursive: no_persistent,
+                };
+                set_watches(state, w, caller.conn, sw.relative_zxid, &lists)
             });
             reply(out, xid, zxid, ErrorCode::Ok, |_| {})
         }
         Request::SetWatches2(sw) => {
             watches.with(|w| {
-                set_watches(
-                    state,
-                    w,
-                    caller.conn,
-                    sw.relative_zxid,
-                    &sw.data_watches,
-                    &sw.exist_watches,
-                    &sw.child_watches,
-                    &sw.persistent_watches,
-                    &sw.persistent_recursive_watches,
-                )
+                let lists = WatchLists {
+                    data: &sw.data_watches,
+                    exist: &sw.exist_watches,
+                    child: &sw.child_watches,
+                    persistent: &sw.persistent_watches,
+                    recursive: &sw.persistent_recursive_watches,
+                };
+                set_watches(state, w, caller.conn, sw.relative_zxid, &lists)
             });
             reply(out, xid, zxid, ErrorCode::Ok, |_| {})
         }
@@ -257,14 +253,15 @@ pub fn execute(
     }
 }
 
-/// The tables a `WatcherType` addresses; `None` for a value ZooKeeper rejects.
+/// The tables a `WatcherType` addresses; `None` for a value ZooKeeper 3.8 rejects. Its
+/// `WatcherType.fromInt` knows only Children (1), Data (2) and Any (3): persistent watches
+/// are removed with Any.
 fn watcher_tables(code: i32) -> Option<Tables> {
     match WatcherType::from_code(code)? {
         WatcherType::Children => Some(Tables::Child),
         WatcherType::Data => Some(Tables::Data),
-        WatcherType::Any | WatcherType::Persistent | WatcherType::PersistentRecursive => {
-            Some(Tables::Both)
-        }
+        WatcherType::Any => Some(Tables::Both),
+        WatcherType::Persistent | WatcherType::PersistentRecursive => None,
     }
 }
 
@@ -276,20 +273,31 @@ fn answer_watch_query(out: &Outbox, xid: i32, zxid: i64, found: Option<bool>) {
     }
 }
 
+/// The watch lists of a SetWatches (persistent ones empty) or SetWatches2.
+struct WatchLists<'a> {
+    data: &'a [String],
+    exist: &'a [String],
+    child: &'a [String],
+    persistent: &'a [String],
+    recursive: &'a [String],
+}
+
 /// SetWatches / SetWatches2 after a reconnect (`DataTree.setWatches`): for each watch the
 /// client had, either fire now what it missed (relative to the last zxid it saw) or re-arm.
-#[allow(clippy::too_many_arguments)]
 fn set_watches(
     state: &StateMachine,
     watches: &mut WatchManager,
     conn: ConnId,
     relative_zxid: i64,
-    data: &[String],
-    exist: &[String],
-    child: &[String],
-    persistent: &[String],
-    recursive: &[String],
+    lists: &WatchLists,
 ) {
+    let WatchLists {
+        data,
+        exist,
+        child,
+        persistent,
+        recursive,
+    } = *lists;
     for p in data {
         match state.tree.get(p) {
             None => watches.notify(conn, EventType::NodeDeleted, p),

@@ -87,7 +87,8 @@ pub struct Shared {
     pub watches: Mutex<WatchManager>,
     pub registry: Registry,
     pub metrics: Metrics,
-    pub inbox: Mutex<Sender<Input>>,
+    /// `Sender` is `Sync`: connections send without taking any lock.
+    pub inbox: Sender<Input>,
     pub session_ids: SessionIds,
     pub status: Status,
     /// The last zxid applied (what reads and pings report).
@@ -108,7 +109,7 @@ impl Shared {
             watches: Mutex::new(WatchManager::default()),
             registry: Registry::default(),
             metrics: Metrics::default(),
-            inbox: Mutex::new(inbox),
+            inbox,
             status: Status::default(),
             last_zxid: AtomicI64::new(last_zxid),
             next_conn: AtomicU64::new(1),
@@ -125,7 +126,7 @@ impl Shared {
 
     /// Sends something to the consensus loop; false once it has stopped.
     pub fn submit(&self, input: Input) -> bool {
-        self.inbox.lock().send(input).is_ok()
+        self.inbox.send(input).is_ok()
     }
 
     pub fn is_serving(&self) -> bool {

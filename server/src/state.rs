@@ -175,12 +175,16 @@ impl StateMachine {
     }
 }
 
-/// True for the opcodes that go through the log.
+/// True for the opcodes that go through the log. createSession (-10) and deleteContainer
+/// (20) are server-internal in ZooKeeper, but a client can send them; ZooKeeper then runs
+/// them as transactions (consuming a zxid), and so does zooraft, with the same results.
 pub fn is_write_op(op: i32) -> bool {
     matches!(
         OpCode::from_code(op),
         Some(
-            OpCode::Create
+            OpCode::CreateSession
+                | OpCode::DeleteContainer
+                | OpCode::Create
                 | OpCode::Create2
                 | OpCode::CreateContainer
                 | OpCode::CreateTtl
@@ -314,6 +318,14 @@ fn apply_write_inner(
             WriteResult::Multi(apply_multi(tree, ctx, &ops, triggers))
         }
 
+        // A createSession sent as a request has no ConnectRequest body to read.
+        OpCode::CreateSession => return Err(ErrorCode::MarshallingError.into()),
+        // ZooKeeper reads the whole body as the path (no length prefix) and checks no ACL.
+        OpCode::DeleteContainer => {
+            let path = String::from_utf8_lossy(body).into_owned();
+            tree.delete_container_request(ctx.zxid, &path, triggers)?;
+            WriteResult::Delete
+        }
         // Dynamic reconfiguration is disabled, as in a default ZooKeeper.
         OpCode::Reconfig => return Err(ErrorCode::ReconfigDisabled.into()),
         _ => return Err(ErrorCode::Unimplemented.into()),

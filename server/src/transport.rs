@@ -15,7 +15,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use parking_lot::Mutex;
 use protobuf::Message as _;
 use raft::eraftpb::{Message, MessageType};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -54,7 +53,7 @@ fn frame(kind: u8, payload: impl FnOnce(&mut BytesMut)) -> Bytes {
 #[derive(Clone)]
 pub struct Transport {
     peers: Arc<HashMap<u64, mpsc::Sender<OutFrame>>>,
-    inbox: Arc<Mutex<Sender<Input>>>,
+    inbox: Sender<Input>,
 }
 
 impl Transport {
@@ -66,7 +65,6 @@ impl Transport {
         inbox: Sender<Input>,
     ) -> std::io::Result<Transport> {
         let listener = TcpListener::bind(listen).await?;
-        let inbox = Arc::new(Mutex::new(inbox));
         tokio::spawn(accept_loop(listener, inbox.clone()));
         let mut senders = HashMap::new();
         for (id, addr) in peers {
@@ -108,9 +106,9 @@ impl Transport {
             },
         );
         if !ok {
-            let _ = self.inbox.lock().send(Input::Unreachable(msg.to));
+            let _ = self.inbox.send(Input::Unreachable(msg.to));
             if snapshot_to.is_some() {
-                let _ = self.inbox.lock().send(Input::SnapshotStatus {
+                let _ = self.inbox.send(Input::SnapshotStatus {
                     to: msg.to,
                     ok: false,
                 });
@@ -159,7 +157,7 @@ async fn sender_loop(
     to: u64,
     addr: SocketAddr,
     mut rx: mpsc::Receiver<OutFrame>,
-    inbox: Arc<Mutex<Sender<Input>>>,
+    inbox: Sender<Input>,
 ) {
     let mut backoff = Duration::from_millis(50);
     let hello = frame(KIND_HELLO, |b| {
@@ -216,11 +214,11 @@ async fn sender_loop(
             buf.clear();
             let ok = result.is_ok();
             for s in snapshots {
-                let _ = inbox.lock().send(Input::SnapshotStatus { to: s, ok });
+                let _ = inbox.send(Input::SnapshotStatus { to: s, ok });
             }
             if let Err(e) = result {
                 tracing::info!(peer = to, "peer connection lost: {e}");
-                let _ = inbox.lock().send(Input::Unreachable(to));
+                let _ = inbox.send(Input::Unreachable(to));
                 continue 'reconnect;
             }
         }
@@ -230,26 +228,24 @@ async fn sender_loop(
 /// The peer cannot be reached: tell Raft, and drop what is queued for it (Raft resends
 /// what still matters once the peer answers again).
 fn fail(
-    inbox: &Arc<Mutex<Sender<Input>>>,
+    inbox: &Sender<Input>,
     to: u64,
     frame: Option<OutFrame>,
     rx: &mut mpsc::Receiver<OutFrame>,
 ) {
-    let _ = inbox.lock().send(Input::Unreachable(to));
+    let _ = inbox.send(Input::Unreachable(to));
     let mut dropped = frame.into_iter().collect::<Vec<_>>();
     while let Ok(f) = rx.try_recv() {
         dropped.push(f);
     }
     for f in dropped {
         if let Some(s) = f.snapshot_to {
-            let _ = inbox
-                .lock()
-                .send(Input::SnapshotStatus { to: s, ok: false });
+            let _ = inbox.send(Input::SnapshotStatus { to: s, ok: false });
         }
     }
 }
 
-async fn accept_loop(listener: TcpListener, inbox: Arc<Mutex<Sender<Input>>>) {
+async fn accept_loop(listener: TcpListener, inbox: Sender<Input>) {
     loop {
         match listener.accept().await {
             Ok((stream, addr)) => {
@@ -301,10 +297,7 @@ async fn read_frame(
     }
 }
 
-async fn receive(
-    mut stream: TcpStream,
-    inbox: Arc<Mutex<Sender<Input>>>,
-) -> Result<(), ReceiveError> {
+async fn receive(mut stream: TcpStream, inbox: Sender<Input>) -> Result<(), ReceiveError> {
     let mut buf = BytesMut::with_capacity(64 * 1024);
     let Some((KIND_HELLO, mut hello)) = read_frame(&mut stream, &mut buf).await? else {
         return Err(ReceiveError::Bad("expected hello".into()));
@@ -350,7 +343,7 @@ async fn receive(
             }
             other => return Err(ReceiveError::Bad(format!("kind {other}"))),
         };
-        if inbox.lock().send(input).is_err() {
+        if inbox.send(input).is_err() {
             return Ok(());
         }
     }

@@ -213,15 +213,7 @@ impl DataTree {
     /// ZooKeeper builds it (children added without bumping cversion, so `/` shows
     /// cversion -1; the config node is world-readable with aversion -1).
     pub fn new(options: TreeOptions) -> DataTree {
-        let mut tree = DataTree {
-            nodes: FastMap::default(),
-            ephemerals: HashMap::new(),
-            containers: BTreeSet::new(),
-            ttls: BTreeSet::new(),
-            acl_cache: HashMap::new(),
-            data_size: 0,
-            options,
-        };
+        let mut tree = DataTree::empty(options);
         let open = tree.intern_acl(vec![Acl::open_unsafe()]);
         let read = tree.intern_acl(vec![Acl::read_unsafe()]);
         let empty = || Some(Bytes::new());
@@ -635,6 +627,31 @@ impl DataTree {
             NodeKind::Ttl(ttl) if time - node.mtime > ttl => {}
             _ => return Err(ErrorCode::BadVersion),
         }
+        self.remove_node(zxid, path_in, triggers, None);
+        Ok(())
+    }
+
+    /// A deleteContainer (op 20) sent by a client, with ZooKeeper's checks in its order:
+    /// path form (BADARGUMENTS) → node exists → childless (NOTEMPTY) → not an ephemeral
+    /// (BADVERSION) → parent exists. No ACL is checked, as in ZooKeeper.
+    pub fn delete_container_request(
+        &mut self,
+        zxid: i64,
+        path_in: &str,
+        triggers: &mut Vec<Trigger>,
+    ) -> Result<(), ErrorCode> {
+        let parent = path::parent_for_create(path_in).ok_or(ErrorCode::BadArguments)?;
+        if is_special_path(path_in) {
+            return Err(ErrorCode::BadArguments);
+        }
+        let node = self.get(path_in).ok_or(ErrorCode::NoNode)?;
+        if !node.children.is_empty() {
+            return Err(ErrorCode::NotEmpty);
+        }
+        if matches!(node.kind, NodeKind::Ephemeral(_)) {
+            return Err(ErrorCode::BadVersion);
+        }
+        self.get(parent).ok_or(ErrorCode::NoNode)?;
         self.remove_node(zxid, path_in, triggers, None);
         Ok(())
     }

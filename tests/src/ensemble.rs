@@ -67,7 +67,7 @@ impl TestEnsemble {
                 .myid(i as u64 + 1)
                 .tick_time_ms(500)
                 .config("4lw.commands.whitelist", "*")
-                .config("raftTickMs", "50")
+                .config("raftTickMs", "100")
                 .no_wait();
             for j in 0..n {
                 let role = if j >= voters { ":observer" } else { "" };

@@ -7,9 +7,12 @@
 //! `TestServer` kills its process and removes its data directory when dropped, so a failing
 //! test leaves nothing behind.
 
+pub mod conformance;
 pub mod ensemble;
 pub mod java;
 pub mod proxy;
+pub mod raw_client;
+pub mod rt;
 pub mod server;
 
 pub use ensemble::TestEnsemble;

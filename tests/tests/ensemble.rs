@@ -10,20 +10,10 @@ use zookeeper_client as zc;
 
 const WAIT: Duration = Duration::from_secs(60);
 
-fn block_on<F: Future>(f: F) -> F::Output {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime")
-        .block_on(f)
-}
+use harness::rt::block_on;
 
 async fn within<T>(what: &str, f: impl Future<Output = T>) -> T {
-    match tokio::time::timeout(WAIT, f).await {
-        Ok(v) => v,
-        Err(_) => panic!("{what}: no answer within {WAIT:?}"),
-    }
+    harness::rt::within(what, WAIT, f).await
 }
 
 async fn connect(hosts: &str) -> zc::Client {

@@ -24,13 +24,7 @@ const SCENARIO_TIMEOUT: Duration = Duration::from_secs(120);
 /// The bound on one wait for an event or a state.
 const WAIT: Duration = Duration::from_secs(20);
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("tokio runtime")
-}
+use harness::rt::runtime;
 
 /// Runs `body` against a fresh server (started by `server`), bounded by [`SCENARIO_TIMEOUT`].
 fn run<F, Fut>(server: TestServer, body: F)
@@ -55,10 +49,7 @@ where
 
 /// Awaits `fut` for at most [`WAIT`].
 async fn within<T>(what: &str, fut: impl Future<Output = T>) -> T {
-    match tokio::time::timeout(WAIT, fut).await {
-        Ok(v) => v,
-        Err(_) => panic!("timed out after {WAIT:?} waiting for {what}"),
-    }
+    harness::rt::within(what, WAIT, fut).await
 }
 
 /// Polls `check` until it returns true, for at most [`WAIT`].

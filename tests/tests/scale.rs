@@ -160,13 +160,7 @@ fn create(path: &str, data: &[u8], flags: i32) -> Request {
     })
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("tokio runtime")
-}
+use harness::rt::runtime;
 
 /// Raises this process's soft open-file limit (the server, started afterwards, inherits it).
 fn raise_fd_limit(needed: libc::rlim_t) {
@@ -387,7 +381,7 @@ enum Expected {
         version: i32,
     },
     Children(Vec<String>),
-    Sync(String),
+    Sync(Option<String>),
 }
 
 /// The in-memory model of `/pipe`'s children and this session's watches.
@@ -557,7 +551,7 @@ fn generate(count: usize, model: &Model, rng: &mut Rng) -> Vec<Request> {
                 watch: rng.below(3) == 0,
             }),
             _ => Request::Sync(SyncRequest {
-                path: PARENT.into(),
+                path: Some(PARENT.into()),
             }),
         };
         scratch.apply(&req);

@@ -214,6 +214,11 @@ async fn handshake(
             timeout_ms: timeout,
         });
     }
+    // ZooKeeper closes the session's current connection on any attempt to resume it, before
+    // it checks the password (processConnectRequest's CLIENT_RECONNECT).
+    if let Some(old) = shared.registry.conn_of_session(req.session_id) {
+        shared.registry.send(old, Completion::SessionClosed);
+    }
     let mut known = lookup_session(shared, req.session_id, &req.passwd);
     if known.is_none() && !shared.config.is_standalone() {
         // This member may simply not have applied the session's creation yet: catch up

@@ -43,7 +43,8 @@ pub enum Item {
     Sync {
         xid: i32,
         token: u64,
-        path: String,
+        /// Echoed as sent, null included.
+        path: Option<String>,
         started: Instant,
         done: bool,
     },
@@ -217,7 +218,7 @@ impl Pipeline {
                         b.put_i32(xid);
                         b.put_i64(zxid);
                         b.put_i32(0);
-                        jute::WriteExt::put_ustring(b, &path);
+                        jute::Record::encode(&jute::SyncResponse { path: path.clone() }, b);
                     });
                     self.finished(jute::OpCode::Sync.code(), started, env);
                     // The connection may take the requests it held back.
@@ -245,8 +246,9 @@ impl Pipeline {
         let request = match Request::decode(op, &mut Reader::new(body)) {
             Ok(r) => r,
             Err(jute::DecodeError::UnknownOpcode(_)) => {
-                // Answered, and the connection stays open (ZooKeeper would also close it).
-                reads::reply_error(&self.outbox, xid, zxid, ErrorCode::Unimplemented);
+                // Answered as ZooKeeper does (header zxid -1), but the connection stays open
+                // (ZooKeeper would also close it).
+                reads::reply_error(&self.outbox, xid, -1, ErrorCode::Unimplemented);
                 return;
             }
             Err(e) => {

@@ -1,0 +1,846 @@
+//! The scenario context: the small language scenarios are written in.
+//!
+//! A scenario opens labelled sessions (`s1`, `s2`, ...), sends requests, waits for replies,
+//! events or a close, drops and resumes connections, and every action and every frame the
+//! server writes goes into the [`Transcript`], per label, in the order the scenario read
+//! it. Because each connection's stream is read only when the scenario asks, the order of
+//! lines is decided by the scenario's code, not by thread timing, so two servers that
+//! behave alike produce identical normalized transcripts.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bytes::Bytes;
+use jute::{OpCode, Request};
+
+use super::describe;
+use super::transcript::{LineBuf, Transcript};
+use crate::raw_client::{ConnectOptions, Handshake, Incoming, RawClient, RawError, Reply};
+
+/// Why a scenario stopped early (recorded in the transcript).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fail(pub String);
+
+impl std::fmt::Display for Fail {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A scenario step's result.
+pub type Res<T = ()> = Result<T, Fail>;
+
+/// How long a reply, an event or a close may take before the step fails.
+pub const WAIT: Duration = Duration::from_secs(5);
+
+/// A pause after every write so that writes land in distinct milliseconds (times are
+/// compared by rank; two writes in one millisecond would tie on one server and not on the
+/// other).
+const AFTER_WRITE: Duration = Duration::from_millis(3);
+
+/// Digest users the scenarios may use; cleanup authenticates as all of them so it can
+/// delete nodes whose ACLs name them (`cleaner` is only ever used as an escape hatch in
+/// restrictive ACLs, so cleanup can remove what scenarios leave behind).
+pub const TEST_USERS: &[&str] = &["alice:secret", "bob:secret", "cleaner:secret"];
+
+/// One labelled session.
+#[derive(Debug, Default)]
+struct Sess {
+    client: Option<RawClient>,
+    id: i64,
+    passwd: Bytes,
+    requested_timeout: i32,
+    /// The session id the last handshake asked for (0: a new session).
+    requested_session: i64,
+    last_zxid: i64,
+    /// False once the session is known closed or expired.
+    alive: bool,
+}
+
+/// The scenario context.
+#[derive(Debug)]
+pub struct Ctx {
+    /// Sort ACL lists in getACL replies (see [`Ctx::unordered_acls`]).
+    sort_acls: bool,
+    addr: SocketAddr,
+    root: String,
+    sessions: BTreeMap<String, Sess>,
+    transcript: Transcript,
+}
+
+fn raw_fail(label: &str, what: &str, e: RawError) -> Fail {
+    Fail(format!("{label}: {what}: {e}"))
+}
+
+fn is_write(req: &Request) -> bool {
+    use Request::*;
+    matches!(
+        req,
+        Create(_)
+            | Create2(_)
+            | CreateContainer(_)
+            | CreateTtl(_)
+            | Delete(_)
+            | SetData(_)
+            | SetAcl(_)
+            | Multi(_)
+            | CloseSession
+    )
+}
+
+impl Ctx {
+    pub fn new(addr: SocketAddr, root: String) -> Ctx {
+        Ctx {
+            sort_acls: false,
+            addr,
+            root,
+            sessions: BTreeMap::new(),
+            transcript: Transcript::default(),
+        }
+    }
+
+    /// The server under test.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The scenario's own root path.
+    pub fn root(&self) -> &str {
+        &self.root
+    }
+
+    /// A path under the scenario's root (`""` is the root itself). Scenarios without a
+    /// root of their own (fresh servers) have `/` as root.
+    pub fn p(&self, rel: &str) -> String {
+        match (self.root.is_empty(), rel.is_empty()) {
+            (true, true) => "/".into(),
+            (true, false) => format!("/{rel}"),
+            (false, true) => self.root.clone(),
+            (false, false) => format!("{}/{}", self.root, rel),
+        }
+    }
+
+    pub fn transcript(&self) -> &Transcript {
+        &self.transcript
+    }
+
+    pub fn into_transcript(self) -> Transcript {
+        self.transcript
+    }
+
+    /// Replaces every time by `T`, for scenarios whose writes may share a millisecond.
+    pub fn mask_times(&mut self) {
+        self.transcript.mask_times = true;
+    }
+
+    fn rec(&mut self, l: &LineBuf) {
+        self.transcript.push(l.build(true));
+    }
+
+    /// A compared free-form line (a derived fact the scenario checked).
+    pub fn note(&mut self, text: impl Into<String>) {
+        self.rec(&LineBuf::new(text));
+    }
+
+    /// A line shown but never compared: an allowed difference, documented.
+    pub fn allowed(&mut self, text: impl Into<String>) {
+        self.transcript.push(LineBuf::new(text).build(false));
+    }
+
+    /// A compared line built by the caller (zxid/time/session tokens allowed).
+    pub fn record(&mut self, l: &LineBuf) {
+        self.rec(l);
+    }
+
+    fn sess(&mut self, label: &str) -> Res<&mut Sess> {
+        self.sessions
+            .get_mut(label)
+            .ok_or_else(|| Fail(format!("{label}: no such session in this scenario")))
+    }
+
+    fn client(&mut self, label: &str) -> Res<&mut RawClient> {
+        self.sess(label)?
+            .client
+            .as_mut()
+            .ok_or_else(|| Fail(format!("{label}: no open connection")))
+    }
+
+    /// The session id `label` was given (0 if none).
+    pub fn session_id(&self, label: &str) -> i64 {
+        self.sessions.get(label).map(|s| s.id).unwrap_or(0)
+    }
+
+    pub fn passwd(&self, label: &str) -> Bytes {
+        self.sessions
+            .get(label)
+            .map(|s| s.passwd.clone())
+            .unwrap_or_default()
+    }
+
+    /// The last positive reply zxid `label` saw (what a client sends as lastZxidSeen).
+    pub fn last_zxid(&self, label: &str) -> i64 {
+        self.sessions.get(label).map(|s| s.last_zxid).unwrap_or(0)
+    }
+
+    /// Marks a session as gone, so cleanup does not try to close it.
+    pub fn forget(&mut self, label: &str) {
+        if let Some(s) = self.sessions.get_mut(label) {
+            s.alive = false;
+        }
+    }
+
+    /// From now on, ACL lists in getACL replies are recorded sorted: an `auth` ACL expands
+    /// to the session's identities in hash-set order in ZooKeeper.
+    pub fn unordered_acls(&mut self) {
+        self.sort_acls = true;
+    }
+
+    fn record_incoming(&mut self, label: &str, inc: &Incoming) {
+        let mut l = LineBuf::new(format!("{label} <- "));
+        if self.sort_acls {
+            describe::incoming(&sorted_acls(inc), &mut l);
+        } else {
+            describe::incoming(inc, &mut l);
+        }
+        self.rec(&l);
+        if let Incoming::Handshake(h) = inc {
+            let r = &h.response;
+            if r.session_id != 0 {
+                self.transcript
+                    .labels
+                    .entry(r.session_id)
+                    .or_insert_with(|| label.to_string());
+            }
+            if let Some(sess) = self.sessions.get_mut(label) {
+                if r.timeout > 0 && r.session_id != 0 {
+                    sess.id = r.session_id;
+                    sess.passwd = r.passwd.clone();
+                    sess.alive = true;
+                } else if sess.requested_session != 0 && sess.requested_session == sess.id {
+                    sess.alive = false;
+                }
+            }
+        }
+        if let Incoming::Reply(r) = inc {
+            if r.zxid > 0 && r.xid != jute::xid::PING {
+                if let Some(s) = self.sessions.get_mut(label) {
+                    s.last_zxid = r.zxid;
+                }
+            }
+        }
+    }
+
+    // ---- sessions ----------------------------------------------------------------------
+
+    /// Opens a new session with default options; the handshake must succeed.
+    pub async fn open(&mut self, label: &str) -> Res<Handshake> {
+        self.open_with(label, ConnectOptions::default())
+            .await?
+            .ok_or_else(|| Fail(format!("{label}: handshake refused")))
+    }
+
+    /// Opens a new session with a chosen timeout.
+    pub async fn open_timeout(&mut self, label: &str, timeout_ms: i32) -> Res<Handshake> {
+        let opts = ConnectOptions {
+            timeout_ms,
+            ..ConnectOptions::default()
+        };
+        self.open_with(label, opts)
+            .await?
+            .ok_or_else(|| Fail(format!("{label}: handshake refused")))
+    }
+
+    /// Opens a connection labelled `label` and sends `opts` as the handshake. Returns the
+    /// handshake response, or `None` if the server closed the connection instead.
+    pub async fn open_with(&mut self, label: &str, opts: ConnectOptions) -> Res<Option<Handshake>> {
+        self.connect_only(label, opts).await?;
+        match self.recv(label).await? {
+            Incoming::Handshake(h) => Ok(Some(h)),
+            _ => Ok(None),
+        }
+    }
+
+    /// Opens a connection labelled `label` and sends the handshake without reading its
+    /// response (which is then the first thing [`recv`](Self::recv) returns).
+    pub async fn connect_only(&mut self, label: &str, opts: ConnectOptions) -> Res {
+        let mut l = LineBuf::new(format!(
+            "{label} -> connect protocolVersion={} lastZxidSeen=",
+            opts.protocol_version
+        ));
+        l.zxid(opts.last_zxid_seen)
+            .t(format!(" timeout={} sessionId=", opts.timeout_ms))
+            .session(opts.session_id)
+            .t(format!(
+                " passwd={}B{} readOnly={:?}",
+                opts.passwd.len(),
+                if opts.passwd.iter().all(|b| *b == 0) {
+                    " all-zero"
+                } else {
+                    ""
+                },
+                opts.read_only
+            ));
+        self.rec(&l);
+        let mut client = RawClient::open(self.addr)
+            .await
+            .map_err(|e| raw_fail(label, "tcp connect", e))?;
+        client
+            .send_connect(&opts)
+            .await
+            .map_err(|e| raw_fail(label, "send handshake", e))?;
+        let sess = self.sessions.entry(label.to_string()).or_default();
+        sess.requested_timeout = opts.timeout_ms;
+        sess.requested_session = opts.session_id;
+        sess.client = Some(client);
+        Ok(())
+    }
+
+    /// Opens a TCP connection labelled `label` and sends nothing (for hand-made handshakes).
+    pub async fn connect_raw(&mut self, label: &str) -> Res {
+        self.note(format!("{label} -> (tcp connect, no handshake yet)"));
+        let client = RawClient::open(self.addr)
+            .await
+            .map_err(|e| raw_fail(label, "tcp connect", e))?;
+        let sess = self.sessions.entry(label.to_string()).or_default();
+        sess.client = Some(client);
+        Ok(())
+    }
+
+    /// The next frame on `label` is a handshake response (after a hand-made handshake).
+    pub fn expect_handshake(&mut self, label: &str) -> Res {
+        self.client(label)?.expect_handshake_response();
+        Ok(())
+    }
+
+    /// Reads a handshake response, or `None` if the server closed instead.
+    pub async fn recv_handshake_or_close(&mut self, label: &str) -> Res<Option<Handshake>> {
+        match self.recv(label).await? {
+            Incoming::Handshake(h) => Ok(Some(h)),
+            Incoming::Closed { .. } => Ok(None),
+            other => Err(Fail(format!(
+                "{label}: expected a handshake, got {other:?}"
+            ))),
+        }
+    }
+
+    /// The next thing on `label` within `ms` (recorded), or `None` (recorded as quiet).
+    pub async fn recv_or_quiet(&mut self, label: &str, ms: u64) -> Res<Option<Incoming>> {
+        let c = self.client(label)?;
+        match c.recv(Duration::from_millis(ms)).await {
+            Ok(i) => {
+                self.record_incoming(label, &i);
+                Ok(Some(i))
+            }
+            Err(RawError::Timeout(_)) => {
+                self.note(format!("{label} .. nothing arrives"));
+                Ok(None)
+            }
+            Err(e) => Err(raw_fail(label, "recv", e)),
+        }
+    }
+
+    /// Half-closes `label`'s connection (FIN): the server reads EOF.
+    pub async fn shutdown_write(&mut self, label: &str) -> Res {
+        self.note(format!("{label} -> (FIN)"));
+        self.client(label)?.shutdown_write().await;
+        Ok(())
+    }
+
+    /// Drops `label`'s TCP connection without closing the session.
+    pub async fn drop_conn(&mut self, label: &str) -> Res {
+        self.note(format!("{label} drops its TCP connection"));
+        let sess = self.sess(label)?;
+        sess.client = None;
+        // Let the server notice the close before the scenario goes on.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        Ok(())
+    }
+
+    /// Resumes `label`'s session on a new connection with its id and password, sending
+    /// `last_zxid` (default: the last zxid the session saw) as lastZxidSeen.
+    pub async fn reconnect(
+        &mut self,
+        label: &str,
+        last_zxid: Option<i64>,
+    ) -> Res<Option<Handshake>> {
+        let sess = self.sess(label)?;
+        sess.client = None;
+        let opts = ConnectOptions {
+            timeout_ms: sess.requested_timeout,
+            ..ConnectOptions::resume(
+                sess.id,
+                sess.passwd.clone(),
+                last_zxid.unwrap_or(sess.last_zxid),
+            )
+        };
+        self.open_with(label, opts).await
+    }
+
+    /// Opens connection `new_label` onto `label`'s session (id + password), leaving
+    /// `label`'s connection as it is.
+    pub async fn attach(&mut self, new_label: &str, label: &str) -> Res<Option<Handshake>> {
+        let sess = self.sess(label)?;
+        let opts = ConnectOptions {
+            timeout_ms: sess.requested_timeout,
+            ..ConnectOptions::resume(sess.id, sess.passwd.clone(), sess.last_zxid)
+        };
+        self.open_with(new_label, opts).await
+    }
+
+    // ---- sending -----------------------------------------------------------------------
+
+    fn rec_send(&mut self, label: &str, xid: i32, req: &Request) {
+        let mut l = LineBuf::new(format!("{label} -> xid={xid} "));
+        describe::request(req, &mut l);
+        self.rec(&l);
+    }
+
+    /// Sends `req` with the next xid without waiting.
+    pub async fn send(&mut self, label: &str, req: Request) -> Res<i32> {
+        let xid = self.client(label)?.next_xid();
+        self.rec_send(label, xid, &req);
+        let c = self.client(label)?;
+        c.send(&req).await.map_err(|e| raw_fail(label, "send", e))
+    }
+
+    /// Sends `req` with a chosen xid without waiting.
+    pub async fn send_xid(&mut self, label: &str, xid: i32, req: Request) -> Res {
+        self.rec_send(label, xid, &req);
+        let c = self.client(label)?;
+        c.send_xid(xid, &req)
+            .await
+            .map_err(|e| raw_fail(label, "send", e))
+    }
+
+    /// Sends several requests in one write (pipelining); returns their xids.
+    pub async fn send_batch(&mut self, label: &str, reqs: Vec<Request>) -> Res<Vec<i32>> {
+        let first = self.client(label)?.next_xid();
+        for (i, r) in reqs.iter().enumerate() {
+            self.rec_send(label, first.wrapping_add(i as i32), r);
+        }
+        let c = self.client(label)?;
+        c.send_batch(&reqs)
+            .await
+            .map_err(|e| raw_fail(label, "send", e))
+    }
+
+    /// Sends a header with any opcode and a raw body.
+    pub async fn send_op(&mut self, label: &str, xid: i32, opcode: i32, body: &[u8]) -> Res {
+        self.note(format!(
+            "{label} -> xid={xid} opcode={opcode} body[{}]={}",
+            body.len(),
+            describe::short_hex(body)
+        ));
+        let c = self.client(label)?;
+        c.send_op(xid, opcode, body)
+            .await
+            .map_err(|e| raw_fail(label, "send", e))
+    }
+
+    /// Sends one length-prefixed frame with raw contents. `what` describes it.
+    pub async fn send_frame(&mut self, label: &str, what: &str, body: &[u8]) -> Res {
+        self.note(format!("{label} -> frame[{}] {what}", body.len()));
+        let c = self.client(label)?;
+        c.send_frame(body)
+            .await
+            .map_err(|e| raw_fail(label, "send", e))
+    }
+
+    /// Sends raw bytes, no framing. A write error is recorded, not fatal (the server may
+    /// close while we write, which is what some scenarios provoke).
+    pub async fn send_bytes(&mut self, label: &str, what: &str, bytes: &[u8]) -> Res {
+        self.note(format!("{label} -> bytes[{}] {what}", bytes.len()));
+        let c = self.client(label)?;
+        if let Err(e) = c.send_bytes(bytes).await {
+            self.allowed(format!("{label} write error (timing-dependent): {e}"));
+        }
+        Ok(())
+    }
+
+    /// Tells `label`'s decoder which opcode the reply to `xid` answers.
+    pub fn expect_reply(&mut self, label: &str, xid: i32, opcode: OpCode) -> Res {
+        self.client(label)?.expect_reply(xid, opcode.code());
+        Ok(())
+    }
+
+    // ---- receiving ---------------------------------------------------------------------
+
+    /// Reads and records the next thing `label`'s server wrote.
+    pub async fn recv(&mut self, label: &str) -> Res<Incoming> {
+        self.recv_within(label, WAIT).await
+    }
+
+    async fn recv_within(&mut self, label: &str, wait: Duration) -> Res<Incoming> {
+        let c = self.client(label)?;
+        match c.recv(wait).await {
+            Ok(i) => {
+                self.record_incoming(label, &i);
+                Ok(i)
+            }
+            Err(RawError::Timeout(_)) => {
+                self.note(format!("{label} !! nothing received in time"));
+                Err(Fail(format!("{label}: nothing received within {wait:?}")))
+            }
+            Err(e) => Err(raw_fail(label, "recv", e)),
+        }
+    }
+
+    /// Reads until the reply with `xid` (recording everything before it).
+    pub async fn reply(&mut self, label: &str, xid: i32) -> Res<Reply> {
+        loop {
+            match self.recv(label).await? {
+                Incoming::Reply(r) if r.xid == xid => return Ok(r),
+                Incoming::Closed { .. } => {
+                    return Err(Fail(format!("{label}: closed while waiting for xid {xid}")))
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Like [`reply`](Self::reply) but a close is an answer (`None`), not a failure.
+    pub async fn reply_or_close(&mut self, label: &str, xid: i32) -> Res<Option<Reply>> {
+        loop {
+            match self.recv(label).await? {
+                Incoming::Reply(r) if r.xid == xid => return Ok(Some(r)),
+                Incoming::Closed { .. } => return Ok(None),
+                _ => {}
+            }
+        }
+    }
+
+    /// Reads until `n` replies arrived (recording events in between).
+    pub async fn replies(&mut self, label: &str, n: usize) -> Res<Vec<Reply>> {
+        let mut out = Vec::new();
+        while out.len() < n {
+            match self.recv(label).await? {
+                Incoming::Reply(r) => out.push(r),
+                Incoming::Closed { .. } => {
+                    return Err(Fail(format!("{label}: closed while waiting for replies")))
+                }
+                _ => {}
+            }
+        }
+        Ok(out)
+    }
+
+    /// Reads until `n` watch events arrived (recording anything in between).
+    pub async fn events(&mut self, label: &str, n: usize) -> Res {
+        let mut seen = 0;
+        while seen < n {
+            match self.recv(label).await? {
+                Incoming::Event(_) => seen += 1,
+                Incoming::Closed { .. } => {
+                    return Err(Fail(format!("{label}: closed while waiting for events")))
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads until `n` watch events arrived and records them sorted, for events whose
+    /// relative order ZooKeeper leaves to hash-set iteration (several ephemerals deleted
+    /// by one closeSession or expiry). Anything else is recorded as it comes.
+    pub async fn events_unordered(&mut self, label: &str, n: usize) -> Res {
+        let mut lines = Vec::new();
+        while lines.len() < n {
+            let c = self.client(label)?;
+            match c.recv(WAIT).await {
+                Ok(Incoming::Event(e)) => {
+                    let mut l = LineBuf::new(format!("{label} <- (any order) "));
+                    describe::event(&e, &mut l);
+                    lines.push(l);
+                }
+                Ok(other) => {
+                    let closed = matches!(other, Incoming::Closed { .. });
+                    self.record_incoming(label, &other);
+                    if closed {
+                        return Err(Fail(format!("{label}: closed while waiting for events")));
+                    }
+                }
+                Err(RawError::Timeout(_)) => {
+                    self.note(format!("{label} !! nothing received in time"));
+                    return Err(Fail(format!("{label}: events did not arrive")));
+                }
+                Err(e) => return Err(raw_fail(label, "recv", e)),
+            }
+        }
+        let mut built: Vec<_> = lines.iter().map(|l| l.build(true)).collect();
+        built.sort_by_key(|l| format!("{:?}", l.toks));
+        for l in built {
+            self.transcript.push(l);
+        }
+        Ok(())
+    }
+
+    /// The next thing on `label` within `ms`, NOT recorded (the scenario records what it
+    /// can compare), or `None` on timeout.
+    pub async fn take(&mut self, label: &str, ms: u64) -> Res<Option<Incoming>> {
+        let c = self.client(label)?;
+        match c.recv(Duration::from_millis(ms)).await {
+            Ok(i) => Ok(Some(i)),
+            Err(RawError::Timeout(_)) => Ok(None),
+            Err(e) => Err(raw_fail(label, "recv", e)),
+        }
+    }
+
+    /// Records an incoming item as an uncompared line (a documented allowed difference).
+    pub fn allowed_incoming(&mut self, label: &str, inc: &Incoming) {
+        let mut l = LineBuf::new(format!("{label} <- (not compared) "));
+        describe::incoming(inc, &mut l);
+        self.transcript.push(l.build(false));
+    }
+
+    /// Records whatever arrives on `label` within `ms` (normally nothing: that is the point).
+    pub async fn quiet(&mut self, label: &str, ms: u64) -> Res {
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(ms);
+        let mut any = false;
+        loop {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            let c = self.client(label)?;
+            match c.recv(left).await {
+                Ok(i) => {
+                    any = true;
+                    let closed = matches!(i, Incoming::Closed { .. });
+                    self.record_incoming(label, &i);
+                    if closed {
+                        break;
+                    }
+                }
+                Err(RawError::Timeout(_)) => break,
+                Err(e) => return Err(raw_fail(label, "recv", e)),
+            }
+        }
+        if !any {
+            self.note(format!("{label} .. nothing arrives"));
+        } else {
+            self.allowed(format!("{label} (quiet period saw traffic)"));
+        }
+        Ok(())
+    }
+
+    /// Reads until the server closes `label`'s connection; records "still open" if it
+    /// does not within `ms`. Returns whether it closed.
+    pub async fn wait_closed(&mut self, label: &str, ms: u64) -> Res<bool> {
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(ms);
+        loop {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let c = self.client(label)?;
+            match c.recv(left).await {
+                Ok(i) => {
+                    let closed = matches!(i, Incoming::Closed { .. });
+                    self.record_incoming(label, &i);
+                    if closed {
+                        return Ok(true);
+                    }
+                }
+                Err(RawError::Timeout(_)) => {
+                    self.note(format!("{label} .. connection still open"));
+                    return Ok(false);
+                }
+                Err(e) => return Err(raw_fail(label, "recv", e)),
+            }
+        }
+    }
+
+    /// Like [`wait_closed`](Self::wait_closed) but records nothing comparable: for the
+    /// documented allowed differences. Returns whether it closed.
+    pub async fn probe_closed(&mut self, label: &str, ms: u64) -> Res<bool> {
+        let c = self.client(label)?;
+        let mut seen = Vec::new();
+        let closed = loop {
+            match c.recv(Duration::from_millis(ms)).await {
+                Ok(Incoming::Closed { .. }) => break true,
+                Ok(i) => seen.push(i),
+                Err(_) => break false,
+            }
+        };
+        for i in seen {
+            let mut l = LineBuf::new(format!("{label} <- (not compared) "));
+            describe::incoming(&i, &mut l);
+            self.transcript.push(l.build(false));
+        }
+        Ok(closed)
+    }
+
+    // ---- request/response ----------------------------------------------------------------
+
+    /// Sends `req` and reads until its reply; fails if the connection closes first.
+    pub async fn call(&mut self, label: &str, req: Request) -> Res<Reply> {
+        let write = is_write(&req);
+        let xid = self.send(label, req).await?;
+        let r = self.reply(label, xid).await?;
+        if write {
+            tokio::time::sleep(AFTER_WRITE).await;
+        }
+        Ok(r)
+    }
+
+    /// Sends `req` and reads until its reply or a close (`None`).
+    pub async fn try_call(&mut self, label: &str, req: Request) -> Res<Option<Reply>> {
+        let write = is_write(&req);
+        let xid = self.send(label, req).await?;
+        let r = self.reply_or_close(label, xid).await?;
+        if write {
+            tokio::time::sleep(AFTER_WRITE).await;
+        }
+        Ok(r)
+    }
+
+    /// Sends `req` with a chosen xid and reads until its reply.
+    pub async fn call_xid(&mut self, label: &str, xid: i32, req: Request) -> Res<Reply> {
+        let write = is_write(&req);
+        self.send_xid(label, xid, req).await?;
+        let r = self.reply(label, xid).await?;
+        if write {
+            tokio::time::sleep(AFTER_WRITE).await;
+        }
+        Ok(r)
+    }
+
+    /// A ping (xid -2) and its reply.
+    pub async fn ping(&mut self, label: &str) -> Res<Reply> {
+        self.call_xid(label, jute::xid::PING, Request::Ping).await
+    }
+
+    /// SetWatches (xid -8) and its reply (events it fires are recorded as they come).
+    pub async fn set_watches(&mut self, label: &str, sw: jute::SetWatches) -> Res<Reply> {
+        self.call_xid(label, jute::xid::SET_WATCHES, Request::SetWatches(sw))
+            .await
+    }
+
+    /// An auth packet (xid -4) and its reply, or `None` if the server closed instead.
+    pub async fn auth(&mut self, label: &str, scheme: &str, auth: &[u8]) -> Res<Option<Reply>> {
+        let pkt = jute::AuthPacket {
+            auth_type: 0,
+            scheme: scheme.into(),
+            auth: Some(Bytes::copy_from_slice(auth)),
+        };
+        self.send_xid(label, jute::xid::AUTH, Request::Auth(pkt))
+            .await?;
+        self.reply_or_close(label, jute::xid::AUTH).await
+    }
+
+    /// closeSession and its reply; the session is then gone.
+    pub async fn close_session(&mut self, label: &str) -> Res<Option<Reply>> {
+        let r = self.try_call(label, Request::CloseSession).await?;
+        if r.as_ref().map(|r| r.err == 0).unwrap_or(false) {
+            self.forget(label);
+        }
+        Ok(r)
+    }
+
+    pub async fn sleep(&mut self, ms: u64) {
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+    }
+
+    // ---- set-up and clean-up (not recorded) ------------------------------------------------
+
+    /// Creates the scenario's root with a throw-away session.
+    pub async fn create_root(&self) -> Result<(), String> {
+        let (mut c, _) = RawClient::connect(self.addr, &ConnectOptions::default(), WAIT)
+            .await
+            .map_err(|e| format!("setup connect: {e}"))?;
+        let r = c
+            .call(&super::req::create(&self.root, b"", 0), WAIT)
+            .await
+            .map_err(|e| format!("setup create {}: {e}", self.root))?;
+        if r.err != 0 {
+            return Err(format!("setup create {}: err {}", self.root, r.err));
+        }
+        let _ = c.call(&Request::CloseSession, WAIT).await;
+        Ok(())
+    }
+
+    /// Closes every session the scenario left open (so no expiry happens later, during
+    /// another scenario) and deletes the scenario's subtree.
+    pub async fn cleanup(&mut self) {
+        let short = Duration::from_secs(3);
+        let labels: Vec<String> = self.sessions.keys().cloned().collect();
+        let mut closed_ids = Vec::new();
+        for label in labels {
+            let Some(s) = self.sessions.get_mut(&label) else {
+                continue;
+            };
+            if !s.alive || s.id == 0 || closed_ids.contains(&s.id) {
+                s.client = None;
+                continue;
+            }
+            let mut client = s.client.take().filter(|c| !c.is_closed());
+            if client.is_none() {
+                let opts = ConnectOptions::resume(s.id, s.passwd.clone(), 0);
+                if let Ok((c, hs)) = RawClient::connect(self.addr, &opts, short).await {
+                    if hs.response.timeout > 0 {
+                        client = Some(c);
+                    }
+                }
+            }
+            if let Some(mut c) = client {
+                let _ = c.call(&Request::CloseSession, short).await;
+            }
+            closed_ids.push(s.id);
+            s.alive = false;
+        }
+        if self.root.is_empty() {
+            return;
+        }
+        let Ok((mut c, _)) = RawClient::connect(self.addr, &ConnectOptions::default(), short).await
+        else {
+            return;
+        };
+        for user in TEST_USERS {
+            if c.auth("digest", user.as_bytes()).await.is_ok() {
+                let _ = c.wait_reply(jute::xid::AUTH, short).await;
+            }
+        }
+        delete_tree(&mut c, &self.root, short).await;
+        let _ = c.call(&Request::CloseSession, short).await;
+    }
+}
+
+/// A copy of `inc` with the ACL list of a getACL reply sorted.
+fn sorted_acls(inc: &Incoming) -> Incoming {
+    let mut inc = inc.clone();
+    if let Incoming::Reply(r) = &mut inc {
+        if let crate::raw_client::Body::Decoded(jute::Response::GetAcl(acl, _)) = &mut r.body {
+            acl.sort_by(|a, b| {
+                (&a.id.scheme, &a.id.id, a.perms).cmp(&(&b.id.scheme, &b.id.id, b.perms))
+            });
+        }
+    }
+    inc
+}
+
+/// Deletes `path` and everything below it (best effort, depth first).
+async fn delete_tree(c: &mut RawClient, path: &str, wait: Duration) {
+    let mut stack = vec![(path.to_string(), false)];
+    let mut guard = 0;
+    while let Some((p, expanded)) = stack.pop() {
+        guard += 1;
+        if guard > 10_000 {
+            return;
+        }
+        if !expanded {
+            stack.push((p.clone(), true));
+            if let Ok(r) = c.call(&super::req::get_children(&p, false), wait).await {
+                if let Some(jute::Response::GetChildren(children)) = r.response() {
+                    for ch in children {
+                        let child = if p == "/" {
+                            format!("/{ch}")
+                        } else {
+                            format!("{p}/{ch}")
+                        };
+                        stack.push((child, false));
+                    }
+                }
+            }
+        } else {
+            let _ = c.call(&super::req::delete(&p, -1), wait).await;
+        }
+    }
+}
