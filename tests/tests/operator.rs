@@ -17,6 +17,7 @@ use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+use harness::rt::runtime;
 use harness::{free_port, zooraft_binary, ServerKind, TestServer};
 use zookeeper_client as zc;
 
@@ -27,19 +28,9 @@ const WAIT: Duration = Duration::from_secs(30);
 // Shared helpers
 // ---------------------------------------------------------------------------------------
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime")
-}
-
+/// [`harness::rt::within`] with this file's bound.
 async fn within<T>(what: &str, f: impl Future<Output = T>) -> T {
-    match tokio::time::timeout(WAIT, f).await {
-        Ok(v) => v,
-        Err(_) => panic!("{what}: no answer within {WAIT:?}"),
-    }
+    harness::rt::within(what, WAIT, f).await
 }
 
 async fn connect(hosts: &str) -> zc::Client {
@@ -809,11 +800,9 @@ fn http_get(port: u16, path: &str) -> (String, Vec<String>, String) {
     let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect to the metrics port");
     s.set_read_timeout(Some(Duration::from_secs(10)))
         .expect("read timeout");
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
-    )
-    .expect("send request");
+    let request =
+        format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n");
+    s.write_all(request.as_bytes()).expect("send request");
     let mut raw = String::new();
     s.read_to_string(&mut raw).expect("read response");
     let (head, body) = raw
@@ -834,6 +823,32 @@ fn http_get(port: u16, path: &str) -> (String, Vec<String>, String) {
         );
     }
     (status, headers, body.to_string())
+}
+
+/// A request head sent in two segments is answered only once it is complete (an endpoint
+/// that answers and closes after the first segment resets the client's connection).
+fn partial_request_waits(port: u16) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect to the metrics port");
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        .expect("send the first segment");
+    s.set_read_timeout(Some(Duration::from_millis(500)))
+        .expect("read timeout");
+    let mut first = [0u8; 64];
+    match s.read(&mut first) {
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ) => {}
+        other => panic!("answered before the request head ended: {other:?}"),
+    }
+    s.write_all(b"\r\n").expect("send the blank line");
+    s.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("read timeout");
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).expect("read the answer");
+    assert!(answer.starts_with("HTTP/1.1 200 "), "{answer:.200}");
+    assert!(answer.contains("# TYPE znode_count gauge"), "{answer:.200}");
 }
 
 /// One sample line: name, labels, value.
@@ -1016,6 +1031,7 @@ fn prometheus_endpoint_zooraft() {
             .starts_with("content-type: text/plain")),
         "{headers:?}"
     );
+    partial_request_waits(metrics_port);
     let (before, types) = parse_prometheus(&body);
     let counts_before = check_histograms(&before, "request_latency_seconds");
     assert_eq!(types["request_latency_seconds"], "histogram");
