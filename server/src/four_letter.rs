@@ -75,6 +75,8 @@ pub fn answer(shared: &Shared, word: &[u8; 4], peer: SocketAddr) -> String {
                     let _ = writeln!(out, "\t{p}");
                 }
             }
+            // ZooKeeper closes the report with a blank line (a lone one when empty).
+            out.push('\n');
             out
         }
         "wchp" => {
@@ -86,6 +88,7 @@ pub fn answer(shared: &Shared, word: &[u8; 4], peer: SocketAddr) -> String {
                     let _ = writeln!(out, "\t0x{:x}", session_of(shared, c));
                 }
             }
+            out.push('\n');
             out
         }
         "dump" => dump(shared),
@@ -129,6 +132,25 @@ fn dir_size(dir: &std::path::Path) -> u64 {
     total
 }
 
+/// The average latency as ZooKeeper prints it: rounded to 4 decimals (`BigDecimal.setScale(4,
+/// HALF_UP)`), then Java's `Double.toString`: `0.0`, `1.5`, `3.5806`, and `1.0E-4` below
+/// 10^-3.
+fn java_avg(v: f64) -> String {
+    let rounded = (v * 10_000.0).round() / 10_000.0;
+    if rounded != 0.0 && rounded.abs() < 1e-3 {
+        let sci = format!("{rounded:E}");
+        let (mantissa, exp) = sci.split_once('E').unwrap_or((&sci, "0"));
+        let dot = if mantissa.contains('.') { "" } else { ".0" };
+        return format!("{mantissa}{dot}E{exp}");
+    }
+    let plain = rounded.to_string();
+    if plain.contains('.') {
+        plain
+    } else {
+        format!("{plain}.0")
+    }
+}
+
 fn mode(shared: &Shared) -> &'static str {
     shared.status.role().name()
 }
@@ -151,7 +173,7 @@ fn srvr(shared: &Shared, with_clients: bool) -> String {
         out.push('\n');
     }
     let (min, avg, max) = shared.metrics.latency_ms();
-    let _ = writeln!(out, "Latency min/avg/max: {min}/{avg:.4}/{max}");
+    let _ = writeln!(out, "Latency min/avg/max: {min}/{}/{max}", java_avg(avg));
     let _ = writeln!(
         out,
         "Received: {}",
@@ -198,7 +220,7 @@ fn mntr(shared: &Shared) -> String {
     let mut lines: Vec<(&str, String)> = vec![
         ("zk_version", full_version()),
         ("zk_server_state", role.name().to_string()),
-        ("zk_avg_latency", format!("{avg:.4}")),
+        ("zk_avg_latency", java_avg(avg)),
         ("zk_max_latency", max.to_string()),
         ("zk_min_latency", min.to_string()),
         (
@@ -441,4 +463,21 @@ fn dump(shared: &Shared) -> String {
     out.push_str("Connections dump:\n");
     let _ = writeln!(out, "Connections Sets ({}):", shared.registry.len());
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::java_avg;
+
+    #[test]
+    fn average_latency_prints_as_java_does() {
+        assert_eq!(java_avg(0.0), "0.0");
+        assert_eq!(java_avg(2.0), "2.0");
+        assert_eq!(java_avg(1.5), "1.5");
+        assert_eq!(java_avg(3.580_645), "3.5806");
+        assert_eq!(java_avg(0.333_333), "0.3333");
+        assert_eq!(java_avg(0.000_16), "2.0E-4");
+        assert_eq!(java_avg(0.000_04), "0.0");
+        assert_eq!(java_avg(12_345.678_91), "12345.6789");
+    }
 }

@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
 use crate::metrics::{BUCKETS_US, OPS};
@@ -133,6 +133,28 @@ pub fn render(shared: &Shared) -> String {
     out
 }
 
+/// The most of a request head read before answering anyway.
+const MAX_REQUEST_HEAD: usize = 16 * 1024;
+
+/// Reads the request head up to its blank line (a client may send it in several segments;
+/// answering and closing after the first would reset the connection under the client's
+/// later writes, and its read of the answer with it). The request itself is not looked at.
+async fn read_request_head(stream: &mut TcpStream) {
+    let mut head = Vec::with_capacity(1024);
+    let mut chunk = [0u8; 1024];
+    loop {
+        match stream.read(&mut chunk).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => head.extend_from_slice(&chunk[..n]),
+        }
+        let ended =
+            head.windows(4).any(|w| w == b"\r\n\r\n") || head.windows(2).any(|w| w == b"\n\n");
+        if ended || head.len() >= MAX_REQUEST_HEAD {
+            return;
+        }
+    }
+}
+
 /// Serves the endpoint until shutdown.
 pub async fn serve(
     shared: Arc<Shared>,
@@ -145,8 +167,11 @@ pub async fn serve(
                 let Ok((mut stream, _)) = accepted else { continue };
                 let shared = shared.clone();
                 tokio::spawn(async move {
-                    let mut req = [0u8; 4096];
-                    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), stream.read(&mut req)).await;
+                    let _ = tokio::time::timeout(
+                        std::time::Duration::from_secs(5),
+                        read_request_head(&mut stream),
+                    )
+                    .await;
                     let body = render(&shared);
                     let head = format!(
                         "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
