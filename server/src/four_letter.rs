@@ -62,7 +62,7 @@ pub fn answer(shared: &Shared, word: &[u8; 4], peer: SocketAddr) -> String {
                 "{} connections watching {} paths\nTotal watches:{}\n",
                 w.watching_connections(),
                 w.watched_paths(),
-                w.watch_count()
+                w.data_watch_count()
             )
         }
         "wchc" => {
@@ -423,9 +423,10 @@ fn cons(shared: &Shared) -> String {
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_millis())
             .unwrap_or(0);
-        let _ = writeln!(
+        // ZooKeeper's key order; lcxid appears only once the client has been answered.
+        let _ = write!(
             out,
-            " /{}[1](queued={},recved={},sent={},sid=0x{:x},lop={},est={},lzxid=0x{:x},minlat={},avglat={},maxlat={})",
+            " /{}[1](queued={},recved={},sent={},sid=0x{:x},lop={},est={},to={}",
             e.peer,
             s.outstanding.load(Ordering::Relaxed),
             s.received.load(Ordering::Relaxed),
@@ -433,7 +434,18 @@ fn cons(shared: &Shared) -> String {
             e.session,
             s.last_op.lock(),
             est,
+            s.timeout_ms.load(Ordering::Relaxed),
+        );
+        let last_cxid = s.last_cxid.load(Ordering::Relaxed);
+        if last_cxid >= 0 {
+            let _ = write!(out, ",lcxid=0x{last_cxid:x}");
+        }
+        let _ = writeln!(
+            out,
+            ",lzxid=0x{:x},lresp={},llat={},minlat={},avglat={},maxlat={})",
             s.last_zxid.load(Ordering::Relaxed),
+            s.last_response_ms.load(Ordering::Relaxed),
+            s.last_latency_ms.load(Ordering::Relaxed),
             s.min_latency_us.load(Ordering::Relaxed) / 1000,
             avg,
             s.max_latency_us.load(Ordering::Relaxed) / 1000,

@@ -48,8 +48,11 @@ fn main() -> std::process::ExitCode {
         }
     };
     let result: anyhow::Result<()> = runtime.block_on(async move {
+        // Handlers first: a SIGTERM that arrives while the server starts (its port may
+        // already accept) must stop it gracefully, not kill it.
+        let stop = stop_signal()?;
         let server = Server::start(config).await?;
-        wait_for_signal().await;
+        stop.await;
         tracing::info!("shutting down");
         server.stop().await;
         Ok(())
@@ -63,14 +66,16 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-async fn wait_for_signal() {
+/// Registers SIGTERM and SIGINT now; the future resolves when either arrives.
+fn stop_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
+    use anyhow::Context as _;
     use tokio::signal::unix::{signal, SignalKind};
-    let Ok(mut term) = signal(SignalKind::terminate()) else {
-        let _ = tokio::signal::ctrl_c().await;
-        return;
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
-    }
+    let mut term = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
+    let mut int = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
+    Ok(async move {
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+        }
+    })
 }

@@ -313,53 +313,47 @@ impl WatchManager {
         self.data.count() + self.child.count()
     }
 
-    /// Distinct watched paths.
+    /// Data watches only: what ZooKeeper's `wchs` reports as "Total watches".
+    pub fn data_watch_count(&self) -> usize {
+        self.data.count()
+    }
+
+    /// Distinct paths with a data watch (`wchs`; ZooKeeper's reports leave child watches out).
     pub fn watched_paths(&self) -> usize {
-        let mut paths: HashSet<&String> = self.data.by_path.keys().collect();
-        paths.extend(self.child.by_path.keys());
-        paths.len()
+        self.data.by_path.len()
     }
 
-    /// Connections with at least one watch.
+    /// Connections with at least one data watch (`wchs`).
     pub fn watching_connections(&self) -> usize {
-        let mut conns: HashSet<&ConnId> = self.data.by_conn.keys().collect();
-        conns.extend(self.child.by_conn.keys());
-        conns.len()
+        self.data.by_conn.len()
     }
 
-    /// Watched paths per connection (wchc) and connections per path (wchp).
+    /// Data-watched paths per connection (`wchc`), sorted.
     pub fn by_connection(&self) -> Vec<(ConnId, Vec<String>)> {
-        let mut out: HashMap<ConnId, HashSet<String>> = HashMap::new();
-        for t in [&self.data, &self.child] {
-            for (c, paths) in &t.by_conn {
-                out.entry(*c).or_default().extend(paths.iter().cloned());
-            }
-        }
-        let mut v: Vec<(ConnId, Vec<String>)> = out
-            .into_iter()
-            .map(|(c, p)| {
-                let mut p: Vec<String> = p.into_iter().collect();
+        let mut v: Vec<(ConnId, Vec<String>)> = self
+            .data
+            .by_conn
+            .iter()
+            .map(|(c, paths)| {
+                let mut p: Vec<String> = paths.iter().cloned().collect();
                 p.sort();
-                (c, p)
+                (*c, p)
             })
             .collect();
         v.sort();
         v
     }
 
+    /// Connections per data-watched path (`wchp`), sorted.
     pub fn by_path(&self) -> Vec<(String, Vec<ConnId>)> {
-        let mut out: HashMap<String, HashSet<ConnId>> = HashMap::new();
-        for t in [&self.data, &self.child] {
-            for (p, conns) in &t.by_path {
-                out.entry(p.clone()).or_default().extend(conns.keys());
-            }
-        }
-        let mut v: Vec<(String, Vec<ConnId>)> = out
-            .into_iter()
-            .map(|(p, c)| {
-                let mut c: Vec<ConnId> = c.into_iter().collect();
+        let mut v: Vec<(String, Vec<ConnId>)> = self
+            .data
+            .by_path
+            .iter()
+            .map(|(p, conns)| {
+                let mut c: Vec<ConnId> = conns.keys().copied().collect();
                 c.sort();
-                (p, c)
+                (p.clone(), c)
             })
             .collect();
         v.sort();

@@ -634,7 +634,6 @@ fn four_letter_sessions_apache() {
 }
 
 #[test]
-#[ignore = "zooraft's cons lacks ZooKeeper's to, lcxid, lresp and llat fields"]
 fn four_letter_sessions_zooraft() {
     four_letter_sessions(ServerKind::Zooraft);
 }
@@ -753,7 +752,6 @@ fn four_letter_watches_apache() {
 }
 
 #[test]
-#[ignore = "zooraft's wchs, wchc and wchp include child watches; ZooKeeper's report data watches only"]
 fn four_letter_watches_zooraft() {
     four_letter_watches(ServerKind::Zooraft);
 }
@@ -1801,8 +1799,9 @@ fn cli_incompatible_data_directory_zooraft() {
     let raft = dir.path().join("data").join("raft");
     {
         let opts = rocksdb::Options::default();
-        let db = rocksdb::DB::open_cf(&opts, &raft, ["log", "state", "snapshot"])
-            .expect("open the store zooraft wrote");
+        let families = rocksdb::DB::list_cf(&opts, &raft).expect("list column families");
+        let db =
+            rocksdb::DB::open_cf(&opts, &raft, &families).expect("open the store zooraft wrote");
         let state = db.cf_handle("state").expect("state column family");
         db.put_cf(state, b"format", 99u32.to_be_bytes())
             .expect("write format");

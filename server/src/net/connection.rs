@@ -284,6 +284,9 @@ async fn run(
     let (tx, mut completions) = mpsc::unbounded_channel();
     let touched = Arc::new(AtomicBool::new(true));
     let stats = Arc::new(ConnStats::default());
+    stats
+        .timeout_ms
+        .store(i64::from(session.timeout_ms), Ordering::Relaxed);
     let pipeline = Arc::new(Mutex::new(Pipeline::new(
         conn,
         session.id,
@@ -424,6 +427,7 @@ impl Connection {
                 let auth = {
                     let mut p = self.pipeline.lock();
                     p.push(Item::Write {
+                        xid: header.xid,
                         op: header.op,
                         started,
                         reply: None,

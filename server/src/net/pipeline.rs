@@ -32,6 +32,7 @@ use crate::watch::{ConnId, WatchSlot};
 pub enum Item {
     /// Proposed to the log; `reply` arrives when it is applied.
     Write {
+        xid: i32,
         op: i32,
         started: Instant,
         reply: Option<Bytes>,
@@ -172,7 +173,7 @@ impl Pipeline {
     pub fn local(&mut self, xid: i32, op: i32, body: Bytes, started: Instant, env: &mut Env) {
         if self.items.is_empty() {
             self.answer_local(xid, op, body, env);
-            self.finished(op, started, env);
+            self.finished(xid, op, started, env);
         } else {
             self.push(Item::Local {
                 xid,
@@ -197,13 +198,14 @@ impl Pipeline {
             };
             match item {
                 Item::Write {
+                    xid,
                     op,
                     started,
                     reply: Some(frame),
                     closes_session,
                 } => {
                     self.outbox.push_raw(&frame);
-                    self.finished(op, started, env);
+                    self.finished(xid, op, started, env);
                     if closes_session {
                         // Nothing after a closeSession is answered.
                         self.items.clear();
@@ -220,7 +222,7 @@ impl Pipeline {
                         b.put_i32(0);
                         jute::Record::encode(&jute::SyncResponse { path: path.clone() }, b);
                     });
-                    self.finished(jute::OpCode::Sync.code(), started, env);
+                    self.finished(xid, jute::OpCode::Sync.code(), started, env);
                     // The connection may take the requests it held back.
                     let _ = self.notify.send(Completion::Resume);
                 }
@@ -231,7 +233,7 @@ impl Pipeline {
                     started,
                 } => {
                     self.answer_local(xid, op, body, env);
-                    self.finished(op, started, env);
+                    self.finished(xid, op, started, env);
                 }
                 Item::Write { reply: None, .. } => break,
             }
@@ -272,8 +274,18 @@ impl Pipeline {
         );
     }
 
-    fn finished(&self, op: i32, started: Instant, env: &Env) {
+    fn finished(&self, xid: i32, op: i32, started: Instant, env: &Env) {
         let elapsed = started.elapsed();
+        if xid >= 0 {
+            self.stats.last_cxid.store(xid as i64, Ordering::Relaxed);
+        }
+        self.stats.last_response_ms.store(
+            env.metrics.started.elapsed().as_millis() as u64,
+            Ordering::Relaxed,
+        );
+        self.stats
+            .last_latency_ms
+            .store(elapsed.as_millis() as u64, Ordering::Relaxed);
         env.metrics.record(op, elapsed);
         env.metrics.packets_sent.fetch_add(1, Ordering::Relaxed);
         let us = elapsed.as_micros() as u64;
