@@ -147,15 +147,9 @@ impl World {
                 "/chaos/eph",
                 "/chaos/acks",
             ] {
-                match bounded(WAIT, c.create(p, b"", &persistent())).await {
-                    Some(Ok(_)) | Some(Err(zc::Error::NodeExists)) => {}
-                    other => panic!("create {p}: {other:?}"),
-                }
+                create_persistent(&c, p, b"").await;
             }
-            bounded(WAIT, c.create(COUNTER, b"0 init", &persistent()))
-                .await
-                .expect("create the counter in time")
-                .expect("create the counter");
+            create_persistent(&c, COUNTER, b"0 init").await;
         });
         world
     }
@@ -791,4 +785,19 @@ impl Drop for World {
         }
         self.close.store(true, Ordering::SeqCst);
     }
+}
+
+/// Creates a persistent node for the set-up, riding out a lost connection (a member of a
+/// freshly started ensemble may still be settling); `NodeExists` is fine.
+async fn create_persistent(c: &zc::Client, path: &str, data: &[u8]) {
+    for _ in 0..10 {
+        match bounded(WAIT, c.create(path, data, &persistent())).await {
+            Some(Ok(_)) | Some(Err(zc::Error::NodeExists)) => return,
+            Some(Err(zc::Error::ConnectionLoss)) | None => {
+                tokio::time::sleep(Duration::from_millis(500)).await
+            }
+            Some(Err(e)) => panic!("create {path}: {e}"),
+        }
+    }
+    panic!("create {path}: no success in 10 attempts");
 }
