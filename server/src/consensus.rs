@@ -155,6 +155,9 @@ pub struct Consensus {
     drop_clients_after: Duration,
     next_tick: Instant,
     next_touch: Instant,
+    /// When the timers last ran: a long gap means this member was stalled (SIGSTOP, a VM
+    /// pause, swapping) and saw no sign of life from anyone meanwhile.
+    last_timers: Instant,
     next_cleanup: Instant,
     cleanup_inflight: HashSet<String>,
     tick: Duration,
@@ -230,6 +233,7 @@ impl Consensus {
             )),
             next_tick: now + tick,
             next_touch: now + touch_interval,
+            last_timers: now,
             next_cleanup: now + shared.config.container_check_interval,
             cleanup_inflight: HashSet::new(),
             tick,
@@ -324,7 +328,7 @@ impl Consensus {
                 }
             }
             Input::Touch(sessions) => {
-                if self.role == StateRole::Leader {
+                if self.leads() {
                     let now = Instant::now();
                     for s in sessions {
                         self.expiry.touch(s, now);
@@ -361,8 +365,24 @@ impl Consensus {
         true
     }
 
+    /// Whether this member leads now: raft-rs's own role, which a message stepped in this
+    /// turn may have changed before the next `Ready` updates `self.role`.
+    fn leads(&self) -> bool {
+        self.node.raft.state == StateRole::Leader
+    }
+
     fn on_timers(&mut self) {
         let now = Instant::now();
+        let gap = now.saturating_duration_since(self.last_timers);
+        self.last_timers = now;
+        if gap > self.tick * ELECTION_TICKS as u32 && self.leads() {
+            // Nothing was heard while stalled, so no deadline that lapsed meanwhile says a
+            // session died: every session gets a full timeout, as under a new leader.
+            tracing::warn!("the Raft loop stalled for {gap:?}; session deadlines re-armed");
+            let state = self.shared.state.read();
+            self.expiry
+                .rearm(state.sessions.iter().map(|(id, s)| (*id, s.timeout)), now);
+        }
         while now >= self.next_tick {
             self.node.tick();
             self.next_tick += self.tick;
@@ -373,7 +393,7 @@ impl Consensus {
         if now >= self.next_touch {
             self.next_touch = now + self.touch_interval;
             let touched = self.shared.registry.drain_touched();
-            if self.role == StateRole::Leader {
+            if self.leads() {
                 for s in &touched {
                     self.expiry.touch(*s, now);
                 }
@@ -392,7 +412,7 @@ impl Consensus {
             self.retry_reads(now);
             self.publish_status();
         }
-        if self.role == StateRole::Leader && now >= self.next_cleanup {
+        if self.leads() && now >= self.next_cleanup {
             self.next_cleanup = now + self.shared.config.container_check_interval;
             self.cleanup_inflight.clear();
             let candidates = self.shared.state.read().tree.cleanup_candidates(now_ms());
@@ -431,7 +451,7 @@ impl Consensus {
         if self.pending.is_empty() {
             return;
         }
-        if self.role == StateRole::Leader {
+        if self.leads() {
             let commands = std::mem::take(&mut self.pending);
             self.pending_since = None;
             let time = now_ms();
@@ -451,7 +471,7 @@ impl Consensus {
             if !batch.commands.is_empty() {
                 self.propose(batch.commands, time);
             }
-        } else if self.leader != 0 {
+        } else if self.leader != 0 && self.leader != self.me {
             if let Some(t) = &self.transport {
                 if t.forward(self.leader, &self.pending) {
                     self.pending.clear();
@@ -475,6 +495,9 @@ impl Consensus {
 
     fn propose(&mut self, commands: Vec<Command>, time: i64) {
         let n = commands.len() as u64;
+        // Only called when `leads()`: raft-rs 0.7 would forward a follower's proposal to the
+        // leader, and a deposed leader's decisions (a session expiry) must not commit.
+        debug_assert!(self.leads());
         let batch = Batch { time, commands };
         match self.node.propose(Vec::new(), batch.encode()) {
             Ok(()) => {
