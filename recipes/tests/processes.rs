@@ -98,7 +98,7 @@ fn kazoo_contender(
     iterations: usize,
     log: &Path,
 ) -> Command {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/python/lock_contender.py");
+    let script = harness::suite_dir().join("python/lock_contender.py");
     let mut c = Command::new("python3");
     c.arg(script)
         .arg(connect)

@@ -21,7 +21,7 @@ const JARS: &[&str] = &[
 
 /// The directory holding the Java sources of the test programs.
 pub fn sources_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("java")
+    crate::suite_dir().join("java")
 }
 
 /// The class path for compiling and running: the jars above plus `classes`.

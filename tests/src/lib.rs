@@ -19,3 +19,26 @@ pub use ensemble::TestEnsemble;
 pub use server::{
     four_letter_word, free_port, zooraft_binary, ServerKind, TestServer, TestServerBuilder,
 };
+
+/// The test suite's own files (`java/`, `python/`), found at run time.
+///
+/// `env!("CARGO_MANIFEST_DIR")` would bake in the checkout a test binary was built in; with
+/// a target directory shared between checkouts (CI's cache), cargo may reuse that binary from
+/// another checkout. This crate's directory is found from the running test's
+/// `CARGO_MANIFEST_DIR` (cargo sets it for every test it runs; the harness crate and the
+/// recipes crate are siblings), with the build-time path as the fallback.
+pub fn suite_dir() -> std::path::PathBuf {
+    let here = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    match std::env::var_os("CARGO_MANIFEST_DIR") {
+        Some(running) => {
+            let running = std::path::PathBuf::from(running);
+            match (running.parent(), here.file_name()) {
+                (Some(root), Some(name)) if root.join(name).join("Cargo.toml").is_file() => {
+                    root.join(name)
+                }
+                _ => here.to_path_buf(),
+            }
+        }
+        None => here.to_path_buf(),
+    }
+}

@@ -7,7 +7,7 @@
 //! Needs `python3` with kazoo 2.x (`pip install kazoo`).
 
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -17,7 +17,7 @@ use harness::{ServerKind, TestServer};
 const PROGRAM_TIMEOUT: Duration = Duration::from_secs(300);
 
 fn python_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("python")
+    harness::suite_dir().join("python")
 }
 
 /// What a finished program reported.
