@@ -192,7 +192,7 @@ impl Consensus {
         config.validate()?;
         let logger = crate::raft_log::logger(me);
         let node = RawNode::new(&config, storage.clone(), &logger)?;
-        let snapshot_dir = storage.dir().to_path_buf();
+        let snapshot_store = storage.clone();
         let persist_tx = crate::persist::spawn(storage.clone(), transport.clone(), shared.clone())
             .map_err(|e| raft::Error::Store(raft::StorageError::Other(Box::new(e))))?;
         let standalone = shared.config.is_standalone();
@@ -223,7 +223,7 @@ impl Consensus {
             bytes_since_snapshot: 0,
             last_snapshot_bytes: 0,
             snapshot_in_progress: false,
-            snapshots: spawn_snapshot_writer(snapshot_dir, shared.inbox.clone()),
+            snapshots: spawn_snapshot_writer(snapshot_store, shared.inbox.clone()),
             persist: persist_tx,
             unserving_since: None,
             clients_dropped: false,
@@ -923,9 +923,9 @@ struct SnapshotJob {
     captured_in: Duration,
 }
 
-/// The thread that writes snapshot files, so the Raft loop never waits for that disk I/O.
+/// The thread that encodes and stores snapshots, so the Raft loop never waits for that work.
 fn spawn_snapshot_writer(
-    dir: std::path::PathBuf,
+    storage: RaftStorage,
     inbox: std::sync::mpsc::Sender<Input>,
 ) -> std::sync::mpsc::Sender<SnapshotJob> {
     let (tx, rx) = std::sync::mpsc::channel::<SnapshotJob>();
@@ -935,7 +935,7 @@ fn spawn_snapshot_writer(
             let data = snapshot::encode(&job.view);
             // Release the captured znodes at once: the live tree stops copying on write.
             drop(job.view);
-            let result = crate::storage::write_snapshot_file(&dir, job.index, job.term, &data);
+            let result = storage.write_snapshot(job.index, job.term, &data);
             if let Err(e) = &result {
                 tracing::error!(index = job.index, "cannot write a snapshot: {e}");
             }

@@ -11,12 +11,16 @@
 //! | `state`       | `snapshot_meta`         | `eraftpb::SnapshotMetadata`             |
 //! | `state`       | `truncated`             | index and term (u64 BE each) before the |
 //! |               |                         | first stored entry                      |
+//! | `snapshot`    | index, term (u64 BE),   | the state machine snapshot in chunks of |
+//! |               | chunk number (u32 BE)   | up to 4 MiB, in order                   |
+//! | `snapshot`    | index, term, `u32::MAX` | end mark: chunk count (u32 BE), total   |
+//! |               |                         | length (u64 BE)                         |
 //!
-//! The state machine snapshot itself is a file beside the database,
-//! `snapshots/snap-<index>-<term>`, written to a temporary name, fsynced, renamed and the
-//! directory fsynced, before `snapshot_meta` names it. Taking a snapshot therefore never
-//! pushes hundreds of megabytes through RocksDB's WAL, and a background thread can write it
-//! while the Raft loop goes on.
+//! A snapshot's chunks are written without the WAL and then the `snapshot` column family is
+//! flushed (RocksDB writes and fsyncs the SST files and its manifest), all before
+//! `snapshot_meta` names the snapshot. Taking a snapshot therefore never pushes hundreds of
+//! megabytes through the WAL, and a background thread writes it while the Raft loop goes on.
+//! Chunks no `snapshot_meta` names (a crash between the two steps) are deleted at open.
 //!
 //! Appends write entries and the hard state in one batch with one fsync (raft-rs's ready
 //! contract: persist before the entries count). The log behind a durable snapshot is deleted.
@@ -40,10 +44,15 @@ use rocksdb::{
     ColumnFamilyDescriptor, DBRecoveryMode, IteratorMode, Options, WriteBatch, WriteOptions, DB,
 };
 
-const FORMAT_VERSION: u32 = 2;
+const FORMAT_VERSION: u32 = 3;
 const CF_LOG: &str = "log";
 const CF_STATE: &str = "state";
-const SNAPSHOT_DIR: &str = "snapshots";
+const CF_SNAPSHOT: &str = "snapshot";
+/// Chunk size of a stored snapshot, and how many bytes go to RocksDB per write batch.
+const SNAPSHOT_CHUNK: usize = 4 << 20;
+const SNAPSHOT_BATCH: usize = 32 << 20;
+/// The chunk number of a snapshot's end mark.
+const END_MARK: u32 = u32::MAX;
 const KEY_FORMAT: &[u8] = b"format";
 const KEY_HARD_STATE: &[u8] = b"hard_state";
 const KEY_CONF_STATE: &[u8] = b"conf_state";
@@ -129,32 +138,61 @@ pub struct PendingWrite {
 pub struct RaftStorage {
     db: Arc<DB>,
     meta: Arc<RwLock<Meta>>,
-    dir: Arc<std::path::PathBuf>,
+
     /// The last snapshot read back, for sending to several followers in a row.
     snapshot_cache: Arc<parking_lot::Mutex<Option<(u64, bytes::Bytes)>>>,
 }
 
-/// Where the snapshot at (`index`, `term`) lives.
-pub fn snapshot_path(dir: &Path, index: u64, term: u64) -> std::path::PathBuf {
-    dir.join(SNAPSHOT_DIR)
-        .join(format!("snap-{index:020}-{term:020}"))
+/// The key of chunk `chunk` of the snapshot at (`index`, `term`).
+fn snapshot_key(index: u64, term: u64, chunk: u32) -> [u8; 20] {
+    let mut k = [0u8; 20];
+    k[..8].copy_from_slice(&index.to_be_bytes());
+    k[8..16].copy_from_slice(&term.to_be_bytes());
+    k[16..].copy_from_slice(&chunk.to_be_bytes());
+    k
 }
 
-/// Writes a snapshot file durably: a temporary file, fsync, rename, fsync of the directory.
-/// Safe to call from any thread; the snapshot counts only once `save_snapshot` names it.
-pub fn write_snapshot_file(dir: &Path, index: u64, term: u64, data: &[u8]) -> std::io::Result<()> {
-    use std::io::Write as _;
-    let snapshots = dir.join(SNAPSHOT_DIR);
-    std::fs::create_dir_all(&snapshots)?;
-    let target = snapshot_path(dir, index, term);
-    let tmp = target.with_extension("tmp");
-    {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(data)?;
-        f.sync_all()?;
+/// Why a stored snapshot cannot be read back.
+fn read_snapshot(db: &DB, index: u64, term: u64) -> Result<bytes::Bytes, String> {
+    let cf = db
+        .cf_handle(CF_SNAPSHOT)
+        .ok_or("the snapshot column family is missing")?;
+    let end = db
+        .get_cf(cf, snapshot_key(index, term, END_MARK))
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("snapshot {index} (term {term}) is missing"))?;
+    if end.len() != 12 {
+        return Err(format!("end mark of {} bytes", end.len()));
     }
-    std::fs::rename(&tmp, &target)?;
-    std::fs::File::open(&snapshots)?.sync_all()
+    let count = u32::from_be_bytes([end[0], end[1], end[2], end[3]]);
+    let mut len = [0u8; 8];
+    len.copy_from_slice(&end[4..]);
+    let len = u64::from_be_bytes(len);
+    let mut data = Vec::with_capacity(usize::try_from(len).map_err(|e| e.to_string())?);
+    let start = snapshot_key(index, term, 0);
+    let mut expected = 0u32;
+    for item in db.iterator_cf(cf, IteratorMode::From(&start, rocksdb::Direction::Forward)) {
+        let (k, v) = item.map_err(|e| e.to_string())?;
+        if k.len() != 20 || k[..16] != start[..16] {
+            break;
+        }
+        let chunk = u32::from_be_bytes([k[16], k[17], k[18], k[19]]);
+        if chunk == END_MARK {
+            break;
+        }
+        if chunk != expected {
+            return Err(format!("chunk {expected} missing (found {chunk})"));
+        }
+        data.extend_from_slice(&v);
+        expected += 1;
+    }
+    if expected != count || data.len() as u64 != len {
+        return Err(format!(
+            "{expected} chunks of {} bytes, the end mark says {count} of {len}",
+            data.len()
+        ));
+    }
+    Ok(bytes::Bytes::from(data))
 }
 
 fn decode<M: protobuf::Message>(what: &'static str, bytes: &[u8]) -> Result<M, StorageOpenError> {
@@ -182,7 +220,7 @@ impl RaftStorage {
         opts.set_paranoid_checks(true);
         opts.set_max_total_wal_size(256 * 1024 * 1024);
         opts.set_keep_log_file_num(4);
-        let cfs = [CF_LOG, CF_STATE]
+        let cfs = [CF_LOG, CF_STATE, CF_SNAPSHOT]
             .into_iter()
             .map(|name| ColumnFamilyDescriptor::new(name, Options::default()));
         let db = DB::open_cf_descriptors(&opts, dir, cfs)?;
@@ -286,16 +324,28 @@ impl RaftStorage {
             last_index = snapshot_meta.index;
         }
         if snapshot_meta.index > 0 {
-            let file = snapshot_path(dir, snapshot_meta.index, snapshot_meta.term);
-            if !file.is_file() {
+            // Read in full once: a snapshot the log was compacted behind must be whole.
+            if let Err(e) = read_snapshot(&db, snapshot_meta.index, snapshot_meta.term) {
                 return Err(corrupt(
                     "snapshot",
-                    format!(
-                        "{} is missing (the log before it was compacted away)",
-                        file.display()
-                    ),
+                    format!("{e} (the log before it was compacted away)"),
                 ));
             }
+        }
+        // Chunks of a snapshot whose naming never became durable (a crash in between).
+        {
+            let snapshots = db
+                .cf_handle(CF_SNAPSHOT)
+                .ok_or_else(|| corrupt("store", "snapshot column family missing"))?;
+            let (index, term) = (snapshot_meta.index, snapshot_meta.term);
+            let mut wb = WriteBatch::default();
+            wb.delete_range_cf(snapshots, &[][..], &snapshot_key(index, term, 0)[..]);
+            wb.delete_range_cf(
+                snapshots,
+                &snapshot_key(index, term.saturating_add(1), 0)[..],
+                &[0xffu8; 21][..],
+            );
+            db.write(wb)?;
         }
         let mut meta = Meta {
             durable_index: last_index,
@@ -312,7 +362,7 @@ impl RaftStorage {
         Ok(RaftStorage {
             db: Arc::new(db),
             meta: Arc::new(RwLock::new(meta)),
-            dir: Arc::new(dir.to_path_buf()),
+
             snapshot_cache: Arc::new(parking_lot::Mutex::new(None)),
         })
     }
@@ -341,9 +391,33 @@ impl RaftStorage {
         applied.saturating_sub(self.meta.read().snapshot_meta.index)
     }
 
-    /// The directory the store lives in (snapshot files go under it).
-    pub fn dir(&self) -> &Path {
-        &self.dir
+    /// Stores the snapshot at (`index`, `term`) durably: chunks without the WAL, then a
+    /// flush of the `snapshot` column family. Safe to call from any thread; the snapshot
+    /// counts only once [`Self::save_snapshot`] (or `install_snapshot`) names it.
+    pub fn write_snapshot(&self, index: u64, term: u64, data: &[u8]) -> Result<(), rocksdb::Error> {
+        let cf = self.cf(CF_SNAPSHOT);
+        let mut wo = WriteOptions::default();
+        wo.disable_wal(true);
+        let mut wb = WriteBatch::default();
+        let mut batched = 0;
+        let mut count = 0u32;
+        for chunk in data.chunks(SNAPSHOT_CHUNK) {
+            wb.put_cf(cf, snapshot_key(index, term, count), chunk);
+            count += 1;
+            batched += chunk.len();
+            if batched >= SNAPSHOT_BATCH {
+                self.db.write_opt(std::mem::take(&mut wb), &wo)?;
+                batched = 0;
+            }
+        }
+        let mut end = Vec::with_capacity(12);
+        end.extend_from_slice(&count.to_be_bytes());
+        end.extend_from_slice(&(data.len() as u64).to_be_bytes());
+        wb.put_cf(cf, snapshot_key(index, term, END_MARK), end);
+        self.db.write_opt(wb, &wo)?;
+        let mut fo = rocksdb::FlushOptions::default();
+        fo.set_wait(true);
+        self.db.flush_cf_opt(cf, &fo)
     }
 
     /// The stored state machine snapshot, if any.
@@ -357,30 +431,25 @@ impl RaftStorage {
                 return Some(data.clone());
             }
         }
-        let path = snapshot_path(&self.dir, meta.index, meta.term);
-        let data = match std::fs::read(&path) {
-            Ok(d) => bytes::Bytes::from(d),
-            Err(e) => fatal(&format!("reading snapshot {}", path.display()), e),
+        let data = match read_snapshot(&self.db, meta.index, meta.term) {
+            Ok(d) => d,
+            Err(e) => fatal("reading the stored snapshot", e),
         };
         *self.snapshot_cache.lock() = Some((meta.index, data.clone()));
         Some(data)
     }
 
-    /// Deletes snapshot files older than the current one.
+    /// Deletes the chunks of snapshots older than the current one (RocksDB reclaims the
+    /// space as it compacts).
     fn remove_old_snapshots(&self, keep_index: u64) {
-        let Ok(entries) = std::fs::read_dir(self.dir.join(SNAPSHOT_DIR)) else {
-            return;
-        };
-        for e in entries.flatten() {
-            let name = e.file_name().to_string_lossy().to_string();
-            let index = name
-                .strip_prefix("snap-")
-                .and_then(|rest| rest.split('-').next())
-                .and_then(|i| i.parse::<u64>().ok());
-            let stale_tmp = name.ends_with(".tmp");
-            if stale_tmp || index.is_some_and(|i| i < keep_index) {
-                let _ = std::fs::remove_file(e.path());
-            }
+        let mut wb = WriteBatch::default();
+        wb.delete_range_cf(
+            self.cf(CF_SNAPSHOT),
+            &[][..],
+            &snapshot_key(keep_index, 0, 0)[..],
+        );
+        if let Err(e) = self.db.write(wb) {
+            tracing::warn!("cannot delete old snapshots: {e}");
         }
     }
 
@@ -490,7 +559,7 @@ impl RaftStorage {
     /// Stores a snapshot of our own state machine taken at `index` (applied, so committed),
     /// then drops the log up to `compact_to` (at most `index`), keeping the entries after it
     /// so that a follower a little behind catches up from the log instead of a snapshot.
-    /// The file must already be durable ([`write_snapshot_file`]).
+    /// The snapshot must already be durable ([`Self::write_snapshot`]).
     pub fn save_snapshot(&self, index: u64, term: u64, conf: &ConfState, compact_to: u64) {
         use raft::Storage as _;
         let mut meta = SnapshotMetadata {
@@ -551,7 +620,7 @@ impl RaftStorage {
         let mut hs = self.hard_state();
         hs.term = hs.term.max(meta.term);
         hs.commit = hs.commit.max(meta.index);
-        if let Err(e) = write_snapshot_file(&self.dir, meta.index, meta.term, &snap.data) {
+        if let Err(e) = self.write_snapshot(meta.index, meta.term, &snap.data) {
             fatal("writing a snapshot received from the leader", e);
         }
         let mut wb = WriteBatch::default();
@@ -769,7 +838,7 @@ mod tests {
             vec![(2, 1), (3, 1), (4, 2), (5, 2)]
         );
         // Snapshot at 3, keeping the log after 2 for followers slightly behind.
-        write_snapshot_file(dir.path(), 3, 1, b"state").unwrap();
+        s.write_snapshot(3, 1, b"state").unwrap();
         s.save_snapshot(3, 1, &conf(), 2);
         assert_eq!(s.first_index().unwrap(), 3);
         assert_eq!(s.term(2).unwrap(), 1);
@@ -788,7 +857,7 @@ mod tests {
         drop(s);
         let s = RaftStorage::open(dir.path(), conf()).unwrap();
         assert_eq!((s.first_index().unwrap(), s.last_index().unwrap()), (3, 5));
-        write_snapshot_file(dir.path(), 5, 2, b"state2").unwrap();
+        s.write_snapshot(5, 2, b"state2").unwrap();
         s.save_snapshot(5, 2, &conf(), 5);
         assert_eq!((s.first_index().unwrap(), s.last_index().unwrap()), (6, 5));
         assert_eq!(s.term(5).unwrap(), 2);
@@ -837,6 +906,77 @@ mod tests {
         let err = RaftStorage::open(dir.path(), conf()).err().unwrap();
         assert!(
             err.to_string().contains("acknowledged writes are missing"),
+            "{err}"
+        );
+    }
+
+    /// Counts the stored chunks (end marks included) of every snapshot.
+    fn stored_chunks(s: &RaftStorage) -> Vec<(u64, u32)> {
+        s.db.iterator_cf(s.cf(CF_SNAPSHOT), IteratorMode::Start)
+            .map(|kv| {
+                let (k, _) = kv.unwrap();
+                let index = u64::from_be_bytes(k[..8].try_into().unwrap());
+                let chunk = u32::from_be_bytes(k[16..].try_into().unwrap());
+                (index, chunk)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn large_snapshots_are_chunked_survive_reopen_and_replace_older_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let big: Vec<u8> = (0..(2 * SNAPSHOT_CHUNK + 12345))
+            .map(|i| (i % 251) as u8)
+            .collect();
+        {
+            let s = RaftStorage::open(dir.path(), conf()).unwrap();
+            let hs = HardState {
+                commit: 4,
+                term: 1,
+                ..Default::default()
+            };
+            s.append(
+                &[entry(1, 1), entry(2, 1), entry(3, 1), entry(4, 1)],
+                Some(&hs),
+                true,
+            );
+            s.write_snapshot(2, 1, b"older").unwrap();
+            s.save_snapshot(2, 1, &conf(), 2);
+            s.write_snapshot(4, 1, &big).unwrap();
+            s.save_snapshot(4, 1, &conf(), 4);
+            // The older snapshot's chunks are gone; the new one has three and an end mark.
+            assert_eq!(
+                stored_chunks(&s),
+                vec![(4, 0), (4, 1), (4, 2), (4, END_MARK)]
+            );
+            // Written, never named (a crash before `save_snapshot`): dropped at open.
+            s.write_snapshot(9, 1, b"orphan").unwrap();
+        }
+        let s = RaftStorage::open(dir.path(), conf()).unwrap();
+        assert_eq!(s.snapshot_data().unwrap().as_ref(), big.as_slice());
+        assert!(stored_chunks(&s).iter().all(|(index, _)| *index == 4));
+    }
+
+    #[test]
+    fn a_damaged_snapshot_is_a_clear_error() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let s = RaftStorage::open(dir.path(), conf()).unwrap();
+            let hs = HardState {
+                commit: 2,
+                term: 1,
+                ..Default::default()
+            };
+            s.append(&[entry(1, 1), entry(2, 1)], Some(&hs), true);
+            let data = vec![7u8; SNAPSHOT_CHUNK + 1];
+            s.write_snapshot(2, 1, &data).unwrap();
+            s.save_snapshot(2, 1, &conf(), 2);
+            s.db.delete_cf(s.cf(CF_SNAPSHOT), snapshot_key(2, 1, 1))
+                .unwrap();
+        }
+        let err = RaftStorage::open(dir.path(), conf()).err().unwrap();
+        assert!(
+            err.to_string().contains("corrupt snapshot") && err.to_string().contains("chunks"),
             "{err}"
         );
     }
