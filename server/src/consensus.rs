@@ -149,6 +149,9 @@ pub struct Consensus {
     snapshot_in_progress: bool,
     snapshots: std::sync::mpsc::Sender<SnapshotJob>,
     persist: std::sync::mpsc::Sender<PersistCommand>,
+    /// The log writer and snapshot threads: joined at shutdown, so the store is closed
+    /// before the process exits (RocksDB must not be in use while the process tears down).
+    workers: Vec<std::thread::JoinHandle<()>>,
     /// When this member stopped serving, and whether its clients were dropped since.
     unserving_since: Option<Instant>,
     clients_dropped: bool,
@@ -192,9 +195,12 @@ impl Consensus {
         config.validate()?;
         let logger = crate::raft_log::logger(me);
         let node = RawNode::new(&config, storage.clone(), &logger)?;
-        let snapshot_store = storage.clone();
-        let persist_tx = crate::persist::spawn(storage.clone(), transport.clone(), shared.clone())
-            .map_err(|e| raft::Error::Store(raft::StorageError::Other(Box::new(e))))?;
+        let (persist_tx, log_writer) =
+            crate::persist::spawn(storage.clone(), transport.clone(), shared.clone())
+                .map_err(|e| raft::Error::Store(raft::StorageError::Other(Box::new(e))))?;
+        let (snapshots, snapshot_writer) =
+            spawn_snapshot_writer(storage.clone(), shared.inbox.clone());
+        let workers = std::iter::once(log_writer).chain(snapshot_writer).collect();
         let standalone = shared.config.is_standalone();
         let observer = shared.config.is_observer();
         let tick = shared.config.raft_tick;
@@ -223,8 +229,9 @@ impl Consensus {
             bytes_since_snapshot: 0,
             last_snapshot_bytes: 0,
             snapshot_in_progress: false,
-            snapshots: spawn_snapshot_writer(snapshot_store, shared.inbox.clone()),
+            snapshots,
             persist: persist_tx,
+            workers,
             unserving_since: None,
             clients_dropped: false,
             // One election timeout, but never more than a quarter of the shortest session.
@@ -253,21 +260,20 @@ impl Consensus {
             }
         }
         self.process_ready();
-        loop {
+        'serve: loop {
             let wait = self
                 .next_deadline()
                 .saturating_duration_since(Instant::now());
             match self.inbox.recv_timeout(wait) {
                 Ok(input) => {
                     if !self.handle(input) {
-                        break;
+                        break 'serve;
                     }
                     for _ in 0..MAX_INPUTS_PER_TURN {
                         match self.inbox.try_recv() {
                             Ok(input) => {
                                 if !self.handle(input) {
-                                    self.shutdown();
-                                    return;
+                                    break 'serve;
                                 }
                             }
                             Err(_) => break,
@@ -275,7 +281,7 @@ impl Consensus {
                     }
                 }
                 Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => break,
+                Err(RecvTimeoutError::Disconnected) => break 'serve,
             }
             self.on_timers();
             self.flush_pending();
@@ -284,9 +290,23 @@ impl Consensus {
         self.shutdown();
     }
 
-    fn shutdown(&mut self) {
+    /// Stops serving, then lets the log writer finish what it was given and the snapshot
+    /// thread finish its snapshot, and waits for both: when this returns, and the node and
+    /// storage are dropped with `self`, nothing uses the store any more.
+    fn shutdown(self) {
         self.shared.status.serving.store(false, Ordering::Release);
         self.shared.registry.broadcast(|| Completion::StopServing);
+        let Consensus {
+            persist,
+            snapshots,
+            workers,
+            ..
+        } = self;
+        drop(persist);
+        drop(snapshots);
+        for w in workers {
+            let _ = w.join();
+        }
     }
 
     fn next_deadline(&self) -> Instant {
@@ -927,7 +947,10 @@ struct SnapshotJob {
 fn spawn_snapshot_writer(
     storage: RaftStorage,
     inbox: std::sync::mpsc::Sender<Input>,
-) -> std::sync::mpsc::Sender<SnapshotJob> {
+) -> (
+    std::sync::mpsc::Sender<SnapshotJob>,
+    Option<std::thread::JoinHandle<()>>,
+) {
     let (tx, rx) = std::sync::mpsc::channel::<SnapshotJob>();
     let spawned = crate::critical::spawn("snapshot", move || {
         for job in rx {
@@ -953,11 +976,14 @@ fn spawn_snapshot_writer(
             }
         }
     });
-    if let Err(e) = spawned {
-        // Without the thread snapshots are never taken; the log just keeps growing.
-        tracing::error!("cannot start the snapshot thread: {e}");
+    match spawned {
+        Ok(thread) => (tx, Some(thread)),
+        Err(e) => {
+            // Without the thread snapshots are never taken; the log just keeps growing.
+            tracing::error!("cannot start the snapshot thread: {e}");
+            (tx, None)
+        }
     }
-    tx
 }
 
 fn approximate_size(c: &Command) -> usize {

@@ -42,10 +42,10 @@ pub fn spawn(
     storage: RaftStorage,
     transport: Option<Transport>,
     shared: Arc<Shared>,
-) -> std::io::Result<Sender<PersistCommand>> {
+) -> std::io::Result<(Sender<PersistCommand>, std::thread::JoinHandle<()>)> {
     let (tx, rx) = std::sync::mpsc::channel();
-    crate::critical::spawn("log-writer", move || run(rx, storage, transport, shared))?;
-    Ok(tx)
+    let thread = crate::critical::spawn("log-writer", move || run(rx, storage, transport, shared))?;
+    Ok((tx, thread))
 }
 
 fn run(
