@@ -694,6 +694,7 @@ impl Consensus {
             self.bytes_since_snapshot += e.data.len() as u64;
         }
         shared.last_zxid.store(state.last_zxid, Ordering::Release);
+        self.storage.set_applied(self.applied);
         let outbound = delivery.finish();
         drop(watches);
         drop(state);

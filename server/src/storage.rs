@@ -11,6 +11,8 @@
 //! | `state`       | `snapshot_meta`         | `eraftpb::SnapshotMetadata`             |
 //! | `state`       | `truncated`             | index and term (u64 BE each) before the |
 //! |               |                         | first stored entry                      |
+//! | `state`       | `applied`               | applied index (u64 BE), a lower bound:  |
+//! |               |                         | written with the next log write         |
 //! | `snapshot`    | index, term (u64 BE),   | the state machine snapshot in chunks of |
 //! |               | chunk number (u32 BE)   | up to 4 MiB, in order                   |
 //! | `snapshot`    | index, term, `u32::MAX` | end mark: chunk count (u32 BE), total   |
@@ -28,8 +30,10 @@
 //! frequent `term()` calls do not touch the database.
 //!
 //! Opening validates what it finds: an unknown format version, an entry that does not
-//! decode, a gap in the log, or a commit index beyond the log is a clear error, never a
-//! silently shorter history. A torn write at the very end of RocksDB's WAL (a crash during
+//! decode, a gap in the log, or a commit or applied index beyond the log is a clear error,
+//! never a silently shorter history. (The tree itself lives in memory, rebuilt from the
+//! snapshot and the log after it; the stored applied index is what an earlier run had
+//! already served, so the log must still reach it.) A torn write at the very end of RocksDB's WAL (a crash during
 //! an unacknowledged write) is tolerated; corruption anywhere else is an error.
 
 use std::collections::VecDeque;
@@ -58,6 +62,7 @@ const KEY_HARD_STATE: &[u8] = b"hard_state";
 const KEY_CONF_STATE: &[u8] = b"conf_state";
 const KEY_SNAPSHOT_META: &[u8] = b"snapshot_meta";
 const KEY_TRUNCATED: &[u8] = b"truncated";
+const KEY_APPLIED: &[u8] = b"applied";
 
 /// Recent entries kept in memory.
 const CACHE_MAX_ENTRIES: usize = 16_384;
@@ -96,6 +101,9 @@ struct Meta {
     truncated_index: u64,
     truncated_term: u64,
     last_index: u64,
+    /// The applied index the state machine reported, and the one last staged for writing.
+    applied: u64,
+    applied_staged: u64,
     /// Contiguous entries ending at `last_index`.
     cache: VecDeque<Entry>,
     cache_bytes: usize,
@@ -311,6 +319,22 @@ impl RaftStorage {
             last_index = index;
             expected += 1;
         }
+        let applied = match db.get_cf(state, KEY_APPLIED)? {
+            Some(b) => u64::from_be_bytes(
+                b.as_slice()
+                    .try_into()
+                    .map_err(|_| corrupt("applied index", format!("{} bytes", b.len())))?,
+            ),
+            None => 0,
+        };
+        if applied > last_index.max(snapshot_meta.index) {
+            return Err(corrupt(
+                "log",
+                format!(
+                    "entries up to {applied} were applied before, but the log ends at {last_index}: acknowledged writes are missing"
+                ),
+            ));
+        }
         if hard_state.commit > last_index {
             return Err(corrupt(
                 "log",
@@ -355,6 +379,8 @@ impl RaftStorage {
             truncated_index,
             truncated_term,
             last_index,
+            applied,
+            applied_staged: applied,
             cache,
             cache_bytes,
         };
@@ -384,6 +410,12 @@ impl RaftStorage {
 
     pub fn snapshot_metadata(&self) -> SnapshotMetadata {
         self.meta.read().snapshot_meta.clone()
+    }
+
+    /// The state machine applied entries up to `index`; it is stored with the next write.
+    pub fn set_applied(&self, index: u64) {
+        let mut m = self.meta.write();
+        m.applied = m.applied.max(index);
     }
 
     /// Entries applied since the last snapshot was taken (what a new snapshot would cover).
@@ -471,6 +503,13 @@ impl RaftStorage {
         }
         let log = self.cf(CF_LOG);
         let mut wb = WriteBatch::default();
+        let applied = {
+            let m = self.meta.read();
+            (m.applied > m.applied_staged).then_some(m.applied)
+        };
+        if let Some(applied) = applied {
+            wb.put_cf(self.cf(CF_STATE), KEY_APPLIED, applied.to_be_bytes());
+        }
         if let Some(first) = entries.first() {
             let last_staged = self.meta.read().last_index;
             if first.index <= last_staged {
@@ -492,6 +531,9 @@ impl RaftStorage {
         let mut m = self.meta.write();
         if let Some(hs) = hard_state {
             m.hard_state = hs.clone();
+        }
+        if let Some(applied) = applied {
+            m.applied_staged = applied;
         }
         let last_entry = entries.last().map(|e| e.index);
         if let Some(first) = entries.first() {
@@ -636,6 +678,8 @@ impl RaftStorage {
             encode(meta.get_conf_state()),
         );
         wb.put_cf(self.cf(CF_STATE), KEY_HARD_STATE, encode(&hs));
+        // The state machine is replaced by the snapshot's.
+        wb.put_cf(self.cf(CF_STATE), KEY_APPLIED, meta.index.to_be_bytes());
         let mut truncated = Vec::with_capacity(16);
         truncated.extend_from_slice(&meta.index.to_be_bytes());
         truncated.extend_from_slice(&meta.term.to_be_bytes());
@@ -653,6 +697,8 @@ impl RaftStorage {
         m.truncated_term = meta.term;
         m.last_index = meta.index;
         m.durable_index = meta.index;
+        m.applied = meta.index;
+        m.applied_staged = meta.index;
         m.cache.clear();
         m.cache_bytes = 0;
         drop(m);
@@ -977,6 +1023,35 @@ mod tests {
         let err = RaftStorage::open(dir.path(), conf()).err().unwrap();
         assert!(
             err.to_string().contains("corrupt snapshot") && err.to_string().contains("chunks"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn the_applied_index_is_stored_and_a_log_short_of_it_is_a_clear_error() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let s = RaftStorage::open(dir.path(), conf()).unwrap();
+            let hs = HardState {
+                commit: 2,
+                term: 1,
+                ..Default::default()
+            };
+            s.append(&[entry(1, 1), entry(2, 1)], Some(&hs), true);
+            s.set_applied(2);
+            // Stored with the next write, not on its own.
+            s.append(&[entry(3, 1), entry(4, 1)], None, true);
+        }
+        {
+            let s = RaftStorage::open(dir.path(), conf()).unwrap();
+            assert_eq!(s.meta.read().applied, 2);
+            // The tail that had been applied disappears (a damaged store).
+            s.db.delete_range_cf(s.cf(CF_LOG), key(2), key(5)).unwrap();
+        }
+        let err = RaftStorage::open(dir.path(), conf()).err().unwrap();
+        assert!(
+            err.to_string()
+                .contains("entries up to 2 were applied before"),
             "{err}"
         );
     }
