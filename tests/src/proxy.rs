@@ -304,6 +304,12 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
             .lock()
             .expect("proxy lock")
             .push(Conn { id, client, server });
+        // `refuse_connections` then `cut_all` may have run between the check above and the
+        // push: checked again now that `cut_all` would see it, no connection slips through.
+        if shared.refuse.load(Ordering::SeqCst) {
+            shared.close(id);
+            continue;
+        }
         let s = shared.clone();
         let _ = std::thread::Builder::new()
             .name("proxy-c2s".into())
