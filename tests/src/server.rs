@@ -35,10 +35,39 @@ const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// Where Debian installs ZooKeeper's jar (its manifest names every dependency).
 const ZOOKEEPER_JAR: &str = "/usr/share/java/zookeeper.jar";
 
-/// A free TCP port on 127.0.0.1 (bound, then released for the server to take).
+/// A free TCP port on 127.0.0.1, for a server to take (it is checked, then released).
+///
+/// Ports come from below the kernel's ephemeral range when it leaves room there: a port
+/// from inside it could meanwhile become the source port of any outgoing connection (the
+/// tests open thousands), and the server would fail with "Address already in use". A
+/// per-process counter never hands a port out twice, and the start is spread by process
+/// id so that test binaries running side by side mostly stay apart.
 pub fn free_port() -> u16 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    const LOW: u32 = 10_000;
+    let high = ephemeral_range_start().min(u32::from(u16::MAX));
+    if high > LOW + 1_000 {
+        let span = high - LOW;
+        let offset = std::process::id().wrapping_mul(7_919);
+        for _ in 0..span {
+            let n = NEXT.fetch_add(1, Ordering::Relaxed);
+            let port = (LOW + offset.wrapping_add(n) % span) as u16;
+            if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+                return port;
+            }
+        }
+    }
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port on loopback");
     listener.local_addr().expect("local address").port()
+}
+
+/// The first port of the kernel's ephemeral range (Linux's default 32768 if unreadable).
+fn ephemeral_range_start() -> u32 {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().and_then(|p| p.parse().ok()))
+        .unwrap_or(32_768)
 }
 
 /// The `zooraft` binary built by this workspace: `$ZOORAFT_BIN`, or the `zooraft` next to
