@@ -88,14 +88,20 @@ public class CuratorLeaderLatch {
             }
             latches.get(i).start();
         }
-        boolean first = CuratorSupport.waitFor(15000, () -> leaders(open).size() == 1);
+                boolean first = CuratorSupport.waitFor(15000, () -> leaders(open).size() == 1);
         CuratorSupport.check(first, "latch_first_leader", "leader=" + ids(leaders(open)));
+        // A leader can be chosen before every early latch has created its node: the late
+        // joiner starts only once all of theirs exist, so "last" is well defined.
+                CuratorSupport.waitFor(15000, () -> children(cs.get(0)).size() == n - 1
+                && latches.subList(0, n - 1).stream().allMatch(l -> l.getOurPath() != null));
         LeaderLatch late = latches.get(n - 1);
         synchronized (SAMPLE) {
             open.add(late);
         }
         late.start();
-        boolean allNodes = CuratorSupport.waitFor(15000, () -> children(cs.get(0)).size() == n);
+                // getOurPath() is set by the create's callback, which may run after the node shows.
+        boolean allNodes = CuratorSupport.waitFor(15000,
+                () -> children(cs.get(0)).size() == n && late.getOurPath() != null);
         List<String> order = sortedBySequence(children(cs.get(0)));
         CuratorSupport.check(allNodes && late.getOurPath() != null
                         && order.get(n - 1).equals(ZKPaths.getNodeFromPath(late.getOurPath())),
