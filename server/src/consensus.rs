@@ -142,6 +142,11 @@ pub struct Consensus {
     leader: u64,
     role: StateRole,
     last_leader_contact: Instant,
+    /// A follower has applied everything committed at least once under its current leader:
+    /// it serves from then on, though under write load its applied index trails the commit
+    /// index by a batch at almost any instant.
+    synced_with_leader: bool,
+
     applied: u64,
     applied_term: u64,
     bytes_since_snapshot: u64,
@@ -224,6 +229,8 @@ impl Consensus {
             leader: 0,
             role: StateRole::Follower,
             last_leader_contact: now,
+            synced_with_leader: false,
+
             applied: snap_index,
             applied_term: snap_term,
             bytes_since_snapshot: 0,
@@ -636,6 +643,7 @@ impl Consensus {
             }
             self.leader = leader;
             self.last_leader_contact = Instant::now();
+            self.synced_with_leader = false;
         }
         self.role = role;
         if role == StateRole::Leader && !was_leader {
@@ -868,7 +876,10 @@ impl Consensus {
             // A voter that loses its leader campaigns, and raft-rs forgets the leader then;
             // an observer never campaigns, so contact is what tells it.
             _ if self.leader != 0 && self.last_leader_contact.elapsed() < election_timeout * 2 => {
-                let caught_up = self.applied >= raft.raft_log.committed;
+                if self.applied >= raft.raft_log.committed {
+                    self.synced_with_leader = true;
+                }
+                let caught_up = self.synced_with_leader;
                 let role = if self.observer {
                     Role::Observer
                 } else {
