@@ -392,10 +392,12 @@ impl Consensus {
         true
     }
 
-    /// Whether this member leads now: raft-rs's own role, which a message stepped in this
-    /// turn may have changed before the next `Ready` updates `self.role`.
+        /// Whether this member leads, as far as deciding anything goes: both raft-rs's own role
+    /// (a message stepped in this turn may have deposed us before the next `Ready` updates
+    /// `self.role`) and `self.role` (set with the re-arming of every session deadline when
+    /// the `Ready` reports our election; before that the deadlines are stale).
     fn leads(&self) -> bool {
-        self.node.raft.state == StateRole::Leader
+        self.role == StateRole::Leader && self.node.raft.state == StateRole::Leader
     }
 
     fn on_timers(&mut self) {
