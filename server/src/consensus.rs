@@ -392,7 +392,7 @@ impl Consensus {
         true
     }
 
-        /// Whether this member leads, as far as deciding anything goes: both raft-rs's own role
+    /// Whether this member leads, as far as deciding anything goes: both raft-rs's own role
     /// (a message stepped in this turn may have deposed us before the next `Ready` updates
     /// `self.role`) and `self.role` (set with the re-arming of every session deadline when
     /// the `Ready` reports our election; before that the deadlines are stale).
