@@ -1003,17 +1003,23 @@ mod tests {
         assert!(stored_chunks(&s).iter().all(|(index, _)| *index == 4));
     }
 
+    /// A fresh store holding entries 1 and 2 (term 1), both committed.
+    fn two_committed_entries(dir: &Path) -> RaftStorage {
+        let s = RaftStorage::open(dir, conf()).unwrap();
+        let hs = HardState {
+            commit: 2,
+            term: 1,
+            ..Default::default()
+        };
+        s.append(&[entry(1, 1), entry(2, 1)], Some(&hs), true);
+        s
+    }
+
     #[test]
     fn a_damaged_snapshot_is_a_clear_error() {
         let dir = tempfile::tempdir().unwrap();
         {
-            let s = RaftStorage::open(dir.path(), conf()).unwrap();
-            let hs = HardState {
-                commit: 2,
-                term: 1,
-                ..Default::default()
-            };
-            s.append(&[entry(1, 1), entry(2, 1)], Some(&hs), true);
+            let s = two_committed_entries(dir.path());
             let data = vec![7u8; SNAPSHOT_CHUNK + 1];
             s.write_snapshot(2, 1, &data).unwrap();
             s.save_snapshot(2, 1, &conf(), 2);
@@ -1031,13 +1037,7 @@ mod tests {
     fn the_applied_index_is_stored_and_a_log_short_of_it_is_a_clear_error() {
         let dir = tempfile::tempdir().unwrap();
         {
-            let s = RaftStorage::open(dir.path(), conf()).unwrap();
-            let hs = HardState {
-                commit: 2,
-                term: 1,
-                ..Default::default()
-            };
-            s.append(&[entry(1, 1), entry(2, 1)], Some(&hs), true);
+            let s = two_committed_entries(dir.path());
             s.set_applied(2);
             // Stored with the next write, not on its own.
             s.append(&[entry(3, 1), entry(4, 1)], None, true);
