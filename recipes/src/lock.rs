@@ -19,8 +19,9 @@ use crate::error::{Error, LostReason};
 use crate::fence::FencingToken;
 use crate::monitor::Monitor;
 use crate::names::{
-    ancestors_and_self, join, node_name, protected_prefix, sequence_of, sorted_contenders,
-    Contender, Owner, MUTEX_LOCK_NAME, MUTEX_MARKERS, READ_LOCK_NAME, RW_MARKERS, WRITE_LOCK_NAME,
+    ancestors_and_self, join, node_name, protected_prefix, protection_of, sequence_of,
+    sorted_contenders, Contender, Owner, MUTEX_LOCK_NAME, MUTEX_MARKERS, READ_LOCK_NAME,
+    RW_MARKERS, WRITE_LOCK_NAME,
 };
 
 /// How long a timed-out or failed acquire waits for its node's delete before returning
@@ -549,6 +550,29 @@ impl LockCore {
                         return Err(e.into());
                     }
                 };
+                // A create whose reply was lost, and that the protection search missed (the
+                // member asked had not applied it yet), leaves a second node with our prefix
+                // and our session: nobody else would ever delete it, and whoever queues
+                // behind it would wait for as long as we live. It is ours: delete it.
+                if let Some(prefix) = protection_of(&node.name) {
+                    let twins: Vec<String> = children
+                        .iter()
+                        .filter(|c| **c != node.name && c.starts_with(prefix))
+                        .cloned()
+                        .collect();
+                    if !twins.is_empty() {
+                        for twin in twins {
+                            let path = join(&self.path, &twin);
+                            tracing::info!("deleting {path}: a second node of ours, from a create whose reply was lost");
+                            if let Err(e) = self.client.delete(&path, -1).await {
+                                if e != ErrorCode::NoNode {
+                                    tokio::time::sleep(TRANSIENT_BACKOFF).await;
+                                }
+                            }
+                        }
+                        continue;
+                    }
+                }
                 let sorted = sorted_contenders(children, markers);
                 let Some(idx) = sorted.iter().position(|c| c.name == node.name) else {
                     // Our node is gone (deleted, or with an expired session): queue again.

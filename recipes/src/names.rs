@@ -50,6 +50,12 @@ pub(crate) fn protected_prefix(uuid: &uuid::Uuid) -> String {
     format!("{PROTECTED_PREFIX}{}-", uuid.hyphenated())
 }
 
+/// The protection prefix a node name starts with, if it has one.
+pub(crate) fn protection_of(name: &str) -> Option<&str> {
+    let prefix = name.get(..40)?;
+    (prefix.starts_with(PROTECTED_PREFIX) && prefix.ends_with('-')).then_some(prefix)
+}
+
 /// The sequence number of a contender node, read after the last of `markers` it contains.
 /// `None` for a node that is not a contender.
 ///
@@ -234,6 +240,11 @@ mod tests {
         let p = protected_prefix(&u);
         assert_eq!(p, "_c_00000000-0000-0000-0000-000000000000-");
         assert_eq!(p.len(), 40);
+        let name = format!("{p}lock-0000000007");
+        assert_eq!(protection_of(&name), Some(p.as_str()));
+        assert_eq!(protection_of("lock-0000000007"), None);
+        assert_eq!(protection_of("_c_short-lock-1"), None);
+        assert_eq!(protection_of("_c_é"), None);
     }
 
     #[test]

@@ -15,7 +15,7 @@ use recipes::{
     Owner, SessionState, Stat, WatchReceiver, ZkClient, ZkResult,
 };
 
-use common::{children, client, eventually, server};
+use common::{children, client, client_with_timeout, eventually, server};
 
 async fn basic_acquire_release(kind: ServerKind) {
     let server = server(kind);
@@ -144,7 +144,8 @@ both_servers!(
 async fn reentrancy_does_not_touch_the_server(kind: ServerKind) {
     let server = server(kind);
     let proxy = Proxy::start(server.addr());
-    let c = client(&proxy.connect_string()).await;
+    // A long session: the client's pings (every 2/3 of the timeout) would count as frames.
+    let c = client_with_timeout(&proxy.connect_string(), Duration::from_secs(30)).await;
     let observer = client(&server.connect_string()).await;
     let path = "/locks/reentrant";
     let mutex = InterProcessMutex::new(c.clone(), path);
