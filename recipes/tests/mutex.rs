@@ -445,3 +445,77 @@ both_servers!(
     fenced_writes_and_node_deletion_zooraft,
     fenced_writes_and_node_deletion
 );
+
+/// A waiter with a second node of its own (same protection prefix, same session: what a
+/// create leaves when its reply is lost and the protection search asks a member that has
+/// not applied it yet) deletes it, so whoever queued behind that node is not stuck there.
+async fn a_second_node_of_ours_is_deleted(kind: ServerKind) {
+    let server = server(kind);
+    let a = client(&server.connect_string()).await;
+    let b = client(&server.connect_string()).await;
+    let c = client(&server.connect_string()).await;
+    let path = "/locks/twins";
+    let held = InterProcessMutex::new(a.clone(), path)
+        .acquire()
+        .await
+        .expect("A acquires");
+    let b_mutex = InterProcessMutex::new(b.clone(), path);
+    let b_task = tokio::spawn({
+        let m = b_mutex.clone();
+        async move { m.acquire_timeout(Duration::from_secs(20)).await }
+    });
+    eventually(Duration::from_secs(10), "B queues", || async {
+        b_mutex.participants().await.is_ok_and(|p| p.len() == 2)
+    })
+    .await;
+    let participants = b_mutex.participants().await.expect("participants");
+    let b_node = &participants[1].node;
+    // The twin: B's prefix, B's session, queued after B's node.
+    let (twin, _) = b
+        .create(
+            &format!("{path}/{}lock-", &b_node[..40]),
+            b"",
+            CreateMode::EphemeralSequential,
+        )
+        .await
+        .expect("create the twin");
+    // C queues behind the twin.
+    let c_mutex = InterProcessMutex::new(c.clone(), path);
+    let c_task = tokio::spawn({
+        let m = c_mutex.clone();
+        async move { m.acquire_timeout(Duration::from_secs(20)).await }
+    });
+    eventually(Duration::from_secs(10), "C queues", || async {
+        children(&a, path).await.len() == 4
+    })
+    .await;
+    held.release().await.expect("A releases");
+    let b_guard = b_task
+        .await
+        .expect("B's task")
+        .expect("B acquires")
+        .expect("B within its timeout");
+    assert!(
+        !children(&a, path)
+            .await
+            .iter()
+            .any(|n| twin.ends_with(n.as_str())),
+        "B deleted its twin {twin}"
+    );
+    b_guard.release().await.expect("B releases");
+    let c_guard = c_task
+        .await
+        .expect("C's task")
+        .expect("C acquires")
+        .expect("C is not stuck behind the twin");
+    c_guard.release().await.expect("C releases");
+    for x in [a, b, c] {
+        x.close().await;
+    }
+}
+
+both_servers!(
+    a_second_node_of_ours_is_deleted_apache,
+    a_second_node_of_ours_is_deleted_zooraft,
+    a_second_node_of_ours_is_deleted
+);
