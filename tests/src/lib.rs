@@ -14,6 +14,7 @@ pub mod proxy;
 pub mod raw_client;
 pub mod rt;
 pub mod server;
+pub mod zkcli;
 
 pub use ensemble::TestEnsemble;
 pub use server::{

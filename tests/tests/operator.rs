@@ -10,11 +10,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
-use std::sync::{Arc, Condvar, Mutex};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use harness::rt::runtime;
@@ -1130,127 +1129,7 @@ fn prometheus_endpoint_zooraft() {
 // ACLs through zkCli.sh
 // ---------------------------------------------------------------------------------------
 
-const ZKCLI: &str = "/usr/share/zookeeper/bin/zkCli.sh";
-/// Bound for zkCli to start and connect (a JVM start).
-const ZKCLI_START: Duration = Duration::from_secs(60);
-/// Bound for one command's output.
-const ZKCLI_COMMAND: Duration = Duration::from_secs(20);
-
-#[derive(Default)]
-struct CliOutput {
-    lines: Vec<String>,
-    closed: bool,
-}
-
-/// One interactive zkCli process. As in zkcli.rs: stdout and stderr merged, and each
-/// command followed by a `get` of a node that never exists, whose error line closes that
-/// command's output.
-struct ZkCli {
-    name: &'static str,
-    child: Child,
-    stdin: Option<ChildStdin>,
-    output: Arc<(Mutex<CliOutput>, Condvar)>,
-    cursor: usize,
-    markers: usize,
-}
-
-impl ZkCli {
-    fn start(name: &'static str, server: &TestServer) -> ZkCli {
-        assert!(
-            Path::new(ZKCLI).exists(),
-            "{ZKCLI} is missing: install Debian's `zookeeper` package"
-        );
-        let mut child = Command::new("bash")
-            .arg("-c")
-            .arg(format!(
-                "exec {ZKCLI} -server {} 2>&1",
-                server.connect_string()
-            ))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn zkCli.sh");
-        let stdout = child.stdout.take().expect("zkCli stdout");
-        let output = Arc::new((Mutex::new(CliOutput::default()), Condvar::new()));
-        let sink = output.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                let (lock, cv) = &*sink;
-                lock.lock().expect("output lock").lines.push(line);
-                cv.notify_all();
-            }
-            let (lock, cv) = &*sink;
-            lock.lock().expect("output lock").closed = true;
-            cv.notify_all();
-        });
-        let mut cli = ZkCli {
-            name,
-            stdin: child.stdin.take(),
-            child,
-            output,
-            cursor: 0,
-            markers: 0,
-        };
-        cli.wait_for_line(
-            "WatchedEvent state:SyncConnected type:None path:null",
-            ZKCLI_START,
-        );
-        cli.cursor = cli.lines().len();
-        cli
-    }
-
-    fn lines(&self) -> Vec<String> {
-        self.output.0.lock().expect("output lock").lines.clone()
-    }
-
-    fn wait_for_line(&self, wanted: &str, timeout: Duration) -> usize {
-        let deadline = Instant::now() + timeout;
-        let (lock, cv) = &*self.output;
-        let mut out = lock.lock().expect("output lock");
-        loop {
-            if let Some(i) = out.lines.iter().position(|l| l == wanted) {
-                return i;
-            }
-            let now = Instant::now();
-            if out.closed || now >= deadline {
-                panic!(
-                    "zkCli {}: no line {wanted:?} within {timeout:?}; output:\n{}",
-                    self.name,
-                    out.lines.join("\n")
-                );
-            }
-            out = cv.wait_timeout(out, deadline - now).expect("output lock").0;
-        }
-    }
-
-    /// Runs one command; returns the lines it printed (watch notifications left out).
-    fn run(&mut self, command: &str) -> Vec<String> {
-        self.markers += 1;
-        let marker = format!("/zkcli-end-of-output-{}", self.markers);
-        let stdin = self.stdin.as_mut().expect("zkCli stdin open");
-        writeln!(stdin, "{command}\nget {marker}").expect("write to zkCli");
-        stdin.flush().expect("flush zkCli stdin");
-        let end = self.wait_for_line(&format!("Node does not exist: {marker}"), ZKCLI_COMMAND);
-        let lines = self.lines();
-        let out: Vec<String> = lines[self.cursor..end]
-            .iter()
-            .filter(|l| !l.is_empty() && *l != "WATCHER::" && !l.starts_with("WatchedEvent "))
-            .cloned()
-            .collect();
-        self.cursor = end + 1;
-        println!("[{}] {command}\n  {}", self.name, out.join("\n  "));
-        out
-    }
-}
-
-impl Drop for ZkCli {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use harness::zkcli::ZkCli;
 
 fn no_output() -> Vec<String> {
     Vec::new()
