@@ -67,18 +67,8 @@ pub enum Input {
         to: u64,
         ok: bool,
     },
-    /// The snapshot thread made a snapshot file durable (or failed to: `ok` false).
-    SnapshotWritten {
-        index: u64,
-        term: u64,
-        conf: ConfState,
-        bytes: u64,
-        /// Time the Raft loop spent capturing the state.
-        captured_in: Duration,
-        /// Time the snapshot thread spent encoding and writing.
-        written_in: Duration,
-        ok: bool,
-    },
+    /// The snapshot thread stored a snapshot durably (`None`: it failed to).
+    SnapshotWritten(Option<SnapshotWritten>),
     Unreachable(u64),
     /// The log writer made everything up to this ready number durable.
     Persisted(u64),
@@ -372,21 +362,8 @@ impl Consensus {
             }
             Input::Unreachable(id) => self.node.report_unreachable(id),
             Input::Persisted(number) => self.node.on_persist_ready(number),
-            Input::SnapshotWritten {
-                index,
-                term,
-                conf,
-                bytes,
-                captured_in,
-                written_in,
-                ok,
-            } => {
-                if ok {
-                    self.snapshot_written(index, term, conf, bytes, captured_in, written_in);
-                } else {
-                    self.snapshot_in_progress = false;
-                }
-            }
+            Input::SnapshotWritten(Some(written)) => self.snapshot_written(written),
+            Input::SnapshotWritten(None) => self.snapshot_in_progress = false,
             Input::Shutdown => return false,
         }
         true
@@ -817,16 +794,15 @@ impl Consensus {
         self.snapshot_in_progress = self.snapshots.send(job).is_ok();
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn snapshot_written(
-        &mut self,
-        index: u64,
-        term: u64,
-        conf: ConfState,
-        bytes: u64,
-        captured_in: Duration,
-        written_in: Duration,
-    ) {
+    fn snapshot_written(&mut self, written: SnapshotWritten) {
+        let SnapshotWritten {
+            index,
+            term,
+            conf,
+            bytes,
+            captured_in,
+            written_in,
+        } = written;
         self.snapshot_in_progress = false;
         if index <= self.storage.snapshot_metadata().index {
             // A snapshot from the leader was installed meanwhile; this one is older.
@@ -948,6 +924,18 @@ impl Consensus {
     }
 }
 
+/// A snapshot the snapshot thread stored, for the Raft loop to name and compact behind.
+pub struct SnapshotWritten {
+    index: u64,
+    term: u64,
+    conf: ConfState,
+    bytes: u64,
+    /// Time the Raft loop spent capturing the state.
+    captured_in: Duration,
+    /// Time the snapshot thread spent encoding and writing.
+    written_in: Duration,
+}
+
 /// A state captured by the Raft loop, for the snapshot thread to encode and make durable.
 struct SnapshotJob {
     index: u64,
@@ -972,20 +960,21 @@ fn spawn_snapshot_writer(
             let data = snapshot::encode(&job.view);
             // Release the captured znodes at once: the live tree stops copying on write.
             drop(job.view);
-            let result = storage.write_snapshot(job.index, job.term, &data);
-            if let Err(e) = &result {
-                tracing::error!(index = job.index, "cannot write a snapshot: {e}");
-            }
-            let report = Input::SnapshotWritten {
-                index: job.index,
-                term: job.term,
-                conf: job.conf,
-                bytes: data.len() as u64,
-                captured_in: job.captured_in,
-                written_in: started.elapsed(),
-                ok: result.is_ok(),
+            let written = match storage.write_snapshot(job.index, job.term, &data) {
+                Ok(()) => Some(SnapshotWritten {
+                    index: job.index,
+                    term: job.term,
+                    conf: job.conf,
+                    bytes: data.len() as u64,
+                    captured_in: job.captured_in,
+                    written_in: started.elapsed(),
+                }),
+                Err(e) => {
+                    tracing::error!(index = job.index, "cannot write a snapshot: {e}");
+                    None
+                }
             };
-            if inbox.send(report).is_err() {
+            if inbox.send(Input::SnapshotWritten(written)).is_err() {
                 return;
             }
         }
