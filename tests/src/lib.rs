@@ -43,3 +43,20 @@ pub fn suite_dir() -> std::path::PathBuf {
         None => here.to_path_buf(),
     }
 }
+
+/// Two `#[test]`s that run `scenario(ServerKind)` against Apache ZooKeeper and against
+/// zooraft: `against_both!(words_apache, words_zooraft, words);`.
+#[macro_export]
+macro_rules! against_both {
+    ($apache:ident, $zooraft:ident, $scenario:path) => {
+        #[test]
+        fn $apache() {
+            $scenario($crate::ServerKind::Apache);
+        }
+
+        #[test]
+        fn $zooraft() {
+            $scenario($crate::ServerKind::Zooraft);
+        }
+    };
+}

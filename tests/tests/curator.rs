@@ -257,15 +257,7 @@ fn mutex(kind: ServerKind) {
     assert_all_passed(&run, MUTEX_CHECKS, &zk);
 }
 
-#[test]
-fn curator_mutex_apache() {
-    mutex(ServerKind::Apache);
-}
-
-#[test]
-fn curator_mutex_zooraft() {
-    mutex(ServerKind::Zooraft);
-}
+harness::against_both!(curator_mutex_apache, curator_mutex_zooraft, mutex);
 
 /// InterProcessMutex across 3 JVMs (2 clients each): every holder increments a counter file,
 /// with an O_EXCL marker file catching overlaps; the final count must be exact.
@@ -332,15 +324,11 @@ fn mutex_across_processes(kind: ServerKind) {
     );
 }
 
-#[test]
-fn curator_mutex_across_processes_apache() {
-    mutex_across_processes(ServerKind::Apache);
-}
-
-#[test]
-fn curator_mutex_across_processes_zooraft() {
-    mutex_across_processes(ServerKind::Zooraft);
-}
+harness::against_both!(
+    curator_mutex_across_processes_apache,
+    curator_mutex_across_processes_zooraft,
+    mutex_across_processes
+);
 
 const RWLOCK_CHECKS: &[&str] = &[
     "rwlock_readers_concurrent",
@@ -367,15 +355,11 @@ fn read_write_lock(kind: ServerKind) {
     assert_all_passed(&run, RWLOCK_CHECKS, &zk);
 }
 
-#[test]
-fn curator_read_write_lock_apache() {
-    read_write_lock(ServerKind::Apache);
-}
-
-#[test]
-fn curator_read_write_lock_zooraft() {
-    read_write_lock(ServerKind::Zooraft);
-}
+harness::against_both!(
+    curator_read_write_lock_apache,
+    curator_read_write_lock_zooraft,
+    read_write_lock
+);
 
 const SEMAPHORE_CHECKS: &[&str] = &[
     "semaphore_k_holders_at_once",
@@ -397,15 +381,11 @@ fn semaphore(kind: ServerKind) {
     assert_all_passed(&run, SEMAPHORE_CHECKS, &zk);
 }
 
-#[test]
-fn curator_semaphore_apache() {
-    semaphore(ServerKind::Apache);
-}
-
-#[test]
-fn curator_semaphore_zooraft() {
-    semaphore(ServerKind::Zooraft);
-}
+harness::against_both!(
+    curator_semaphore_apache,
+    curator_semaphore_zooraft,
+    semaphore
+);
 
 const LATCH_CHECKS: &[&str] = &[
     "latch_first_leader",
@@ -427,15 +407,11 @@ fn leader_latch(kind: ServerKind) {
     assert_all_passed(&run, LATCH_CHECKS, &zk);
 }
 
-#[test]
-fn curator_leader_latch_apache() {
-    leader_latch(ServerKind::Apache);
-}
-
-#[test]
-fn curator_leader_latch_zooraft() {
-    leader_latch(ServerKind::Zooraft);
-}
+harness::against_both!(
+    curator_leader_latch_apache,
+    curator_leader_latch_zooraft,
+    leader_latch
+);
 
 const SELECTOR_CHECKS: &[&str] = &[
     "selector_all_queued",
@@ -457,15 +433,11 @@ fn leader_selector(kind: ServerKind) {
     assert_all_passed(&run, SELECTOR_CHECKS, &zk);
 }
 
-#[test]
-fn curator_leader_selector_apache() {
-    leader_selector(ServerKind::Apache);
-}
-
-#[test]
-fn curator_leader_selector_zooraft() {
-    leader_selector(ServerKind::Zooraft);
-}
+harness::against_both!(
+    curator_leader_selector_apache,
+    curator_leader_selector_zooraft,
+    leader_selector
+);
 
 const CACHE_CHECKS: &[&str] = &[
     "cache_initial_build",
@@ -489,15 +461,7 @@ fn cache(kind: ServerKind) {
     assert_all_passed(&run, CACHE_CHECKS, &zk);
 }
 
-#[test]
-fn curator_cache_apache() {
-    cache(ServerKind::Apache);
-}
-
-#[test]
-fn curator_cache_zooraft() {
-    cache(ServerKind::Zooraft);
-}
+harness::against_both!(curator_cache_apache, curator_cache_zooraft, cache);
 
 const ATOMIC_CHECKS: &[&str] = &[
     "atomic_initialize",
@@ -519,15 +483,11 @@ fn atomic_long(kind: ServerKind) {
     assert_all_passed(&run, ATOMIC_CHECKS, &zk);
 }
 
-#[test]
-fn curator_atomic_long_apache() {
-    atomic_long(ServerKind::Apache);
-}
-
-#[test]
-fn curator_atomic_long_zooraft() {
-    atomic_long(ServerKind::Zooraft);
-}
+harness::against_both!(
+    curator_atomic_long_apache,
+    curator_atomic_long_zooraft,
+    atomic_long
+);
 
 const CONNECTION_STATE_CHECKS: &[&str] = &[
     "cs_setup",
@@ -581,12 +541,8 @@ fn connection_state(kind: ServerKind) {
     assert_eq!(restarts, 2, "{}", run.transcript());
 }
 
-#[test]
-fn curator_connection_state_apache() {
-    connection_state(ServerKind::Apache);
-}
-
-#[test]
-fn curator_connection_state_zooraft() {
-    connection_state(ServerKind::Zooraft);
-}
+harness::against_both!(
+    curator_connection_state_apache,
+    curator_connection_state_zooraft,
+    connection_state
+);

@@ -524,15 +524,11 @@ fn four_letter_words(kind: ServerKind) {
     drop(a);
 }
 
-#[test]
-fn four_letter_words_apache() {
-    four_letter_words(ServerKind::Apache);
-}
-
-#[test]
-fn four_letter_words_zooraft() {
-    four_letter_words(ServerKind::Zooraft);
-}
+harness::against_both!(
+    four_letter_words_apache,
+    four_letter_words_zooraft,
+    four_letter_words
+);
 
 /// cons and dump list each session, its connection figures and its ephemerals.
 fn four_letter_sessions(kind: ServerKind) {
@@ -627,15 +623,11 @@ fn four_letter_sessions(kind: ServerKind) {
     drop((a, b));
 }
 
-#[test]
-fn four_letter_sessions_apache() {
-    four_letter_sessions(ServerKind::Apache);
-}
-
-#[test]
-fn four_letter_sessions_zooraft() {
-    four_letter_sessions(ServerKind::Zooraft);
-}
+harness::against_both!(
+    four_letter_sessions_apache,
+    four_letter_sessions_zooraft,
+    four_letter_sessions
+);
 
 /// wchs, wchc, wchp and zk_watch_count after the same watches, and after they fire and
 /// after a session with watches goes. As in ZooKeeper, the wch* words report the data
@@ -745,15 +737,11 @@ fn four_letter_watches(kind: ServerKind) {
     drop((a_missing, a_children, a));
 }
 
-#[test]
-fn four_letter_watches_apache() {
-    four_letter_watches(ServerKind::Apache);
-}
-
-#[test]
-fn four_letter_watches_zooraft() {
-    four_letter_watches(ServerKind::Zooraft);
-}
+harness::against_both!(
+    four_letter_watches_apache,
+    four_letter_watches_zooraft,
+    four_letter_watches
+);
 
 /// ZooKeeper 3.8's default whitelist (srvr, ruok, mntr) refuses the other words with a
 /// fixed sentence; an unknown word gets no answer at all.
@@ -780,15 +768,11 @@ fn four_letter_whitelist(kind: ServerKind) {
     assert_eq!(flw(&server, "abcd"), "", "an unknown word");
 }
 
-#[test]
-fn four_letter_whitelist_apache() {
-    four_letter_whitelist(ServerKind::Apache);
-}
-
-#[test]
-fn four_letter_whitelist_zooraft() {
-    four_letter_whitelist(ServerKind::Zooraft);
-}
+harness::against_both!(
+    four_letter_whitelist_apache,
+    four_letter_whitelist_zooraft,
+    four_letter_whitelist
+);
 
 // ---------------------------------------------------------------------------------------
 // Prometheus endpoint (zooraft)
@@ -1319,15 +1303,7 @@ fn acl_scenario(kind: ServerKind) {
     assert_eq!(owner.run("get /secret"), lines(&["changed"]));
 }
 
-#[test]
-fn acl_zkcli_apache() {
-    acl_scenario(ServerKind::Apache);
-}
-
-#[test]
-fn acl_zkcli_zooraft() {
-    acl_scenario(ServerKind::Zooraft);
-}
+harness::against_both!(acl_zkcli_apache, acl_zkcli_zooraft, acl_scenario);
 
 // ---------------------------------------------------------------------------------------
 // The zooraft command line

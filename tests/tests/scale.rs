@@ -351,15 +351,11 @@ fn many_sessions(kind: ServerKind) {
     }
 }
 
-#[test]
-fn two_thousand_sessions_apache() {
-    many_sessions(ServerKind::Apache);
-}
-
-#[test]
-fn two_thousand_sessions_zooraft() {
-    many_sessions(ServerKind::Zooraft);
-}
+harness::against_both!(
+    two_thousand_sessions_apache,
+    two_thousand_sessions_zooraft,
+    many_sessions
+);
 
 // ---------------------------------------------------------------------------------------
 // Pipelining.
@@ -730,12 +726,8 @@ fn pipelining(kind: ServerKind) {
     }
 }
 
-#[test]
-fn pipelined_mixed_requests_apache() {
-    pipelining(ServerKind::Apache);
-}
-
-#[test]
-fn pipelined_mixed_requests_zooraft() {
-    pipelining(ServerKind::Zooraft);
-}
+harness::against_both!(
+    pipelined_mixed_requests_apache,
+    pipelined_mixed_requests_zooraft,
+    pipelining
+);

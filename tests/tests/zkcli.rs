@@ -187,12 +187,4 @@ fn scenario(kind: ServerKind) {
     );
 }
 
-#[test]
-fn zkcli_session_apache() {
-    scenario(ServerKind::Apache);
-}
-
-#[test]
-fn zkcli_session_zooraft() {
-    scenario(ServerKind::Zooraft);
-}
+harness::against_both!(zkcli_session_apache, zkcli_session_zooraft, scenario);
