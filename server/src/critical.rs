@@ -1,13 +1,24 @@
+//! What the server cannot live without, and how it stops when it loses it.
+//!
 //! Threads the server cannot live without (the Raft loop, the log writer, the snapshot
-//! writer). If one of them panics, the member must not linger as a zombie that accepts
-//! connections and never answers: the whole process exits, so supervisors restart it and
-//! clients move to another member.
+//! worker) run through [`spawn`]: if one panics, the member must not linger as a zombie that
+//! accepts connections and never answers, so the whole process exits, supervisors restart
+//! it and clients move to another member. [`fatal`] is the one way out for a failure the
+//! member must not carry on after (a log write that failed, an entry that cannot be
+//! decoded, an unusable snapshot from the leader).
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::thread::JoinHandle;
 
 /// Exit status for an internal failure the process cannot recover from.
 pub const EXIT_FATAL: i32 = 70;
+
+/// Logs why, and ends the process with [`EXIT_FATAL`].
+pub fn fatal(why: impl std::fmt::Display) -> ! {
+    tracing::error!("{why}; stopping");
+    eprintln!("zooraft: {why}; stopping");
+    std::process::exit(EXIT_FATAL)
+}
 
 /// Spawns `f` on a named thread; a panic in it ends the process.
 pub fn spawn<F>(name: &str, f: F) -> std::io::Result<JoinHandle<()>>
@@ -19,9 +30,7 @@ where
         .name(thread_name.clone())
         .spawn(move || {
             if catch_unwind(AssertUnwindSafe(f)).is_err() {
-                tracing::error!("thread {thread_name} panicked; stopping the server");
-                eprintln!("zooraft: internal error in thread {thread_name}; stopping");
-                std::process::exit(EXIT_FATAL);
+                fatal(format_args!("internal error in thread {thread_name}"));
             }
         })
 }

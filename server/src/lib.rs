@@ -1,32 +1,57 @@
 //! zooraft: a ZooKeeper-compatible coordination service whose writes are ordered by Raft and
 //! stored in RocksDB.
 //!
-//! The crate is organised by concern (see `shared/ARCHITECTURE.md`):
-//! - [`path`], [`acl`], [`tree`], [`state`], [`txn`]: ZooKeeper's data model as a deterministic
-//!   state machine, and the replicated command format that drives it.
+//! # Layout
+//!
+//! Four layers, each a folder that uses only the ones below it, then the two files that
+//! start a member:
+//!
+//! - `state/` — the replicated state machine alone: the tree (`tree/`), commands and
+//!   batches (`command.rs`), sessions and `apply_one` (`mod.rs`), ACLs, paths, the opcode
+//!   table (`ops.rs`) and snapshot encoding. Depends on `jute` and nothing of the server.
+//! - `raft/` — raft-rs's driver and everything around it: the messages into the Raft thread
+//!   (`input.rs`), the loop (`driver.rs`, `ready.rs`, `leader.rs`, `read_index.rs`,
+//!   `serving.rs`, `snapshots.rs`), the log writer, RocksDB storage (`storage/`) and the
+//!   peer transport. It reaches client connections only through the `raft::Connections`
+//!   trait it declares and the network layer implements.
+//! - `net/` — the client port: listener, connections and handshakes, each connection's
+//!   in-order pipeline and outbox, local reads, watches, reply encoding, and the
+//!   `Connections` implementation (`delivery.rs`).
+//! - `ops/` — the operator surface: four-letter words and the Prometheus endpoint, both from
+//!   one gathered view of the metrics (`view.rs`).
+//! - `config.rs` (zoo.cfg, `myid`, flags) and `critical.rs` (critical threads, fatal exits)
+//!   are leaves every layer may use; `server.rs` starts and stops a member on top of all.
+//!
+//! # The path of a write (setData)
+//!
+//! 1. `net/connection.rs` reads the frame, classifies the opcode (`state/ops.rs`), queues
+//!    a write item in the connection's pipeline (`net/pipeline.rs`) and submits an
+//!    `raft::Input::Command` to the Raft thread.
+//! 2. `raft/driver.rs` gathers the turn's commands; `raft/leader.rs` proposes them as one
+//!    batch (`state/command.rs`), or forwards them to the leader (`raft/transport.rs`).
+//! 3. `raft/ready.rs` stages the entry; `raft/log_writer.rs` fsyncs it (`raft/storage/`)
+//!    and raft-rs commits it once a quorum has it.
+//! 4. `raft/ready.rs` applies the committed batch: `state/mod.rs` (`apply_one`) changes
+//!    the tree (`state/tree/write.rs`), reporting to the apply round of
+//!    `net/delivery.rs`, which fires watches (`net/watch.rs`) and encodes the reply
+//!    (`net/reply.rs`).
+//! 5. `net/pipeline.rs` puts the reply, and every read queued behind it, into the
+//!    connection's outbox (`net/outbox.rs`); the connection's writer task sends them.
+//!
+//! # The path of a read (getData)
+//!
+//! 1. `net/connection.rs` reads the frame and, under the state's read lock, hands it to the
+//!    pipeline (`net/pipeline.rs`), which answers at once if nothing of the session is
+//!    outstanding, or queues it behind the session's writes (answered in step 5 above).
+//! 2. `net/reads.rs` answers from the tree (`state/tree/mod.rs`), with ACLs
+//!    (`state/acl.rs`) and the watch it sets (`net/watch.rs`), into the outbox.
+//!
+//! The binary and the tests use [`config`] and [`server`]; everything else is internal.
 
-pub mod acl;
 pub mod config;
-pub mod consensus;
-pub mod critical;
-pub mod delivery;
-pub mod four_letter;
-pub mod metrics;
-pub mod net;
-pub mod outbox;
-pub mod path;
-pub mod persist;
-pub mod prometheus;
-pub mod raft_log;
-pub mod reads;
-pub mod registry;
+mod critical;
+mod net;
+mod ops;
+mod raft;
 pub mod server;
-pub mod session;
-pub mod shared;
-pub mod snapshot;
-pub mod state;
-pub mod storage;
-pub mod transport;
-pub mod tree;
-pub mod txn;
-pub mod watch;
+mod state;

@@ -1,5 +1,5 @@
-//! Starting and stopping a member: storage, state, consensus thread, peer transport, client
-//! listener, metrics endpoint.
+//! Starting and stopping a member: storage, state, the Raft thread, peer transport, client
+//! listener, metrics endpoint. The one place that wires the layers together.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -11,17 +11,15 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::config::Config;
-use crate::consensus::{initial_conf_state, Consensus, Input};
-use crate::shared::Shared;
-use crate::snapshot;
+use crate::net::Shared;
+use crate::raft::{self, Input, Peers, RaftStorage, Replica, Transport};
+use crate::state::snapshot;
+use crate::state::tree::TreeOptions;
 use crate::state::StateMachine;
-use crate::storage::RaftStorage;
-use crate::transport::Transport;
-use crate::tree::TreeOptions;
 
 /// A running member.
 pub struct Server {
-    pub shared: Arc<Shared>,
+    shared: Arc<Shared>,
     pub client_addr: SocketAddr,
     consensus: Option<JoinHandle<()>>,
     shutdown: watch::Sender<bool>,
@@ -33,25 +31,16 @@ pub fn raft_dir(config: &Config) -> std::path::PathBuf {
     config.data_dir.join("raft")
 }
 
-fn same_membership(a: &raft::eraftpb::ConfState, b: &raft::eraftpb::ConfState) -> bool {
-    let sorted = |v: &[u64]| {
-        let mut v = v.to_vec();
-        v.sort_unstable();
-        v
-    };
-    sorted(&a.voters) == sorted(&b.voters) && sorted(&a.learners) == sorted(&b.learners)
-}
-
 impl Server {
     /// Opens the data directory, replays what it holds, and starts serving. Must be called
     /// inside a tokio runtime.
     pub async fn start(config: Config) -> anyhow::Result<Server> {
-        let conf = initial_conf_state(&config);
+        let conf = raft::initial_membership(&config);
         let dir = raft_dir(&config);
         let storage = RaftStorage::open(&dir, conf.clone())
             .with_context(|| format!("cannot use data directory {}", dir.display()))?;
         let stored = storage.conf_state();
-        if !same_membership(&stored, &conf) {
+        if !raft::same_membership(&stored, &conf) {
             bail!(
                 "the membership in the configuration (voters {:?}, observers {:?}) differs from the one \
                  recorded in {} (voters {:?}, observers {:?}); membership changes are not supported",
@@ -102,10 +91,11 @@ impl Server {
         let client_addr = listener.local_addr()?;
         let metrics_port = config.metrics_port;
         let metrics_addr = config.metrics_address;
-        let shared = Arc::new(Shared::new(config, state, tx));
-        let consensus =
-            Consensus::new(shared.clone(), storage, rx, transport).context("cannot start Raft")?;
-        let thread = crate::critical::spawn("raft", move || consensus.run())?;
+        let replica = Arc::new(Replica::new(config, state, tx));
+        let shared = Arc::new(Shared::new(replica.clone()));
+        let peers = transport.map(|t| Arc::new(t) as Arc<dyn Peers>);
+        let thread = raft::start(replica, shared.clone(), storage, rx, peers)
+            .context("cannot start Raft")?;
         let (shutdown, shutdown_rx) = watch::channel(false);
         tokio::spawn(crate::net::accept_clients(
             shared.clone(),
@@ -117,7 +107,11 @@ impl Server {
             let l = TcpListener::bind(addr)
                 .await
                 .with_context(|| format!("cannot listen for metrics on {addr}"))?;
-            tokio::spawn(crate::prometheus::serve(shared.clone(), l, shutdown_rx));
+            tokio::spawn(crate::ops::prometheus::serve(
+                shared.clone(),
+                l,
+                shutdown_rx,
+            ));
         }
         tracing::info!(member = me, %client_addr, "zooraft started");
         Ok(Server {
@@ -132,7 +126,7 @@ impl Server {
     /// acknowledged is already on disk).
     pub async fn stop(mut self) {
         let _ = self.shutdown.send(true);
-        self.shared.submit(Input::Shutdown);
+        self.shared.replica.submit(Input::Shutdown);
         if let Some(thread) = self.consensus.take() {
             let _ = tokio::task::spawn_blocking(move || thread.join()).await;
         }

@@ -23,15 +23,17 @@ use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 
+use super::outbox::Outbox;
 use super::pipeline::{Env, Item, Pipeline};
-use crate::acl;
-use crate::consensus::{Input, SyncWaiter, ELECTION_TICKS};
-use crate::outbox::Outbox;
-use crate::reads::{self, Class};
-use crate::registry::{Completion, ConnEntry, ConnStats};
-use crate::shared::Shared;
-use crate::txn::{ClientWrite, CloseReason, Command, Origin};
-use crate::watch::{ConnId, WatchSlot};
+use super::registry::{Completion, ConnEntry, ConnStats};
+use super::reply;
+use super::session_ids::new_password;
+use super::shared::Shared;
+use super::watch::WatchSlot;
+use crate::raft::{Input, SyncWaiter};
+use crate::state::acl;
+use crate::state::command::{ClientWrite, CloseReason, Command, ConnId, Origin};
+use crate::state::ops::{self, OpClass};
 
 /// Stop reading requests while this much is waiting to be written to the client.
 const READ_PAUSE_BYTES: usize = 4 * 1024 * 1024;
@@ -75,7 +77,7 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, peer: SocketAddr) {
         };
     match jute::LengthPrefix::classify(first) {
         jute::LengthPrefix::FourLetterWord(word) => {
-            let answer = crate::four_letter::answer(&shared, &word, peer);
+            let answer = crate::ops::four_letter::answer(&shared, &word, peer);
             let mut wr = wr;
             let _ = wr.write_all(answer.as_bytes()).await;
             let _ = wr.shutdown().await;
@@ -158,41 +160,43 @@ async fn handshake(
 ) -> Result<Session, End> {
     let frame = tokio::time::timeout(
         HANDSHAKE_TIMEOUT,
-        read_frame(rd, buf, shared.config.max_buffer),
+        read_frame(rd, buf, shared.replica.config.max_buffer),
     )
     .await
     .map_err(|_| End::Protocol("no handshake".into()))??
     .ok_or(End::ClientClosed)?;
     let req = ConnectRequest::decode(&mut Reader::new(frame))
         .map_err(|e| End::Protocol(format!("bad handshake: {e}")))?;
-    if !shared.is_serving() {
+    if !shared.replica.is_serving() {
         return Err(End::NotServing);
     }
-    let our_zxid = shared.last_zxid();
+    let our_zxid = shared.replica.last_zxid();
     if req.last_zxid_seen > our_zxid {
         return Err(End::Protocol(format!(
             "client has seen zxid 0x{:x}, our last zxid is 0x{our_zxid:x}: client must try another server",
             req.last_zxid_seen
         )));
     }
-    let timeout = shared.config.negotiate_timeout(req.timeout);
+    let timeout = shared.replica.config.negotiate_timeout(req.timeout);
     let respond = |resp: &ConnectResponse| {
         outbox.push_frame(|b| resp.encode(b));
     };
     if req.session_id == 0 {
         let id = shared.session_ids.next();
-        let passwd = crate::session::new_password();
+        let passwd = new_password();
         let granted = shared.registry.await_session(id);
-        shared.submit(Input::Command(Command::CreateSession {
-            session: id,
-            timeout,
-            passwd,
-            origin: Origin {
-                member: shared.me,
-                conn,
-            },
-        }));
-        let wait = shared.config.raft_tick * (ELECTION_TICKS as u32 * 3);
+        shared
+            .replica
+            .submit(Input::Command(Command::CreateSession {
+                session: id,
+                timeout,
+                passwd,
+                origin: Origin {
+                    member: shared.replica.me,
+                    conn,
+                },
+            }));
+        let wait = shared.replica.election_timeouts(3);
         let grant = match tokio::time::timeout(wait, granted).await {
             Ok(Ok(g)) if g.ok => g,
             _ => {
@@ -220,7 +224,7 @@ async fn handshake(
         shared.registry.send(old, Completion::SessionClosed);
     }
     let mut known = lookup_session(shared, req.session_id, &req.passwd);
-    if known.is_none() && !shared.config.is_standalone() {
+    if known.is_none() && !shared.replica.config.is_standalone() {
         // This member may simply not have applied the session's creation yet: catch up
         // with the leader (a sync), then look again.
         sync_with_leader(shared).await;
@@ -251,6 +255,7 @@ async fn handshake(
 /// password, `None` if unknown here.
 fn lookup_session(shared: &Shared, id: i64, passwd: &[u8]) -> Option<bool> {
     shared
+        .replica
         .state
         .read()
         .sessions
@@ -260,8 +265,10 @@ fn lookup_session(shared: &Shared, id: i64, passwd: &[u8]) -> Option<bool> {
 
 async fn sync_with_leader(shared: &Shared) {
     let (tx, rx) = oneshot::channel();
-    shared.submit(Input::ReadIndex(SyncWaiter::Notify(tx)));
-    let wait = shared.config.raft_tick * (ELECTION_TICKS as u32 * 2);
+    shared
+        .replica
+        .submit(Input::ReadIndex(SyncWaiter::Notify(tx)));
+    let wait = shared.replica.election_timeouts(2);
     let _ = tokio::time::timeout(wait, rx).await;
 }
 
@@ -302,7 +309,6 @@ async fn run(
             session: session.id,
             completions: tx,
             touched: touched.clone(),
-            outbox: outbox.clone(),
             peer,
             connected_at: SystemTime::now(),
             stats: stats.clone(),
@@ -314,7 +320,13 @@ async fn run(
         shared.registry.send(old, Completion::SessionClosed);
     }
     // The session may have been closed between the check and the registration.
-    if !shared.state.read().sessions.contains_key(&session.id) {
+    if !shared
+        .replica
+        .state
+        .read()
+        .sessions
+        .contains_key(&session.id)
+    {
         return End::Expired;
     }
     let mut c = Connection {
@@ -328,7 +340,7 @@ async fn run(
         touched,
         sync_seq: 0,
         write_timeout: Duration::from_millis(session.timeout_ms.max(0) as u64)
-            .max(shared.config.raft_tick * (ELECTION_TICKS as u32 * 3)),
+            .max(shared.replica.election_timeouts(3)),
     };
     c.serve(&mut rd, &mut buf, &mut completions).await
 }
@@ -353,7 +365,7 @@ impl Connection {
         buf: &mut BytesMut,
         completions: &mut mpsc::UnboundedReceiver<Completion>,
     ) -> End {
-        let max = self.shared.config.max_buffer;
+        let max = self.shared.replica.config.max_buffer;
         loop {
             // Take every complete frame already buffered, except behind an unanswered sync:
             // what follows a sync waits for it.
@@ -403,7 +415,7 @@ impl Connection {
 
     fn origin(&self) -> Origin {
         Origin {
-            member: self.shared.me,
+            member: self.shared.replica.me,
             conn: self.conn,
         }
     }
@@ -420,9 +432,10 @@ impl Connection {
             .map_err(|e| End::Protocol(format!("bad request header: {e}")))?;
         let body = r.take_rest();
         let started = Instant::now();
-        match reads::classify(header.op) {
-            Class::Write | Class::Close => {
-                let closes_session = reads::classify(header.op) == Class::Close;
+        let class = ops::info(header.op).class;
+        match class {
+            OpClass::Write | OpClass::Close => {
+                let closes_session = class == OpClass::Close;
                 // Queue first: the reply may come back before `submit` returns.
                 let auth = {
                     let mut p = self.pipeline.lock();
@@ -453,11 +466,11 @@ impl Connection {
                         body,
                     })
                 };
-                if !self.shared.submit(Input::Command(command)) {
+                if !self.shared.replica.submit(Input::Command(command)) {
                     return Err(End::NotServing);
                 }
             }
-            Class::Sync => match jute::SyncRequest::decode(&mut Reader::new(body.clone())) {
+            OpClass::Sync => match jute::SyncRequest::decode(&mut Reader::new(body.clone())) {
                 Ok(req) => {
                     self.sync_seq += 1;
                     let token = self.sync_seq;
@@ -472,21 +485,21 @@ impl Connection {
                         conn: self.conn,
                         token,
                     };
-                    if !self.shared.submit(Input::ReadIndex(waiter)) {
+                    if !self.shared.replica.submit(Input::ReadIndex(waiter)) {
                         return Err(End::NotServing);
                     }
                 }
                 // Undecodable: answered in turn with MARSHALLINGERROR.
                 Err(_) => self.local(header.xid, header.op, body, started),
             },
-            Class::Auth => return self.auth(header.xid, body),
-            Class::Local | Class::Unknown => self.local(header.xid, header.op, body, started),
+            OpClass::Auth => return self.auth(header.xid, body),
+            OpClass::Local | OpClass::Unknown => self.local(header.xid, header.op, body, started),
         }
         Ok(())
     }
 
     fn local(&self, xid: i32, op: i32, body: Bytes, started: Instant) {
-        let state = self.shared.state.read();
+        let state = self.shared.replica.state.read();
         let mut env = Env {
             state: &state,
             watches: WatchSlot::Shared(&self.shared.watches),
@@ -503,7 +516,7 @@ impl Connection {
                 &packet.scheme,
                 packet.auth.as_deref().unwrap_or_default(),
                 self.peer.ip(),
-                self.shared.config.super_digest.as_deref(),
+                self.shared.replica.config.super_digest.as_deref(),
             ),
             Err(_) => Err(ErrorCode::AuthFailed),
         };
@@ -516,12 +529,12 @@ impl Connection {
                     }
                 }
                 drop(p);
-                reads::reply_error(&self.outbox, xid, 0, ErrorCode::Ok);
+                reply::push_error(&self.outbox, xid, 0, ErrorCode::Ok);
                 Ok(())
             }
             Err(e) => {
                 // ZooKeeper answers AUTHFAILED and closes the connection.
-                reads::reply_error(&self.outbox, xid, 0, e);
+                reply::push_error(&self.outbox, xid, 0, e);
                 Err(End::AuthFailed)
             }
         }

@@ -1,8 +1,33 @@
-//! The client port: accepts connections, enforces `maxClientCnxns` per client address, and
-//! hands each connection to its own task ([`connection`]).
+//! The network layer: the client port and everything a client connection needs.
+//!
+//! | file | concern |
+//! |------|---------|
+//! | `mod.rs` | the listener: accepts connections, enforces `maxClientCnxns` per address |
+//! | `connection.rs` | one connection: handshake, then requests in order |
+//! | `pipeline.rs` | a connection's requests in arrival order, answered in that order |
+//! | `outbox.rs` | a connection's outbound bytes, drained by its writer task |
+//! | `reads.rs` | requests answered from the local tree |
+//! | `watch.rs` | the watches of this member's connections, and their events |
+//! | `reply.rs` | reply headers and write results on the wire |
+//! | `registry.rs` | the connections by id and by session |
+//! | `delivery.rs` | what the Raft thread's apply loop hands to connections |
+//! | `shared.rs` | what connections share (and the lock order) |
+//! | `metrics.rs`, `session_ids.rs` | request counters; session ids and passwords |
 
-pub mod connection;
-pub mod pipeline;
+mod connection;
+mod delivery;
+mod metrics;
+mod outbox;
+mod pipeline;
+mod reads;
+mod registry;
+mod reply;
+mod session_ids;
+mod shared;
+mod watch;
+
+pub use metrics::BUCKETS_US;
+pub use shared::Shared;
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -11,9 +36,6 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
-
-use crate::shared::Shared;
 
 /// Releases a client address's connection slot when the connection ends.
 struct Slot {
@@ -37,10 +59,10 @@ impl Drop for Slot {
 pub async fn accept_clients(
     shared: Arc<Shared>,
     listener: TcpListener,
-    mut shutdown: watch::Receiver<bool>,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
     let counts: Arc<Mutex<HashMap<IpAddr, u32>>> = Arc::default();
-    let max = shared.config.max_client_cnxns;
+    let max = shared.replica.config.max_client_cnxns;
     loop {
         tokio::select! {
             accepted = listener.accept() => {

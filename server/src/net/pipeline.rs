@@ -17,16 +17,18 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
-use bytes::{BufMut, Bytes};
+use bytes::Bytes;
 use jute::{ErrorCode, Id, Reader, Request};
 use tokio::sync::mpsc::UnboundedSender;
 
-use crate::metrics::Metrics;
-use crate::outbox::Outbox;
-use crate::reads::{self, Caller};
-use crate::registry::{Completion, ConnStats};
-use crate::state::StateMachine;
-use crate::watch::{ConnId, WatchSlot};
+use super::metrics::Metrics;
+use super::outbox::Outbox;
+use super::reads::{self, Caller};
+use super::registry::{Completion, ConnStats};
+use super::reply;
+use super::watch::WatchSlot;
+use crate::state::command::ConnId;
+use crate::state::{ops, StateMachine};
 
 /// One request waiting for its turn.
 pub enum Item {
@@ -99,10 +101,6 @@ impl Pipeline {
 
     pub fn len(&self) -> usize {
         self.items.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.items.is_empty()
     }
 
     pub fn push(&mut self, item: Item) {
@@ -216,10 +214,7 @@ impl Pipeline {
                     xid, path, started, ..
                 } => {
                     let zxid = env.state.last_zxid;
-                    self.outbox.push_frame(|b| {
-                        b.put_i32(xid);
-                        b.put_i64(zxid);
-                        b.put_i32(0);
+                    reply::push(&self.outbox, xid, zxid, ErrorCode::Ok, |b| {
                         jute::Record::encode(&jute::SyncResponse { path: path.clone() }, b);
                     });
                     self.finished(xid, jute::OpCode::Sync.code(), started, env);
@@ -250,12 +245,12 @@ impl Pipeline {
             Err(jute::DecodeError::UnknownOpcode(_)) => {
                 // Answered as ZooKeeper does (header zxid -1), but the connection stays open
                 // (ZooKeeper would also close it).
-                reads::reply_error(&self.outbox, xid, -1, ErrorCode::Unimplemented);
+                reply::push_error(&self.outbox, xid, -1, ErrorCode::Unimplemented);
                 return;
             }
             Err(e) => {
                 tracing::debug!(conn = self.conn, op, "undecodable request: {e}");
-                reads::reply_error(&self.outbox, xid, zxid, ErrorCode::MarshallingError);
+                reply::push_error(&self.outbox, xid, zxid, ErrorCode::MarshallingError);
                 return;
             }
         };
@@ -300,37 +295,6 @@ impl Pipeline {
         }
         s.last_zxid
             .store(env.state.last_zxid as u64, Ordering::Relaxed);
-        *s.last_op.lock() = op_name(op);
-    }
-}
-
-/// The short operation names `cons` shows (ZooKeeper's `lastOp`).
-pub fn op_name(op: i32) -> &'static str {
-    use jute::OpCode::*;
-    match jute::OpCode::from_code(op) {
-        Some(Create | Create2 | CreateContainer | CreateTtl) => "CREA",
-        Some(Delete) => "DELE",
-        Some(Exists) => "EXIS",
-        Some(GetData) => "GETD",
-        Some(SetData) => "SETD",
-        Some(GetAcl) => "GETA",
-        Some(SetAcl) => "SETA",
-        Some(GetChildren | GetChildren2) => "GETC",
-        Some(Sync) => "SYNC",
-        Some(Ping) => "PING",
-        Some(Check) => "CHEC",
-        Some(Multi) => "MULT",
-        Some(MultiRead) => "MLTR",
-        Some(SetWatches) => "SETW",
-        Some(SetWatches2) => "STW2",
-        Some(AddWatch) => "ADDW",
-        Some(CheckWatches) => "CHKW",
-        Some(RemoveWatches) => "REMW",
-        Some(WhoAmI) => "HOMI",
-        Some(GetEphemerals) => "GETE",
-        Some(GetAllChildrenNumber) => "GETACN",
-        Some(CloseSession) => "CLOS",
-        Some(Auth) => "AUTH",
-        _ => "NA",
+        *s.last_op.lock() = ops::info(op).short_name;
     }
 }

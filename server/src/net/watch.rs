@@ -16,15 +16,13 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use bytes::BufMut;
 use jute::{EventType, KeeperState, Record, WatcherEvent};
 
-use crate::outbox::Outbox;
-use crate::path;
-use crate::tree::Trigger;
-
-/// A connection on this member.
-pub type ConnId = u64;
+use super::outbox::Outbox;
+use super::reply;
+use crate::state::command::ConnId;
+use crate::state::path;
+use crate::state::tree::Trigger;
 
 /// How a watch behaves when it fires.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -185,14 +183,11 @@ pub struct WatchManager {
     data: WatchTable,
     child: WatchTable,
     outboxes: HashMap<ConnId, Arc<Outbox>>,
-    events_sent: u64,
 }
 
 /// Encodes a watch notification: xid -1, zxid -1 (ZooKeeper 3.8), err 0, then the event.
 pub fn encode_event(out: &mut bytes::BytesMut, event: EventType, path: &str) {
-    out.put_i32(jute::xid::NOTIFICATION);
-    out.put_i64(-1);
-    out.put_i32(0);
+    reply::header(out, jute::xid::NOTIFICATION, -1, 0);
     WatcherEvent {
         event_type: event.code(),
         state: KeeperState::SyncConnected.code(),
@@ -261,7 +256,6 @@ impl WatchManager {
     pub fn notify(&mut self, conn: ConnId, event: EventType, path: &str) {
         if let Some(outbox) = self.outboxes.get(&conn) {
             outbox.push_frame(|b| encode_event(b, event, path));
-            self.events_sent += 1;
         }
     }
 
@@ -269,7 +263,6 @@ impl WatchManager {
         for conn in conns {
             if let Some(outbox) = self.outboxes.get(conn) {
                 outbox.push_frame(|b| encode_event(b, event, path));
-                self.events_sent += 1;
             }
         }
     }
@@ -358,10 +351,6 @@ impl WatchManager {
             .collect();
         v.sort();
         v
-    }
-
-    pub fn events_sent(&self) -> u64 {
-        self.events_sent
     }
 }
 

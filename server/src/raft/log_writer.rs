@@ -14,10 +14,10 @@ use std::sync::Arc;
 
 use raft::eraftpb::Message;
 
-use crate::consensus::Input;
-use crate::shared::Shared;
-use crate::storage::{PendingWrite, RaftStorage};
-use crate::transport::Transport;
+use super::input::Input;
+use super::replica::Replica;
+use super::storage::{PendingWrite, RaftStorage};
+use super::transport::Peers;
 
 /// One ready's worth of persistence.
 pub struct PersistJob {
@@ -31,28 +31,18 @@ pub struct PersistJob {
 }
 
 /// What the Raft loop sends this thread.
-pub enum PersistCommand {
+pub enum LogWrite {
     Job(PersistJob),
     /// Answered once everything sent before it is written.
     Barrier(Sender<()>),
 }
 
-/// Starts the writer; it stops when the Raft loop drops its sender.
-pub fn spawn(
+/// The writer's loop; it ends when the Raft loop drops its sender.
+pub fn run(
+    rx: Receiver<LogWrite>,
     storage: RaftStorage,
-    transport: Option<Transport>,
-    shared: Arc<Shared>,
-) -> std::io::Result<(Sender<PersistCommand>, std::thread::JoinHandle<()>)> {
-    let (tx, rx) = std::sync::mpsc::channel();
-    let thread = crate::critical::spawn("log-writer", move || run(rx, storage, transport, shared))?;
-    Ok((tx, thread))
-}
-
-fn run(
-    rx: Receiver<PersistCommand>,
-    storage: RaftStorage,
-    transport: Option<Transport>,
-    shared: Arc<Shared>,
+    peers: Option<Arc<dyn Peers>>,
+    replica: Arc<Replica>,
 ) {
     while let Ok(first) = rx.recv() {
         let mut jobs = Vec::new();
@@ -61,8 +51,8 @@ fn run(
         // Everything already waiting goes into this round: one fsync for all of it.
         while let Some(cmd) = next {
             match cmd {
-                PersistCommand::Job(job) => jobs.push(job),
-                PersistCommand::Barrier(done) => barriers.push(done),
+                LogWrite::Job(job) => jobs.push(job),
+                LogWrite::Barrier(done) => barriers.push(done),
             }
             next = rx.try_recv().ok();
         }
@@ -78,14 +68,14 @@ fn run(
             }
             storage.write(writes, sync);
             if sync {
-                shared.metrics.fsyncs.fetch_add(1, Ordering::Relaxed);
+                replica.counters.fsyncs.fetch_add(1, Ordering::Relaxed);
             }
-            if let Some(t) = &transport {
+            if let Some(peers) = &peers {
                 for m in &messages {
-                    t.send_raft(m);
+                    peers.send_raft(m);
                 }
             }
-            if !shared.submit(Input::Persisted(number)) {
+            if !replica.submit(Input::Persisted(number)) {
                 return;
             }
         }

@@ -1,47 +1,13 @@
-//! Session ids, passwords and deadlines.
+//! Session deadlines, which only the leader acts on.
 //!
-//! The session *table* is replicated state ([`crate::state::StateMachine::sessions`]);
-//! this module holds what is local: the id generator (ZooKeeper's layout: member id in the
-//! top byte, start time below, then a counter, so ids are unique across the ensemble and
-//! across restarts) and the [`ExpiryTracker`] the leader uses to decide expiry. A new
-//! leader re-arms every session with a full timeout, as ZooKeeper's `SessionTrackerImpl`
-//! does, so a failover never expires sessions en masse.
+//! Every member tracks the deadline of every session as sessions are created and closed;
+//! the leader touches them as traffic is reported (its own connections, and followers'
+//! touches in batches) and expires a session past its deadline with a replicated close. A
+//! new leader re-arms every session with a full timeout, as ZooKeeper's
+//! `SessionTrackerImpl` does, so a failover never expires sessions en masse.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicI64, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-use rand::RngCore;
-
-/// Hands out session ids.
-pub struct SessionIds {
-    next: AtomicI64,
-}
-
-impl SessionIds {
-    /// ZooKeeper's `initializeNextSessionId`: `(now_ms << 24) >>> 8 | member << 56`.
-    pub fn new(member: u64) -> SessionIds {
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(0);
-        let base = ((now << 24) >> 8) | ((member & 0xff) << 56);
-        SessionIds {
-            next: AtomicI64::new(base as i64),
-        }
-    }
-
-    pub fn next(&self) -> i64 {
-        self.next.fetch_add(1, Ordering::Relaxed)
-    }
-}
-
-/// A fresh random session password.
-pub fn new_password() -> [u8; 16] {
-    let mut p = [0u8; 16];
-    rand::thread_rng().fill_bytes(&mut p);
-    p
-}
+use std::time::{Duration, Instant};
 
 /// Deadlines of live sessions; only the leader acts on them.
 #[derive(Default)]
@@ -89,28 +55,15 @@ impl ExpiryTracker {
         expired
     }
 
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.sessions.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.sessions.is_empty()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn ids_carry_the_member_and_increase() {
-        let ids = SessionIds::new(3);
-        let a = ids.next();
-        let b = ids.next();
-        assert_eq!(b, a + 1);
-        assert_eq!((a as u64) >> 56, 3);
-        assert_ne!(new_password(), new_password());
-    }
 
     #[test]
     fn touches_postpone_expiry() {

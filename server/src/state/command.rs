@@ -19,11 +19,14 @@ const TAG_CREATE_SESSION: u8 = 2;
 const TAG_CLOSE_SESSION: u8 = 3;
 const TAG_DELETE_NODE: u8 = 4;
 
+/// A connection on a member: replies are addressed to it.
+pub type ConnId = u64;
+
 /// Where the answer to a command goes: a member, and a connection on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Origin {
     pub member: u64,
-    pub conn: u64,
+    pub conn: ConnId,
 }
 
 /// A client's write request (create, delete, setData, setACL, check, multi, ...).

@@ -94,17 +94,6 @@ pub fn join(parent: &str, child: &str) -> String {
     }
 }
 
-/// True if `path` is `ancestor` or lies beneath it.
-pub fn is_within(path: &str, ancestor: &str) -> bool {
-    if ancestor == "/" {
-        return true;
-    }
-    path == ancestor
-        || (path.len() > ancestor.len()
-            && path.starts_with(ancestor)
-            && path.as_bytes()[ancestor.len()] == b'/')
-}
-
 /// The ancestors of a path, nearest first, ending with `/` (not including the path itself).
 pub fn ancestors(path: &str) -> impl Iterator<Item = &str> {
     let mut current = Some(path);
@@ -178,10 +167,6 @@ mod tests {
         assert_eq!(child_name("/a/b"), "b");
         assert_eq!(join("/", "a"), "/a");
         assert_eq!(join("/a", "b"), "/a/b");
-        assert!(is_within("/a/b", "/a"));
-        assert!(is_within("/a", "/a"));
-        assert!(!is_within("/ab", "/a"));
-        assert!(is_within("/ab", "/"));
         assert_eq!(
             ancestors("/a/b/c").collect::<Vec<_>>(),
             vec!["/a/b", "/a", "/"]

@@ -8,7 +8,10 @@ use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::time::UNIX_EPOCH;
 
-use crate::shared::{Role, Shared};
+use super::view::View;
+use crate::net::Shared;
+use crate::raft::Role;
+use crate::state::snapshot::tree_digest;
 
 /// The version zooraft reports: the ZooKeeper protocol level it implements, then its own.
 pub const VERSION: &str = concat!("3.8.0-zooraft-", env!("CARGO_PKG_VERSION"));
@@ -26,10 +29,10 @@ pub fn answer(shared: &Shared, word: &[u8; 4], peer: SocketAddr) -> String {
         tracing::info!(%peer, "unknown four-letter word {word:?}");
         return String::new();
     }
-    if !shared.config.four_letter_words.allows(&word) {
+    if !shared.replica.config.four_letter_words.allows(&word) {
         return format!("{word} is not executed because it is not in the whitelist.\n");
     }
-    let serving = shared.is_serving();
+    let serving = shared.replica.is_serving();
     match word.as_str() {
         "ruok" => "imok".to_string(),
         "isro" => if serving { "rw" } else { "null" }.to_string(),
@@ -93,15 +96,11 @@ pub fn answer(shared: &Shared, word: &[u8; 4], peer: SocketAddr) -> String {
         }
         "dump" => dump(shared),
         "hash" => {
-            let state = shared.state.read();
-            format!(
-                "{:x}: {:x}\n",
-                state.last_zxid,
-                crate::snapshot::tree_digest(&state.tree)
-            )
+            let state = shared.replica.state.read();
+            format!("{:x}: {:x}\n", state.last_zxid, tree_digest(&state.tree))
         }
         "dirs" => {
-            let size = dir_size(&shared.config.data_dir);
+            let size = dir_size(&shared.replica.config.data_dir);
             format!("datadir_size: {size}\nlogdir_size: 0\n")
         }
         _ => String::new(),
@@ -151,10 +150,6 @@ fn java_avg(v: f64) -> String {
     }
 }
 
-fn mode(shared: &Shared) -> &'static str {
-    shared.status.role().name()
-}
-
 fn srvr(shared: &Shared, with_clients: bool) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "Zookeeper version: {}", full_version());
@@ -172,138 +167,65 @@ fn srvr(shared: &Shared, with_clients: bool) -> String {
         });
         out.push('\n');
     }
-    let (min, avg, max) = shared.metrics.latency_ms();
+    let v = View::gather(shared);
+    let (min, avg, max) = v.latency_ms;
     let _ = writeln!(out, "Latency min/avg/max: {min}/{}/{max}", java_avg(avg));
-    let _ = writeln!(
-        out,
-        "Received: {}",
-        shared.metrics.packets_received.load(Ordering::Relaxed)
-    );
-    let _ = writeln!(
-        out,
-        "Sent: {}",
-        shared.metrics.packets_sent.load(Ordering::Relaxed)
-    );
-    let _ = writeln!(out, "Connections: {}", shared.registry.len());
-    let _ = writeln!(out, "Outstanding: {}", outstanding(shared));
-    let _ = writeln!(out, "Zxid: 0x{:x}", shared.last_zxid());
-    let _ = writeln!(out, "Mode: {}", mode(shared));
-    let _ = writeln!(out, "Node count: {}", shared.state.read().tree.node_count());
-    if shared.status.role() == Role::Leader {
+    let _ = writeln!(out, "Received: {}", v.packets_received);
+    let _ = writeln!(out, "Sent: {}", v.packets_sent);
+    let _ = writeln!(out, "Connections: {}", v.connections);
+    let _ = writeln!(out, "Outstanding: {}", v.outstanding);
+    let _ = writeln!(out, "Zxid: 0x{:x}", v.last_zxid);
+    let _ = writeln!(out, "Mode: {}", v.role.name());
+    let _ = writeln!(out, "Node count: {}", v.znodes);
+    if v.role == Role::Leader {
         out.push_str("Proposal sizes last/min/max: -1/-1/-1\n");
     }
     out
 }
 
-fn outstanding(shared: &Shared) -> u64 {
-    let mut n = 0;
-    shared
-        .registry
-        .for_each(|_, e| n += e.stats.outstanding.load(Ordering::Relaxed));
-    n
-}
-
 fn mntr(shared: &Shared) -> String {
-    let m = &shared.metrics;
-    let (min, avg, max) = m.latency_ms();
-    let (nodes, ephemerals, data_size, sessions) = {
-        let state = shared.state.read();
-        (
-            state.tree.node_count(),
-            state.tree.ephemeral_count(),
-            state.tree.approximate_data_size(),
-            state.sessions.len(),
-        )
-    };
-    let watches = shared.watches.lock().watch_count();
-    let role = shared.status.role();
+    let v = View::gather(shared);
+    let (min, avg, max) = v.latency_ms;
     let mut lines: Vec<(&str, String)> = vec![
         ("zk_version", full_version()),
-        ("zk_server_state", role.name().to_string()),
+        ("zk_server_state", v.role.name().to_string()),
         ("zk_avg_latency", java_avg(avg)),
         ("zk_max_latency", max.to_string()),
         ("zk_min_latency", min.to_string()),
+        ("zk_packets_received", v.packets_received.to_string()),
+        ("zk_packets_sent", v.packets_sent.to_string()),
+        ("zk_num_alive_connections", v.connections.to_string()),
+        ("zk_outstanding_requests", v.outstanding.to_string()),
+        ("zk_znode_count", v.znodes.to_string()),
+        ("zk_watch_count", v.watches.to_string()),
+        ("zk_ephemerals_count", v.ephemerals.to_string()),
         (
-            "zk_packets_received",
-            m.packets_received.load(Ordering::Relaxed).to_string(),
+            "zk_approximate_data_size",
+            v.approximate_data_size.to_string(),
         ),
-        (
-            "zk_packets_sent",
-            m.packets_sent.load(Ordering::Relaxed).to_string(),
-        ),
-        (
-            "zk_num_alive_connections",
-            shared.registry.len().to_string(),
-        ),
-        ("zk_outstanding_requests", outstanding(shared).to_string()),
-        ("zk_znode_count", nodes.to_string()),
-        ("zk_watch_count", watches.to_string()),
-        ("zk_ephemerals_count", ephemerals.to_string()),
-        ("zk_approximate_data_size", data_size.to_string()),
-        ("zk_global_sessions", sessions.to_string()),
+        ("zk_global_sessions", v.sessions.to_string()),
         ("zk_local_sessions", "0".to_string()),
-        ("zk_uptime", m.started.elapsed().as_millis().to_string()),
+        ("zk_uptime", v.uptime_ms.to_string()),
         ("zk_open_file_descriptor_count", open_fds().to_string()),
         ("zk_max_file_descriptor_count", max_fds().to_string()),
-        (
-            "zk_proposal_count",
-            m.proposals.load(Ordering::Relaxed).to_string(),
-        ),
-        ("zk_last_zxid", format!("0x{:x}", shared.last_zxid())),
-        (
-            "zk_raft_term",
-            shared.status.term.load(Ordering::Relaxed).to_string(),
-        ),
-        (
-            "zk_raft_commit_index",
-            shared
-                .status
-                .commit_index
-                .load(Ordering::Relaxed)
-                .to_string(),
-        ),
-        (
-            "zk_raft_applied_index",
-            shared
-                .status
-                .applied_index
-                .load(Ordering::Relaxed)
-                .to_string(),
-        ),
-        (
-            "zk_raft_leader_id",
-            shared.status.leader.load(Ordering::Relaxed).to_string(),
-        ),
-        (
-            "zk_raft_batches",
-            m.batches.load(Ordering::Relaxed).to_string(),
-        ),
-        (
-            "zk_raft_fsyncs",
-            m.fsyncs.load(Ordering::Relaxed).to_string(),
-        ),
-        (
-            "zk_snapshot_count",
-            m.snapshots.load(Ordering::Relaxed).to_string(),
-        ),
+        ("zk_proposal_count", v.proposals.to_string()),
+        ("zk_last_zxid", format!("0x{:x}", v.last_zxid)),
+        ("zk_raft_term", v.raft_term.to_string()),
+        ("zk_raft_commit_index", v.commit_index.to_string()),
+        ("zk_raft_applied_index", v.applied_index.to_string()),
+        ("zk_raft_leader_id", v.leader_id.to_string()),
+        ("zk_raft_batches", v.batches.to_string()),
+        ("zk_raft_fsyncs", v.fsyncs.to_string()),
+        ("zk_snapshot_count", v.snapshots.to_string()),
     ];
-    match role {
+    match v.role {
         Role::Leader => {
-            let followers = shared.status.followers.load(Ordering::Relaxed);
-            let observers = shared.status.observers.load(Ordering::Relaxed);
             lines.push(("zk_peer_state", "leading - broadcast".into()));
-            lines.push(("zk_learners", (followers + observers).to_string()));
-            lines.push(("zk_followers", followers.to_string()));
-            lines.push((
-                "zk_synced_followers",
-                shared
-                    .status
-                    .synced_followers
-                    .load(Ordering::Relaxed)
-                    .to_string(),
-            ));
+            lines.push(("zk_learners", (v.followers + v.observers).to_string()));
+            lines.push(("zk_followers", v.followers.to_string()));
+            lines.push(("zk_synced_followers", v.synced_followers.to_string()));
             lines.push(("zk_synced_non_voting_followers", "0".into()));
-            lines.push(("zk_synced_observers", observers.to_string()));
+            lines.push(("zk_synced_observers", v.observers.to_string()));
             lines.push(("zk_pending_syncs", "0".into()));
         }
         Role::Follower => lines.push(("zk_peer_state", "following - broadcast".into())),
@@ -336,7 +258,7 @@ fn max_fds() -> u64 {
 }
 
 fn conf(shared: &Shared) -> String {
-    let c = &shared.config;
+    let c = &shared.replica.config;
     let mut out = String::new();
     let _ = writeln!(out, "clientPort={}", c.client_port);
     let _ = writeln!(out, "secureClientPort=-1");
@@ -399,7 +321,7 @@ fn envi(shared: &Shared) -> String {
         ("os.name", std::env::consts::OS.to_string()),
         ("os.arch", std::env::consts::ARCH.to_string()),
         ("user.dir", cwd),
-        ("zooraft.member", shared.me.to_string()),
+        ("zooraft.member", shared.replica.me.to_string()),
     ];
     for (k, v) in props {
         let _ = writeln!(out, "{k}={v}");
@@ -456,7 +378,7 @@ fn cons(shared: &Shared) -> String {
 }
 
 fn dump(shared: &Shared) -> String {
-    let state = shared.state.read();
+    let state = shared.replica.state.read();
     let mut out = String::from("SessionTracker dump:\n");
     let _ = writeln!(out, "Global Sessions({}):", state.sessions.len());
     for (id, s) in &state.sessions {

@@ -1,5 +1,11 @@
 //! The replicated state machine: the data tree, the session table and the last zxid, and
-//! the one function that changes them, [`StateMachine::apply_batch`].
+//! the one function that changes them, [`StateMachine::apply_one`] (the Raft layer calls it
+//! for each command of a committed batch, in log order, looking at the state in between
+//! to answer the reads that waited on exactly that command).
+//!
+//! This layer depends on `jute` and nothing else of the server: `tree/` (znodes, `Stat`,
+//! every write in ZooKeeper's order of checks), `command.rs` (what a Raft entry carries),
+//! `acl.rs`, `path.rs`, `ops.rs` (the opcode table) and `snapshot.rs` (its encoding).
 //!
 //! Every member applies the same committed batches in log order and so reaches the same
 //! state. Every command consumes one zxid, failed ones included (ZooKeeper logs failed
@@ -18,8 +24,17 @@ use jute::{
     MultiOp, MultiResult, OpCode, Reader, Record, Request, SetAclRequest, SetDataRequest, Stat,
 };
 
-use crate::tree::{CreateOp, CreateRecord, DataTree, TreeOptions, Trigger, TxnContext, Undo};
-use crate::txn::{Batch, ClientWrite, CloseReason, Command, Origin};
+pub mod acl;
+pub mod command;
+pub mod ops;
+pub mod path;
+pub mod snapshot;
+pub mod tree;
+
+#[cfg(test)]
+use command::Batch;
+use command::{ClientWrite, CloseReason, Command, Origin};
+use tree::{CreateOp, CreateRecord, DataTree, TreeOptions, Trigger, TxnContext, Undo};
 
 /// A session as every member knows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,7 +103,9 @@ impl StateMachine {
         self.last_zxid
     }
 
-    /// Applies one committed batch written in `term`.
+    /// Applies every command of a committed batch written in `term` (the tests' shorthand
+    /// for what the Raft layer does command by command).
+    #[cfg(test)]
     pub fn apply_batch(&mut self, batch: &Batch, term: u64, obs: &mut impl ApplyObserver) {
         for command in &batch.commands {
             self.apply_one(command, term, batch.time, obs);
@@ -173,29 +190,6 @@ impl StateMachine {
             }
         }
     }
-}
-
-/// True for the opcodes that go through the log. createSession (-10) and deleteContainer
-/// (20) are server-internal in ZooKeeper, but a client can send them; ZooKeeper then runs
-/// them as transactions (consuming a zxid), and so does zooraft, with the same results.
-pub fn is_write_op(op: i32) -> bool {
-    matches!(
-        OpCode::from_code(op),
-        Some(
-            OpCode::CreateSession
-                | OpCode::DeleteContainer
-                | OpCode::Create
-                | OpCode::Create2
-                | OpCode::CreateContainer
-                | OpCode::CreateTtl
-                | OpCode::Delete
-                | OpCode::SetData
-                | OpCode::SetAcl
-                | OpCode::Check
-                | OpCode::Multi
-                | OpCode::Reconfig
-        )
-    )
 }
 
 fn apply_write(

@@ -10,37 +10,23 @@
 
 use bytes::{BufMut, BytesMut};
 use jute::{
-    perms, AddWatchMode, ClientInfo, ErrorCode, EventType, Id, MultiOp, MultiResult, OpCode,
-    Record, Request, WatcherType, WriteExt,
+    perms, AddWatchMode, ClientInfo, ErrorCode, EventType, Id, MultiOp, MultiResult, Record,
+    Request, WatcherType, WriteExt,
 };
 
-use crate::acl;
-use crate::outbox::Outbox;
+use super::outbox::Outbox;
+use super::reply;
+use super::watch::{Tables, WatchManager, WatchSlot};
+use crate::state::acl;
+use crate::state::command::ConnId;
+use crate::state::tree::Znode;
 use crate::state::StateMachine;
-use crate::tree::Znode;
-use crate::watch::{ConnId, Tables, WatchManager, WatchSlot};
 
 /// Who is asking.
 pub struct Caller<'a> {
     pub conn: ConnId,
     pub session: i64,
     pub auth: &'a [Id],
-}
-
-fn reply(out: &Outbox, xid: i32, zxid: i64, err: ErrorCode, body: impl FnOnce(&mut BytesMut)) {
-    out.push_frame(|b| {
-        b.put_i32(xid);
-        b.put_i64(zxid);
-        b.put_i32(err.code());
-        if err == ErrorCode::Ok {
-            body(b);
-        }
-    });
-}
-
-/// Answers an error with no body.
-pub fn reply_error(out: &Outbox, xid: i32, zxid: i64, err: ErrorCode) {
-    reply(out, xid, zxid, err, |_| {});
 }
 
 fn readable<'t>(state: &'t StateMachine, path: &str, auth: &[Id]) -> Result<&'t Znode, ErrorCode> {
@@ -68,18 +54,18 @@ pub fn execute(
 ) {
     let zxid = state.last_zxid;
     match request {
-        Request::Ping => reply(out, jute::xid::PING, zxid, ErrorCode::Ok, |_| {}),
+        Request::Ping => reply::push(out, jute::xid::PING, zxid, ErrorCode::Ok, |_| {}),
         Request::Exists(r) => {
             if r.path.contains('\0') {
-                return reply_error(out, xid, zxid, ErrorCode::BadArguments);
+                return reply::push_error(out, xid, zxid, ErrorCode::BadArguments);
             }
             // statNode registers the watch before looking the node up.
             if r.watch {
                 watches.with(|w| w.watch_data(&r.path, caller.conn));
             }
             match state.tree.get(&r.path) {
-                Some(n) => reply(out, xid, zxid, ErrorCode::Ok, |b| n.stat().encode(b)),
-                None => reply_error(out, xid, zxid, ErrorCode::NoNode),
+                Some(n) => reply::push(out, xid, zxid, ErrorCode::Ok, |b| n.stat().encode(b)),
+                None => reply::push_error(out, xid, zxid, ErrorCode::NoNode),
             }
         }
         Request::GetData(r) => match readable(state, &r.path, caller.auth) {
@@ -87,12 +73,12 @@ pub fn execute(
                 if r.watch {
                     watches.with(|w| w.watch_data(&r.path, caller.conn));
                 }
-                reply(out, xid, zxid, ErrorCode::Ok, |b| {
+                reply::push(out, xid, zxid, ErrorCode::Ok, |b| {
                     b.put_buffer(n.data.as_deref());
                     n.stat().encode(b);
                 })
             }
-            Err(e) => reply_error(out, xid, zxid, e),
+            Err(e) => reply::push_error(out, xid, zxid, e),
         },
         Request::GetChildren(r) | Request::GetChildren2(r) => {
             match readable(state, &r.path, caller.auth) {
@@ -101,22 +87,22 @@ pub fn execute(
                         watches.with(|w| w.watch_children(&r.path, caller.conn));
                     }
                     let with_stat = matches!(request, Request::GetChildren2(_));
-                    reply(out, xid, zxid, ErrorCode::Ok, |b| {
+                    reply::push(out, xid, zxid, ErrorCode::Ok, |b| {
                         put_children(b, n);
                         if with_stat {
                             n.stat().encode(b);
                         }
                     })
                 }
-                Err(e) => reply_error(out, xid, zxid, e),
+                Err(e) => reply::push_error(out, xid, zxid, e),
             }
         }
         Request::GetAcl(r) => {
             let Some(n) = state.tree.get(&r.path) else {
-                return reply_error(out, xid, zxid, ErrorCode::NoNode);
+                return reply::push_error(out, xid, zxid, ErrorCode::NoNode);
             };
             if let Err(e) = acl::check(&n.acl, perms::READ | perms::ADMIN, caller.auth) {
-                return reply_error(out, xid, zxid, e);
+                return reply::push_error(out, xid, zxid, e);
             }
             let full = acl::check(&n.acl, perms::ADMIN, caller.auth).is_ok();
             let list = if full {
@@ -124,7 +110,7 @@ pub fn execute(
             } else {
                 acl::mask_digests(&n.acl)
             };
-            reply(out, xid, zxid, ErrorCode::Ok, |b| {
+            reply::push(out, xid, zxid, ErrorCode::Ok, |b| {
                 b.put_i32(list.len() as i32);
                 for a in &list {
                     a.encode(b);
@@ -135,9 +121,9 @@ pub fn execute(
         Request::GetAllChildrenNumber(r) => match readable(state, &r.path, caller.auth) {
             Ok(_) => {
                 let n = state.tree.all_children_number(&r.path) as i32;
-                reply(out, xid, zxid, ErrorCode::Ok, |b| b.put_i32(n))
+                reply::push(out, xid, zxid, ErrorCode::Ok, |b| b.put_i32(n))
             }
-            Err(e) => reply_error(out, xid, zxid, e),
+            Err(e) => reply::push_error(out, xid, zxid, e),
         },
         Request::GetEphemerals(r) => {
             // A null, empty or "/" prefix means all of the session's ephemerals.
@@ -148,7 +134,7 @@ pub fn execute(
                 .ephemerals_of(caller.session)
                 .filter(|p| all || p.starts_with(prefix))
                 .collect();
-            reply(out, xid, zxid, ErrorCode::Ok, |b| {
+            reply::push(out, xid, zxid, ErrorCode::Ok, |b| {
                 b.put_i32(list.len() as i32);
                 for p in list {
                     b.put_ustring(p);
@@ -157,7 +143,7 @@ pub fn execute(
         }
         Request::MultiRead(ops) => {
             if ops.iter().any(|o| !o.is_read()) {
-                return reply_error(out, xid, zxid, ErrorCode::MarshallingError);
+                return reply::push_error(out, xid, zxid, ErrorCode::MarshallingError);
             }
             let results: Vec<MultiResult> = ops
                 .iter()
@@ -175,7 +161,7 @@ pub fn execute(
                     r.unwrap_or_else(|e| MultiResult::Error(e.code()))
                 })
                 .collect();
-            reply(out, xid, zxid, ErrorCode::Ok, |b| {
+            reply::push(out, xid, zxid, ErrorCode::Ok, |b| {
                 for r in &results {
                     r.encode(b);
                 }
@@ -194,7 +180,7 @@ pub fn execute(
                 };
                 set_watches(state, w, caller.conn, sw.relative_zxid, &lists)
             });
-            reply(out, xid, zxid, ErrorCode::Ok, |_| {})
+            reply::push(out, xid, zxid, ErrorCode::Ok, |_| {})
         }
         Request::SetWatches2(sw) => {
             watches.with(|w| {
@@ -207,7 +193,7 @@ pub fn execute(
                 };
                 set_watches(state, w, caller.conn, sw.relative_zxid, &lists)
             });
-            reply(out, xid, zxid, ErrorCode::Ok, |_| {})
+            reply::push(out, xid, zxid, ErrorCode::Ok, |_| {})
         }
         Request::AddWatch(r) => match AddWatchMode::from_code(r.mode) {
             Some(mode) => {
@@ -219,9 +205,9 @@ pub fn execute(
                     )
                 });
                 // ZooKeeper answers addWatch with an ErrorResponse body of 0.
-                reply(out, xid, zxid, ErrorCode::Ok, |b| b.put_i32(0))
+                reply::push(out, xid, zxid, ErrorCode::Ok, |b| b.put_i32(0))
             }
-            None => reply_error(out, xid, zxid, ErrorCode::MarshallingError),
+            None => reply::push_error(out, xid, zxid, ErrorCode::MarshallingError),
         },
         Request::CheckWatches(r) => {
             let found = watcher_tables(r.watcher_type)
@@ -242,14 +228,14 @@ pub fn execute(
                     user: acl::user_name(id),
                 })
                 .collect();
-            reply(out, xid, zxid, ErrorCode::Ok, |b| {
+            reply::push(out, xid, zxid, ErrorCode::Ok, |b| {
                 b.put_i32(infos.len() as i32);
                 for i in &infos {
                     i.encode(b);
                 }
             })
         }
-        _ => reply_error(out, xid, zxid, ErrorCode::Unimplemented),
+        _ => reply::push_error(out, xid, zxid, ErrorCode::Unimplemented),
     }
 }
 
@@ -267,9 +253,9 @@ fn watcher_tables(code: i32) -> Option<Tables> {
 
 fn answer_watch_query(out: &Outbox, xid: i32, zxid: i64, found: Option<bool>) {
     match found {
-        Some(true) => reply(out, xid, zxid, ErrorCode::Ok, |_| {}),
-        Some(false) => reply_error(out, xid, zxid, ErrorCode::NoWatcher),
-        None => reply_error(out, xid, zxid, ErrorCode::MarshallingError),
+        Some(true) => reply::push(out, xid, zxid, ErrorCode::Ok, |_| {}),
+        Some(false) => reply::push_error(out, xid, zxid, ErrorCode::NoWatcher),
+        None => reply::push_error(out, xid, zxid, ErrorCode::MarshallingError),
     }
 }
 
@@ -327,54 +313,5 @@ fn set_watches(
     }
     for p in recursive {
         watches.add_persistent(p, conn, true);
-    }
-}
-
-/// The opcode class a request header names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Class {
-    /// Goes through the log (create, delete, setData, setACL, check, multi, reconfig).
-    Write,
-    /// closeSession: through the log, then the connection closes.
-    Close,
-    /// sync: a ReadIndex round; nothing after it on the connection runs until it is
-    /// answered, so none of the session's later writes can overtake it.
-    Sync,
-    /// Answered locally, in order.
-    Local,
-    /// Auth packets are handled on arrival, ahead of queued requests, as ZooKeeper does
-    /// (clients match them by their reserved xid), so later writes carry the new identity.
-    Auth,
-    /// An opcode ZooKeeper 3.8 does not define (or that clients may not send).
-    Unknown,
-}
-
-/// Classifies an opcode.
-pub fn classify(op: i32) -> Class {
-    if crate::state::is_write_op(op) {
-        return Class::Write;
-    }
-    match OpCode::from_code(op) {
-        Some(OpCode::CloseSession) => Class::Close,
-        Some(OpCode::Sync) => Class::Sync,
-        Some(
-            OpCode::Ping
-            | OpCode::Exists
-            | OpCode::GetData
-            | OpCode::GetChildren
-            | OpCode::GetChildren2
-            | OpCode::GetAcl
-            | OpCode::GetAllChildrenNumber
-            | OpCode::GetEphemerals
-            | OpCode::MultiRead
-            | OpCode::SetWatches
-            | OpCode::SetWatches2
-            | OpCode::AddWatch
-            | OpCode::CheckWatches
-            | OpCode::RemoveWatches
-            | OpCode::WhoAmI,
-        ) => Class::Local,
-        Some(OpCode::Auth) => Class::Auth,
-        _ => Class::Unknown,
     }
 }

@@ -1,52 +1,19 @@
-//! Server-wide counters behind `srvr`, `stat`, `mntr` and the Prometheus endpoint.
+//! Request counters of this member behind `srvr`, `stat`, `mntr` and the Prometheus endpoint.
 //!
 //! Everything is an atomic updated on the request path without locks: packet counts,
 //! latency min/avg/max (as ZooKeeper reports them, in milliseconds), and per-operation
 //! latency histograms with fixed buckets.
 
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+
+use crate::state::ops::{self, OpFamily};
 
 /// Histogram bucket upper bounds, in microseconds.
 pub const BUCKETS_US: [u64; 14] = [
     100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000,
     1_000_000, 5_000_000,
 ];
-
-/// Operations with their own latency histogram.
-pub const OPS: [&str; 12] = [
-    "create",
-    "delete",
-    "exists",
-    "get_data",
-    "set_data",
-    "get_children",
-    "sync",
-    "multi",
-    "ping",
-    "acl",
-    "watch",
-    "other",
-];
-
-/// Index into [`OPS`] for an opcode.
-pub fn op_slot(op: i32) -> usize {
-    use jute::OpCode::*;
-    match jute::OpCode::from_code(op) {
-        Some(Create | Create2 | CreateContainer | CreateTtl) => 0,
-        Some(Delete) => 1,
-        Some(Exists) => 2,
-        Some(GetData) => 3,
-        Some(SetData) => 4,
-        Some(GetChildren | GetChildren2 | GetAllChildrenNumber) => 5,
-        Some(Sync) => 6,
-        Some(Multi | MultiRead | Check) => 7,
-        Some(Ping) => 8,
-        Some(GetAcl | SetAcl | Auth | WhoAmI) => 9,
-        Some(SetWatches | SetWatches2 | AddWatch | RemoveWatches | CheckWatches) => 10,
-        _ => 11,
-    }
-}
 
 #[derive(Default)]
 pub struct Histogram {
@@ -72,17 +39,13 @@ pub struct Metrics {
     pub started: Instant,
     pub packets_received: AtomicU64,
     pub packets_sent: AtomicU64,
-    pub outstanding: AtomicI64,
     pub connections_total: AtomicU64,
     min_latency_us: AtomicU64,
     max_latency_us: AtomicU64,
     total_latency_us: AtomicU64,
     latency_count: AtomicU64,
-    pub per_op: [Histogram; OPS.len()],
-    pub proposals: AtomicU64,
-    pub batches: AtomicU64,
-    pub fsyncs: AtomicU64,
-    pub snapshots: AtomicU64,
+    /// One histogram per [`OpFamily`], by its index.
+    pub per_op: [Histogram; OpFamily::ALL.len()],
 }
 
 impl Default for Metrics {
@@ -91,17 +54,12 @@ impl Default for Metrics {
             started: Instant::now(),
             packets_received: AtomicU64::new(0),
             packets_sent: AtomicU64::new(0),
-            outstanding: AtomicI64::new(0),
             connections_total: AtomicU64::new(0),
             min_latency_us: AtomicU64::new(u64::MAX),
             max_latency_us: AtomicU64::new(0),
             total_latency_us: AtomicU64::new(0),
             latency_count: AtomicU64::new(0),
             per_op: Default::default(),
-            proposals: AtomicU64::new(0),
-            batches: AtomicU64::new(0),
-            fsyncs: AtomicU64::new(0),
-            snapshots: AtomicU64::new(0),
         }
     }
 }
@@ -114,7 +72,7 @@ impl Metrics {
         self.max_latency_us.fetch_max(us, Ordering::Relaxed);
         self.total_latency_us.fetch_add(us, Ordering::Relaxed);
         self.latency_count.fetch_add(1, Ordering::Relaxed);
-        self.per_op[op_slot(op)].record(us);
+        self.per_op[ops::info(op).family.index()].record(us);
     }
 
     /// (min, avg, max) in milliseconds, as `srvr` prints them.
@@ -151,7 +109,7 @@ mod tests {
         m.record(4, Duration::from_millis(2));
         m.record(4, Duration::from_millis(4));
         assert_eq!(m.latency_ms(), (2, 3.0, 4));
-        let h = &m.per_op[op_slot(4)];
+        let h = &m.per_op[OpFamily::GetData.index()];
         assert_eq!(h.count.load(Ordering::Relaxed), 2);
         assert_eq!(h.buckets[4].load(Ordering::Relaxed), 1);
         assert_eq!(h.buckets[5].load(Ordering::Relaxed), 1);

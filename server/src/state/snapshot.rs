@@ -14,9 +14,9 @@ use std::sync::Arc;
 use bytes::{BufMut, Bytes, BytesMut};
 use jute::{Acl, DecodeError, Reader, Record, WriteExt};
 
-use crate::path;
-use crate::state::{SessionInfo, StateMachine};
-use crate::tree::{DataTree, Name, NodeKind, TreeOptions, Znode};
+use super::path;
+use super::tree::{DataTree, Name, NodeKind, TreeOptions, Znode};
+use super::{SessionInfo, StateMachine};
 
 const MAGIC: &[u8; 4] = b"ZRSM";
 const VERSION: u32 = 1;
@@ -256,7 +256,7 @@ pub fn tree_digest(tree: &DataTree) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tree::{CreateOp, CreateRecord, TxnContext};
+    use crate::state::tree::{CreateOp, CreateRecord, TxnContext};
     use jute::Id;
 
     fn sample() -> StateMachine {

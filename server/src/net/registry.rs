@@ -13,9 +13,8 @@ use std::sync::Arc;
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::net::pipeline::Pipeline;
-use crate::outbox::Outbox;
-use crate::watch::ConnId;
+use super::pipeline::Pipeline;
+use crate::state::command::ConnId;
 
 /// What the consensus side tells a connection's task (replies themselves go through the
 /// connection's [`Pipeline`]).
@@ -35,7 +34,6 @@ pub enum Completion {
 #[derive(Debug, Clone)]
 pub struct SessionGrant {
     pub ok: bool,
-    pub timeout: i32,
     pub passwd: [u8; 16],
 }
 
@@ -44,7 +42,6 @@ pub struct ConnEntry {
     pub session: i64,
     pub completions: mpsc::UnboundedSender<Completion>,
     pub touched: Arc<AtomicBool>,
-    pub outbox: Arc<Outbox>,
     pub peer: std::net::SocketAddr,
     pub connected_at: std::time::SystemTime,
     pub stats: Arc<ConnStats>,
@@ -155,10 +152,6 @@ impl Registry {
 
     pub fn len(&self) -> usize {
         self.conns.read().len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     /// Runs `f` over every connection (for `cons`, `crst`, metrics).

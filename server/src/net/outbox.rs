@@ -20,8 +20,6 @@ pub const HARD_LIMIT: usize = 256 * 1024 * 1024;
 struct Inner {
     buf: BytesMut,
     closed: bool,
-    /// Frames queued so far (for `packets sent`).
-    frames: u64,
 }
 
 /// See the module docs.
@@ -42,7 +40,6 @@ impl Outbox {
             inner: Mutex::new(Inner {
                 buf: BytesMut::with_capacity(4096),
                 closed: false,
-                frames: 0,
             }),
             notify: Notify::new(),
         }
@@ -56,7 +53,6 @@ impl Outbox {
             return false;
         }
         jute::write_frame(&mut inner.buf, body);
-        inner.frames += 1;
         let over = inner.buf.len() > HARD_LIMIT;
         if over {
             inner.closed = true;
@@ -73,7 +69,6 @@ impl Outbox {
             return false;
         }
         inner.buf.put_slice(frame);
-        inner.frames += 1;
         drop(inner);
         self.notify.notify_one();
         true
@@ -82,10 +77,6 @@ impl Outbox {
     /// Bytes waiting to be written.
     pub fn buffered(&self) -> usize {
         self.inner.lock().buf.len()
-    }
-
-    pub fn frames_queued(&self) -> u64 {
-        self.inner.lock().frames
     }
 
     /// Stops accepting frames; the writer sends what is buffered, then finishes.
@@ -129,6 +120,5 @@ mod tests {
         let chunk = outbox.next_chunk().await.unwrap();
         assert_eq!(&chunk[..], &[0, 0, 0, 2, b'a', b'b', 0, 0, 0, 1, b'c']);
         assert_eq!(outbox.next_chunk().await, None);
-        assert_eq!(outbox.frames_queued(), 2);
     }
 }

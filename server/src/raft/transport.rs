@@ -21,8 +21,35 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 
-use crate::consensus::Input;
-use crate::txn::Command;
+use super::input::Input;
+use crate::state::command::Command;
+
+/// How the Raft layer reaches the other members: [`Transport`] in a running member, an
+/// in-memory network in the Raft layer's test harness.
+pub trait Peers: Send + Sync {
+    /// Sends a Raft message. A message that cannot be queued is dropped and the peer
+    /// reported unreachable (and a snapshot reported failed) to the Raft thread.
+    fn send_raft(&self, msg: &Message);
+    /// Forwards client commands to the leader; false if they could not be queued (they
+    /// stay with the caller, to be forwarded again).
+    fn forward(&self, to: u64, commands: &[Command]) -> bool;
+    /// Reports sessions with traffic on this member to the leader.
+    fn touch(&self, to: u64, sessions: &[i64]);
+}
+
+impl Peers for Transport {
+    fn send_raft(&self, msg: &Message) {
+        self.send_raft_message(msg);
+    }
+
+    fn forward(&self, to: u64, commands: &[Command]) -> bool {
+        self.forward_commands(to, commands)
+    }
+
+    fn touch(&self, to: u64, sessions: &[i64]) {
+        self.touch_sessions(to, sessions);
+    }
+}
 
 const KIND_HELLO: u8 = 0;
 const KIND_RAFT: u8 = 1;
@@ -88,8 +115,8 @@ impl Transport {
         }
     }
 
-    /// Sends a Raft message; false if it had to be dropped.
-    pub fn send_raft(&self, msg: &Message) -> bool {
+    /// Sends a Raft message; false if it had to be dropped (the Raft thread is told).
+    fn send_raft_message(&self, msg: &Message) -> bool {
         let bytes = match msg.write_to_bytes() {
             Ok(b) => b,
             Err(e) => {
@@ -117,8 +144,7 @@ impl Transport {
         ok
     }
 
-    /// Forwards client commands to the leader.
-    pub fn forward(&self, to: u64, commands: &[Command]) -> bool {
+    fn forward_commands(&self, to: u64, commands: &[Command]) -> bool {
         let bytes = frame(KIND_FORWARD, |b| {
             b.put_u32(commands.len() as u32);
             for c in commands {
@@ -134,8 +160,7 @@ impl Transport {
         )
     }
 
-    /// Reports live sessions to the leader.
-    pub fn touch(&self, to: u64, sessions: &[i64]) -> bool {
+    fn touch_sessions(&self, to: u64, sessions: &[i64]) -> bool {
         let bytes = frame(KIND_TOUCH, |b| {
             b.put_u32(sessions.len() as u32);
             for s in sessions {

@@ -10,91 +10,55 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
-use crate::metrics::{BUCKETS_US, OPS};
-use crate::shared::Shared;
+use super::view::View;
+use crate::net::{Shared, BUCKETS_US};
+use crate::state::ops::OpFamily;
 
 /// Renders the metrics in Prometheus' text format.
 pub fn render(shared: &Shared) -> String {
     let mut out = String::new();
-    let m = &shared.metrics;
-    let (nodes, ephemerals, data_size, sessions) = {
-        let s = shared.state.read();
-        (
-            s.tree.node_count(),
-            s.tree.ephemeral_count(),
-            s.tree.approximate_data_size(),
-            s.sessions.len(),
-        )
-    };
+    let v = View::gather(shared);
     let gauges: [(&str, &str, f64); 10] = [
-        ("znode_count", "Number of znodes", nodes as f64),
+        ("znode_count", "Number of znodes", v.znodes as f64),
         (
             "ephemerals_count",
             "Number of ephemeral znodes",
-            ephemerals as f64,
+            v.ephemerals as f64,
         ),
         (
             "approximate_data_size",
             "Bytes of paths and data",
-            data_size as f64,
+            v.approximate_data_size as f64,
         ),
-        ("global_sessions", "Live sessions", sessions as f64),
+        ("global_sessions", "Live sessions", v.sessions as f64),
         (
             "num_alive_connections",
             "Client connections on this member",
-            shared.registry.len() as f64,
+            v.connections as f64,
         ),
-        (
-            "watch_count",
-            "Watches on this member",
-            shared.watches.lock().watch_count() as f64,
-        ),
-        ("last_zxid", "Last applied zxid", shared.last_zxid() as f64),
-        (
-            "raft_term",
-            "Current Raft term",
-            shared.status.term.load(Ordering::Relaxed) as f64,
-        ),
+        ("watch_count", "Watches on this member", v.watches as f64),
+        ("last_zxid", "Last applied zxid", v.last_zxid as f64),
+        ("raft_term", "Current Raft term", v.raft_term as f64),
         (
             "raft_commit_index",
             "Raft commit index",
-            shared.status.commit_index.load(Ordering::Relaxed) as f64,
+            v.commit_index as f64,
         ),
         (
             "serving",
             "1 if this member serves clients",
-            shared.is_serving() as u8 as f64,
+            v.serving as u8 as f64,
         ),
     ];
     for (name, help, v) in gauges {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
     }
     let counters: [(&str, &str, u64); 5] = [
-        (
-            "packets_received",
-            "Requests received",
-            m.packets_received.load(Ordering::Relaxed),
-        ),
-        (
-            "packets_sent",
-            "Replies sent",
-            m.packets_sent.load(Ordering::Relaxed),
-        ),
-        (
-            "proposal_count",
-            "Commands proposed to Raft",
-            m.proposals.load(Ordering::Relaxed),
-        ),
-        (
-            "raft_fsyncs",
-            "Log fsyncs",
-            m.fsyncs.load(Ordering::Relaxed),
-        ),
-        (
-            "snapshot_count",
-            "Snapshots taken",
-            m.snapshots.load(Ordering::Relaxed),
-        ),
+        ("packets_received", "Requests received", v.packets_received),
+        ("packets_sent", "Replies sent", v.packets_sent),
+        ("proposal_count", "Commands proposed to Raft", v.proposals),
+        ("raft_fsyncs", "Log fsyncs", v.fsyncs),
+        ("snapshot_count", "Snapshots taken", v.snapshots),
     ];
     for (name, help, v) in counters {
         let _ = writeln!(
@@ -103,8 +67,9 @@ pub fn render(shared: &Shared) -> String {
         );
     }
     let _ = writeln!(out, "# HELP request_latency_seconds Request latency by operation\n# TYPE request_latency_seconds histogram");
-    for (i, op) in OPS.iter().enumerate() {
-        let h = &m.per_op[i];
+    for family in OpFamily::ALL {
+        let op = family.name();
+        let h = &shared.metrics.per_op[family.index()];
         let mut cumulative = 0;
         for (b, upper) in BUCKETS_US.iter().enumerate() {
             cumulative += h.buckets[b].load(Ordering::Relaxed);

@@ -1,0 +1,163 @@
+//! The network layer's side of [`Connections`]: what the Raft thread's apply loop does
+//! with outcomes.
+//!
+//! Watches fire into connection outboxes at once (still under the state lock, so events
+//! precede any later reply that shows the change), and replies for writes that came through
+//! this member are encoded into one buffer per apply round. After each command,
+//! [`ApplyRound::settle`] hands those replies to their connections' pipelines, which answer
+//! the reads queued behind them against the tree as it is right then: after this write,
+//! before the next.
+
+use bytes::BytesMut;
+use parking_lot::MutexGuard;
+
+use super::metrics::Metrics;
+use super::pipeline::Env;
+use super::registry::{Completion, Registry, SessionGrant};
+use super::reply;
+use super::shared::Shared;
+use super::watch::{WatchManager, WatchSlot};
+use crate::raft::{ApplyRound, Connections};
+use crate::state::command::{ClientWrite, CloseReason, ConnId, Origin};
+use crate::state::tree::Trigger;
+use crate::state::{ApplyObserver, SessionInfo, StateMachine, WriteResult};
+
+impl Connections for Shared {
+    fn apply_round(&self) -> Box<dyn ApplyRound + '_> {
+        Box::new(Delivery {
+            me: self.replica.me,
+            watches: self.watches.lock(),
+            registry: &self.registry,
+            metrics: &self.metrics,
+            buf: BytesMut::with_capacity(64 * 1024),
+            replies: Vec::new(),
+            out: Vec::new(),
+            grants: Vec::new(),
+        })
+    }
+
+    fn sync_done(&self, state: &StateMachine, conn: ConnId, token: u64) {
+        if let Some(p) = self.registry.pipeline(conn) {
+            let mut env = Env {
+                state,
+                watches: WatchSlot::Shared(&self.watches),
+                metrics: &self.metrics,
+            };
+            p.lock().sync_done(token, &mut env);
+        }
+    }
+
+    fn leader_changed(&self) {
+        self.registry.broadcast(|| Completion::LeaderChanged);
+    }
+
+    fn stop_serving(&self) {
+        self.registry.broadcast(|| Completion::StopServing);
+    }
+
+    fn take_touched(&self) -> Vec<i64> {
+        self.registry.drain_touched()
+    }
+}
+
+/// One apply round (see the module docs).
+struct Delivery<'a> {
+    me: u64,
+    /// Held for the whole round (lock order: after the state).
+    watches: MutexGuard<'a, WatchManager>,
+    registry: &'a Registry,
+    metrics: &'a Metrics,
+    buf: BytesMut,
+    /// Replies of the command being applied, for [`ApplyRound::settle`].
+    replies: Vec<(ConnId, bytes::Bytes)>,
+    /// What goes to connections once the state lock is released.
+    out: Vec<(ConnId, Completion)>,
+    grants: Vec<(i64, SessionGrant)>,
+}
+
+impl Delivery<'_> {
+    fn mine(&self, origin: &Origin) -> bool {
+        origin.member == self.me
+    }
+}
+
+impl ApplyRound for Delivery<'_> {
+    fn settle(&mut self, state: &StateMachine) {
+        for (conn, frame) in self.replies.drain(..) {
+            if let Some(p) = self.registry.pipeline(conn) {
+                let mut env = Env {
+                    state,
+                    watches: WatchSlot::Held(&mut self.watches),
+                    metrics: self.metrics,
+                };
+                p.lock().write_applied(frame, &mut env);
+            }
+        }
+    }
+
+    fn finish(self: Box<Self>) {
+        let Delivery {
+            watches,
+            registry,
+            out,
+            grants,
+            ..
+        } = *self;
+        drop(watches);
+        for (conn, c) in out {
+            registry.send(conn, c);
+        }
+        for (session, grant) in grants {
+            registry.grant_session(session, grant);
+        }
+    }
+}
+
+impl ApplyObserver for Delivery<'_> {
+    fn triggers(&mut self, _zxid: i64, triggers: &[Trigger]) {
+        self.watches.fire(triggers);
+    }
+
+    fn write_done(&mut self, write: &ClientWrite, zxid: i64, result: WriteResult) {
+        if !self.mine(&write.origin) {
+            return;
+        }
+        let frame = reply::encode_write(&mut self.buf, write.xid, zxid, &result);
+        self.replies.push((write.origin.conn, frame));
+    }
+
+    fn session_created(
+        &mut self,
+        session: i64,
+        info: &SessionInfo,
+        origin: Origin,
+        _zxid: i64,
+        ok: bool,
+    ) {
+        if self.mine(&origin) {
+            self.grants.push((
+                session,
+                SessionGrant {
+                    ok,
+                    passwd: info.passwd,
+                },
+            ));
+        }
+    }
+
+    fn session_closed(&mut self, session: i64, zxid: i64, reason: CloseReason) {
+        let closer = match reason {
+            CloseReason::Client { origin, xid } if self.mine(&origin) => {
+                let frame = reply::encode(&mut self.buf, xid, zxid, 0, |_| {});
+                self.replies.push((origin.conn, frame));
+                Some(origin.conn)
+            }
+            _ => None,
+        };
+        if let Some(conn) = self.registry.conn_of_session(session) {
+            if Some(conn) != closer {
+                self.out.push((conn, Completion::SessionClosed));
+            }
+        }
+    }
+}

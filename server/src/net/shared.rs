@@ -1,0 +1,65 @@
+//! What the network layer shares between connections, and with the Raft thread through
+//! [`crate::raft::Connections`]: the replica (state, status, the Raft inbox), this member's
+//! watches and connections, the request counters, and the id generators.
+//!
+//! # Lock order
+//!
+//! Wherever more than one lock is held: the replica's `state` → `watches` → a connection's
+//! pipeline → the registry's maps. The apply loop follows it to the letter: it holds the
+//! state (write), then the watches for the whole round (so watch events are queued before
+//! any later reply that shows the change), then each pipeline it hands a reply to.
+//!
+//! A local read (and a `sync` answered by the Raft thread) takes its pipeline *before* the
+//! watches: it holds the state's read lock, then its pipeline, and takes the watches only if
+//! the read sets a watch. That cannot deadlock with the apply loop, the one place that takes
+//! the watches before a pipeline, because the apply loop holds the state's *write* lock for
+//! the whole round and so never runs at the same time as a reader holding the read lock.
+//! Everyone else takes the watches alone (a connection's cleanup, `wchs`). No lock is held
+//! across an `.await` or any I/O.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use super::metrics::Metrics;
+use super::registry::Registry;
+use super::session_ids::SessionIds;
+use super::watch::WatchManager;
+use crate::raft::Replica;
+use crate::state::command::ConnId;
+
+/// See the module docs.
+pub struct Shared {
+    pub replica: Arc<Replica>,
+    /// The watches of this member's connections (lock order: after the state).
+    pub watches: Mutex<WatchManager>,
+    /// This member's connections, by id and by session.
+    pub registry: Registry,
+    /// Request counters and latencies.
+    pub metrics: Metrics,
+    pub session_ids: SessionIds,
+    next_conn: AtomicU64,
+    conn_prefix: u64,
+}
+
+impl Shared {
+    pub fn new(replica: Arc<Replica>) -> Shared {
+        Shared {
+            session_ids: SessionIds::new(replica.me),
+            replica,
+            watches: Mutex::new(WatchManager::default()),
+            registry: Registry::default(),
+            metrics: Metrics::default(),
+            next_conn: AtomicU64::new(1),
+            // Connection ids outlive a restart inside the log (replies are addressed to
+            // them), so each process run gets its own prefix.
+            conn_prefix: (rand::random::<u32>() as u64) << 32,
+        }
+    }
+
+    /// A connection id no earlier run of this member used.
+    pub fn new_conn_id(&self) -> ConnId {
+        self.conn_prefix | (self.next_conn.fetch_add(1, Ordering::Relaxed) & 0xffff_ffff)
+    }
+}

@@ -1,0 +1,92 @@
+//! One gathered view of the metrics: every figure the operator surface reports (`srvr`,
+//! `stat`, `mntr`, the Prometheus endpoint), read once from the replica, the network layer
+//! and the process, so every report agrees on what a figure means and where it comes from.
+
+use std::sync::atomic::Ordering;
+
+use crate::net::Shared;
+use crate::raft::Role;
+
+/// See the module docs.
+pub struct View {
+    pub role: Role,
+    pub serving: bool,
+    /// Request latency min/avg/max in milliseconds, as ZooKeeper reports it.
+    pub latency_ms: (u64, f64, u64),
+    pub packets_received: u64,
+    pub packets_sent: u64,
+    pub connections: usize,
+    /// Requests received and not answered yet, over every connection.
+    pub outstanding: u64,
+    pub znodes: usize,
+    pub ephemerals: usize,
+    pub approximate_data_size: u64,
+    pub sessions: usize,
+    /// Data and child watches of this member's connections.
+    pub watches: usize,
+    pub uptime_ms: u128,
+    pub last_zxid: i64,
+    pub raft_term: u64,
+    pub commit_index: u64,
+    pub applied_index: u64,
+    pub leader_id: u64,
+    pub proposals: u64,
+    pub batches: u64,
+    pub fsyncs: u64,
+    pub snapshots: u64,
+    /// The leader's view of its followers (zero elsewhere).
+    pub followers: u64,
+    pub synced_followers: u64,
+    pub observers: u64,
+}
+
+impl View {
+    /// Reads every figure now.
+    pub fn gather(shared: &Shared) -> View {
+        let replica = &shared.replica;
+        let status = &replica.status;
+        let counters = &replica.counters;
+        let m = &shared.metrics;
+        let (znodes, ephemerals, approximate_data_size, sessions) = {
+            let state = replica.state.read();
+            (
+                state.tree.node_count(),
+                state.tree.ephemeral_count(),
+                state.tree.approximate_data_size(),
+                state.sessions.len(),
+            )
+        };
+        let mut outstanding = 0;
+        shared
+            .registry
+            .for_each(|_, e| outstanding += e.stats.outstanding.load(Ordering::Relaxed));
+        let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+        View {
+            role: status.role(),
+            serving: replica.is_serving(),
+            latency_ms: m.latency_ms(),
+            packets_received: load(&m.packets_received),
+            packets_sent: load(&m.packets_sent),
+            connections: shared.registry.len(),
+            outstanding,
+            znodes,
+            ephemerals,
+            approximate_data_size,
+            sessions,
+            watches: shared.watches.lock().watch_count(),
+            uptime_ms: m.started.elapsed().as_millis(),
+            last_zxid: replica.last_zxid(),
+            raft_term: load(&status.term),
+            commit_index: load(&status.commit_index),
+            applied_index: load(&status.applied_index),
+            leader_id: load(&status.leader),
+            proposals: load(&counters.proposals),
+            batches: load(&counters.batches),
+            fsyncs: load(&counters.fsyncs),
+            snapshots: load(&counters.snapshots),
+            followers: load(&status.followers),
+            synced_followers: load(&status.synced_followers),
+            observers: load(&status.observers),
+        }
+    }
+}

@@ -1,0 +1,421 @@
+//! The Raft driver: one OS thread owns raft-rs's `RawNode`, and this is its loop.
+//!
+//! Everything reaches the thread through one inbox ([`Input`]). Each turn of the loop
+//! handles what arrived, runs the timers (Raft ticks, session deadlines, ReadIndex retries,
+//! cleanup of containers and TTL nodes), proposes what the leader gathered as one entry (a
+//! [`crate::state::command::Batch`]) or forwards it to the leader, and then handles every
+//! `Ready` (see `ready.rs` for the ordering contract). The loop reads top to bottom:
+//! [`Consensus::run`] → [`Consensus::turn`] → `handle` → `on_timers` → `flush_pending`
+//! → `process_ready`.
+//!
+//! The concerns live beside this file, each on its own part of the state below:
+//! `ready.rs` (the Ready cycle and apply), `leader.rs` (batching, proposals, session
+//! expiry, cleanup), `read_index.rs` (sync bookkeeping), `serving.rs` (when this member
+//! serves clients), `snapshots.rs` (when to snapshot, and the worker that writes them).
+//!
+//! Standalone is a one-voter group running exactly this code.
+
+use std::collections::HashSet;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use raft::{RawNode, ReadOnlyOption, SnapshotStatus, StateRole};
+
+use super::clock::Clock;
+use super::connections::Connections;
+use super::expiry::ExpiryTracker;
+use super::input::Input;
+use super::log_writer::LogWrite;
+use super::read_index::ReadIndex;
+use super::replica::Replica;
+use super::serving::ServingPolicy;
+use super::snapshots::{SnapshotJob, SnapshotSchedule};
+use super::storage::RaftStorage;
+use super::transport::Peers;
+use super::{ELECTION_TICKS, HEARTBEAT_TICKS};
+use crate::state::command::Command;
+
+/// How many inbox items one turn handles before servicing timers and readies.
+const MAX_INPUTS_PER_TURN: usize = 20_000;
+
+/// The threads that work for the Raft thread, and how to reach them.
+pub struct Workers {
+    /// The log writer (`log_writer.rs`): makes staged entries durable, then sends the
+    /// messages that must follow persistence.
+    pub log_writer: Sender<LogWrite>,
+    /// The snapshot worker (`snapshots.rs`): encodes and stores captured states.
+    pub snapshots: Sender<SnapshotJob>,
+    /// Joined at shutdown, so nothing uses the store once the driver is gone.
+    pub threads: Vec<JoinHandle<()>>,
+}
+
+/// This member's place in the group (fixed while it runs).
+pub(super) struct Member {
+    pub me: u64,
+    /// A one-voter group: campaigns at once, never talks to peers.
+    pub standalone: bool,
+    /// A learner: never campaigns, never votes.
+    pub observer: bool,
+}
+
+/// The loop's timers. All deadlines are on the driver's [`Clock`].
+pub(super) struct Timers {
+    /// One Raft tick (`raftTickMs`; raft-rs elects after `ELECTION_TICKS` of them).
+    pub tick: Duration,
+    /// How often session activity is collected and the status published.
+    pub touch_interval: Duration,
+    pub next_tick: Instant,
+    pub next_touch: Instant,
+    pub next_cleanup: Instant,
+    /// When the timers last ran: a long gap means this member was stalled (SIGSTOP, a VM
+    /// pause, swapping) and saw no sign of life from anyone meanwhile.
+    pub last_run: Instant,
+}
+
+impl Timers {
+    fn next_deadline(&self) -> Instant {
+        self.next_tick.min(self.next_touch)
+    }
+}
+
+/// Who leads, as this member last learned it from a `Ready`.
+pub(super) struct Leadership {
+    /// The leader's id; 0 while unknown.
+    pub leader: u64,
+    /// The role the last `Ready` reported. Becoming leader re-arms every session deadline
+    /// at the same moment this changes; see [`Consensus::leads`].
+    pub role: StateRole,
+    /// When the leader was last heard from (an observer never campaigns, so this is what
+    /// tells it the leader is gone).
+    pub last_contact: Instant,
+    /// This member has applied everything committed at least once under its current
+    /// leader. It serves from then on, though under write load its applied index trails
+    /// the commit index by a batch at almost any instant.
+    pub synced: bool,
+}
+
+/// How far the state machine has applied the log.
+pub(super) struct Applied {
+    pub index: u64,
+    pub term: u64,
+}
+
+/// Commands waiting to be proposed (leader) or forwarded (follower) at the end of the turn.
+#[derive(Default)]
+pub(super) struct Proposals {
+    pub pending: Vec<Command>,
+    /// When the oldest pending command arrived (commands wait at most a few election
+    /// timeouts for a leader).
+    pub since: Option<Instant>,
+}
+
+impl Proposals {
+    pub fn push(&mut self, command: Command, now: Instant) {
+        self.since.get_or_insert(now);
+        self.pending.push(command);
+    }
+
+    pub fn extend(&mut self, commands: Vec<Command>, now: Instant) {
+        if !commands.is_empty() {
+            self.since.get_or_insert(now);
+            self.pending.extend(commands);
+        }
+    }
+
+    pub fn take(&mut self) -> Vec<Command> {
+        self.since = None;
+        std::mem::take(&mut self.pending)
+    }
+}
+
+/// What only the leader does: decide expiries and clean up containers and TTL nodes.
+#[derive(Default)]
+pub(super) struct LeaderDuties {
+    /// Session deadlines. Every member tracks them as sessions are created and closed; only
+    /// the leader's, re-armed when it took over, decide anything.
+    pub expiry: ExpiryTracker,
+    /// Cleanup deletes proposed in this round (not proposed twice).
+    pub cleanup_inflight: HashSet<String>,
+}
+
+/// See the module docs.
+pub struct Consensus {
+    /// raft-rs's node, over the same RocksDB store as `storage`.
+    pub(super) node: RawNode<RaftStorage>,
+    pub(super) storage: RaftStorage,
+    /// The state, status and inbox shared with the layers above.
+    pub(super) replica: Arc<Replica>,
+    /// The connections of this member: the only way to them.
+    pub(super) connections: Arc<dyn Connections>,
+    /// The other members (none when standalone).
+    pub(super) peers: Option<Arc<dyn Peers>>,
+    pub(super) clock: Arc<dyn Clock>,
+    inbox: Receiver<Input>,
+    pub(super) workers: Workers,
+    pub(super) member: Member,
+    pub(super) timers: Timers,
+    pub(super) leadership: Leadership,
+    pub(super) proposals: Proposals,
+    pub(super) reads: ReadIndex,
+    pub(super) duties: LeaderDuties,
+    pub(super) applied: Applied,
+    pub(super) snapshots: SnapshotSchedule,
+    pub(super) serving: ServingPolicy,
+}
+
+/// What a driver is built from (see [`Consensus::new`]).
+pub struct Parts {
+    pub replica: Arc<Replica>,
+    pub connections: Arc<dyn Connections>,
+    pub storage: RaftStorage,
+    pub inbox: Receiver<Input>,
+    pub peers: Option<Arc<dyn Peers>>,
+    pub clock: Arc<dyn Clock>,
+    pub workers: Workers,
+}
+
+impl Consensus {
+    /// Builds the Raft node over `parts.storage`, whose snapshot (if any) the replica's
+    /// state was loaded from.
+    pub fn new(parts: Parts) -> Result<Consensus, raft::Error> {
+        let Parts {
+            replica,
+            connections,
+            storage,
+            inbox,
+            peers,
+            clock,
+            workers,
+        } = parts;
+        let me = replica.me;
+        let snap = storage.snapshot_metadata();
+        let config = raft::Config {
+            id: me,
+            election_tick: ELECTION_TICKS,
+            heartbeat_tick: HEARTBEAT_TICKS,
+            applied: snap.index,
+            max_size_per_msg: 8 * 1024 * 1024,
+            max_inflight_msgs: 512,
+            check_quorum: true,
+            pre_vote: true,
+            read_only_option: ReadOnlyOption::Safe,
+            max_uncommitted_size: 1 << 30,
+            ..Default::default()
+        };
+        config.validate()?;
+        let logger = super::raft_log::logger(me);
+        let node = RawNode::new(&config, storage.clone(), &logger)?;
+        let settings = &replica.config;
+        let tick = settings.raft_tick;
+        let touch_interval =
+            Duration::from_millis((settings.tick_time_ms as u64 / 2).clamp(10, 1000));
+        let now = clock.now();
+        let mut c = Consensus {
+            node,
+            storage,
+            member: Member {
+                me,
+                standalone: settings.is_standalone(),
+                observer: settings.is_observer(),
+            },
+            timers: Timers {
+                tick,
+                touch_interval,
+                next_tick: now + tick,
+                next_touch: now + touch_interval,
+                next_cleanup: now + settings.container_check_interval,
+                last_run: now,
+            },
+            leadership: Leadership {
+                leader: 0,
+                role: StateRole::Follower,
+                last_contact: now,
+                synced: false,
+            },
+            proposals: Proposals::default(),
+            reads: ReadIndex::default(),
+            duties: LeaderDuties::default(),
+            applied: Applied {
+                index: snap.index,
+                term: snap.term,
+            },
+            snapshots: SnapshotSchedule::default(),
+            serving: ServingPolicy::new(
+                super::election_timeout(tick),
+                settings.min_session_timeout_ms,
+            ),
+            inbox,
+            workers,
+            replica,
+            connections,
+            peers,
+            clock,
+        };
+        c.publish_status();
+        Ok(c)
+    }
+
+    /// Runs until [`Input::Shutdown`] or until every sender is gone.
+    pub fn run(mut self) {
+        if self.member.standalone {
+            // A one-voter group needs no election timeout: lead at once.
+            if let Err(e) = self.node.campaign() {
+                tracing::error!("standalone campaign failed: {e}");
+            }
+        }
+        self.process_ready();
+        loop {
+            let wait = self
+                .timers
+                .next_deadline()
+                .saturating_duration_since(self.clock.now());
+            let woken_by = match self.inbox.recv_timeout(wait) {
+                Ok(input) => Some(input),
+                Err(RecvTimeoutError::Timeout) => None,
+                Err(RecvTimeoutError::Disconnected) => break,
+            };
+            if !self.turn(woken_by) {
+                break;
+            }
+        }
+        self.shutdown();
+    }
+
+    /// One turn of the loop: the input that woke it and whatever else is waiting, then the
+    /// timers, then what the turn gathered is proposed or forwarded, then every `Ready` is
+    /// handled. False once the driver must stop.
+    pub(super) fn turn(&mut self, woken_by: Option<Input>) -> bool {
+        if let Some(input) = woken_by {
+            if !self.handle(input) {
+                return false;
+            }
+        }
+        for _ in 0..MAX_INPUTS_PER_TURN {
+            match self.inbox.try_recv() {
+                Ok(input) => {
+                    if !self.handle(input) {
+                        return false;
+                    }
+                }
+                Err(_) => break,
+            }
+        }
+        let now = self.clock.now();
+        self.on_timers(now);
+        self.flush_pending(now);
+        self.process_ready();
+        true
+    }
+
+    /// Stops serving, then lets the log writer finish what it was given and the snapshot
+    /// worker finish its snapshot, and waits for both: when this returns, and the node and
+    /// storage are dropped with `self`, nothing uses the store any more.
+    fn shutdown(self) {
+        self.replica.status.serving.store(false, Ordering::Release);
+        self.connections.stop_serving();
+        let Workers {
+            log_writer,
+            snapshots,
+            threads,
+        } = self.workers;
+        drop(log_writer);
+        drop(snapshots);
+        for t in threads {
+            let _ = t.join();
+        }
+    }
+
+    /// Handles one input; false on [`Input::Shutdown`].
+    fn handle(&mut self, input: Input) -> bool {
+        let now = self.clock.now();
+        match input {
+            Input::Command(c) => self.proposals.push(c, now),
+            Input::Forwarded(cs) => self.proposals.extend(cs, now),
+            Input::ReadIndex(waiter) => {
+                let ctx = self.reads.request(waiter, now);
+                self.node.read_index(ctx);
+            }
+            Input::Raft(m) => {
+                if m.from == self.leadership.leader && m.from != 0 {
+                    self.leadership.last_contact = now;
+                }
+                if let Err(e) = self.node.step(*m) {
+                    tracing::debug!("raft step: {e}");
+                }
+            }
+            Input::Touch(sessions) => {
+                if self.leads() {
+                    for s in sessions {
+                        self.duties.expiry.touch(s, now);
+                    }
+                }
+            }
+            Input::SnapshotStatus { to, ok } => {
+                let status = if ok {
+                    SnapshotStatus::Finish
+                } else {
+                    SnapshotStatus::Failure
+                };
+                self.node.report_snapshot(to, status);
+            }
+            Input::Unreachable(id) => self.node.report_unreachable(id),
+            Input::Persisted(number) => self.node.on_persist_ready(number),
+            Input::SnapshotWritten(Some(written)) => self.snapshot_written(written),
+            Input::SnapshotWritten(None) => self.snapshots.in_progress = false,
+            Input::Shutdown => return false,
+        }
+        true
+    }
+
+    /// Whether this member leads, as far as deciding anything goes (expiring a session,
+    /// proposing a cleanup). Both must hold:
+    /// - raft-rs's own role: a message stepped in this turn may have deposed us before the
+    ///   next `Ready` updates `leadership.role` (a leader paused past its term would
+    ///   otherwise expire sessions that were alive on the other members);
+    /// - `leadership.role`: it turns to leader together with the re-arming of every session
+    ///   deadline, when the `Ready` reports our election. Until then this member's
+    ///   deadlines are a follower's, never touched, long stale.
+    pub(super) fn leads(&self) -> bool {
+        self.leadership.role == StateRole::Leader && self.node.raft.state == StateRole::Leader
+    }
+
+    fn on_timers(&mut self, now: Instant) {
+        let gap = now.saturating_duration_since(self.timers.last_run);
+        self.timers.last_run = now;
+        if gap > super::election_timeout(self.timers.tick) && self.leads() {
+            // Nothing was heard while stalled, so no deadline that lapsed meanwhile says a
+            // session died: every session gets a full timeout, as under a new leader.
+            tracing::warn!("the Raft loop stalled for {gap:?}; session deadlines re-armed");
+            self.rearm_sessions(now);
+        }
+        while now >= self.timers.next_tick {
+            self.node.tick();
+            self.timers.next_tick += self.timers.tick;
+            if self.timers.next_tick < now {
+                self.timers.next_tick = now + self.timers.tick;
+            }
+        }
+        if now >= self.timers.next_touch {
+            self.timers.next_touch = now + self.timers.touch_interval;
+            self.session_round(now);
+            self.retry_reads(now);
+            self.publish_status();
+        }
+        if self.leads() && now >= self.timers.next_cleanup {
+            self.timers.next_cleanup = now + self.replica.config.container_check_interval;
+            self.cleanup_round();
+        }
+    }
+
+    /// ReadIndex requests can be dropped silently by raft-rs (no leader yet, or a leader
+    /// that has not committed in its term); ask again until answered.
+    fn retry_reads(&mut self, now: Instant) {
+        let after = self.timers.tick * (HEARTBEAT_TICKS as u32 * 2);
+        for ctx in self.reads.due_for_retry(now, after) {
+            self.node.read_index(ctx);
+        }
+    }
+}

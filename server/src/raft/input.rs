@@ -1,0 +1,54 @@
+//! The messages into the Raft thread, in one module of their own so that whoever talks to
+//! the driver (connections, the peer transport, the log writer, the snapshot worker)
+//! imports these types and never the driver itself.
+
+use std::time::Duration;
+
+use raft::eraftpb::{ConfState, Message};
+
+use crate::state::command::{Command, ConnId};
+
+/// Everything the Raft thread can be told.
+pub enum Input {
+    /// A command from a local connection.
+    Command(Command),
+    /// Commands a follower forwarded to us as leader.
+    Forwarded(Vec<Command>),
+    /// A `sync` (Raft's ReadIndex): the waiter is told once this member has applied
+    /// everything the leader had committed when it was asked.
+    ReadIndex(SyncWaiter),
+    /// A Raft message from a peer.
+    Raft(Box<Message>),
+    /// Sessions a follower saw traffic on (the leader owns the deadlines).
+    Touch(Vec<i64>),
+    /// The transport delivered (or failed to deliver) a snapshot to a peer.
+    SnapshotStatus { to: u64, ok: bool },
+    /// The snapshot worker stored a snapshot durably (`None`: it failed to).
+    SnapshotWritten(Option<SnapshotWritten>),
+    /// A peer could not be reached; raft-rs slows down replication to it.
+    Unreachable(u64),
+    /// The log writer made everything up to this ready number durable.
+    Persisted(u64),
+    /// Stop the thread (the member is shutting down).
+    Shutdown,
+}
+
+/// Who waits for a ReadIndex round.
+pub enum SyncWaiter {
+    /// A client's `sync`, queued in its connection's pipeline.
+    Pipeline { conn: ConnId, token: u64 },
+    /// A handshake making sure this member knows a session before refusing it.
+    Notify(tokio::sync::oneshot::Sender<()>),
+}
+
+/// A snapshot the snapshot worker stored, for the Raft loop to name and compact behind.
+pub struct SnapshotWritten {
+    pub index: u64,
+    pub term: u64,
+    pub conf: ConfState,
+    pub bytes: u64,
+    /// Time the Raft loop spent capturing the state.
+    pub captured_in: Duration,
+    /// Time the snapshot worker spent encoding and writing.
+    pub written_in: Duration,
+}

@@ -1,0 +1,141 @@
+//! The leader's duties, and the way commands reach the log.
+//!
+//! - Batching: every command gathered in a turn is proposed as one entry (split at
+//!   [`MAX_BATCH_BYTES`]), so one Raft round and one fsync serve them all; a follower
+//!   forwards what it gathered to the leader in one message.
+//! - Session expiry: the leader owns the deadlines. Followers collect which sessions saw
+//!   traffic and send the leader those touches in batches; a session past its deadline is
+//!   closed by a replicated command, so its ephemerals go at the same zxid everywhere.
+//! - Cleanup: empty containers and expired TTL nodes are deleted by replicated commands.
+//!
+//! Every decision here is taken only while [`Consensus::leads`] holds.
+
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use super::driver::Consensus;
+use super::ELECTION_TICKS;
+use crate::state::command::{Batch, CloseReason, Command};
+
+/// Largest encoded batch proposed as one entry.
+const MAX_BATCH_BYTES: usize = 4 * 1024 * 1024;
+
+impl Consensus {
+    /// Collects the sessions with traffic on this member: the leader touches their
+    /// deadlines and expires those past theirs; a follower sends the touches to the leader.
+    pub(super) fn session_round(&mut self, now: Instant) {
+        let touched = self.connections.take_touched();
+        if self.leads() {
+            for s in &touched {
+                self.duties.expiry.touch(*s, now);
+            }
+            for session in self.duties.expiry.take_expired(now) {
+                tracing::info!("session 0x{session:x} expired");
+                self.proposals.push(
+                    Command::CloseSession {
+                        session,
+                        reason: CloseReason::Expired,
+                    },
+                    now,
+                );
+            }
+        } else if self.leadership.leader != 0 && !touched.is_empty() {
+            if let Some(peers) = &self.peers {
+                peers.touch(self.leadership.leader, &touched);
+            }
+        }
+    }
+
+    /// Gives every session a full timeout from `now` (a new leader, or a stalled one).
+    pub(super) fn rearm_sessions(&mut self, now: Instant) {
+        let state = self.replica.state.read();
+        self.duties
+            .expiry
+            .rearm(state.sessions.iter().map(|(id, s)| (*id, s.timeout)), now);
+    }
+
+    /// Proposes the deletion of empty containers and expired TTL nodes.
+    pub(super) fn cleanup_round(&mut self) {
+        self.duties.cleanup_inflight.clear();
+        let wall = self.clock.wall_ms();
+        let candidates = self.replica.state.read().tree.cleanup_candidates(wall);
+        let now = self.clock.now();
+        for path in candidates {
+            if self.duties.cleanup_inflight.insert(path.clone()) {
+                self.proposals.push(Command::DeleteNode { path }, now);
+            }
+        }
+    }
+
+    /// Proposes what the turn gathered (leader), or forwards it to the leader (follower).
+    /// Without a leader commands wait, but not for ever: connections waiting on them give
+    /// up on their own timers, and a leader change tells them to.
+    pub(super) fn flush_pending(&mut self, now: Instant) {
+        if self.proposals.pending.is_empty() {
+            return;
+        }
+        let leader = self.leadership.leader;
+        if self.leads() {
+            let commands = self.proposals.take();
+            let time = self.clock.wall_ms();
+            let mut batch = Vec::new();
+            let mut size = 0;
+            for c in commands {
+                size += approximate_size(&c);
+                batch.push(c);
+                if size >= MAX_BATCH_BYTES {
+                    self.propose(std::mem::take(&mut batch), time);
+                    size = 0;
+                }
+            }
+            if !batch.is_empty() {
+                self.propose(batch, time);
+            }
+        } else if leader != 0 && leader != self.member.me {
+            if let Some(peers) = &self.peers {
+                if peers.forward(leader, &self.proposals.pending) {
+                    self.proposals.take();
+                }
+            }
+        }
+        let limit = self.timers.tick * (ELECTION_TICKS as u32 * 3);
+        if self
+            .proposals
+            .since
+            .is_some_and(|t| now.saturating_duration_since(t) > limit)
+        {
+            let dropped = self.proposals.take();
+            tracing::warn!(
+                "dropping {} commands: no leader for {limit:?}",
+                dropped.len()
+            );
+        }
+    }
+
+    fn propose(&mut self, commands: Vec<Command>, time: i64) {
+        let n = commands.len() as u64;
+        // Only called when `leads()`: raft-rs 0.7 would forward a follower's proposal to the
+        // leader, and a deposed leader's decisions (a session expiry) must not commit.
+        debug_assert!(self.leads());
+        let batch = Batch { time, commands };
+        match self.node.propose(Vec::new(), batch.encode()) {
+            Ok(()) => {
+                let counters = &self.replica.counters;
+                counters.proposals.fetch_add(n, Ordering::Relaxed);
+                counters.batches.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(e) => {
+                // Leadership is being lost or transferred: the origins will be told of the
+                // leader change and their clients retry.
+                tracing::warn!("proposal of {n} commands dropped: {e}");
+            }
+        }
+    }
+}
+
+fn approximate_size(c: &Command) -> usize {
+    match c {
+        Command::Write(w) => 64 + w.body.len(),
+        _ => 64,
+    }
+}

@@ -1,0 +1,158 @@
+//! The Raft layer: orders every write with raft-rs and keeps the log durable in RocksDB.
+//!
+//! One OS thread owns raft-rs's `RawNode` ([`driver`]); everything reaches it through its
+//! inbox ([`input`]), and it reaches the connections of this member only through
+//! [`Connections`], which the network layer implements. Around it:
+//!
+//! | file | concern |
+//! |------|---------|
+//! | `input.rs` | the messages into the Raft thread |
+//! | `replica.rs`, `status.rs` | what the thread shares with the layers above |
+//! | `connections.rs` | the interface to this member's connections |
+//! | `driver.rs` | the loop: inputs, timers, proposals, readies |
+//! | `ready.rs` | the Ready cycle and its ordering contract; applying entries |
+//! | `leader.rs` | batching and proposals, session expiry, cleanup |
+//! | `read_index.rs` | `sync` through Raft's ReadIndex |
+//! | `serving.rs` | when this member serves clients |
+//! | `snapshots.rs` | when to snapshot, and the worker that writes one |
+//! | `log_writer.rs` | the thread that fsyncs the log (group commit) |
+//! | `storage/` | raft-rs's `Storage` over RocksDB: log, hard and conf state, snapshots |
+//! | `transport.rs` | member-to-member TCP |
+//! | `expiry.rs` | session deadlines |
+//! | `clock.rs`, `raft_log.rs` | the driver's clocks; raft-rs's logs into `tracing` |
+
+mod clock;
+mod connections;
+mod driver;
+mod expiry;
+mod input;
+mod leader;
+mod log_writer;
+mod raft_log;
+mod read_index;
+mod ready;
+mod replica;
+mod serving;
+mod snapshots;
+mod status;
+mod storage;
+mod transport;
+
+#[cfg(test)]
+mod harness;
+
+use std::sync::mpsc::Receiver;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use raft::eraftpb::ConfState;
+
+pub use connections::{ApplyRound, Connections};
+pub use input::{Input, SyncWaiter};
+pub use replica::Replica;
+pub use status::Role;
+pub use storage::RaftStorage;
+pub use transport::{Peers, Transport};
+
+use crate::config::Config;
+use crate::critical;
+use driver::{Consensus, Parts, Workers};
+
+/// raft-rs elects after this many ticks without hearing from a leader.
+const ELECTION_TICKS: usize = 10;
+/// A leader sends heartbeats every this many ticks.
+const HEARTBEAT_TICKS: usize = 2;
+
+/// raft-rs's base election timeout for a tick length: the unit every other timeout of
+/// zooraft's (waiting for a session grant, for a sync, for a leader) is counted in.
+pub fn election_timeout(tick: Duration) -> Duration {
+    tick * ELECTION_TICKS as u32
+}
+
+/// Why the Raft thread could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("raft: {0}")]
+    Raft(#[from] raft::Error),
+    #[error("cannot start a thread: {0}")]
+    Thread(#[from] std::io::Error),
+}
+
+/// Starts the log writer, the snapshot worker and the Raft thread over `storage`, whose
+/// snapshot (if any) the replica's state was loaded from.
+pub fn start(
+    replica: Arc<Replica>,
+    connections: Arc<dyn Connections>,
+    storage: RaftStorage,
+    inbox: Receiver<Input>,
+    peers: Option<Arc<dyn Peers>>,
+) -> Result<JoinHandle<()>, StartError> {
+    let workers = spawn_workers(&storage, peers.clone(), &replica)?;
+    let consensus = Consensus::new(Parts {
+        replica,
+        connections,
+        storage,
+        inbox,
+        peers,
+        clock: Arc::new(clock::SystemClock),
+        workers,
+    })?;
+    Ok(critical::spawn("raft", move || consensus.run())?)
+}
+
+fn spawn_workers(
+    storage: &RaftStorage,
+    peers: Option<Arc<dyn Peers>>,
+    replica: &Arc<Replica>,
+) -> std::io::Result<Workers> {
+    let (log_writer, log_jobs) = std::sync::mpsc::channel();
+    let writer = {
+        let (storage, replica) = (storage.clone(), replica.clone());
+        critical::spawn("log-writer", move || {
+            log_writer::run(log_jobs, storage, peers, replica)
+        })?
+    };
+    let (snapshots, snapshot_jobs) = std::sync::mpsc::channel();
+    let mut threads = vec![writer];
+    let (storage, inbox) = (storage.clone(), replica.inbox());
+    match critical::spawn("snapshot", move || {
+        snapshots::run_worker(snapshot_jobs, storage, inbox)
+    }) {
+        Ok(t) => threads.push(t),
+        // Without the worker snapshots are never taken; the log just keeps growing.
+        Err(e) => tracing::error!("cannot start the snapshot thread: {e}"),
+    }
+    Ok(Workers {
+        log_writer,
+        snapshots,
+        threads,
+    })
+}
+
+/// The initial membership for a new data directory: voters and observers (learners).
+pub fn initial_membership(config: &Config) -> ConfState {
+    let mut cs = ConfState::default();
+    if config.members.is_empty() {
+        cs.voters = vec![config.my_id];
+    } else {
+        for m in config.members.values() {
+            if m.observer {
+                cs.learners.push(m.id);
+            } else {
+                cs.voters.push(m.id);
+            }
+        }
+    }
+    cs
+}
+
+/// Whether two memberships have the same voters and the same observers.
+pub fn same_membership(a: &ConfState, b: &ConfState) -> bool {
+    let sorted = |v: &[u64]| {
+        let mut v = v.to_vec();
+        v.sort_unstable();
+        v
+    };
+    sorted(&a.voters) == sorted(&b.voters) && sorted(&a.learners) == sorted(&b.learners)
+}

@@ -1,0 +1,79 @@
+//! The replica: what the Raft thread shares with the layers above it. The replicated state
+//! behind its lock, the last applied zxid, the member's published status and counters, and
+//! the inbox of the Raft thread.
+//!
+//! Lock order, wherever more than one lock is held (the locks of the layers above are
+//! declared with theirs): `state` → `net::Shared::watches` → a connection's pipeline →
+//! the registry's maps. The apply loop holds `state` (write) and then the watches, so
+//! that watch events are queued before any reply that shows the change; see
+//! `net::shared` for why a local read may take its pipeline before the watches. No lock
+//! is held across an `.await` or any I/O.
+
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::mpsc::Sender;
+use std::time::Duration;
+
+use parking_lot::RwLock;
+
+use super::input::Input;
+use super::status::{RaftCounters, Status};
+use crate::config::Config;
+use crate::state::StateMachine;
+
+/// See the module docs.
+pub struct Replica {
+    pub config: Config,
+    /// This member's id (`myid`).
+    pub me: u64,
+    /// The replicated state. Written only by the Raft thread's apply loop.
+    pub state: RwLock<StateMachine>,
+    /// The last zxid applied (what reads and pings report), readable without the lock.
+    last_zxid: AtomicI64,
+    pub status: Status,
+    pub counters: RaftCounters,
+    /// `Sender` is `Sync`: connections send without taking any lock.
+    inbox: Sender<Input>,
+}
+
+impl Replica {
+    pub fn new(config: Config, state: StateMachine, inbox: Sender<Input>) -> Replica {
+        let last_zxid = AtomicI64::new(state.last_zxid);
+        Replica {
+            me: config.my_id,
+            config,
+            state: RwLock::new(state),
+            last_zxid,
+            status: Status::default(),
+            counters: RaftCounters::default(),
+            inbox,
+        }
+    }
+
+    /// Sends something to the Raft thread; false once it has stopped.
+    pub fn submit(&self, input: Input) -> bool {
+        self.inbox.send(input).is_ok()
+    }
+
+    /// A sender into the Raft thread's inbox (for the workers and the peer transport).
+    pub fn inbox(&self) -> Sender<Input> {
+        self.inbox.clone()
+    }
+
+    /// Whether this member serves clients now (it has a leader and has caught up with it).
+    pub fn is_serving(&self) -> bool {
+        self.status.serving.load(Ordering::Acquire)
+    }
+
+    pub fn last_zxid(&self) -> i64 {
+        self.last_zxid.load(Ordering::Acquire)
+    }
+
+    pub(super) fn set_last_zxid(&self, zxid: i64) {
+        self.last_zxid.store(zxid, Ordering::Release);
+    }
+
+    /// `k` election timeouts (raft-rs's base election timeout: `ELECTION_TICKS` ticks).
+    pub fn election_timeouts(&self, k: u32) -> Duration {
+        super::election_timeout(self.config.raft_tick) * k
+    }
+}

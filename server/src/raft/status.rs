@@ -1,0 +1,80 @@
+//! What the Raft thread publishes about this member for everyone else to read without a
+//! lock: its role, leader, whether it serves clients, its Raft indexes, and the counters
+//! of its write path. Written only by the Raft thread (and the log writer's fsync count).
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+
+/// This member's role, as `srvr` reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Role {
+    Standalone = 0,
+    Leader = 1,
+    Follower = 2,
+    Observer = 3,
+    /// Electing, or cut off from the leader.
+    Looking = 4,
+}
+
+impl Role {
+    /// The name `srvr` prints after `Mode:`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Standalone => "standalone",
+            Role::Leader => "leader",
+            Role::Follower => "follower",
+            Role::Observer => "observer",
+            Role::Looking => "looking",
+        }
+    }
+
+    fn from_u8(v: u8) -> Role {
+        match v {
+            0 => Role::Standalone,
+            1 => Role::Leader,
+            2 => Role::Follower,
+            3 => Role::Observer,
+            _ => Role::Looking,
+        }
+    }
+}
+
+/// The member's status, written by the Raft thread, read by everyone.
+#[derive(Default)]
+pub struct Status {
+    role: AtomicU8,
+    pub leader: AtomicU64,
+    pub serving: AtomicBool,
+    pub term: AtomicU64,
+    pub applied_index: AtomicU64,
+    pub commit_index: AtomicU64,
+    /// Voting followers the leader currently hears from, and how many are caught up.
+    pub followers: AtomicU64,
+    pub synced_followers: AtomicU64,
+    pub observers: AtomicU64,
+    pub log_last_index: AtomicU64,
+    pub snapshot_index: AtomicU64,
+}
+
+impl Status {
+    pub fn role(&self) -> Role {
+        Role::from_u8(self.role.load(Ordering::Relaxed))
+    }
+
+    pub fn set_role(&self, role: Role) {
+        self.role.store(role as u8, Ordering::Relaxed);
+    }
+}
+
+/// Counters of the write path (`mntr`'s proposal and fsync figures).
+#[derive(Default)]
+pub struct RaftCounters {
+    /// Commands proposed (each a client write, session change or cleanup).
+    pub proposals: AtomicU64,
+    /// Raft entries proposed: one batch of commands each.
+    pub batches: AtomicU64,
+    /// Log fsyncs (one per log writer round that needed one).
+    pub fsyncs: AtomicU64,
+    /// Snapshots taken by this member.
+    pub snapshots: AtomicU64,
+}

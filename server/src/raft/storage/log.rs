@@ -1,0 +1,126 @@
+//! The log: staging and writing entries and hard state (one batch, one fsync), and reading
+//! entries back from the cache or the database.
+
+use super::*;
+
+impl RaftStorage {
+    /// Persists new entries (replacing any conflicting suffix) and the hard state in one
+    /// batch; `sync` makes it one fsync. (Staging and writing at once: see [`Self::stage`].)
+    pub fn append(&self, entries: &[Entry], hard_state: Option<&HardState>, sync: bool) {
+        if let Some(w) = self.stage(entries, hard_state) {
+            self.write(vec![w], sync);
+        }
+    }
+
+    /// Makes new entries (replacing any conflicting suffix) and the hard state visible to
+    /// raft-rs at once, in memory, and returns the write that makes them durable. raft-rs's
+    /// asynchronous ready allows exactly this: updates readable through `Storage` first,
+    /// persisted later, in order ([`Self::write`]).
+    pub fn stage(&self, entries: &[Entry], hard_state: Option<&HardState>) -> Option<PendingWrite> {
+        if entries.is_empty() && hard_state.is_none() {
+            return None;
+        }
+        let log = self.cf(CF_LOG);
+        let mut wb = WriteBatch::default();
+        let applied = {
+            let m = self.meta.read();
+            (m.applied > m.applied_staged).then_some(m.applied)
+        };
+        if let Some(applied) = applied {
+            wb.put_cf(self.cf(CF_STATE), KEY_APPLIED, applied.to_be_bytes());
+        }
+        if let Some(first) = entries.first() {
+            let last_staged = self.meta.read().last_index;
+            if first.index <= last_staged {
+                wb.delete_range_cf(log, key(first.index), key(u64::MAX));
+            }
+            for e in entries {
+                match e.write_to_bytes() {
+                    Ok(b) => wb.put_cf(log, key(e.index), b),
+                    Err(err) => fatal("encoding an entry", err),
+                }
+            }
+        }
+        if let Some(hs) = hard_state {
+            match hs.write_to_bytes() {
+                Ok(b) => wb.put_cf(self.cf(CF_STATE), KEY_HARD_STATE, b),
+                Err(err) => fatal("encoding the hard state", err),
+            }
+        }
+        let mut m = self.meta.write();
+        if let Some(hs) = hard_state {
+            m.hard_state = hs.clone();
+        }
+        if let Some(applied) = applied {
+            m.applied_staged = applied;
+        }
+        let last_entry = entries.last().map(|e| e.index);
+        if let Some(first) = entries.first() {
+            while m.cache.back().is_some_and(|e| e.index >= first.index) {
+                if let Some(e) = m.cache.pop_back() {
+                    m.cache_bytes -= e.data.len() + 32;
+                }
+            }
+            if m.cache.back().is_some_and(|e| e.index + 1 != first.index) {
+                m.cache.clear();
+                m.cache_bytes = 0;
+            }
+            for e in entries {
+                m.cache_bytes += e.data.len() + 32;
+                m.cache.push_back(e.clone());
+            }
+            m.last_index = entries[entries.len() - 1].index;
+            // An entry replaced before it was written is no longer durable either.
+            m.durable_index = m.durable_index.min(first.index - 1);
+            m.trim_cache();
+        }
+        Some(PendingWrite {
+            batch: wb,
+            last_entry,
+        })
+    }
+
+    /// Writes staged updates, in the order they were staged, with at most one fsync for all
+    /// of them (group commit: only the last write syncs, and RocksDB's WAL is ordered).
+    pub fn write(&self, writes: Vec<PendingWrite>, sync: bool) {
+        let n = writes.len();
+        let mut last_entry = None;
+        for (i, w) in writes.into_iter().enumerate() {
+            let mut wo = WriteOptions::default();
+            wo.set_sync(sync && i + 1 == n);
+            if let Err(e) = self.db.write_opt(w.batch, &wo) {
+                fatal("appending to the log", e);
+            }
+            last_entry = w.last_entry.or(last_entry);
+        }
+        if let Some(last) = last_entry {
+            let mut m = self.meta.write();
+            m.durable_index = m.durable_index.max(last).min(m.last_index);
+            m.trim_cache();
+        }
+    }
+
+    pub(super) fn read_entries(&self, low: u64, high: u64) -> raft::Result<Vec<Entry>> {
+        let log = self.cf(CF_LOG);
+        let mut out = Vec::with_capacity((high - low) as usize);
+        let iter = self.db.iterator_cf(
+            log,
+            IteratorMode::From(&key(low), rocksdb::Direction::Forward),
+        );
+        for item in iter {
+            let (k, v) = item.map_err(|e| raft::Error::Store(StorageError::Other(Box::new(e))))?;
+            let index = u64::from_be_bytes(k.as_ref().try_into().unwrap_or([0xff; 8]));
+            if index >= high {
+                break;
+            }
+            let mut e = Entry::default();
+            e.merge_from_bytes(&v)
+                .map_err(|err| raft::Error::Store(StorageError::Other(Box::new(err))))?;
+            out.push(e);
+        }
+        if out.len() as u64 != high - low {
+            return Err(raft::Error::Store(StorageError::Unavailable));
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,308 @@
+//! Durable Raft state in RocksDB, behind raft-rs's `Storage` trait.
+//!
+//! One database, so one write-ahead log makes every multi-key write atomic:
+//!
+//! | column family | key                     | value                                   |
+//! |---------------|-------------------------|-----------------------------------------|
+//! | `log`         | index, u64 big-endian   | `eraftpb::Entry` (protobuf)             |
+//! | `state`       | `format`                | format version (u32 BE) — refuse others |
+//! | `state`       | `hard_state`            | `eraftpb::HardState`                    |
+//! | `state`       | `conf_state`            | `eraftpb::ConfState`                    |
+//! | `state`       | `snapshot_meta`         | `eraftpb::SnapshotMetadata`             |
+//! | `state`       | `truncated`             | index and term (u64 BE each) before the |
+//! |               |                         | first stored entry                      |
+//! | `state`       | `applied`               | applied index (u64 BE), a lower bound:  |
+//! |               |                         | written with the next log write         |
+//! | `snapshot`    | index, term (u64 BE),   | the state machine snapshot in chunks of |
+//! |               | chunk number (u32 BE)   | up to 4 MiB, in order                   |
+//! | `snapshot`    | index, term, `u32::MAX` | end mark: chunk count (u32 BE), total   |
+//! |               |                         | length (u64 BE)                         |
+//!
+//! A snapshot's chunks are written without the WAL and then the `snapshot` column family is
+//! flushed (RocksDB writes and fsyncs the SST files and its manifest), all before
+//! `snapshot_meta` names the snapshot. Taking a snapshot therefore never pushes hundreds of
+//! megabytes through the WAL, and a background thread writes it while the Raft loop goes on.
+//! Chunks no `snapshot_meta` names (a crash between the two steps) are deleted at open.
+//!
+//! Appends write entries and the hard state in one batch with one fsync (raft-rs's ready
+//! contract: persist before the entries count). The log behind a durable snapshot is deleted.
+//! Recent entries are also kept in memory, so the leader's catch-up reads and raft-rs's
+//! frequent `term()` calls do not touch the database.
+//!
+//! Opening validates what it finds: an unknown format version, an entry that does not
+//! decode, a gap in the log, or a commit or applied index beyond the log is a clear error,
+//! never a silently shorter history. (The tree itself lives in memory, rebuilt from the
+//! snapshot and the log after it; the stored applied index is what an earlier run had
+//! already served, so the log must still reach it.) A torn write at the very end of RocksDB's WAL (a crash during
+//! an unacknowledged write) is tolerated; corruption anywhere else is an error.
+//!
+//! Files: `open.rs` (opening and validation), `log.rs` (entries and hard state),
+//! `snapshots.rs` (snapshot chunks), and here the shared records and raft-rs's `Storage`.
+
+use std::collections::VecDeque;
+use std::path::Path;
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+use protobuf::Message as _;
+use raft::eraftpb::{ConfState, Entry, HardState, Snapshot, SnapshotMetadata};
+use raft::{GetEntriesContext, RaftState, StorageError};
+use rocksdb::{
+    ColumnFamilyDescriptor, DBRecoveryMode, IteratorMode, Options, WriteBatch, WriteOptions, DB,
+};
+
+mod log;
+mod open;
+mod snapshots;
+
+use snapshots::{read_snapshot, snapshot_key};
+
+const FORMAT_VERSION: u32 = 3;
+const CF_LOG: &str = "log";
+const CF_STATE: &str = "state";
+const CF_SNAPSHOT: &str = "snapshot";
+/// Chunk size of a stored snapshot, and how many bytes go to RocksDB per write batch.
+const SNAPSHOT_CHUNK: usize = 4 << 20;
+const SNAPSHOT_BATCH: usize = 32 << 20;
+/// The chunk number of a snapshot's end mark.
+const END_MARK: u32 = u32::MAX;
+const KEY_FORMAT: &[u8] = b"format";
+const KEY_HARD_STATE: &[u8] = b"hard_state";
+const KEY_CONF_STATE: &[u8] = b"conf_state";
+const KEY_SNAPSHOT_META: &[u8] = b"snapshot_meta";
+const KEY_TRUNCATED: &[u8] = b"truncated";
+const KEY_APPLIED: &[u8] = b"applied";
+
+/// Recent entries kept in memory.
+const CACHE_MAX_ENTRIES: usize = 16_384;
+const CACHE_MAX_BYTES: usize = 64 * 1024 * 1024;
+
+/// Why the data directory cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum StorageOpenError {
+    #[error("RocksDB error: {0}")]
+    Rocks(#[from] rocksdb::Error),
+    #[error("data directory was written by an incompatible zooraft (format {found}, this build reads {expected})")]
+    IncompatibleFormat { found: String, expected: u32 },
+    #[error("corrupt {what}: {detail}")]
+    Corrupt { what: &'static str, detail: String },
+}
+
+fn corrupt(what: &'static str, detail: impl std::fmt::Display) -> StorageOpenError {
+    StorageOpenError::Corrupt {
+        what,
+        detail: detail.to_string(),
+    }
+}
+
+fn key(index: u64) -> [u8; 8] {
+    index.to_be_bytes()
+}
+
+struct Meta {
+    hard_state: HardState,
+    /// Entries up to here are on disk; the cache never drops one beyond it (raft-rs may
+    /// read a staged entry before it is written).
+    durable_index: u64,
+    conf_state: ConfState,
+    snapshot_meta: SnapshotMetadata,
+    /// The entry just before the first stored one (its term is kept for raft-rs).
+    truncated_index: u64,
+    truncated_term: u64,
+    last_index: u64,
+    /// The applied index the state machine reported, and the one last staged for writing.
+    applied: u64,
+    applied_staged: u64,
+    /// Contiguous entries ending at `last_index`.
+    cache: VecDeque<Entry>,
+    cache_bytes: usize,
+}
+
+impl Meta {
+    fn first_index(&self) -> u64 {
+        self.truncated_index + 1
+    }
+
+    fn cache_first(&self) -> Option<u64> {
+        self.cache.front().map(|e| e.index)
+    }
+
+    fn trim_cache(&mut self) {
+        while self.cache.len() > CACHE_MAX_ENTRIES || self.cache_bytes > CACHE_MAX_BYTES {
+            if self
+                .cache
+                .front()
+                .is_some_and(|e| e.index > self.durable_index)
+            {
+                break;
+            }
+            match self.cache.pop_front() {
+                Some(e) => self.cache_bytes -= e.data.len() + 32,
+                None => break,
+            }
+        }
+    }
+}
+
+/// Updates staged in memory, to be written by [`RaftStorage::write`].
+pub struct PendingWrite {
+    batch: WriteBatch,
+    last_entry: Option<u64>,
+}
+
+/// The Raft log and state; cheap to clone (shared).
+#[derive(Clone)]
+pub struct RaftStorage {
+    db: Arc<DB>,
+    meta: Arc<RwLock<Meta>>,
+
+    /// The last snapshot read back, for sending to several followers in a row.
+    snapshot_cache: Arc<parking_lot::Mutex<Option<(u64, bytes::Bytes)>>>,
+}
+
+fn decode<M: protobuf::Message>(what: &'static str, bytes: &[u8]) -> Result<M, StorageOpenError> {
+    let mut m = M::new();
+    m.merge_from_bytes(bytes).map_err(|e| corrupt(what, e))?;
+    Ok(m)
+}
+
+/// A failed write to the log is fatal: a member that cannot persist must not vote or ack.
+fn fatal(what: &str, e: impl std::fmt::Display) -> ! {
+    crate::critical::fatal(format_args!("storage failure while {what}: {e}"))
+}
+
+impl RaftStorage {
+    fn cf(&self, name: &str) -> &rocksdb::ColumnFamily {
+        match self.db.cf_handle(name) {
+            Some(cf) => cf,
+            None => fatal("looking up a column family", name),
+        }
+    }
+
+    pub fn hard_state(&self) -> HardState {
+        self.meta.read().hard_state.clone()
+    }
+
+    pub fn conf_state(&self) -> ConfState {
+        self.meta.read().conf_state.clone()
+    }
+
+    pub fn snapshot_metadata(&self) -> SnapshotMetadata {
+        self.meta.read().snapshot_meta.clone()
+    }
+
+    /// The state machine applied entries up to `index`; it is stored with the next write.
+    pub fn set_applied(&self, index: u64) {
+        let mut m = self.meta.write();
+        m.applied = m.applied.max(index);
+    }
+
+    /// Entries applied since the last snapshot was taken (what a new snapshot would cover).
+    pub fn entries_since_snapshot(&self, applied: u64) -> u64 {
+        applied.saturating_sub(self.meta.read().snapshot_meta.index)
+    }
+}
+
+fn limit_size(entries: &mut Vec<Entry>, max: Option<u64>) {
+    let Some(max) = max else { return };
+    let mut size = 0u64;
+    let mut keep = 0;
+    for e in entries.iter() {
+        size += e.compute_size() as u64;
+        if keep > 0 && size > max {
+            break;
+        }
+        keep += 1;
+    }
+    entries.truncate(keep.max(1));
+}
+
+impl raft::Storage for RaftStorage {
+    fn initial_state(&self) -> raft::Result<RaftState> {
+        let m = self.meta.read();
+        Ok(RaftState::new(m.hard_state.clone(), m.conf_state.clone()))
+    }
+
+    fn entries(
+        &self,
+        low: u64,
+        high: u64,
+        max_size: impl Into<Option<u64>>,
+        _context: GetEntriesContext,
+    ) -> raft::Result<Vec<Entry>> {
+        let max_size = max_size.into();
+        let m = self.meta.read();
+        if low < m.first_index() {
+            return Err(raft::Error::Store(StorageError::Compacted));
+        }
+        if high > m.last_index + 1 {
+            return Err(raft::Error::Store(StorageError::Unavailable));
+        }
+        if low >= high {
+            return Ok(Vec::new());
+        }
+        let mut out = match m.cache_first() {
+            Some(first) if low >= first => {
+                let start = (low - first) as usize;
+                let end = (high - first) as usize;
+                m.cache.range(start..end).cloned().collect()
+            }
+            _ => {
+                drop(m);
+                self.read_entries(low, high)?
+            }
+        };
+        limit_size(&mut out, max_size);
+        Ok(out)
+    }
+
+    fn term(&self, idx: u64) -> raft::Result<u64> {
+        let m = self.meta.read();
+        if idx == m.truncated_index {
+            return Ok(m.truncated_term);
+        }
+        if idx == m.snapshot_meta.index && idx > m.truncated_index && idx > m.last_index {
+            return Ok(m.snapshot_meta.term);
+        }
+        if idx < m.first_index() {
+            return Err(raft::Error::Store(StorageError::Compacted));
+        }
+        if idx > m.last_index {
+            return Err(raft::Error::Store(StorageError::Unavailable));
+        }
+        if let Some(first) = m.cache_first() {
+            if idx >= first {
+                return Ok(m.cache[(idx - first) as usize].term);
+            }
+        }
+        drop(m);
+        Ok(self.read_entries(idx, idx + 1)?[0].term)
+    }
+
+    fn first_index(&self) -> raft::Result<u64> {
+        Ok(self.meta.read().first_index())
+    }
+
+    fn last_index(&self) -> raft::Result<u64> {
+        Ok(self.meta.read().last_index)
+    }
+
+    fn snapshot(&self, request_index: u64, _to: u64) -> raft::Result<Snapshot> {
+        let meta = self.snapshot_metadata();
+        if meta.index < request_index || meta.index == 0 {
+            // The consensus loop takes a fresh snapshot soon after this is seen.
+            return Err(raft::Error::Store(
+                StorageError::SnapshotTemporarilyUnavailable,
+            ));
+        }
+        let mut snap = Snapshot {
+            data: self.snapshot_data().unwrap_or_default(),
+            ..Default::default()
+        };
+        snap.set_metadata(meta);
+        Ok(snap)
+    }
+}
+
+#[cfg(test)]
+mod tests;

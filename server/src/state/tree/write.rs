@@ -1,0 +1,392 @@
+//! The tree's writes, each in Apache ZooKeeper's order of checks (`PrepRequestProcessor`)
+//! and with `DataTree`'s effects, and the rollback of a failed multi.
+
+use bytes::Bytes;
+use jute::{perms, Acl, CreateMode, ErrorCode, Stat};
+
+use super::{
+    is_special_path, CreateOp, CreateRecord, DataTree, Name, NodeKind, Trigger, TxnContext, Undo,
+    Znode, MAX_TTL_MS,
+};
+use crate::state::{acl, path};
+
+impl DataTree {
+    /// create / create2 / createContainer / createTTL, with ZooKeeper's order of checks:
+    /// flags → TTL → parent path form → ACL fixup → parent exists → CREATE permission →
+    /// sequential suffix → full path validation → NODEEXISTS → ephemeral parent.
+    /// Returns the created path and its Stat.
+    pub fn create(
+        &mut self,
+        ctx: &TxnContext,
+        op: &CreateOp,
+        triggers: &mut Vec<Trigger>,
+        undo: Option<&mut Vec<Undo>>,
+    ) -> Result<(String, Stat), ErrorCode> {
+        let mode = CreateMode::from_flags(op.flags).ok_or(ErrorCode::BadArguments)?;
+        if mode.is_ttl() && !self.options.extended_types {
+            return Err(ErrorCode::Unimplemented);
+        }
+        let ttl = match op.record {
+            CreateRecord::Ttl(ttl) => ttl,
+            _ => -1,
+        };
+        if mode.is_ttl() {
+            if ttl <= 0 || ttl > MAX_TTL_MS {
+                return Err(ErrorCode::BadArguments);
+            }
+        } else if ttl >= 0 {
+            return Err(ErrorCode::BadArguments);
+        }
+        let parent_path = path::parent_for_create(op.path).ok_or(ErrorCode::BadArguments)?;
+        let acl = acl::fixup(ctx.auth, op.acl)?;
+        let parent = self.get(parent_path).ok_or(ErrorCode::NoNode)?;
+        acl::check(&parent.acl, perms::CREATE, ctx.auth)?;
+        let parent_cversion = parent.cversion;
+        let parent_kind = parent.kind;
+        let full_path = if mode.is_sequential() {
+            format!("{}{:010}", op.path, parent_cversion)
+        } else {
+            op.path.to_string()
+        };
+        path::validate(&full_path).map_err(|_| ErrorCode::BadArguments)?;
+        if self.get(&full_path).is_some() {
+            return Err(ErrorCode::NodeExists);
+        }
+        if matches!(parent_kind, NodeKind::Ephemeral(_)) {
+            return Err(ErrorCode::NoChildrenForEphemerals);
+        }
+        let kind = match op.record {
+            CreateRecord::Container => NodeKind::Container,
+            CreateRecord::Ttl(ttl) => NodeKind::Ttl(ttl),
+            CreateRecord::Plain if mode.is_ephemeral() => NodeKind::Ephemeral(ctx.session),
+            CreateRecord::Plain => NodeKind::Persistent,
+        };
+
+        // Apply: DataTree.createNode.
+        let parent_key = if parent_path.is_empty() {
+            "/"
+        } else {
+            parent_path
+        }
+        .to_string();
+        let acl = self.intern_acl(acl);
+        let node = Znode::new(op.data.clone(), acl, ctx.zxid, ctx.time, kind);
+        let stat = node.stat();
+        let child = path::child_name(&full_path).to_string();
+        let parent = self.get_mut(&parent_key).ok_or(ErrorCode::NoNode)?;
+        let (old_cversion, old_pzxid) = (parent.cversion, parent.pzxid);
+        let new_cversion = parent_cversion.wrapping_add(1);
+        if new_cversion > parent.cversion {
+            parent.cversion = new_cversion;
+            parent.pzxid = ctx.zxid;
+        }
+        parent.children.insert(Name::from(child));
+        self.insert_raw(full_path.clone(), node);
+        if let Some(undo) = undo {
+            undo.push(Undo::Created {
+                path: full_path.clone(),
+                parent: parent_key.clone(),
+                parent_cversion: old_cversion,
+                parent_pzxid: old_pzxid,
+            });
+        }
+        triggers.push(Trigger::Created(full_path.clone()));
+        triggers.push(Trigger::ChildrenChanged(parent_key));
+        Ok((full_path, stat))
+    }
+
+    /// delete, with ZooKeeper's order: path form and special paths (BADARGUMENTS) → parent
+    /// exists → DELETE permission on the parent → node exists → version → NOTEMPTY.
+    pub fn delete(
+        &mut self,
+        ctx: &TxnContext,
+        path_in: &str,
+        version: i32,
+        triggers: &mut Vec<Trigger>,
+        undo: Option<&mut Vec<Undo>>,
+    ) -> Result<(), ErrorCode> {
+        let parent_path = path::parent_for_create(path_in).ok_or(ErrorCode::BadArguments)?;
+        if is_special_path(path_in) {
+            return Err(ErrorCode::BadArguments);
+        }
+        let parent = self.get(parent_path).ok_or(ErrorCode::NoNode)?;
+        acl::check(&parent.acl, perms::DELETE, ctx.auth)?;
+        let node = self.get(path_in).ok_or(ErrorCode::NoNode)?;
+        if version != -1 && version != node.version {
+            return Err(ErrorCode::BadVersion);
+        }
+        if !node.children.is_empty() {
+            return Err(ErrorCode::NotEmpty);
+        }
+        self.remove_node(ctx.zxid, path_in, triggers, undo);
+        Ok(())
+    }
+
+    /// Removes a childless node and updates its parent (DataTree.deleteNode).
+    fn remove_node(
+        &mut self,
+        zxid: i64,
+        path_in: &str,
+        triggers: &mut Vec<Trigger>,
+        undo: Option<&mut Vec<Undo>>,
+    ) {
+        let parent_key = path::parent_of(path_in).to_string();
+        let Some(node) = self.nodes.remove(path_in) else {
+            return;
+        };
+        self.data_size = self
+            .data_size
+            .saturating_sub(path_in.len() as u64 + node.data_len());
+        self.unindex_kind(path_in, node.kind);
+        let mut old_pzxid = 0;
+        if let Some(parent) = self.get_mut(&parent_key) {
+            parent.children.remove(path::child_name(path_in));
+            old_pzxid = parent.pzxid;
+            if zxid > parent.pzxid {
+                parent.pzxid = zxid;
+            }
+        }
+        if let Some(undo) = undo {
+            undo.push(Undo::Deleted {
+                path: path_in.to_string(),
+                node,
+                parent: parent_key.clone(),
+                parent_pzxid: old_pzxid,
+            });
+        }
+        triggers.push(Trigger::Deleted(path_in.to_string()));
+        triggers.push(Trigger::ChildrenChanged(parent_key));
+    }
+
+    /// setData: path validation → node exists → WRITE permission → version.
+    pub fn set_data(
+        &mut self,
+        ctx: &TxnContext,
+        path_in: &str,
+        data: Option<Bytes>,
+        version: i32,
+        triggers: &mut Vec<Trigger>,
+        undo: Option<&mut Vec<Undo>>,
+    ) -> Result<Stat, ErrorCode> {
+        path::validate(path_in).map_err(|_| ErrorCode::BadArguments)?;
+        let node = self.get(path_in).ok_or(ErrorCode::NoNode)?;
+        acl::check(&node.acl, perms::WRITE, ctx.auth)?;
+        if version != -1 && version != node.version {
+            return Err(ErrorCode::BadVersion);
+        }
+        let new_len = data.as_ref().map_or(0, |d| d.len() as u64);
+        let node = self.get_mut(path_in).ok_or(ErrorCode::NoNode)?;
+        let old_len = node.data_len();
+        let old_data = std::mem::replace(&mut node.data, data);
+        if let Some(undo) = undo {
+            undo.push(Undo::DataSet {
+                path: path_in.to_string(),
+                data: old_data,
+                mzxid: node.mzxid,
+                mtime: node.mtime,
+                version: node.version,
+            });
+        }
+        node.version = node.version.wrapping_add(1);
+        node.mzxid = ctx.zxid;
+        node.mtime = ctx.time;
+        let stat = node.stat();
+        self.data_size = (self.data_size + new_len).saturating_sub(old_len);
+        triggers.push(Trigger::DataChanged(path_in.to_string()));
+        Ok(stat)
+    }
+
+    /// setACL: path validation → ACL fixup → node exists → ADMIN permission → aversion.
+    /// (No watch fires and mzxid does not change, as in ZooKeeper.)
+    pub fn set_acl(
+        &mut self,
+        ctx: &TxnContext,
+        path_in: &str,
+        new_acl: &[Acl],
+        version: i32,
+        undo: Option<&mut Vec<Undo>>,
+    ) -> Result<Stat, ErrorCode> {
+        path::validate(path_in).map_err(|_| ErrorCode::BadArguments)?;
+        let fixed = acl::fixup(ctx.auth, new_acl)?;
+        let node = self.get(path_in).ok_or(ErrorCode::NoNode)?;
+        acl::check(&node.acl, perms::ADMIN, ctx.auth)?;
+        if version != -1 && version != node.aversion {
+            return Err(ErrorCode::BadVersion);
+        }
+        let acl = self.intern_acl(fixed);
+        let node = self.get_mut(path_in).ok_or(ErrorCode::NoNode)?;
+        let old = std::mem::replace(&mut node.acl, acl);
+        if let Some(undo) = undo {
+            undo.push(Undo::AclSet {
+                path: path_in.to_string(),
+                acl: old,
+                aversion: node.aversion,
+            });
+        }
+        node.aversion = node.aversion.wrapping_add(1);
+        Ok(node.stat())
+    }
+
+    /// check (op 13, and inside multi): path validation → node exists → READ permission →
+    /// version.
+    pub fn check(&self, ctx: &TxnContext, path_in: &str, version: i32) -> Result<(), ErrorCode> {
+        path::validate(path_in).map_err(|_| ErrorCode::BadArguments)?;
+        let node = self.get(path_in).ok_or(ErrorCode::NoNode)?;
+        acl::check(&node.acl, perms::READ, ctx.auth)?;
+        if version != -1 && version != node.version {
+            return Err(ErrorCode::BadVersion);
+        }
+        Ok(())
+    }
+
+    /// Deletes every ephemeral of a session (close or expiry), in path order.
+    pub fn kill_session(&mut self, zxid: i64, session: i64, triggers: &mut Vec<Trigger>) {
+        let paths: Vec<String> = self
+            .ephemerals
+            .remove(&session)
+            .map(|s| s.into_iter().collect())
+            .unwrap_or_default();
+        for p in paths {
+            // An ephemeral cannot have children, so removing it never orphans anything.
+            self.remove_node(zxid, &p, triggers, None);
+        }
+    }
+
+    /// The server's own removal of an empty container or an expired TTL node (ZooKeeper's
+    /// deleteContainer, op 20): re-checked at apply, so a node that gained a child or was
+    /// touched since the leader chose it stays.
+    pub fn delete_container_or_ttl(
+        &mut self,
+        zxid: i64,
+        time: i64,
+        path_in: &str,
+        triggers: &mut Vec<Trigger>,
+    ) -> Result<(), ErrorCode> {
+        let node = self.get(path_in).ok_or(ErrorCode::NoNode)?;
+        if !node.children.is_empty() {
+            return Err(ErrorCode::NotEmpty);
+        }
+        match node.kind {
+            NodeKind::Container => {}
+            NodeKind::Ttl(ttl) if time - node.mtime > ttl => {}
+            _ => return Err(ErrorCode::BadVersion),
+        }
+        self.remove_node(zxid, path_in, triggers, None);
+        Ok(())
+    }
+
+    /// A deleteContainer (op 20) sent by a client, with ZooKeeper's checks in its order:
+    /// path form (BADARGUMENTS) → node exists → childless (NOTEMPTY) → not an ephemeral
+    /// (BADVERSION) → parent exists. No ACL is checked, as in ZooKeeper.
+    pub fn delete_container_request(
+        &mut self,
+        zxid: i64,
+        path_in: &str,
+        triggers: &mut Vec<Trigger>,
+    ) -> Result<(), ErrorCode> {
+        let parent = path::parent_for_create(path_in).ok_or(ErrorCode::BadArguments)?;
+        if is_special_path(path_in) {
+            return Err(ErrorCode::BadArguments);
+        }
+        let node = self.get(path_in).ok_or(ErrorCode::NoNode)?;
+        if !node.children.is_empty() {
+            return Err(ErrorCode::NotEmpty);
+        }
+        if matches!(node.kind, NodeKind::Ephemeral(_)) {
+            return Err(ErrorCode::BadVersion);
+        }
+        self.get(parent).ok_or(ErrorCode::NoNode)?;
+        self.remove_node(zxid, path_in, triggers, None);
+        Ok(())
+    }
+
+    /// Containers whose children have all gone (and that ever had one), and TTL nodes with
+    /// no children left untouched for longer than their TTL, as of wall-clock `now`.
+    pub fn cleanup_candidates(&self, now: i64) -> Vec<String> {
+        let mut out = Vec::new();
+        for p in &self.containers {
+            if let Some(n) = self.nodes.get(p.as_str()) {
+                if n.cversion > 0 && n.children.is_empty() {
+                    out.push(p.clone());
+                }
+            }
+        }
+        for p in &self.ttls {
+            if let Some(n) = self.nodes.get(p.as_str()) {
+                if let NodeKind::Ttl(ttl) = n.kind {
+                    if n.children.is_empty() && ttl != 0 && now - n.mtime > ttl {
+                        out.push(p.clone());
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Reverses a failed multi's steps, newest first.
+    pub fn rollback(&mut self, undo: Vec<Undo>) {
+        for step in undo.into_iter().rev() {
+            match step {
+                Undo::Created {
+                    path,
+                    parent,
+                    parent_cversion,
+                    parent_pzxid,
+                } => {
+                    if let Some(node) = self.nodes.remove(path.as_str()) {
+                        self.data_size = self
+                            .data_size
+                            .saturating_sub(path.len() as u64 + node.data_len());
+                        self.unindex_kind(&path, node.kind);
+                    }
+                    if let Some(p) = self.get_mut(&parent) {
+                        p.children.remove(path::child_name(&path));
+                        p.cversion = parent_cversion;
+                        p.pzxid = parent_pzxid;
+                    }
+                }
+                Undo::Deleted {
+                    path,
+                    node,
+                    parent,
+                    parent_pzxid,
+                } => {
+                    if let Some(p) = self.get_mut(&parent) {
+                        p.children.insert(path::child_name(&path).into());
+                        p.pzxid = parent_pzxid;
+                    }
+                    self.data_size += path.len() as u64 + node.data_len();
+                    self.index_kind(&path, node.kind);
+                    self.nodes.insert(Name::from(path), node);
+                }
+                Undo::DataSet {
+                    path,
+                    data,
+                    mzxid,
+                    mtime,
+                    version,
+                } => {
+                    if let Some(n) = self.get_mut(&path) {
+                        let new_len = n.data_len();
+                        n.data = data;
+                        n.mzxid = mzxid;
+                        n.mtime = mtime;
+                        n.version = version;
+                        let old_len = n.data_len();
+                        self.data_size = (self.data_size + old_len).saturating_sub(new_len);
+                    }
+                }
+                Undo::AclSet {
+                    path,
+                    acl,
+                    aversion,
+                } => {
+                    if let Some(n) = self.get_mut(&path) {
+                        n.acl = acl;
+                        n.aversion = aversion;
+                    }
+                }
+            }
+        }
+    }
+}
