@@ -21,7 +21,7 @@ use crate::state::StateMachine;
 pub struct Server {
     shared: Arc<Shared>,
     pub client_addr: SocketAddr,
-    consensus: Option<JoinHandle<()>>,
+    raft_thread: Option<JoinHandle<()>>,
     shutdown: watch::Sender<bool>,
 }
 
@@ -92,7 +92,10 @@ impl Server {
         let metrics_port = config.metrics_port;
         let metrics_addr = config.metrics_address;
         let replica = Arc::new(Replica::new(config, state, tx));
-        let shared = Arc::new(Shared::new(replica.clone()));
+        let shared = Arc::new(Shared::new(
+            replica.clone(),
+            crate::ops::four_letter::answer,
+        ));
         let peers = transport.map(|t| Arc::new(t) as Arc<dyn Peers>);
         let thread = raft::start(replica, shared.clone(), storage, rx, peers)
             .context("cannot start Raft")?;
@@ -117,7 +120,7 @@ impl Server {
         Ok(Server {
             shared,
             client_addr,
-            consensus: Some(thread),
+            raft_thread: Some(thread),
             shutdown,
         })
     }
@@ -127,7 +130,7 @@ impl Server {
     pub async fn stop(mut self) {
         let _ = self.shutdown.send(true);
         self.shared.replica.submit(Input::Shutdown);
-        if let Some(thread) = self.consensus.take() {
+        if let Some(thread) = self.raft_thread.take() {
             let _ = tokio::task::spawn_blocking(move || thread.join()).await;
         }
         tracing::info!("zooraft stopped");

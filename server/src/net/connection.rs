@@ -23,9 +23,11 @@ use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 
+use super::completion::Completion;
+use super::conn_stats::ConnStats;
 use super::outbox::Outbox;
 use super::pipeline::{Env, Item, Pipeline};
-use super::registry::{Completion, ConnEntry, ConnStats};
+use super::registry::ConnEntry;
 use super::reply;
 use super::session_ids::new_password;
 use super::shared::Shared;
@@ -77,7 +79,7 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, peer: SocketAddr) {
         };
     match jute::LengthPrefix::classify(first) {
         jute::LengthPrefix::FourLetterWord(word) => {
-            let answer = crate::ops::four_letter::answer(&shared, &word, peer);
+            let answer = (shared.four_letter_words)(&shared, &word, peer);
             let mut wr = wr;
             let _ = wr.write_all(answer.as_bytes()).await;
             let _ = wr.shutdown().await;

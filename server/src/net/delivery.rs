@@ -11,9 +11,10 @@
 use bytes::BytesMut;
 use parking_lot::MutexGuard;
 
+use super::completion::Completion;
 use super::metrics::Metrics;
 use super::pipeline::Env;
-use super::registry::{Completion, Registry, SessionGrant};
+use super::registry::{Registry, SessionGrant};
 use super::reply;
 use super::shared::Shared;
 use super::watch::{WatchManager, WatchSlot};

@@ -21,10 +21,11 @@ use bytes::Bytes;
 use jute::{ErrorCode, Id, Reader, Request};
 use tokio::sync::mpsc::UnboundedSender;
 
+use super::completion::Completion;
+use super::conn_stats::ConnStats;
 use super::metrics::Metrics;
 use super::outbox::Outbox;
 use super::reads::{self, Caller};
-use super::registry::{Completion, ConnStats};
 use super::reply;
 use super::watch::WatchSlot;
 use crate::state::command::ConnId;

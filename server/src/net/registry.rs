@@ -3,32 +3,20 @@
 //!
 //! A connection registers once its session is established. The apply loop sends it
 //! [`Completion`]s; the connection marks itself `touched` whenever a packet arrives, and the
-//! consensus loop collects those marks every tick to keep sessions alive (on the leader
+//! Raft thread collects those marks every tick to keep sessions alive (on the leader
 //! directly, from followers in batches).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::{mpsc, oneshot};
 
+use super::completion::Completion;
+use super::conn_stats::ConnStats;
 use super::pipeline::Pipeline;
 use crate::state::command::ConnId;
-
-/// What the consensus side tells a connection's task (replies themselves go through the
-/// connection's [`Pipeline`]).
-#[derive(Debug)]
-pub enum Completion {
-    /// The session ended (closed by the client, expired, or taken over by a reconnect).
-    SessionClosed,
-    /// The leader changed; writes in flight may never be answered.
-    LeaderChanged,
-    /// This member stopped serving clients (no quorum, or shutting down).
-    StopServing,
-    /// A sync was answered: the requests held back behind it may go on.
-    Resume,
-}
 
 /// The outcome of a session creation, for the handshake that asked for it.
 #[derive(Debug, Clone)]
@@ -46,46 +34,6 @@ pub struct ConnEntry {
     pub connected_at: std::time::SystemTime,
     pub stats: Arc<ConnStats>,
     pub pipeline: Arc<Mutex<Pipeline>>,
-}
-
-/// Per-connection counters (for `cons`, with ZooKeeper's fields).
-pub struct ConnStats {
-    pub received: AtomicU64,
-    pub sent: AtomicU64,
-    pub outstanding: AtomicU64,
-    pub last_zxid: AtomicU64,
-    pub min_latency_us: AtomicU64,
-    pub max_latency_us: AtomicU64,
-    pub total_latency_us: AtomicU64,
-    pub latency_count: AtomicU64,
-    pub last_op: Mutex<&'static str>,
-    /// The negotiated session timeout (ms).
-    pub timeout_ms: AtomicI64,
-    /// The xid of the last reply to a client request (-1 before the first).
-    pub last_cxid: AtomicI64,
-    /// When the last reply left (ms on a monotonic clock), and how long it took.
-    pub last_response_ms: AtomicU64,
-    pub last_latency_ms: AtomicU64,
-}
-
-impl Default for ConnStats {
-    fn default() -> Self {
-        ConnStats {
-            received: AtomicU64::new(0),
-            sent: AtomicU64::new(0),
-            outstanding: AtomicU64::new(0),
-            last_zxid: AtomicU64::new(0),
-            min_latency_us: AtomicU64::new(0),
-            max_latency_us: AtomicU64::new(0),
-            total_latency_us: AtomicU64::new(0),
-            latency_count: AtomicU64::new(0),
-            last_op: Mutex::new("NA"),
-            timeout_ms: AtomicI64::new(0),
-            last_cxid: AtomicI64::new(-1),
-            last_response_ms: AtomicU64::new(0),
-            last_latency_ms: AtomicU64::new(0),
-        }
-    }
 }
 
 /// See the module docs.

@@ -29,6 +29,10 @@ use super::watch::WatchManager;
 use crate::raft::Replica;
 use crate::state::command::ConnId;
 
+/// Answers a four-letter word sent on the client port. The operator surface, a layer above
+/// this one, provides it when the member starts.
+pub type FourLetterWords = fn(&Shared, &[u8; 4], std::net::SocketAddr) -> String;
+
 /// See the module docs.
 pub struct Shared {
     pub replica: Arc<Replica>,
@@ -39,13 +43,15 @@ pub struct Shared {
     /// Request counters and latencies.
     pub metrics: Metrics,
     pub session_ids: SessionIds,
+    pub four_letter_words: FourLetterWords,
     next_conn: AtomicU64,
     conn_prefix: u64,
 }
 
 impl Shared {
-    pub fn new(replica: Arc<Replica>) -> Shared {
+    pub fn new(replica: Arc<Replica>, four_letter_words: FourLetterWords) -> Shared {
         Shared {
+            four_letter_words,
             session_ids: SessionIds::new(replica.me),
             replica,
             watches: Mutex::new(WatchManager::default()),

@@ -11,7 +11,8 @@
 //! The concerns live beside this file, each on its own part of the state below:
 //! `ready.rs` (the Ready cycle and apply), `leader.rs` (batching, proposals, session
 //! expiry, cleanup), `read_index.rs` (sync bookkeeping), `serving.rs` (when this member
-//! serves clients), `snapshots.rs` (when to snapshot, and the worker that writes them).
+//! serves clients; this file publishes what it decides), `snapshots.rs` (when to
+//! snapshot).
 //!
 //! Standalone is a one-voter group running exactly this code.
 
@@ -31,11 +32,12 @@ use super::input::Input;
 use super::log_writer::LogWrite;
 use super::read_index::ReadIndex;
 use super::replica::Replica;
-use super::serving::ServingPolicy;
-use super::snapshots::{SnapshotJob, SnapshotSchedule};
+use super::serving::{Observed, ServingAction, ServingPolicy};
+use super::snapshot_worker::SnapshotJob;
+use super::status::Role;
 use super::storage::RaftStorage;
+use super::timing::{election_timeout, ELECTION_TICKS, HEARTBEAT_TICKS};
 use super::transport::Peers;
-use super::{ELECTION_TICKS, HEARTBEAT_TICKS};
 use crate::state::command::Command;
 
 /// How many inbox items one turn handles before servicing timers and readies.
@@ -91,10 +93,6 @@ pub(super) struct Leadership {
     /// When the leader was last heard from (an observer never campaigns, so this is what
     /// tells it the leader is gone).
     pub last_contact: Instant,
-    /// This member has applied everything committed at least once under its current
-    /// leader. It serves from then on, though under write load its applied index trails
-    /// the commit index by a batch at almost any instant.
-    pub synced: bool,
 }
 
 /// How far the state machine has applied the log.
@@ -129,6 +127,17 @@ impl Proposals {
         self.since = None;
         std::mem::take(&mut self.pending)
     }
+}
+
+/// The Raft loop's side of snapshotting.
+#[derive(Default)]
+pub(super) struct SnapshotSchedule {
+    /// Bytes of entries applied since the last snapshot was started.
+    pub bytes_since: u64,
+    /// The size of the last snapshot written.
+    pub last_bytes: u64,
+    /// A capture is with the worker; no other is started meanwhile.
+    pub in_progress: bool,
 }
 
 /// What only the leader does: decide expiries and clean up containers and TTL nodes.
@@ -233,7 +242,6 @@ impl Consensus {
                 leader: 0,
                 role: StateRole::Follower,
                 last_contact: now,
-                synced: false,
             },
             proposals: Proposals::default(),
             reads: ReadIndex::default(),
@@ -243,10 +251,7 @@ impl Consensus {
                 term: snap.term,
             },
             snapshots: SnapshotSchedule::default(),
-            serving: ServingPolicy::new(
-                super::election_timeout(tick),
-                settings.min_session_timeout_ms,
-            ),
+            serving: ServingPolicy::new(election_timeout(tick), settings.min_session_timeout_ms),
             inbox,
             workers,
             replica,
@@ -385,7 +390,7 @@ impl Consensus {
     fn on_timers(&mut self, now: Instant) {
         let gap = now.saturating_duration_since(self.timers.last_run);
         self.timers.last_run = now;
-        if gap > super::election_timeout(self.timers.tick) && self.leads() {
+        if gap > election_timeout(self.timers.tick) && self.leads() {
             // Nothing was heard while stalled, so no deadline that lapsed meanwhile says a
             // session died: every session gets a full timeout, as under a new leader.
             tracing::warn!("the Raft loop stalled for {gap:?}; session deadlines re-armed");
@@ -417,5 +422,83 @@ impl Consensus {
         for ctx in self.reads.due_for_retry(now, after) {
             self.node.read_index(ctx);
         }
+    }
+
+    /// Publishes the Raft indexes, the role and whether this member serves (the serving
+    /// policy decides), and drops the clients when the policy says so.
+    pub(super) fn publish_status(&mut self) {
+        let now = self.clock.now();
+        let raft = &self.node.raft;
+        let status = &self.replica.status;
+        status.term.store(raft.term, Ordering::Relaxed);
+        status
+            .commit_index
+            .store(raft.raft_log.committed, Ordering::Relaxed);
+        status
+            .log_last_index
+            .store(raft.raft_log.last_index(), Ordering::Relaxed);
+        let observed = Observed {
+            role: self.leadership.role,
+            standalone: self.member.standalone,
+            observer: self.member.observer,
+            leader: self.leadership.leader,
+            heard_from_leader: now.saturating_duration_since(self.leadership.last_contact)
+                < election_timeout(self.timers.tick) * 2,
+            applied_index: self.applied.index,
+            applied_term: self.applied.term,
+            term: raft.term,
+            committed: raft.raft_log.committed,
+        };
+        let (role, serving) = self.serving.decide(&observed);
+        status.set_role(role);
+        if role == Role::Leader {
+            self.publish_followers();
+        }
+        let me = self.member.me;
+        let was = self.replica.status.serving.swap(serving, Ordering::AcqRel);
+        if serving && !was {
+            tracing::info!(member = me, role = role.name(), "serving clients");
+        } else if !serving && was {
+            tracing::warn!(
+                member = me,
+                "not serving new clients: no leader or no quorum"
+            );
+        }
+        if self.serving.update(serving, now) == ServingAction::DropClients {
+            tracing::warn!(
+                member = me,
+                "dropping clients: still no leader or no quorum"
+            );
+            self.connections.stop_serving();
+        }
+    }
+
+    /// The leader's view of its followers, for `mntr`.
+    fn publish_followers(&self) {
+        let raft = &self.node.raft;
+        let mut followers = 0;
+        let mut synced = 0;
+        let mut observers = 0;
+        let last = raft.raft_log.last_index();
+        let learners: HashSet<u64> = raft.prs().conf().learners().iter().copied().collect();
+        for (id, pr) in raft.prs().iter() {
+            if *id == self.member.me {
+                continue;
+            }
+            if learners.contains(id) {
+                observers += 1;
+                continue;
+            }
+            if pr.recent_active {
+                followers += 1;
+                if pr.matched + 64 >= last {
+                    synced += 1;
+                }
+            }
+        }
+        let status = &self.replica.status;
+        status.followers.store(followers, Ordering::Relaxed);
+        status.synced_followers.store(synced, Ordering::Relaxed);
+        status.observers.store(observers, Ordering::Relaxed);
     }
 }

@@ -28,7 +28,7 @@ use super::driver::{Consensus, Parts, Workers};
 use super::input::{Input, SyncWaiter};
 use super::log_writer::{self, LogWrite};
 use super::replica::Replica;
-use super::snapshots::{self, SnapshotJob};
+use super::snapshot_worker::{self, SnapshotJob};
 use super::status::Role;
 use super::storage::RaftStorage;
 use super::transport::Peers;
@@ -526,7 +526,7 @@ impl Node {
             let _ = rx.recv();
         }
         while let Ok(job) = self.snapshot_jobs.try_recv() {
-            let written = snapshots::write_snapshot(&self.storage, job);
+            let written = snapshot_worker::write_snapshot(&self.storage, job);
             let _ = self.inbox.send(Input::SnapshotWritten(written));
         }
     }

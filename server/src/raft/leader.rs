@@ -14,7 +14,7 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use super::driver::Consensus;
-use super::ELECTION_TICKS;
+use super::timing::election_timeout;
 use crate::state::command::{Batch, CloseReason, Command};
 
 /// Largest encoded batch proposed as one entry.
@@ -98,7 +98,7 @@ impl Consensus {
                 }
             }
         }
-        let limit = self.timers.tick * (ELECTION_TICKS as u32 * 3);
+        let limit = election_timeout(self.timers.tick) * 3;
         if self
             .proposals
             .since

@@ -14,12 +14,12 @@
 //! | `leader.rs` | batching and proposals, session expiry, cleanup |
 //! | `read_index.rs` | `sync` through Raft's ReadIndex |
 //! | `serving.rs` | when this member serves clients |
-//! | `snapshots.rs` | when to snapshot, and the worker that writes one |
+//! | `snapshots.rs`, `snapshot_worker.rs` | when to snapshot; the thread that writes one |
 //! | `log_writer.rs` | the thread that fsyncs the log (group commit) |
 //! | `storage/` | raft-rs's `Storage` over RocksDB: log, hard and conf state, snapshots |
 //! | `transport.rs` | member-to-member TCP |
 //! | `expiry.rs` | session deadlines |
-//! | `clock.rs`, `raft_log.rs` | the driver's clocks; raft-rs's logs into `tracing` |
+//! | `clock.rs`, `timing.rs`, `raft_log.rs` | clocks; tick counts and the election timeout; raft-rs's logs into `tracing` |
 
 mod clock;
 mod connections;
@@ -33,9 +33,11 @@ mod read_index;
 mod ready;
 mod replica;
 mod serving;
+mod snapshot_worker;
 mod snapshots;
 mod status;
 mod storage;
+mod timing;
 mod transport;
 
 #[cfg(test)]
@@ -44,7 +46,6 @@ mod harness;
 use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
 
 use raft::eraftpb::ConfState;
 
@@ -58,17 +59,6 @@ pub use transport::{Peers, Transport};
 use crate::config::Config;
 use crate::critical;
 use driver::{Consensus, Parts, Workers};
-
-/// raft-rs elects after this many ticks without hearing from a leader.
-const ELECTION_TICKS: usize = 10;
-/// A leader sends heartbeats every this many ticks.
-const HEARTBEAT_TICKS: usize = 2;
-
-/// raft-rs's base election timeout for a tick length: the unit every other timeout of
-/// zooraft's (waiting for a session grant, for a sync, for a leader) is counted in.
-pub fn election_timeout(tick: Duration) -> Duration {
-    tick * ELECTION_TICKS as u32
-}
 
 /// Why the Raft thread could not start.
 #[derive(Debug, thiserror::Error)]
@@ -117,7 +107,7 @@ fn spawn_workers(
     let mut threads = vec![writer];
     let (storage, inbox) = (storage.clone(), replica.inbox());
     match critical::spawn("snapshot", move || {
-        snapshots::run_worker(snapshot_jobs, storage, inbox)
+        snapshot_worker::run(snapshot_jobs, storage, inbox)
     }) {
         Ok(t) => threads.push(t),
         // Without the worker snapshots are never taken; the log just keeps growing.

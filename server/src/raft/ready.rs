@@ -146,7 +146,7 @@ impl Consensus {
             }
             self.leadership.leader = leader;
             self.leadership.last_contact = now;
-            self.leadership.synced = false;
+            self.serving.leader_changed();
         }
         self.leadership.role = role;
         if role == StateRole::Leader && !was_leader {

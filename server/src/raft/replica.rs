@@ -74,6 +74,6 @@ impl Replica {
 
     /// `k` election timeouts (raft-rs's base election timeout: `ELECTION_TICKS` ticks).
     pub fn election_timeouts(&self, k: u32) -> Duration {
-        super::election_timeout(self.config.raft_tick) * k
+        super::timing::election_timeout(self.config.raft_tick) * k
     }
 }

@@ -12,13 +12,10 @@
 //!   everyone while a member cut off from the quorum still lets its clients go long before
 //!   their sessions could expire on the majority side.
 
-use std::collections::HashSet;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use raft::StateRole;
 
-use super::driver::Consensus;
 use super::status::Role;
 
 /// What to do with the clients when the serving state changes.
@@ -29,8 +26,26 @@ pub(super) enum ServingAction {
     DropClients,
 }
 
+/// What the policy looks at, as the Raft thread sees it at one instant.
+pub(super) struct Observed {
+    /// The role the last `Ready` reported.
+    pub role: StateRole,
+    pub standalone: bool,
+    pub observer: bool,
+    /// The leader's id, 0 while unknown.
+    pub leader: u64,
+    /// The leader was heard from within two election timeouts.
+    pub heard_from_leader: bool,
+    pub applied_index: u64,
+    pub applied_term: u64,
+    pub term: u64,
+    pub committed: u64,
+}
+
 /// See the module docs.
 pub(super) struct ServingPolicy {
+    /// Applied everything committed at least once under the current leader.
+    synced: bool,
     unserving_since: Option<Instant>,
     clients_dropped: bool,
     drop_clients_after: Duration,
@@ -40,9 +55,43 @@ impl ServingPolicy {
     pub fn new(election_timeout: Duration, min_session_timeout_ms: i32) -> ServingPolicy {
         let quarter_session = Duration::from_millis(min_session_timeout_ms.max(0) as u64 / 4);
         ServingPolicy {
+            synced: false,
             unserving_since: None,
             clients_dropped: false,
             drop_clients_after: election_timeout.min(quarter_session),
+        }
+    }
+
+    /// A new leader: the member serves again once it has caught up with that one.
+    pub fn leader_changed(&mut self) {
+        self.synced = false;
+    }
+
+    /// The role this member reports, and whether it serves clients.
+    pub fn decide(&mut self, o: &Observed) -> (Role, bool) {
+        match o.role {
+            StateRole::Leader => {
+                let role = if o.standalone {
+                    Role::Standalone
+                } else {
+                    Role::Leader
+                };
+                (role, o.applied_term == o.term)
+            }
+            // A voter that loses its leader campaigns, and raft-rs forgets the leader then;
+            // an observer never campaigns, so contact is what tells it.
+            _ if o.leader != 0 && o.heard_from_leader => {
+                if o.applied_index >= o.committed {
+                    self.synced = true;
+                }
+                let role = if o.observer {
+                    Role::Observer
+                } else {
+                    Role::Follower
+                };
+                (role, self.synced)
+            }
+            _ => (Role::Looking, false),
         }
     }
 
@@ -63,104 +112,57 @@ impl ServingPolicy {
     }
 }
 
-impl Consensus {
-    /// Publishes the Raft indexes, the role and whether this member serves, and applies the
-    /// serving policy.
-    pub(super) fn publish_status(&mut self) {
-        let now = self.clock.now();
-        let status = &self.replica.status;
-        let raft = &self.node.raft;
-        status.term.store(raft.term, Ordering::Relaxed);
-        status
-            .commit_index
-            .store(raft.raft_log.committed, Ordering::Relaxed);
-        status
-            .log_last_index
-            .store(raft.raft_log.last_index(), Ordering::Relaxed);
-        let leadership = &mut self.leadership;
-        let heard_recently = now.saturating_duration_since(leadership.last_contact)
-            < super::election_timeout(self.timers.tick) * 2;
-        let (role, serving) = match leadership.role {
-            StateRole::Leader => {
-                let role = if self.member.standalone {
-                    Role::Standalone
-                } else {
-                    Role::Leader
-                };
-                (role, self.applied.term == raft.term)
-            }
-            // A voter that loses its leader campaigns, and raft-rs forgets the leader then;
-            // an observer never campaigns, so contact is what tells it.
-            _ if leadership.leader != 0 && heard_recently => {
-                if self.applied.index >= raft.raft_log.committed {
-                    leadership.synced = true;
-                }
-                let role = if self.member.observer {
-                    Role::Observer
-                } else {
-                    Role::Follower
-                };
-                (role, leadership.synced)
-            }
-            _ => (Role::Looking, false),
-        };
-        status.set_role(role);
-        if role == Role::Leader {
-            self.publish_followers();
-        }
-        let status = &self.replica.status;
-        let was = status.serving.swap(serving, Ordering::AcqRel);
-        let me = self.member.me;
-        if serving && !was {
-            tracing::info!(member = me, role = role.name(), "serving clients");
-        } else if !serving && was {
-            tracing::warn!(
-                member = me,
-                "not serving new clients: no leader or no quorum"
-            );
-        }
-        if self.serving.update(serving, now) == ServingAction::DropClients {
-            tracing::warn!(
-                member = me,
-                "dropping clients: still no leader or no quorum"
-            );
-            self.connections.stop_serving();
-        }
-    }
-
-    /// The leader's view of its followers, for `mntr`.
-    fn publish_followers(&self) {
-        let raft = &self.node.raft;
-        let mut followers = 0;
-        let mut synced = 0;
-        let mut observers = 0;
-        let last = raft.raft_log.last_index();
-        let learners: HashSet<u64> = raft.prs().conf().learners().iter().copied().collect();
-        for (id, pr) in raft.prs().iter() {
-            if *id == self.member.me {
-                continue;
-            }
-            if learners.contains(id) {
-                observers += 1;
-                continue;
-            }
-            if pr.recent_active {
-                followers += 1;
-                if pr.matched + 64 >= last {
-                    synced += 1;
-                }
-            }
-        }
-        let status = &self.replica.status;
-        status.followers.store(followers, Ordering::Relaxed);
-        status.synced_followers.store(synced, Ordering::Relaxed);
-        status.observers.store(observers, Ordering::Relaxed);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn follower(applied_index: u64, committed: u64) -> Observed {
+        Observed {
+            role: StateRole::Follower,
+            standalone: false,
+            observer: false,
+            leader: 1,
+            heard_from_leader: true,
+            applied_index,
+            applied_term: 2,
+            term: 2,
+            committed,
+        }
+    }
+
+    #[test]
+    fn a_follower_serves_once_caught_up_and_keeps_serving_while_trailing_by_a_batch() {
+        let mut p = ServingPolicy::new(Duration::from_secs(1), 4000);
+        assert_eq!(p.decide(&follower(5, 9)), (Role::Follower, false));
+        assert_eq!(p.decide(&follower(9, 9)), (Role::Follower, true));
+        // Under write load the applied index trails the commit index at almost any instant.
+        assert_eq!(p.decide(&follower(10, 12)), (Role::Follower, true));
+        // A new leader: caught up with that one first.
+        p.leader_changed();
+        assert_eq!(p.decide(&follower(12, 14)), (Role::Follower, false));
+        let lost = Observed {
+            heard_from_leader: false,
+            ..follower(14, 14)
+        };
+        assert_eq!(p.decide(&lost), (Role::Looking, false));
+    }
+
+    #[test]
+    fn a_leader_serves_once_an_entry_of_its_term_is_applied() {
+        let mut p = ServingPolicy::new(Duration::from_secs(1), 4000);
+        let leader = |applied_term| Observed {
+            role: StateRole::Leader,
+            applied_term,
+            ..follower(9, 9)
+        };
+        assert_eq!(p.decide(&leader(1)), (Role::Leader, false));
+        assert_eq!(p.decide(&leader(2)), (Role::Leader, true));
+        let standalone = Observed {
+            standalone: true,
+            ..leader(2)
+        };
+        assert_eq!(p.decide(&standalone), (Role::Standalone, true));
+    }
 
     #[test]
     fn clients_are_dropped_once_after_the_grace_period() {

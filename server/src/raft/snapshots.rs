@@ -3,76 +3,20 @@
 //! The Raft loop decides (by entries, or by bytes applied since the last snapshot: at least
 //! twice the last snapshot's size, so the cost of snapshots stays a fraction of the cost of
 //! the log) and captures the state in one pass of pointer copies, where the state is
-//! consistent. The worker thread encodes the capture and stores it in RocksDB while the
-//! loop goes on, then reports back ([`Input::SnapshotWritten`]); only then does the loop
-//! name the snapshot and compact the log behind it.
+//! consistent. The worker (`snapshot_worker.rs`) encodes the capture and stores it while
+//! the loop goes on, then reports back; only then does the loop name the snapshot and
+//! compact the log behind it.
 
 use std::sync::atomic::Ordering;
-use std::sync::mpsc::{Receiver, Sender};
-use std::time::{Duration, Instant};
-
-use raft::eraftpb::ConfState;
+use std::time::Instant;
 
 use super::driver::Consensus;
-use super::input::{Input, SnapshotWritten};
-use super::storage::RaftStorage;
-use crate::state::snapshot::{self, SnapshotView};
+use super::input::SnapshotWritten;
+use super::snapshot_worker::SnapshotJob;
 
 /// Take a snapshot once this many bytes of entries were applied since the last one (one
 /// entry is a whole batch, so counting entries alone would let the log grow large).
 const SNAPSHOT_AFTER_BYTES: u64 = 64 * 1024 * 1024;
-
-/// The Raft loop's side of snapshotting.
-#[derive(Default)]
-pub(super) struct SnapshotSchedule {
-    /// Bytes of entries applied since the last snapshot was started.
-    pub bytes_since: u64,
-    /// The size of the last snapshot written.
-    pub last_bytes: u64,
-    /// A capture is with the worker; no other is started meanwhile.
-    pub in_progress: bool,
-}
-
-/// A state captured by the Raft loop, for the worker to encode and make durable.
-pub struct SnapshotJob {
-    index: u64,
-    term: u64,
-    conf: ConfState,
-    view: SnapshotView,
-    captured_in: Duration,
-}
-
-/// Encodes and stores one captured state.
-pub fn write_snapshot(storage: &RaftStorage, job: SnapshotJob) -> Option<SnapshotWritten> {
-    let started = Instant::now();
-    let data = snapshot::encode(&job.view);
-    // Release the captured znodes at once: the live tree stops copying on write.
-    drop(job.view);
-    match storage.write_snapshot(job.index, job.term, &data) {
-        Ok(()) => Some(SnapshotWritten {
-            index: job.index,
-            term: job.term,
-            conf: job.conf,
-            bytes: data.len() as u64,
-            captured_in: job.captured_in,
-            written_in: started.elapsed(),
-        }),
-        Err(e) => {
-            tracing::error!(index = job.index, "cannot write a snapshot: {e}");
-            None
-        }
-    }
-}
-
-/// The worker thread's loop: every job is written and reported to the Raft thread.
-pub fn run_worker(jobs: Receiver<SnapshotJob>, storage: RaftStorage, inbox: Sender<Input>) {
-    for job in jobs {
-        let written = write_snapshot(&storage, job);
-        if inbox.send(Input::SnapshotWritten(written)).is_err() {
-            return;
-        }
-    }
-}
 
 impl Consensus {
     /// Captures the state for a snapshot when enough was applied since the last one.

@@ -290,7 +290,7 @@ impl raft::Storage for RaftStorage {
     fn snapshot(&self, request_index: u64, _to: u64) -> raft::Result<Snapshot> {
         let meta = self.snapshot_metadata();
         if meta.index < request_index || meta.index == 0 {
-            // The consensus loop takes a fresh snapshot soon after this is seen.
+            // The Raft loop takes a fresh snapshot soon after this is seen.
             return Err(raft::Error::Store(
                 StorageError::SnapshotTemporarilyUnavailable,
             ));
