@@ -110,9 +110,11 @@ mod field {
 
 pub use field::Field;
 
-/// Declares a jute record: the struct, its `Record` impl and its minimum wire size.
+/// Declares a jute record: the struct, its `Record` impl and its minimum wire size. A field
+/// written `name: Type as reader` is decoded by `reader` instead of its type's own decoder
+/// (for strings ZooKeeper accepts as null where zooraft keeps a `String`).
 macro_rules! record {
-    ($(#[$meta:meta])* $name:ident { $($(#[$fmeta:meta])* $field:ident : $ty:ty),* $(,)? }) => {
+    ($(#[$meta:meta])* $name:ident { $($(#[$fmeta:meta])* $field:ident : $ty:ty $(as $reader:ident)?),* $(,)? }) => {
         $(#[$meta])*
         #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
         pub struct $name {
@@ -129,7 +131,7 @@ macro_rules! record {
             }
             #[allow(unused_variables)]
             fn get(r: &mut Reader) -> Result<Self, DecodeError> {
-                Ok($name { $($field: <$ty as Field>::get(r)?,)* })
+                Ok($name { $($field: record!(@get r, $ty $(, $reader)?),)* })
             }
         }
 
@@ -142,12 +144,57 @@ macro_rules! record {
             }
         }
     };
+    (@get $r:ident, $ty:ty) => { <$ty as Field>::get($r)? };
+    (@get $r:ident, $ty:ty, $reader:ident) => { $reader($r)? };
 }
 
-record!(
-    /// An ACL identity: scheme (`world`, `auth`, `digest`, `ip`, ...) and id.
-    Id { scheme: String, id: String }
-);
+/// A string ZooKeeper reads as null and then treats like an empty one (a path that then
+/// fails validation with BADARGUMENTS, a watch path nothing matches): decoded as "".
+fn null_as_empty(r: &mut Reader) -> Result<String, DecodeError> {
+    Ok(r.read_ustring_opt()?.unwrap_or_default())
+}
+
+/// An ACL identity: scheme (`world`, `auth`, `digest`, `ip`, ...) and id.
+///
+/// Nulls as Apache ZooKeeper 3.8 treats them: a null scheme is no known scheme (the ACL is
+/// then INVALIDACL, as for ""), a null id under `auth` is ignored like any id there (kazoo's
+/// `CREATOR_ALL_ACL` is `Id("auth", "")`, sent as null), and a null id under any other
+/// scheme fails the request with MARSHALLINGERROR (ZooKeeper's providers dereference it).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct Id {
+    pub scheme: String,
+    pub id: String,
+}
+
+impl MinSize for Id {
+    const MIN_SIZE: usize = 8;
+}
+
+impl Field for Id {
+    fn put(&self, out: &mut BytesMut) {
+        out.put_ustring(&self.scheme);
+        out.put_ustring(&self.id);
+    }
+    fn get(r: &mut Reader) -> Result<Self, DecodeError> {
+        let scheme = null_as_empty(r)?;
+        let id = match r.read_ustring_opt()? {
+            Some(id) => id,
+            None if scheme == "auth" => String::new(),
+            None => return Err(DecodeError::UnexpectedNull("ACL id")),
+        };
+        Ok(Id { scheme, id })
+    }
+}
+
+impl Record for Id {
+    fn encode(&self, out: &mut BytesMut) {
+        Field::put(self, out)
+    }
+    fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
+        <Self as Field>::get(r)
+    }
+}
+
 record!(
     /// An ACL entry: permission bits and identity.
     Acl { perms: i32, id: Id }
@@ -183,7 +230,7 @@ record!(GetDataRequest {
     path: String,
     watch: bool
 });
-record!(SetDataRequest { path: String, data: Option<Bytes>, version: i32 });
+record!(SetDataRequest { path: String as null_as_empty, data: Option<Bytes>, version: i32 });
 record!(ReconfigRequest {
     joining_servers: String,
     leaving_servers: String,
@@ -212,10 +259,10 @@ record!(
 );
 record!(SyncResponse { path: Option<String> });
 record!(GetAclRequest { path: String });
-record!(SetAclRequest { path: String, acl: Vec<Acl>, version: i32 });
+record!(SetAclRequest { path: String as null_as_empty, acl: Vec<Acl>, version: i32 });
 record!(SetAclResponse { stat: Stat });
 record!(AddWatchRequest {
-    path: String,
+    path: String as null_as_empty,
     mode: i32
 });
 record!(
@@ -243,7 +290,7 @@ record!(CheckWatchesRequest {
     watcher_type: i32
 });
 record!(RemoveWatchesRequest {
-    path: String,
+    path: String as null_as_empty,
     watcher_type: i32
 });
 record!(
@@ -308,6 +355,52 @@ impl Acl {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytes::BufMut;
+
+    fn id_from(scheme: Option<&str>, id: Option<&str>) -> Result<Id, DecodeError> {
+        let mut b = BytesMut::new();
+        for s in [scheme, id] {
+            match s {
+                Some(s) => b.put_ustring(s),
+                None => b.put_i32(-1),
+            }
+        }
+        Id::decode(&mut Reader::new(b.freeze()))
+    }
+
+    #[test]
+    fn null_acl_strings_decode_as_zookeeper_treats_them() {
+        let auth = id_from(Some("auth"), None).unwrap();
+        assert_eq!((auth.scheme.as_str(), auth.id.as_str()), ("auth", ""));
+        let no_scheme = id_from(None, Some("anyone")).unwrap();
+        assert_eq!(no_scheme.scheme, "");
+        for scheme in ["world", "digest", "ip", "x509"] {
+            assert!(
+                matches!(
+                    id_from(Some(scheme), None),
+                    Err(DecodeError::UnexpectedNull(_))
+                ),
+                "{scheme}"
+            );
+        }
+    }
+
+    #[test]
+    fn null_paths_decode_as_empty_only_where_zookeeper_accepts_them() {
+        let mut b = BytesMut::new();
+        b.put_i32(-1);
+        b.put_buffer(Some(b"x"));
+        b.put_i32(-1);
+        let set = SetDataRequest::decode(&mut Reader::new(b.clone().freeze())).unwrap();
+        assert_eq!(set.path, "");
+        let mut d = BytesMut::new();
+        d.put_i32(-1);
+        d.put_i32(-1);
+        assert!(matches!(
+            DeleteRequest::decode(&mut Reader::new(d.freeze())),
+            Err(DecodeError::UnexpectedNull(_))
+        ));
+    }
 
     #[test]
     fn stat_is_68_bytes() {

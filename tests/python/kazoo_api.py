@@ -10,6 +10,8 @@ import time
 
 from kazoo.exceptions import (
     BadVersionError,
+    InvalidACLError,
+    NoAuthError,
     NoChildrenForEphemeralsError,
     NodeExistsError,
     NoNodeError,
@@ -369,6 +371,33 @@ def resume_session_with_id_and_password():
     c = new_client()
     expect_eq(c.exists("/resume-eph"), None, "ephemerals gone after the resumed session closed")
     expect_eq(c.exists("/resume-eph2"), None, "second ephemeral gone too")
+
+
+@check
+def creator_all_acl():
+    # kazoo's CREATOR_ALL_ACL is ACL(ALL, Id("auth", "")), which kazoo sends with a null id.
+    from kazoo.security import CREATOR_ALL_ACL, make_digest_acl_credential
+
+    anonymous = new_client()
+    expect_raises(
+        InvalidACLError,
+        anonymous.create,
+        "/creator-all-anon",
+        b"x",
+        acl=CREATOR_ALL_ACL,
+    )
+    owner = new_client()
+    owner.add_auth("digest", "alice:secret")
+    owner.create("/creator-all", b"private", acl=CREATOR_ALL_ACL)
+    acls, _ = owner.get_acls("/creator-all")
+    expected = make_digest_acl_credential("alice", "secret")
+    expect_eq(
+        [(a.perms, a.id.scheme, a.id.id) for a in acls],
+        [(31, "digest", expected)],
+        "the ACL names the creator's digest identity",
+    )
+    expect_eq(owner.get("/creator-all")[0], b"private", "the creator reads it")
+    expect_raises(NoAuthError, anonymous.get, "/creator-all")
 
 
 @check

@@ -120,7 +120,7 @@ fn scenario(kind: ServerKind, program: &str, expected: usize) {
     );
 }
 
-const API_CHECKS: usize = 11;
+const API_CHECKS: usize = 12;
 const RECIPE_CHECKS: usize = 11;
 
 #[test]

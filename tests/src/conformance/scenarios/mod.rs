@@ -22,6 +22,7 @@ mod ext_nodes;
 mod ext_watches;
 mod initial;
 mod multi;
+mod null_strings;
 mod ops;
 mod paths;
 mod sessions;
@@ -40,6 +41,12 @@ pub fn all(group: Group) -> Vec<Scenario> {
             initial::list(),
         ]
         .concat(),
-        Group::Extended => [ext_nodes::list(), ext_watches::list(), ext_acl::list()].concat(),
+        Group::Extended => [
+            ext_nodes::list(),
+            ext_watches::list(),
+            ext_acl::list(),
+            null_strings::list(),
+        ]
+        .concat(),
     }
 }
