@@ -48,7 +48,7 @@ pub struct Workers {
     /// The log writer (`log_writer.rs`): makes staged entries durable, then sends the
     /// messages that must follow persistence.
     pub log_writer: Sender<LogWrite>,
-    /// The snapshot worker (`snapshots.rs`): encodes and stores captured states.
+    /// The snapshot worker (`snapshot_worker.rs`): encodes and stores captured states.
     pub snapshots: Sender<SnapshotJob>,
     /// Joined at shutdown, so nothing uses the store once the driver is gone.
     pub threads: Vec<JoinHandle<()>>,
