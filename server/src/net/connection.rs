@@ -61,6 +61,8 @@ enum End {
     LeaderChanged,
     #[error("member is not serving clients")]
     NotServing,
+    #[error("the session could not be confirmed with the leader")]
+    NoLeader,
     #[error("a write went unanswered for too long")]
     WriteTimeout,
     #[error("authentication failed")]
@@ -225,14 +227,16 @@ async fn handshake(
     if let Some(old) = shared.registry.conn_of_session(req.session_id) {
         shared.registry.send(old, Completion::SessionClosed);
     }
-    let mut known = lookup_session(shared, req.session_id, &req.passwd);
-    if known.is_none() && !shared.replica.config.is_standalone() {
-        // This member may simply not have applied the session's creation yet: catch up
-        // with the leader (a sync), then look again.
-        sync_with_leader(shared).await;
-        known = lookup_session(shared, req.session_id, &req.passwd);
+    // In an ensemble the resume is confirmed with the leader (a ReadIndex round) before it
+    // is answered, as ZooKeeper's follower revalidates a session with its leader: the
+    // session table here is then at least the leader's, so an unknown session is really
+    // gone (not merely not applied here yet), and a member whose leader is gone refuses the
+    // client, which tries another member, instead of accepting a session whose writes it
+    // cannot commit.
+    if !shared.replica.config.is_standalone() && !sync_with_leader(shared).await {
+        return Err(End::NoLeader);
     }
-    match known {
+    match lookup_session(shared, req.session_id, &req.passwd) {
         Some(true) => {
             respond(&ConnectResponse {
                 protocol_version: 0,
@@ -265,13 +269,19 @@ fn lookup_session(shared: &Shared, id: i64, passwd: &[u8]) -> Option<bool> {
         .map(|s| s.passwd.as_slice() == passwd)
 }
 
-async fn sync_with_leader(shared: &Shared) {
+/// A ReadIndex round: true once this member has applied everything the leader had
+/// committed when asked; false if that did not happen within two election timeouts (no
+/// leader, or no quorum).
+async fn sync_with_leader(shared: &Shared) -> bool {
     let (tx, rx) = oneshot::channel();
-    shared
+    if !shared
         .replica
-        .submit(Input::ReadIndex(SyncWaiter::Notify(tx)));
+        .submit(Input::ReadIndex(SyncWaiter::Notify(tx)))
+    {
+        return false;
+    }
     let wait = shared.replica.election_timeouts(2);
-    let _ = tokio::time::timeout(wait, rx).await;
+    matches!(tokio::time::timeout(wait, rx).await, Ok(Ok(())))
 }
 
 async fn run(
