@@ -28,6 +28,10 @@ pub enum DecodeError {
     /// A null where the protocol requires a value.
     #[error("unexpected null {0}")]
     UnexpectedNull(&'static str),
+    /// A null path in an op of a multi: ZooKeeper reads it and then fails the whole multi
+    /// (MARSHALLINGERROR with an empty multi body), unlike other undecodable multis.
+    #[error("null path in a multi op")]
+    NullPathInMulti,
 }
 
 /// A record in jute's binary layout.
@@ -59,6 +63,12 @@ pub struct Reader {
 impl Reader {
     pub fn new(buf: Bytes) -> Self {
         Reader { buf }
+    }
+
+    /// The next i32 without consuming it, if four bytes remain.
+    pub fn peek_i32(&self) -> Option<i32> {
+        let b = self.buf.get(..4)?;
+        Some(i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
     }
 
     /// Bytes not read yet.

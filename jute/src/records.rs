@@ -298,20 +298,150 @@ record!(
     GetEphemeralsRequest { prefix_path: Option<String> }
 );
 record!(GetEphemeralsResponse { ephemerals: Vec<String> });
-record!(SetWatches {
-    relative_zxid: i64,
-    data_watches: Vec<String>,
-    exist_watches: Vec<String>,
-    child_watches: Vec<String>,
-});
-record!(SetWatches2 {
-    relative_zxid: i64,
-    data_watches: Vec<String>,
-    exist_watches: Vec<String>,
-    child_watches: Vec<String>,
-    persistent_watches: Vec<String>,
-    persistent_recursive_watches: Vec<String>,
-});
+/// Reads a watch list whose entries may be null (as Java's jute reads them).
+fn read_watch_list(r: &mut Reader) -> Result<Vec<Option<String>>, DecodeError> {
+    r.read_vec(4, |r| r.read_ustring_opt())
+}
+
+/// Apache ZooKeeper 3.8 handles the lists of a setWatches in order (data, exist, child,
+/// persistent, persistent-recursive) and fails at a null entry with MARSHALLINGERROR,
+/// after handling (firing or re-arming) every entry before it. The lists are cut at the
+/// first null, the later ones emptied, and `null_entry` set.
+fn cut_at_first_null(lists: Vec<Vec<Option<String>>>) -> (Vec<Vec<String>>, bool) {
+    let mut cut = false;
+    let out = lists
+        .into_iter()
+        .map(|list| {
+            let mut kept = Vec::with_capacity(list.len());
+            if !cut {
+                for entry in list {
+                    match entry {
+                        Some(path) => kept.push(path),
+                        None => {
+                            cut = true;
+                            break;
+                        }
+                    }
+                }
+            }
+            kept
+        })
+        .collect();
+    (out, cut)
+}
+
+/// Reads `N` watch lists, cut at the first null entry.
+fn read_watch_lists<const N: usize>(
+    r: &mut Reader,
+) -> Result<([Vec<String>; N], bool), DecodeError> {
+    let lists = (0..N)
+        .map(|_| read_watch_list(r))
+        .collect::<Result<Vec<_>, _>>()?;
+    let (lists, null_entry) = cut_at_first_null(lists);
+    let mut lists = lists.into_iter();
+    Ok((
+        std::array::from_fn(|_| lists.next().unwrap_or_default()),
+        null_entry,
+    ))
+}
+
+/// setWatches (opcode 101): the watches a client re-registers after a reconnect.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct SetWatches {
+    pub relative_zxid: i64,
+    pub data_watches: Vec<String>,
+    pub exist_watches: Vec<String>,
+    pub child_watches: Vec<String>,
+    /// A null entry ended the lists (not on the wire; see [`cut_at_first_null`]).
+    pub null_entry: bool,
+}
+
+/// setWatches2 (opcode 105): setWatches with persistent and persistent-recursive watches.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct SetWatches2 {
+    pub relative_zxid: i64,
+    pub data_watches: Vec<String>,
+    pub exist_watches: Vec<String>,
+    pub child_watches: Vec<String>,
+    pub persistent_watches: Vec<String>,
+    pub persistent_recursive_watches: Vec<String>,
+    /// A null entry ended the lists (not on the wire; see [`cut_at_first_null`]).
+    pub null_entry: bool,
+}
+
+impl MinSize for SetWatches {
+    const MIN_SIZE: usize = 8 + 3 * 4;
+}
+
+impl MinSize for SetWatches2 {
+    const MIN_SIZE: usize = 8 + 5 * 4;
+}
+
+impl Field for SetWatches {
+    fn put(&self, out: &mut BytesMut) {
+        self.relative_zxid.put(out);
+        self.data_watches.put(out);
+        self.exist_watches.put(out);
+        self.child_watches.put(out);
+    }
+    fn get(r: &mut Reader) -> Result<Self, DecodeError> {
+        let relative_zxid = r.read_i64()?;
+        let ([data_watches, exist_watches, child_watches], null_entry) = read_watch_lists(r)?;
+        Ok(SetWatches {
+            relative_zxid,
+            data_watches,
+            exist_watches,
+            child_watches,
+            null_entry,
+        })
+    }
+}
+
+impl Field for SetWatches2 {
+    fn put(&self, out: &mut BytesMut) {
+        self.relative_zxid.put(out);
+        self.data_watches.put(out);
+        self.exist_watches.put(out);
+        self.child_watches.put(out);
+        self.persistent_watches.put(out);
+        self.persistent_recursive_watches.put(out);
+    }
+    fn get(r: &mut Reader) -> Result<Self, DecodeError> {
+        let relative_zxid = r.read_i64()?;
+        let (
+            [data_watches, exist_watches, child_watches, persistent_watches, persistent_recursive_watches],
+            null_entry,
+        ) = read_watch_lists(r)?;
+        Ok(SetWatches2 {
+            relative_zxid,
+            data_watches,
+            exist_watches,
+            child_watches,
+            persistent_watches,
+            persistent_recursive_watches,
+            null_entry,
+        })
+    }
+}
+
+impl Record for SetWatches {
+    fn encode(&self, out: &mut BytesMut) {
+        Field::put(self, out)
+    }
+    fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
+        <Self as Field>::get(r)
+    }
+}
+
+impl Record for SetWatches2 {
+    fn encode(&self, out: &mut BytesMut) {
+        Field::put(self, out)
+    }
+    fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
+        <Self as Field>::get(r)
+    }
+}
+
 record!(ClientInfo {
     auth_scheme: String,
     user: String
@@ -400,6 +530,33 @@ mod tests {
             DeleteRequest::decode(&mut Reader::new(d.freeze())),
             Err(DecodeError::UnexpectedNull(_))
         ));
+    }
+
+    #[test]
+    fn set_watches_lists_are_cut_at_the_first_null_entry() {
+        let mut b = BytesMut::new();
+        b.put_i64(7);
+        b.put_i32(1);
+        b.put_ustring("/a");
+        b.put_i32(3);
+        b.put_ustring("/b");
+        b.put_i32(-1);
+        b.put_ustring("/c");
+        b.put_i32(1);
+        b.put_ustring("/d");
+        let sw = SetWatches::decode(&mut Reader::new(b.freeze())).unwrap();
+        assert_eq!(sw.relative_zxid, 7);
+        assert_eq!(sw.data_watches, vec!["/a"]);
+        assert_eq!(sw.exist_watches, vec!["/b"]);
+        assert!(sw.child_watches.is_empty());
+        assert!(sw.null_entry);
+        let whole = SetWatches {
+            relative_zxid: 1,
+            data_watches: vec!["/x".into()],
+            ..SetWatches::default()
+        };
+        let back = SetWatches::decode(&mut Reader::new(whole.to_bytes())).unwrap();
+        assert_eq!(back, whole);
     }
 
     #[test]

@@ -77,6 +77,10 @@ impl MultiOp {
     }
 
     fn decode_body(op: i32, r: &mut Reader) -> Result<MultiOp, DecodeError> {
+        // Every op's record starts with its path.
+        if r.peek_i32() == Some(-1) {
+            return Err(DecodeError::NullPathInMulti);
+        }
         Ok(match OpCode::from_code(op) {
             Some(OpCode::Create) => MultiOp::Create(CreateRequest::decode(r)?),
             Some(OpCode::Create2) => MultiOp::Create2(CreateRequest::decode(r)?),
@@ -268,6 +272,25 @@ impl Request {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_null_path_in_a_multi_op_is_its_own_error() {
+        use bytes::BufMut;
+        let mut b = BytesMut::new();
+        MultiHeader {
+            op: OpCode::Delete.code(),
+            done: false,
+            err: -1,
+        }
+        .encode(&mut b);
+        b.put_i32(-1);
+        b.put_i32(-1);
+        MULTI_END.encode(&mut b);
+        assert_eq!(
+            Request::decode(OpCode::Multi.code(), &mut Reader::new(b.freeze())),
+            Err(DecodeError::NullPathInMulti)
+        );
+    }
+
     use super::*;
     use bytes::Bytes;
 

@@ -198,6 +198,7 @@ fn request() -> impl Strategy<Value = Request> {
                 data_watches: d,
                 exist_watches: e,
                 child_watches: c,
+                null_entry: false,
             })
         }),
         (
@@ -214,6 +215,7 @@ fn request() -> impl Strategy<Value = Request> {
                 exist_watches: e,
                 child_watches: c,
                 persistent_watches: p,
+                null_entry: false,
                 persistent_recursive_watches: r
             })),
         ustring().prop_map(|prefix_path| Request::GetEphemerals(GetEphemeralsRequest {

@@ -180,7 +180,7 @@ pub fn execute(
                 };
                 set_watches(state, w, caller.conn, sw.relative_zxid, &lists)
             });
-            reply::push(out, xid, zxid, ErrorCode::Ok, |_| {})
+            reply::push_error(out, xid, zxid, set_watches_result(sw.null_entry))
         }
         Request::SetWatches2(sw) => {
             watches.with(|w| {
@@ -193,7 +193,7 @@ pub fn execute(
                 };
                 set_watches(state, w, caller.conn, sw.relative_zxid, &lists)
             });
-            reply::push(out, xid, zxid, ErrorCode::Ok, |_| {})
+            reply::push_error(out, xid, zxid, set_watches_result(sw.null_entry))
         }
         Request::AddWatch(r) => match AddWatchMode::from_code(r.mode) {
             Some(mode) => {
@@ -256,6 +256,16 @@ fn answer_watch_query(out: &Outbox, xid: i32, zxid: i64, found: Option<bool>) {
         Some(true) => reply::push(out, xid, zxid, ErrorCode::Ok, |_| {}),
         Some(false) => reply::push_error(out, xid, zxid, ErrorCode::NoWatcher),
         None => reply::push_error(out, xid, zxid, ErrorCode::MarshallingError),
+    }
+}
+
+/// A setWatches whose lists held a null entry was handled up to it (jute cut the lists
+/// there); ZooKeeper then answers MARSHALLINGERROR.
+fn set_watches_result(null_entry: bool) -> ErrorCode {
+    if null_entry {
+        ErrorCode::MarshallingError
+    } else {
+        ErrorCode::Ok
     }
 }
 

@@ -46,7 +46,7 @@ pub fn encode(
 /// Encodes the reply to a write: its header's error and, for a success, its body.
 pub fn encode_write(buf: &mut BytesMut, xid: i32, zxid: i64, result: &WriteResult) -> Bytes {
     let err = match result {
-        WriteResult::Error(e) => e.code(),
+        WriteResult::Error(e) | WriteResult::MultiAborted(e) => e.code(),
         _ => ErrorCode::Ok.code(),
     };
     encode(buf, xid, zxid, err, |b| match result {
@@ -63,5 +63,6 @@ pub fn encode_write(buf: &mut BytesMut, xid: i32, zxid: i64, result: &WriteResul
             }
             jute::MULTI_END.encode(b);
         }
+        WriteResult::MultiAborted(_) => jute::MULTI_END.encode(b),
     })
 }

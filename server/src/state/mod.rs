@@ -58,6 +58,9 @@ pub enum WriteResult {
     Check(Stat),
 
     Multi(Vec<MultiResult>),
+    /// A multi failed as a whole: the header carries the error, the body an empty list of
+    /// results (ZooKeeper's answer to a null path in one of its ops).
+    MultiAborted(ErrorCode),
 }
 
 /// Receives what applying a batch did.
@@ -302,8 +305,14 @@ fn apply_write_inner(
             WriteResult::Check(stat)
         }
         OpCode::Multi => {
-            let Request::Multi(ops) = Request::decode(op, &mut r)? else {
-                return Err(ErrorCode::MarshallingError.into());
+            let ops = match Request::decode(op, &mut r) {
+                Ok(Request::Multi(ops)) => ops,
+                // ZooKeeper fails the whole multi, with an empty list of results.
+                Err(DecodeError::NullPathInMulti) => {
+                    return Ok(WriteResult::MultiAborted(ErrorCode::MarshallingError))
+                }
+                Ok(_) => return Err(ErrorCode::MarshallingError.into()),
+                Err(e) => return Err(e.into()),
             };
             // ZooKeeper refuses to mix reads into a transaction ("Mixing different kind of ops").
             if ops.iter().any(MultiOp::is_read) {

@@ -204,6 +204,7 @@ pub fn set_watches2(
         child_watches: v(child),
         persistent_watches: v(persistent),
         persistent_recursive_watches: v(recursive),
+        null_entry: false,
     }
 }
 
@@ -214,6 +215,7 @@ pub fn set_watches(rel: i64, data: &[&str], exist: &[&str], child: &[&str]) -> S
         data_watches: v(data),
         exist_watches: v(exist),
         child_watches: v(child),
+        null_entry: false,
     }
 }
 

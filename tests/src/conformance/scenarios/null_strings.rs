@@ -3,10 +3,6 @@
 //! `CREATOR_ALL_ACL` is `ACL(ALL, Id("auth", ""))`), the Java client a `null` it was
 //! given. Each scenario sends a null in one string field of one record and records what
 //! the server answers (and whether the connection survives), then what the tree holds.
-//!
-//! Not covered yet (ZooKeeper's answers differ from zooraft's): a null entry in setWatches'
-//! lists (ZooKeeper answers the entries before it, then MARSHALLINGERROR) and a null path
-//! inside a multi (MARSHALLINGERROR with an empty multi body).
 
 use bytes::{BufMut, BytesMut};
 use jute::{OpCode, WriteExt};
@@ -22,6 +18,8 @@ pub fn list() -> Vec<crate::conformance::Scenario> {
         sc!(null_paths_in_reads),
         sc!(null_paths_in_watch_requests),
         sc!(null_auth_scheme),
+        sc!(null_strings_in_multi),
+        sc!(null_entries_in_set_watches),
     ]
 }
 
@@ -41,6 +39,10 @@ impl Body {
     }
     fn i(mut self, v: i32) -> Body {
         self.0.put_i32(v);
+        self
+    }
+    fn l(mut self, v: i64) -> Body {
+        self.0.put_i64(v);
         self
     }
     fn b(mut self, v: bool) -> Body {
@@ -257,5 +259,88 @@ async fn null_auth_scheme(c: &mut Ctx) -> Res {
     c.send_op("a", -4, OpCode::Auth.code(), &body).await?;
     c.reply_or_close("a", -4).await?;
     c.wait_closed("a", 2000).await?;
+    Ok(())
+}
+
+/// Null strings inside a multi: a null path in any op (first or later) fails the whole
+/// multi with MARSHALLINGERROR and an empty list of results; a null id under `digest` is
+/// MARSHALLINGERROR with no body; a null scheme is that op's INVALIDACL.
+async fn null_strings_in_multi(c: &mut Ctx) -> Res {
+    let p = c.p("");
+    c.open("s0").await?;
+    c.call("s0", create(&p, b"", PERSISTENT)).await?;
+    let op = |b: Body, op: OpCode| b.i(op.code()).b(false).i(-1);
+    let end = |b: Body| b.i(-1).b(true).i(-1);
+    let open = |b: Body| b.i(1).acl(31, Some("world"), Some("anyone"));
+    let cases: Vec<(&str, Body)> = vec![
+        (
+            "create",
+            open(op(Body::new(), OpCode::Create).s(None).data(b"")).i(0),
+        ),
+        ("delete", op(Body::new(), OpCode::Delete).s(None).i(-1)),
+        (
+            "setdata",
+            op(Body::new(), OpCode::SetData).s(None).data(b"").i(-1),
+        ),
+        ("check", op(Body::new(), OpCode::Check).s(None).i(-1)),
+        (
+            "second",
+            op(
+                op(Body::new(), OpCode::Check).s(Some(&p)).i(-1),
+                OpCode::Delete,
+            )
+            .s(None)
+            .i(-1),
+        ),
+        (
+            "digest",
+            op(Body::new(), OpCode::Create)
+                .s(Some(&format!("{p}/d")))
+                .data(b"")
+                .i(1)
+                .acl(31, Some("digest"), None)
+                .i(0),
+        ),
+        (
+            "scheme",
+            op(Body::new(), OpCode::Create)
+                .s(Some(&format!("{p}/e")))
+                .data(b"")
+                .i(1)
+                .acl(31, None, Some("x"))
+                .i(0),
+        ),
+    ];
+    for (label, body) in cases {
+        probe(c, label, OpCode::Multi, &end(body).bytes()).await?;
+    }
+    c.call("s0", get_children(&p, false)).await?;
+    Ok(())
+}
+
+/// A null entry in each list of a setWatches: the entries before it are handled (events
+/// fired, watches set), the rest is not, and the answer is MARSHALLINGERROR.
+async fn null_entries_in_set_watches(c: &mut Ctx) -> Res {
+    let p = c.p("");
+    c.open("s0").await?;
+    c.call("s0", create(&p, b"", PERSISTENT)).await?;
+    c.call("s0", create(&format!("{p}/y1"), b"", PERSISTENT))
+        .await?;
+    for which in 0..3 {
+        let mut body = Body::new().l(0);
+        for list in 0..3 {
+            body = if list == which {
+                body.i(3).s(Some(&p)).s(None).s(Some(&format!("{p}/zz")))
+            } else {
+                body.i(1).s(Some(&format!("{p}/y{list}")))
+            };
+        }
+        let label = format!("sw{which}");
+        probe(c, &label, OpCode::SetWatches, &body.bytes()).await?;
+        // Which watches the entries before the null left: a change to each path tells.
+        c.call("s0", set_data(&format!("{p}/y1"), b"changed", -1))
+            .await?;
+        c.quiet(&label, 200).await?;
+    }
     Ok(())
 }
