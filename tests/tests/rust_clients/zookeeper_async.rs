@@ -81,6 +81,19 @@ async fn za_next(
     (ev.event_type, ev.path)
 }
 
+/// Waits (at most [`WAIT`]) until `path` does not exist, as `observer` sees it.
+async fn za_until_gone(what: &str, observer: &za::ZooKeeper, path: &str) {
+    eventually_async(what, WAIT, || async {
+        observer
+            .exists(path, false)
+            .await
+            .expect("exists")
+            .is_none()
+            .then_some(())
+    })
+    .await
+}
+
 fn za_open() -> Vec<za::Acl> {
     za::Acl::open_unsafe().clone()
 }
@@ -296,14 +309,7 @@ fn za_ephemeral_sequential(kind: ServerKind) {
         // closeSession is written and then shuts the socket, so the server must still apply
         // a closeSession that is followed at once by EOF.
         b.close().await.expect("close b");
-        eventually_async("b's ephemeral to go after b closed", WAIT, || async {
-            a.exists(&e2, false)
-                .await
-                .expect("exists")
-                .is_none()
-                .then_some(())
-        })
-        .await;
+        za_until_gone("b's ephemeral to go after b closed", &a, &e2).await;
         assert!(a.exists(&e0, false).await.expect("exists").is_some());
         let mut left = a.get_children("/zs", false).await.expect("children");
         left.sort();
@@ -427,17 +433,10 @@ fn za_session_expiry(kind: ServerKind) {
         // Partition: the server hears nothing from the session and expires it, which the
         // observer sees as the ephemeral disappearing.
         proxy.partition(true);
-        eventually_async(
+        za_until_gone(
             "the server to expire the partitioned session",
-            WAIT,
-            || async {
-                observer
-                    .exists("/zx", false)
-                    .await
-                    .expect("exists")
-                    .is_none()
-                    .then_some(())
-            },
+            &observer,
+            "/zx",
         )
         .await;
         proxy.partition(false);

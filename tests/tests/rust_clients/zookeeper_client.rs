@@ -27,6 +27,19 @@ fn zc_opts(mode: zc::CreateMode) -> zc::CreateOptions<'static> {
     mode.with_acls(zc::Acls::anyone_all())
 }
 
+/// Waits (at most [`WAIT`]) until none of `paths` exists, as `observer` sees it.
+async fn zc_until_gone(what: &str, observer: &zc::Client, paths: &[&str]) {
+    eventually_async(what, WAIT, || async {
+        for path in paths {
+            if observer.check_stat(path).await.expect("exists").is_some() {
+                return None;
+            }
+        }
+        Some(())
+    })
+    .await
+}
+
 async fn zc_connect(connect: &str) -> zc::Client {
     within(
         "zookeeper-client connect",
@@ -151,13 +164,11 @@ fn zc_ephemeral_sequential(kind: ServerKind) {
 
         // Dropping b (its last handle) closes its session: its ephemeral goes.
         drop(b);
-        eventually_async("b's ephemeral to go after b closed", WAIT, || async {
-            a.check_stat("/q/n-0000000001")
-                .await
-                .expect("exists")
-                .is_none()
-                .then_some(())
-        })
+        zc_until_gone(
+            "b's ephemeral to go after b closed",
+            &a,
+            &["/q/n-0000000001"],
+        )
         .await;
         let mut left = a.list_children("/q").await.expect("children");
         left.sort();
@@ -422,11 +433,11 @@ fn zc_session_resume(kind: ServerKind) {
             .await
             .expect("second ephemeral");
         drop(b); // closes the session
-        eventually_async("the resumed session's ephemerals to go", WAIT, || async {
-            (observer.check_stat("/r").await.expect("exists").is_none()
-                && observer.check_stat("/r2").await.expect("exists").is_none())
-            .then_some(())
-        })
+        zc_until_gone(
+            "the resumed session's ephemerals to go",
+            &observer,
+            &["/r", "/r2"],
+        )
         .await;
     });
 }
@@ -462,15 +473,7 @@ fn zc_session_expiry(kind: ServerKind) {
         .expect("take over the session");
         assert_eq!(b.session_id(), a.session_id());
         drop(b);
-        eventually_async("the closed session's ephemeral to go", WAIT, || async {
-            observer
-                .check_stat("/x")
-                .await
-                .expect("exists")
-                .is_none()
-                .then_some(())
-        })
-        .await;
+        zc_until_gone("the closed session's ephemeral to go", &observer, &["/x"]).await;
         proxy.partition(false);
 
         // a reconnects with the closed session's id and learns it is gone.
@@ -515,17 +518,10 @@ fn zc_expiry_after_partition(kind: ServerKind) {
             .await
             .expect("ephemeral");
         proxy.partition(true);
-        eventually_async(
+        zc_until_gone(
             "the server to expire the partitioned session",
-            WAIT,
-            || async {
-                observer
-                    .check_stat("/px")
-                    .await
-                    .expect("exists")
-                    .is_none()
-                    .then_some(())
-            },
+            &observer,
+            &["/px"],
         )
         .await;
         proxy.partition(false);
