@@ -4,9 +4,10 @@
 //! the path between them on command: drop the next N frames in one direction (ZooKeeper's
 //! 4-byte length-prefixed frames, so a reply can vanish whole, as if the server crashed
 //! after applying a request), blackhole all traffic (a partition: connections stay open but
-//! nothing arrives), refuse new connections, or cut every connection (a crash or a network
-//! reset). Counters tell how many frames went each way, so a test can assert that a call
-//! did not touch the server.
+//! nothing arrives), refuse new connections, cut every connection (a crash or a network
+//! reset), or partition the clients (every connection cut and new ones held, unanswered,
+//! until healed). Counters tell how many frames went each way, so a test can assert that a
+//! call did not touch the server.
 //!
 //! It uses plain threads (two per connection), so it works under any async runtime or none.
 //! Bytes that do not look like frames (four-letter words) are passed through raw.
@@ -60,7 +61,10 @@ struct Shared {
     stopping: AtomicBool,
     blackhole: AtomicBool,
     refuse: AtomicBool,
+    partitioned: AtomicBool,
     conns: Mutex<Vec<Conn>>,
+    /// Client connections accepted during a partition: open, never forwarded.
+    held: Mutex<Vec<TcpStream>>,
     rules: Mutex<Vec<DropRule>>,
     forwarded: [AtomicU64; 2],
     dropped: AtomicU64,
@@ -74,6 +78,13 @@ impl Shared {
         for c in conns {
             let _ = c.client.shutdown(Shutdown::Both);
             let _ = c.server.shutdown(Shutdown::Both);
+        }
+    }
+
+    fn release_held(&self) {
+        let held: Vec<TcpStream> = std::mem::take(&mut *self.held.lock().expect("proxy lock"));
+        for c in held {
+            let _ = c.shutdown(Shutdown::Both);
         }
     }
 
@@ -123,7 +134,9 @@ impl Proxy {
             stopping: AtomicBool::new(false),
             blackhole: AtomicBool::new(false),
             refuse: AtomicBool::new(false),
+            partitioned: AtomicBool::new(false),
             conns: Mutex::new(Vec::new()),
+            held: Mutex::new(Vec::new()),
             rules: Mutex::new(Vec::new()),
             forwarded: [AtomicU64::new(0), AtomicU64::new(0)],
             dropped: AtomicU64::new(0),
@@ -239,6 +252,19 @@ impl Proxy {
         self.shared.cut_all();
     }
 
+    /// Turning it on partitions the clients from the server: every current connection is
+    /// cut, and new ones are accepted and held open without a byte forwarded (nothing is
+    /// opened upstream), so clients neither reach the server nor spin reconnecting. Turning
+    /// it off heals: the held connections are closed and clients that reconnect get through.
+    pub fn partition(&self, on: bool) {
+        self.shared.partitioned.store(on, Ordering::SeqCst);
+        if on {
+            self.shared.cut_all();
+        } else {
+            self.shared.release_held();
+        }
+    }
+
     /// Frames forwarded so far going `direction`.
     pub fn frames_forwarded(&self, direction: Direction) -> u64 {
         self.shared.forwarded[direction.index()].load(Ordering::SeqCst)
@@ -269,6 +295,7 @@ impl Drop for Proxy {
             let _ = h.join();
         }
         self.shared.cut_all();
+        self.shared.release_held();
     }
 }
 
@@ -281,6 +308,14 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
         shared.accepted.fetch_add(1, Ordering::SeqCst);
         if shared.refuse.load(Ordering::SeqCst) {
             let _ = client.shutdown(Shutdown::Both);
+            continue;
+        }
+        if shared.partitioned.load(Ordering::SeqCst) {
+            shared.held.lock().expect("proxy lock").push(client);
+            // A heal between the check and the push found nothing to release: release now.
+            if !shared.partitioned.load(Ordering::SeqCst) {
+                shared.release_held();
+            }
             continue;
         }
         let upstream = *shared.upstream.lock().expect("proxy lock");
@@ -304,9 +339,10 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
             .lock()
             .expect("proxy lock")
             .push(Conn { id, client, server });
-        // `refuse_connections` then `cut_all` may have run between the check above and the
-        // push: checked again now that `cut_all` would see it, no connection slips through.
-        if shared.refuse.load(Ordering::SeqCst) {
+        // `refuse_connections` then `cut_all`, or `partition`, may have run between the checks
+        // above and the push: checked again now that `cut_all` would see it, no connection
+        // slips through.
+        if shared.refuse.load(Ordering::SeqCst) || shared.partitioned.load(Ordering::SeqCst) {
             shared.close(id);
             continue;
         }
@@ -388,11 +424,13 @@ fn pump(
 mod tests {
     use super::*;
 
-    fn echo_server() -> (SocketAddr, JoinHandle<()>) {
+    /// Echoes `connections` connections, one after the other.
+    fn echo_server(connections: usize) -> (SocketAddr, JoinHandle<()>) {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap();
         let h = std::thread::spawn(move || {
-            if let Ok((mut s, _)) = l.accept() {
+            for _ in 0..connections {
+                let Ok((mut s, _)) = l.accept() else { return };
                 let mut b = [0u8; 1024];
                 while let Ok(n) = s.read(&mut b) {
                     if n == 0 || s.write_all(&b[..n]).is_err() {
@@ -418,7 +456,7 @@ mod tests {
 
     #[test]
     fn forwards_and_drops_whole_frames() {
-        let (up, server) = echo_server();
+        let (up, server) = echo_server(1);
         let proxy = Proxy::start(up);
         let mut c = TcpStream::connect(proxy.addr()).unwrap();
         c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
@@ -440,7 +478,7 @@ mod tests {
 
     #[test]
     fn blackhole_and_refuse() {
-        let (up, _server) = echo_server();
+        let (up, _server) = echo_server(1);
         let proxy = Proxy::start(up);
         let mut c = TcpStream::connect(proxy.addr()).unwrap();
         c.set_read_timeout(Some(Duration::from_millis(300)))
@@ -455,5 +493,56 @@ mod tests {
         d.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
         assert!(matches!(d.read(&mut b), Ok(0) | Err(_)));
         assert_eq!(proxy.connections_accepted(), 2);
+    }
+
+    #[test]
+    fn partition_cuts_holds_and_heals() {
+        let (up, server) = echo_server(2);
+        let proxy = Proxy::start(up);
+        let mut c = TcpStream::connect(proxy.addr()).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        c.write_all(&frame(b"one")).unwrap();
+        assert_eq!(read_exact(&mut c, 7), frame(b"one"));
+
+        proxy.partition(true);
+        let mut b = [0u8; 8];
+        assert!(
+            matches!(c.read(&mut b), Ok(0) | Err(_)),
+            "a forwarded connection is cut"
+        );
+        // A new connection is held open, and nothing it sends gets through.
+        let mut held = TcpStream::connect(proxy.addr()).unwrap();
+        held.set_read_timeout(Some(Duration::from_millis(300)))
+            .unwrap();
+        held.write_all(&frame(b"held")).unwrap();
+        let err = held
+            .read(&mut b)
+            .expect_err("a held connection is neither answered nor closed");
+        assert!(
+            matches!(
+                err.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ),
+            "{err:?}"
+        );
+        assert_eq!(proxy.frames_forwarded(Direction::ClientToServer), 1);
+
+        proxy.partition(false);
+        held.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        assert!(
+            matches!(held.read(&mut b), Ok(0) | Err(_)),
+            "healing closes the held connection"
+        );
+        let mut d = TcpStream::connect(proxy.addr()).unwrap();
+        d.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        d.write_all(&frame(b"two")).unwrap();
+        assert_eq!(
+            read_exact(&mut d, 7),
+            frame(b"two"),
+            "healed: forwarded again"
+        );
+        drop(d);
+        drop(proxy);
+        server.join().unwrap();
     }
 }

@@ -2,23 +2,19 @@
 //! with SIGKILL and restarted. After every scenario all members must hold identical trees
 //! (same last zxid and tree digest).
 
-use std::future::Future;
 use std::time::{Duration, Instant};
 
+use harness::rt::{block_on, eventually, eventually_async, within};
 use harness::TestEnsemble;
 use zookeeper_client as zc;
 
+/// Bound for any single client operation.
 const WAIT: Duration = Duration::from_secs(60);
-
-use harness::rt::block_on;
-
-async fn within<T>(what: &str, f: impl Future<Output = T>) -> T {
-    harness::rt::within(what, WAIT, f).await
-}
 
 async fn connect(hosts: &str) -> zc::Client {
     within(
         "connect",
+        WAIT,
         zc::Client::connector()
             .with_session_timeout(Duration::from_secs(6))
             .connect(hosts),
@@ -51,6 +47,7 @@ fn writes_through_any_member_reach_every_member() {
             for k in 0..20 {
                 let (stat, _) = within(
                     "create",
+                    WAIT,
                     c.create(&format!("/m{i}-{k}"), b"x", &persistent()),
                 )
                 .await
@@ -60,8 +57,10 @@ fn writes_through_any_member_reach_every_member() {
         }
         // Each member sees every write once it has synced.
         for c in &clients {
-            within("sync", c.sync("/")).await.expect("sync");
-            let mut children = within("list", c.list_children("/")).await.expect("list");
+            within("sync", WAIT, c.sync("/")).await.expect("sync");
+            let mut children = within("list", WAIT, c.list_children("/"))
+                .await
+                .expect("list");
             children.retain(|c| c != "zookeeper");
             assert_eq!(children.len(), 60);
         }
@@ -97,9 +96,13 @@ fn followers_keep_serving_under_write_load() {
             v
         };
         for (i, c) in clients.iter().enumerate() {
-            within("create", c.create(&format!("/load{i}"), b"", &persistent()))
-                .await
-                .expect("create the load node");
+            within(
+                "create",
+                WAIT,
+                c.create(&format!("/load{i}"), b"", &persistent()),
+            )
+            .await
+            .expect("create the load node");
         }
         // 30 rounds of 3 x 100 pipelined setData through every member (9,000 writes).
         for _ in 0..30 {
@@ -111,7 +114,7 @@ fn followers_keep_serving_under_write_load() {
                     tasks.spawn(async move { c.set_data(&path, &[7u8; 256], None).await });
                 }
             }
-            while let Some(r) = within("setData", tasks.join_next()).await {
+            while let Some(r) = within("setData", WAIT, tasks.join_next()).await {
                 r.expect("task").expect("setData");
             }
         }
@@ -183,7 +186,7 @@ fn leader_killed_under_write_load_loses_no_acknowledged_write() {
     let old_leader = ensemble.leader();
     let (acks, killed_at) = block_on(async {
         let setup = connect(&hosts).await;
-        within("mkdir", setup.create("/load", b"", &persistent()))
+        within("mkdir", WAIT, setup.create("/load", b"", &persistent()))
             .await
             .expect("/load");
         let until = Instant::now() + Duration::from_secs(7);
@@ -195,7 +198,7 @@ fn leader_killed_under_write_load_loses_no_acknowledged_write() {
         ensemble.member_mut(old_leader).kill();
         let mut all = Vec::new();
         for w in writers {
-            let (acks, failures) = within("writer", w).await.expect("writer task");
+            let (acks, failures) = within("writer", WAIT, w).await.expect("writer task");
             assert!(
                 !acks.is_empty(),
                 "a writer made no progress ({failures} failures)"
@@ -237,9 +240,9 @@ fn leader_killed_under_write_load_loses_no_acknowledged_write() {
                 continue;
             }
             let c = connect(&ensemble.member(i).connect_string()).await;
-            within("sync", c.sync("/load")).await.expect("sync");
+            within("sync", WAIT, c.sync("/load")).await.expect("sync");
             let children: std::collections::HashSet<String> =
-                within("list", c.list_children("/load"))
+                within("list", WAIT, c.list_children("/load"))
                     .await
                     .expect("list")
                     .into_iter()
@@ -268,13 +271,17 @@ fn session_survives_the_death_of_its_member() {
     block_on(async {
         let a = connect(&hosts).await;
         let setup = connect(&hosts).await;
-        within("create", setup.create("/watched", b"v0", &persistent()))
-            .await
-            .expect("create");
-        within("ephemeral", a.create("/eph-a", b"", &ephemeral()))
+        within(
+            "create",
+            WAIT,
+            setup.create("/watched", b"v0", &persistent()),
+        )
+        .await
+        .expect("create");
+        within("ephemeral", WAIT, a.create("/eph-a", b"", &ephemeral()))
             .await
             .expect("ephemeral");
-        let (_, _, watcher) = within("watch", a.get_and_watch_data("/watched"))
+        let (_, _, watcher) = within("watch", WAIT, a.get_and_watch_data("/watched"))
             .await
             .expect("watch");
         let session = a.session_id();
@@ -283,16 +290,16 @@ fn session_survives_the_death_of_its_member() {
         // While `a` is cut off, another client (on a surviving member) changes the node.
         let other = (0..3).find(|i| *i != home).expect("another member");
         let b = connect(&ensemble.member(other).connect_string()).await;
-        within("set", b.set_data("/watched", b"v1", None))
+        within("set", WAIT, b.set_data("/watched", b"v1", None))
             .await
             .expect("set while a is away");
         // `a` reconnects to a surviving member, re-arms its watch with SetWatches, and is
         // told what it missed.
-        let event = within("missed event", watcher.changed()).await;
+        let event = within("missed event", WAIT, watcher.changed()).await;
         assert_eq!(event.event_type, zc::EventType::NodeDataChanged);
         assert_eq!(event.path, "/watched");
         assert_eq!(a.session_id(), session, "same session");
-        let (_, stat) = within("ephemeral still there", b.get_data("/eph-a"))
+        let (_, stat) = within("ephemeral still there", WAIT, b.get_data("/eph-a"))
             .await
             .expect("ephemeral survives");
         assert_eq!(stat.ephemeral_owner, session.0);
@@ -315,12 +322,13 @@ fn member_behind_the_compacted_log_catches_up_by_snapshot() {
     ensemble.member_mut(down).kill();
     block_on(async {
         let c = connect(&hosts).await;
-        within("mkdir", c.create("/snap", b"", &persistent()))
+        within("mkdir", WAIT, c.create("/snap", b"", &persistent()))
             .await
             .expect("mkdir");
         for i in 0..400 {
             within(
                 "create",
+                WAIT,
                 c.create(&format!("/snap/n{i}"), b"data", &persistent()),
             )
             .await
@@ -338,7 +346,7 @@ fn member_behind_the_compacted_log_catches_up_by_snapshot() {
     );
     block_on(async {
         let c = connect(&ensemble.member(down).connect_string()).await;
-        let n = within("count", c.list_children("/snap"))
+        let n = within("count", WAIT, c.list_children("/snap"))
             .await
             .expect("list")
             .len();
@@ -372,6 +380,7 @@ fn five_members_survive_two_failures_and_stop_without_quorum() {
         for i in 0..20 {
             within(
                 "create",
+                WAIT,
                 c.create(&format!("/five-{i}"), b"", &persistent()),
             )
             .await
@@ -381,29 +390,31 @@ fn five_members_survive_two_failures_and_stop_without_quorum() {
     // A third failure leaves a minority: the rest stop serving rather than serve stale data
     // or let a session that should have expired hold on.
     ensemble.member_mut(followers[2]).kill();
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while [leader, followers[3]]
-        .iter()
-        .any(|i| ensemble.member(*i).is_serving())
-    {
-        assert!(Instant::now() < deadline, "a minority kept serving");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    eventually(
+        "the minority to stop serving",
+        Duration::from_secs(15),
+        || {
+            (![leader, followers[3]]
+                .iter()
+                .any(|i| ensemble.member(*i).is_serving()))
+            .then_some(())
+        },
+    );
     // Bring two back: a quorum again, and nothing acknowledged was lost.
     ensemble.member_mut(followers[0]).respawn();
     ensemble.member_mut(followers[1]).respawn();
     ensemble.wait_all_serving();
     block_on(async {
         let c = connect(&ensemble.connect_string()).await;
-        within("sync", c.sync("/")).await.expect("sync");
-        let n = within("list", c.list_children("/"))
+        within("sync", WAIT, c.sync("/")).await.expect("sync");
+        let n = within("list", WAIT, c.list_children("/"))
             .await
             .expect("list")
             .iter()
             .filter(|n| n.starts_with("five-"))
             .count();
         assert_eq!(n, 20);
-        within("create", c.create("/five-after", b"", &persistent()))
+        within("create", WAIT, c.create("/five-after", b"", &persistent()))
             .await
             .expect("writes resume with a quorum");
     });
@@ -428,10 +439,14 @@ fn observer_serves_reads_forwards_writes_and_never_votes() {
     assert!(mntr.contains("zk_synced_followers\t2"), "{mntr}");
     block_on(async {
         let c = connect(&ensemble.member(observer).connect_string()).await;
-        within("create", c.create("/via-observer", b"o", &persistent()))
-            .await
-            .expect("a write through the observer");
-        let (data, _) = within("read", c.get_data("/via-observer"))
+        within(
+            "create",
+            WAIT,
+            c.create("/via-observer", b"o", &persistent()),
+        )
+        .await
+        .expect("a write through the observer");
+        let (data, _) = within("read", WAIT, c.get_data("/via-observer"))
             .await
             .expect("read");
         assert_eq!(data, b"o");
@@ -448,14 +463,11 @@ fn observer_serves_reads_forwards_writes_and_never_votes() {
         );
     });
     // It steps down and stops serving clients.
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while ensemble.member(leader).is_serving() {
-        assert!(
-            Instant::now() < deadline,
-            "the old leader kept serving without a quorum"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    eventually(
+        "the old leader without a quorum to stop serving",
+        Duration::from_secs(15),
+        || (!ensemble.member(leader).is_serving()).then_some(()),
+    );
     ensemble.member_mut(voters[0]).respawn();
     ensemble.member_mut(voters[1]).respawn();
     ensemble.wait_all_serving();
@@ -471,6 +483,7 @@ fn acknowledged_writes_survive_kill_of_every_member() {
         for i in 0..200 {
             let (stat, _) = within(
                 "create",
+                WAIT,
                 c.create(&format!("/durable-{i}"), b"d", &persistent()),
             )
             .await
@@ -492,7 +505,7 @@ fn acknowledged_writes_survive_kill_of_every_member() {
     block_on(async {
         let c = connect(&ensemble.connect_string()).await;
         for (path, czxid) in &acked {
-            let (_, stat) = within("read", c.get_data(path))
+            let (_, stat) = within("read", WAIT, c.get_data(path))
                 .await
                 .expect("acknowledged write present");
             assert_eq!(stat.czxid, *czxid, "{path} keeps its zxid");
@@ -513,16 +526,24 @@ fn isolated_leader_is_replaced_and_serves_no_writes() {
     block_on(async {
         // A client of the old leader, connected before the partition.
         let stranded = connect(&ensemble.member(old).connect_string()).await;
-        within("create", stranded.create("/before", b"", &persistent()))
-            .await
-            .expect("write before the partition");
+        within(
+            "create",
+            WAIT,
+            stranded.create("/before", b"", &persistent()),
+        )
+        .await
+        .expect("write before the partition");
         ensemble.isolate(old);
         let cut_at = Instant::now();
         // The majority elects a new leader and keeps committing.
         let majority = connect(&others_hosts).await;
-        within("create", majority.create("/during", b"", &persistent()))
-            .await
-            .expect("the majority commits");
+        within(
+            "create",
+            WAIT,
+            majority.create("/during", b"", &persistent()),
+        )
+        .await
+        .expect("the majority commits");
         println!("partition -> write on the majority: {:?}", cut_at.elapsed());
         assert!(
             others.contains(&ensemble.leader()),
@@ -533,32 +554,28 @@ fn isolated_leader_is_replaced_and_serves_no_writes() {
             write_fails(&stranded, "/stranded", 5000).await,
             "the isolated old leader acknowledged a write"
         );
-        let deadline = Instant::now() + Duration::from_secs(15);
-        while ensemble.member(old).is_serving() {
-            assert!(
-                Instant::now() < deadline,
-                "the isolated old leader kept serving"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        eventually_async(
+            "the isolated old leader to stop serving",
+            Duration::from_secs(15),
+            || async { (!ensemble.member(old).is_serving()).then_some(()) },
+        )
+        .await;
     });
     ensemble.heal(old);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !ensemble.member(old).is_serving() {
-        assert!(Instant::now() < deadline, "the old leader did not rejoin");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    eventually("the old leader to rejoin", Duration::from_secs(30), || {
+        ensemble.member(old).is_serving().then_some(())
+    });
     assert_eq!(ensemble.member(old).mode().as_deref(), Some("follower"));
     ensemble.converged();
     block_on(async {
         let c = connect(&ensemble.member(old).connect_string()).await;
-        within("sync", c.sync("/")).await.expect("sync");
-        assert!(within("during", c.check_stat("/during"))
+        within("sync", WAIT, c.sync("/")).await.expect("sync");
+        assert!(within("during", WAIT, c.check_stat("/during"))
             .await
             .expect("stat")
             .is_some());
         assert!(
-            within("stranded", c.check_stat("/stranded"))
+            within("stranded", WAIT, c.check_stat("/stranded"))
                 .await
                 .expect("stat")
                 .is_none(),

@@ -1,0 +1,74 @@
+//! What an operator sees, end to end: the four-letter words (compared with Apache ZooKeeper
+//! 3.8 after the same scripted actions), the Prometheus endpoint, ACLs through zkCli.sh,
+//! and the `zooraft` command line (config file, flags, signals, a data directory it cannot
+//! use).
+//!
+//! Monitoring scripts, exporters and runbooks written for ZooKeeper parse these outputs, so
+//! the checks pin line shapes, keys and the numbers that must move with the tree (znode,
+//! ephemeral and watch counts), not values that differ by implementation (packet counts,
+//! latencies, file descriptors). Scenarios that ZooKeeper also has run against both kinds.
+//!
+//! One module per area: [`four_letter`], [`prometheus`], [`acl`], [`cli`]. This file holds
+//! what more than one of them uses: a client, the create options, and `mntr`.
+
+mod acl;
+mod cli;
+mod four_letter;
+mod prometheus;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use harness::rt::within;
+use harness::TestServer;
+use zookeeper_client as zc;
+
+/// Bound for any single client operation or condition to come true.
+const WAIT: Duration = Duration::from_secs(30);
+
+async fn connect(hosts: &str) -> zc::Client {
+    within(
+        "connect",
+        WAIT,
+        zc::Client::connector()
+            .with_session_timeout(Duration::from_secs(10))
+            .connect(hosts),
+    )
+    .await
+    .expect("client connects")
+}
+
+fn persistent() -> zc::CreateOptions<'static> {
+    zc::CreateMode::Persistent.with_acls(zc::Acls::anyone_all())
+}
+
+fn ephemeral() -> zc::CreateOptions<'static> {
+    zc::CreateMode::Ephemeral.with_acls(zc::Acls::anyone_all())
+}
+
+fn flw(server: &TestServer, word: &str) -> String {
+    server
+        .four_letter_word(word)
+        .unwrap_or_else(|e| panic!("{word} on {}: {e}", server.kind().name()))
+}
+
+/// `mntr` as key → value.
+fn mntr(server: &TestServer) -> BTreeMap<String, String> {
+    let text = flw(server, "mntr");
+    text.lines()
+        .map(|l| {
+            let (k, v) = l
+                .split_once('\t')
+                .unwrap_or_else(|| panic!("mntr line without a tab: {l:?}"));
+            (k.to_string(), v.to_string())
+        })
+        .collect()
+}
+
+fn mntr_u64(m: &BTreeMap<String, String>, key: &str) -> u64 {
+    let v = m
+        .get(key)
+        .unwrap_or_else(|| panic!("mntr has no {key}: {m:#?}"));
+    v.parse()
+        .unwrap_or_else(|_| panic!("mntr {key}={v:?} is not a whole number"))
+}
