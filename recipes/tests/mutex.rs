@@ -141,6 +141,20 @@ both_servers!(
     try_acquire_and_timeouts
 );
 
+/// The client-to-server frame count once it has not moved for 300 ms (bounded: 10 s).
+async fn settled_frames(proxy: &Proxy) -> u64 {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let mut last = proxy.frames_forwarded(Direction::ClientToServer);
+    loop {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let now = proxy.frames_forwarded(Direction::ClientToServer);
+        if now == last || tokio::time::Instant::now() >= deadline {
+            return now;
+        }
+        last = now;
+    }
+}
+
 async fn reentrancy_does_not_touch_the_server(kind: ServerKind) {
     let server = server(kind);
     let proxy = Proxy::start(server.addr());
@@ -150,7 +164,9 @@ async fn reentrancy_does_not_touch_the_server(kind: ServerKind) {
     let path = "/locks/reentrant";
     let mutex = InterProcessMutex::new(c.clone(), path);
     let first = mutex.acquire().await.expect("acquire");
-    let before = proxy.frames_forwarded(Direction::ClientToServer);
+    // The lock's monitor arms a watch on the node just after the acquire returns (its own
+    // request, not the reentrant acquires'): count from when the client has gone quiet.
+    let before = settled_frames(&proxy).await;
     let second = mutex.acquire().await.expect("reenter");
     let third = mutex
         .clone()
