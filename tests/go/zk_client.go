@@ -281,8 +281,8 @@ func checkCreateSequential(s *session) error {
 		}
 		got = append(got, n)
 	}
-	if !reflect.DeepEqual(got, []int{0, 1, 2}) {
-		return fmt.Errorf("sequence numbers %v, expected [0 1 2]", got)
+	if want := []int{0, 1, 2}; !reflect.DeepEqual(got, want) {
+		return fmt.Errorf("sequence numbers %v, expected %v", got, want)
 	}
 	_, st, err := s.conn.Get(dir + "/n-0000000001")
 	if err != nil || st.EphemeralOwner != 0 {
