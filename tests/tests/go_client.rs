@@ -13,10 +13,9 @@
 //!
 //! Needs `golang-go` and `golang-github-samuel-go-zookeeper-dev` (`.ci/run` installs them).
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use harness::{ServerKind, TestServer};
 
@@ -70,92 +69,18 @@ fn compile(source: &str, dir: &Path) -> PathBuf {
     bin
 }
 
-/// What a finished program reported.
-#[derive(Debug)]
-struct Report {
-    passed: usize,
-    failed: usize,
-    success: bool,
-    output: String,
-}
-
-/// Parses the last `N passed, N failed` line.
-fn parse_summary(output: &str) -> Option<(usize, usize)> {
-    let line = output
-        .lines()
-        .rev()
-        .find(|l| l.contains(" passed, ") && l.trim_end().ends_with(" failed"))?;
-    let mut parts = line.split_whitespace();
-    let passed = parts.next()?.parse().ok()?;
-    let _ = parts.next()?;
-    let failed = parts.next()?.parse().ok()?;
-    Some((passed, failed))
-}
-
-/// Runs `<bin> <host:port>`, killing it after [`PROGRAM_TIMEOUT`].
-fn run_program(bin: &Path, server: &TestServer, out_dir: &Path) -> Report {
-    let out_path = out_dir.join("output.txt");
-    let out = std::fs::File::create(&out_path).expect("create output file");
-    let err = out.try_clone().expect("clone output handle");
-    let mut child = Command::new(bin)
-        .arg(server.connect_string())
-        .stdin(Stdio::null())
-        .stdout(out)
-        .stderr(err)
-        .spawn()
-        .unwrap_or_else(|e| panic!("spawn {}: {e}", bin.display()));
-    let deadline = Instant::now() + PROGRAM_TIMEOUT;
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait for the Go program") {
-            break Some(status);
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let mut output = String::new();
-    std::fs::File::open(&out_path)
-        .and_then(|mut f| f.read_to_string(&mut output))
-        .expect("read program output");
-    if status.is_none() {
-        output.push_str(&format!("\n(killed after {PROGRAM_TIMEOUT:?})\n"));
-    }
-    let (passed, failed) = parse_summary(&output).unwrap_or((0, usize::MAX));
-    Report {
-        passed,
-        failed,
-        success: status.is_some_and(|s| s.success()),
-        output,
-    }
-}
-
 /// `zk_client.go` against a fresh server of `kind`: all [`GO_CHECKS`] checks pass.
 fn go_client(kind: ServerKind) {
     let dir = tempfile::tempdir().expect("temp dir for the Go program");
     let bin = compile("zk_client.go", dir.path());
     let server = TestServer::start(kind);
-    let report = run_program(&bin, &server, dir.path());
-    println!("{}", report.output);
-    assert!(
-        report.success && report.failed == 0 && report.passed == GO_CHECKS,
-        "zk_client.go against {}: {} passed, {} failed (expected {GO_CHECKS} passed), \
-         success={}\n--- output ---\n{}\n--- server log tail ---\n{}",
-        kind.name(),
-        report.passed,
-        report.failed,
-        report.success,
-        report.output,
-        server.log_tail()
+    harness::checks::demand(
+        "zk_client.go",
+        Command::new(&bin),
+        &server,
+        PROGRAM_TIMEOUT,
+        GO_CHECKS,
     );
 }
 
 harness::against_both!(go_client_apache, go_client_zooraft, go_client);
-
-#[test]
-fn summary_line_is_parsed() {
-    assert_eq!(parse_summary("PASS a\n3 passed, 1 failed\n"), Some((3, 1)));
-    assert_eq!(parse_summary("# log\nPASS a\n"), None);
-}

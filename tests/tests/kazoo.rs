@@ -6,10 +6,9 @@
 //!
 //! Needs `python3` with kazoo 2.x (`pip install kazoo`).
 
-use std::io::Read;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use harness::{ServerKind, TestServer};
 
@@ -18,73 +17,6 @@ const PROGRAM_TIMEOUT: Duration = Duration::from_secs(300);
 
 fn python_dir() -> PathBuf {
     harness::suite_dir().join("python")
-}
-
-/// What a finished program reported.
-#[derive(Debug)]
-struct Report {
-    passed: usize,
-    failed: usize,
-    success: bool,
-    output: String,
-}
-
-/// Parses the last `N passed, N failed` line.
-fn parse_summary(output: &str) -> Option<(usize, usize)> {
-    let line = output
-        .lines()
-        .rev()
-        .find(|l| l.contains(" passed, ") && l.trim_end().ends_with(" failed"))?;
-    let mut parts = line.split_whitespace();
-    let passed = parts.next()?.parse().ok()?;
-    let _ = parts.next()?;
-    let failed = parts.next()?.parse().ok()?;
-    Some((passed, failed))
-}
-
-/// Runs `python3 tests/python/<program> <host:port>`, killing it after [`PROGRAM_TIMEOUT`].
-fn run_program(server: &TestServer, program: &str) -> Report {
-    let script = python_dir().join(program);
-    let out_dir = tempfile::tempdir().expect("temp dir for program output");
-    let out_path = out_dir.path().join("output.txt");
-    let out = std::fs::File::create(&out_path).expect("create output file");
-    let err = out.try_clone().expect("clone output handle");
-    let mut child = Command::new("python3")
-        .arg("-u")
-        .arg(&script)
-        .arg(server.connect_string())
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .stdin(Stdio::null())
-        .stdout(out)
-        .stderr(err)
-        .spawn()
-        .expect("spawn python3 (is it installed?)");
-    let deadline = Instant::now() + PROGRAM_TIMEOUT;
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait for python3") {
-            break Some(status);
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let mut output = String::new();
-    std::fs::File::open(&out_path)
-        .and_then(|mut f| f.read_to_string(&mut output))
-        .expect("read program output");
-    if status.is_none() {
-        output.push_str(&format!("\n(killed after {PROGRAM_TIMEOUT:?})\n"));
-    }
-    let (passed, failed) = parse_summary(&output).unwrap_or((0, usize::MAX));
-    Report {
-        passed,
-        failed,
-        success: status.is_some_and(|s| s.success()),
-        output,
-    }
 }
 
 fn kazoo_is_installed() {
@@ -105,19 +37,12 @@ fn scenario(kind: ServerKind, program: &str, expected: usize) {
     let server = TestServer::builder(kind)
         .config("4lw.commands.whitelist", "*")
         .start();
-    let report = run_program(&server, program);
-    println!("{}", report.output);
-    assert!(
-        report.success && report.failed == 0 && report.passed == expected,
-        "{program} against {}: {} passed, {} failed (expected {expected} passed), success={}\n\
-         --- output ---\n{}\n--- server log tail ---\n{}",
-        kind.name(),
-        report.passed,
-        report.failed,
-        report.success,
-        report.output,
-        server.log_tail()
-    );
+    let mut python = Command::new("python3");
+    python
+        .arg("-u")
+        .arg(python_dir().join(program))
+        .env("PYTHONDONTWRITEBYTECODE", "1");
+    harness::checks::demand(program, python, &server, PROGRAM_TIMEOUT, expected);
 }
 
 const API_CHECKS: usize = 12;
@@ -141,10 +66,4 @@ fn kazoo_recipes_apache() {
 #[test]
 fn kazoo_recipes_zooraft() {
     scenario(ServerKind::Zooraft, "kazoo_recipes.py", RECIPE_CHECKS);
-}
-
-#[test]
-fn summary_line_is_parsed() {
-    assert_eq!(parse_summary("PASS a\n3 passed, 1 failed\n"), Some((3, 1)));
-    assert_eq!(parse_summary("PASS a\n"), None);
 }
