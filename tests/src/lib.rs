@@ -15,6 +15,7 @@ pub mod proxy;
 pub mod raw_client;
 pub mod rt;
 pub mod server;
+pub mod zc;
 pub mod zkcli;
 
 pub use ensemble::TestEnsemble;

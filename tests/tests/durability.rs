@@ -4,6 +4,7 @@
 
 use std::time::{Duration, Instant};
 
+use harness::zc::persistent;
 use harness::{ServerKind, TestServer};
 use zookeeper_client as zc;
 
@@ -12,19 +13,7 @@ const WAIT: Duration = Duration::from_secs(120);
 use harness::rt::block_on;
 
 async fn connect(hosts: &str) -> zc::Client {
-    tokio::time::timeout(
-        WAIT,
-        zc::Client::connector()
-            .with_session_timeout(Duration::from_secs(20))
-            .connect(hosts),
-    )
-    .await
-    .expect("connect in time")
-    .expect("client connects")
-}
-
-fn persistent() -> zc::CreateOptions<'static> {
-    zc::CreateMode::Persistent.with_acls(zc::Acls::anyone_all())
+    harness::zc::connect(hosts, Duration::from_secs(20), WAIT).await
 }
 
 /// Creates `/bulk/n<i>` for `i` in `0..count`, `in_flight` at a time; returns each czxid.

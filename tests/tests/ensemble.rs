@@ -5,6 +5,7 @@
 use std::time::{Duration, Instant};
 
 use harness::rt::{block_on, eventually, eventually_async, within};
+use harness::zc::{ephemeral, persistent};
 use harness::TestEnsemble;
 use zookeeper_client as zc;
 
@@ -12,23 +13,7 @@ use zookeeper_client as zc;
 const WAIT: Duration = Duration::from_secs(60);
 
 async fn connect(hosts: &str) -> zc::Client {
-    within(
-        "connect",
-        WAIT,
-        zc::Client::connector()
-            .with_session_timeout(Duration::from_secs(6))
-            .connect(hosts),
-    )
-    .await
-    .expect("client connects")
-}
-
-fn persistent() -> zc::CreateOptions<'static> {
-    zc::CreateMode::Persistent.with_acls(zc::Acls::anyone_all())
-}
-
-fn ephemeral() -> zc::CreateOptions<'static> {
-    zc::CreateMode::Ephemeral.with_acls(zc::Acls::anyone_all())
+    harness::zc::connect(hosts, Duration::from_secs(6), WAIT).await
 }
 
 #[test]

@@ -48,13 +48,7 @@ impl Owner {
     }
 }
 
-pub(crate) fn ephemeral() -> zc::CreateOptions<'static> {
-    zc::CreateMode::Ephemeral.with_acls(zc::Acls::anyone_all())
-}
-
-pub(crate) fn persistent() -> zc::CreateOptions<'static> {
-    zc::CreateMode::Persistent.with_acls(zc::Acls::anyone_all())
-}
+pub(crate) use harness::zc::{ephemeral, persistent};
 
 pub(crate) async fn connect(hosts: &str, timeout: Duration) -> Option<zc::Client> {
     bounded(

@@ -19,7 +19,7 @@ mod prometheus;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use harness::rt::within;
+pub(crate) use harness::zc::{ephemeral, persistent};
 use harness::TestServer;
 use zookeeper_client as zc;
 
@@ -27,23 +27,7 @@ use zookeeper_client as zc;
 const WAIT: Duration = Duration::from_secs(30);
 
 async fn connect(hosts: &str) -> zc::Client {
-    within(
-        "connect",
-        WAIT,
-        zc::Client::connector()
-            .with_session_timeout(Duration::from_secs(10))
-            .connect(hosts),
-    )
-    .await
-    .expect("client connects")
-}
-
-fn persistent() -> zc::CreateOptions<'static> {
-    zc::CreateMode::Persistent.with_acls(zc::Acls::anyone_all())
-}
-
-fn ephemeral() -> zc::CreateOptions<'static> {
-    zc::CreateMode::Ephemeral.with_acls(zc::Acls::anyone_all())
+    harness::zc::connect(hosts, Duration::from_secs(10), WAIT).await
 }
 
 fn flw(server: &TestServer, word: &str) -> String {

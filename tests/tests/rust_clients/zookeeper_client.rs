@@ -41,15 +41,7 @@ async fn zc_until_gone(what: &str, observer: &zc::Client, paths: &[&str]) {
 }
 
 async fn zc_connect(connect: &str) -> zc::Client {
-    within(
-        "zookeeper-client connect",
-        WAIT,
-        zc::Client::connector()
-            .with_session_timeout(Duration::from_secs(10))
-            .connect(connect),
-    )
-    .await
-    .expect("zookeeper-client connects")
+    harness::zc::connect(connect, Duration::from_secs(10), WAIT).await
 }
 
 fn zc_crud(kind: ServerKind) {
