@@ -19,8 +19,9 @@
 //!   `Connections` implementation (`delivery.rs`).
 //! - `ops/` — the operator surface: four-letter words and the Prometheus endpoint, both from
 //!   one gathered view of the metrics (`view.rs`).
-//! - `config.rs` (zoo.cfg, `myid`, flags) and `critical.rs` (critical threads, fatal exits)
-//!   are leaves every layer may use; `server.rs` starts and stops a member on top of all.
+//! - `config.rs` (zoo.cfg, `myid`, flags), `critical.rs` (critical threads, fatal exits)
+//!   and `stats.rs` (the count/min/max/percentile summaries behind `mntr`) are leaves every
+//!   layer may use; `server.rs` starts and stops a member on top of all.
 //!
 //! # The path of a write (setData)
 //!
@@ -55,3 +56,4 @@ mod ops;
 mod raft;
 pub mod server;
 mod state;
+mod stats;

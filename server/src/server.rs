@@ -54,6 +54,7 @@ impl Server {
         let options = TreeOptions {
             extended_types: config.extended_types,
         };
+        let loading = std::time::Instant::now();
         let state = match storage.snapshot_data() {
             Some(bytes) => snapshot::decode(bytes, options)
                 .with_context(|| format!("cannot load the snapshot in {}", dir.display()))?,
@@ -91,7 +92,9 @@ impl Server {
         let client_addr = listener.local_addr()?;
         let metrics_port = config.metrics_port;
         let metrics_addr = config.metrics_address;
+        let snapshot_load = loading.elapsed();
         let replica = Arc::new(Replica::new(config, state, tx));
+        replica.counters.snap_load_time.record_ms(snapshot_load);
         let shared = Arc::new(Shared::new(
             replica.clone(),
             crate::ops::four_letter::answer,

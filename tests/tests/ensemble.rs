@@ -568,3 +568,96 @@ fn isolated_leader_is_replaced_and_serves_no_writes() {
         );
     });
 }
+
+fn mntr_map(ensemble: &TestEnsemble, member: usize) -> std::collections::BTreeMap<String, String> {
+    let text = ensemble
+        .member(member)
+        .four_letter_word("mntr")
+        .expect("mntr");
+    text.lines()
+        .filter_map(|l| l.split_once('\t'))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn figure(m: &std::collections::BTreeMap<String, String>, key: &str) -> u64 {
+    m.get(key)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("mntr has no whole number {key}: {m:#?}"))
+}
+
+/// `mntr` of an ensemble carries ZooKeeper's quorum figures, and they follow what happened:
+/// the leader times its proposals to commit and apply, followers count what they received,
+/// and an election after the leader's death is counted and timed on the new leader.
+#[test]
+fn mntr_reports_quorum_figures() {
+    const WRITES: u64 = 10;
+    let mut ensemble = TestEnsemble::start(3, 0, &[]);
+    let leader = ensemble.leader();
+    let follower = (leader + 1) % 3;
+    block_on(async {
+        let c = connect(&ensemble.member(follower).connect_string()).await;
+        for i in 0..WRITES {
+            within(
+                "create",
+                WAIT,
+                c.create(&format!("/q{i}"), b"q", &persistent()),
+            )
+            .await
+            .expect("create");
+        }
+    });
+    let lead = mntr_map(&ensemble, leader);
+    assert_eq!(lead["zk_server_state"], "leader");
+    assert_eq!(lead["zk_peer_state"], "leading - broadcast");
+    assert_eq!(figure(&lead, "zk_quorum_size"), 3);
+    assert!(figure(&lead, "zk_cnt_quorum_ack_latency") >= WRITES);
+    assert!(figure(&lead, "zk_cnt_proposal_latency") >= WRITES);
+    assert!(figure(&lead, "zk_proposal_count") >= WRITES);
+    assert!(figure(&lead, "zk_max_proposal_size") >= figure(&lead, "zk_min_proposal_size"));
+    assert!(figure(&lead, "zk_min_proposal_size") > 0);
+    assert!(figure(&lead, "zk_cnt_leader_unavailable_time") >= 1);
+    assert!(figure(&lead, "zk_cnt_election_time") >= 1);
+    assert!(figure(&lead, "zk_cnt_fsynctime") >= 1);
+    eventually("the leader's uptime to count", WAIT, || {
+        (figure(&mntr_map(&ensemble, leader), "zk_leader_uptime") > 0).then_some(())
+    });
+    let follow = mntr_map(&ensemble, follower);
+    assert_eq!(follow["zk_peer_state"], "following - broadcast");
+    assert!(
+        !follow.contains_key("zk_leader_uptime"),
+        "only the leader has an uptime"
+    );
+    assert!(figure(&follow, "zk_learner_proposal_received_count") >= WRITES);
+    assert!(figure(&follow, "zk_learner_commit_received_count") >= WRITES);
+    assert_eq!(
+        figure(&follow, "zk_cnt_quorum_ack_latency"),
+        0,
+        "a follower proposes nothing"
+    );
+    assert!(figure(&follow, "zk_cnt_unavailable_time") >= 1);
+    // The leader dies: the next one counts a look and times an election.
+    let looks: Vec<u64> = (0..3)
+        .map(|i| {
+            if i == leader {
+                0
+            } else {
+                figure(&mntr_map(&ensemble, i), "zk_looking_count")
+            }
+        })
+        .collect();
+    ensemble.member_mut(leader).kill();
+    let next = eventually("a new leader", WAIT, || {
+        (0..3)
+            .filter(|i| *i != leader)
+            .find(|i| ensemble.member(*i).mode().as_deref() == Some("leader"))
+    });
+    let after = mntr_map(&ensemble, next);
+    assert_eq!(
+        figure(&after, "zk_looking_count"),
+        looks[next] + 1,
+        "one look for the lost leader"
+    );
+    assert!(figure(&after, "zk_cnt_election_time") >= 2, "{after:#?}");
+    assert!(figure(&after, "zk_cnt_leader_unavailable_time") >= 1);
+}

@@ -88,7 +88,7 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, peer: SocketAddr) {
         }
         jute::LengthPrefix::Frame(_) => {
             let conn = shared.new_conn_id();
-            let outbox = Arc::new(Outbox::new());
+            let outbox = Arc::new(Outbox::new(shared.metrics.traffic.clone()));
             let writer = tokio::spawn(write_loop(outbox.clone(), wr));
             let end = run(&shared, conn, peer, rd, buf, outbox.clone()).await;
             match &end {
@@ -169,6 +169,11 @@ async fn handshake(
     .await
     .map_err(|_| End::Protocol("no handshake".into()))??
     .ok_or(End::ClientClosed)?;
+    let metrics = &shared.metrics;
+    metrics.connection_requests.fetch_add(1, Ordering::Relaxed);
+    metrics
+        .bytes_received
+        .fetch_add(frame.len() as u64 + 4, Ordering::Relaxed);
     let req = ConnectRequest::decode(&mut Reader::new(frame))
         .map_err(|e| End::Protocol(format!("bad handshake: {e}")))?;
     if !shared.replica.is_serving() {
@@ -294,7 +299,15 @@ async fn run(
 ) -> End {
     let session = match handshake(shared, conn, &mut rd, &mut buf, &outbox).await {
         Ok(s) => s,
-        Err(e) => return e,
+        Err(End::ClientClosed) => return End::ClientClosed,
+        Err(e) => {
+            let m = &shared.metrics;
+            m.unsuccessful_handshakes.fetch_add(1, Ordering::Relaxed);
+            if matches!(e, End::NotServing | End::NoLeader) {
+                m.closed_not_serving.fetch_add(1, Ordering::Relaxed);
+            }
+            return e;
+        }
     };
     shared
         .metrics
@@ -434,10 +447,11 @@ impl Connection {
 
     fn on_frame(&mut self, frame: Bytes) -> Result<(), End> {
         self.touched.store(true, Ordering::Relaxed);
-        self.shared
-            .metrics
-            .packets_received
-            .fetch_add(1, Ordering::Relaxed);
+        let metrics = &self.shared.metrics;
+        metrics.packets_received.fetch_add(1, Ordering::Relaxed);
+        metrics
+            .bytes_received
+            .fetch_add(frame.len() as u64 + 4, Ordering::Relaxed);
         self.stats.received.fetch_add(1, Ordering::Relaxed);
         let mut r = Reader::new(frame);
         let header = RequestHeader::decode(&mut r)
@@ -545,7 +559,9 @@ impl Connection {
                 Ok(())
             }
             Err(e) => {
-                // ZooKeeper answers AUTHFAILED and closes the connection.
+                // ZooKeeper answers AUTHFAILED and closes the connection. Like ZooKeeper, this
+                // is not counted in `auth_failed_count` (which counts refused certificates,
+                // SASL and enforced authentication).
                 reply::push_error(&self.outbox, xid, 0, e);
                 Err(End::AuthFailed)
             }

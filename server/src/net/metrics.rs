@@ -1,13 +1,17 @@
 //! Request counters of this member behind `srvr`, `stat`, `mntr` and the Prometheus endpoint.
 //!
 //! Everything is an atomic updated on the request path without locks: packet counts,
-//! latency min/avg/max (as ZooKeeper reports them, in milliseconds), and per-operation
-//! latency histograms with fixed buckets.
+//! latency min/avg/max (as ZooKeeper reports them, in milliseconds), read and update latency
+//! summaries with percentiles (ZooKeeper's `readlatency`, `updatelatency`), per-operation
+//! latency histograms with fixed buckets, handshake and authentication outcomes, and the
+//! bytes sent to clients ([`Traffic`], counted by each connection's outbox).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::state::ops::{self, OpFamily};
+use crate::state::ops::{self, OpClass, OpFamily};
+use crate::stats::Summary;
 
 /// Histogram bucket upper bounds, in microseconds.
 pub const BUCKETS_US: [u64; 14] = [
@@ -46,6 +50,93 @@ pub struct Metrics {
     latency_count: AtomicU64,
     /// One histogram per [`OpFamily`], by its index.
     pub per_op: [Histogram; OpFamily::ALL.len()],
+    /// Milliseconds per read (answered from the tree) and per update (through the log).
+    pub read_latency: Summary,
+    pub update_latency: Summary,
+    /// Authentications refused, as ZooKeeper counts them: a client certificate, a SASL
+    /// exchange or enforced authentication (not an auth packet of an unknown scheme).
+    pub auth_failed: AtomicU64,
+    /// Connections refused by `maxClientCnxns`.
+    pub connection_rejected: AtomicU64,
+    /// Handshakes (ConnectRequests) received, and those refused.
+    pub connection_requests: AtomicU64,
+    pub unsuccessful_handshakes: AtomicU64,
+    /// Connections closed because this member stopped serving (no leader, no quorum).
+    pub closed_not_serving: AtomicU64,
+    /// Bytes read from clients.
+    pub bytes_received: AtomicU64,
+    /// What the outboxes send.
+    pub traffic: Arc<Traffic>,
+}
+
+/// Watches fired per event that fired any, by event type.
+#[derive(Default)]
+pub struct WatchFires {
+    pub created: Summary,
+    pub deleted: Summary,
+    pub changed: Summary,
+    pub children: Summary,
+}
+
+impl WatchFires {
+    /// An event of `summary`'s type fired `watches` watches.
+    pub fn record(&self, summary: &Summary, watches: usize) {
+        if watches > 0 {
+            summary.record(watches as u64);
+        }
+    }
+
+    pub fn reset(&self) {
+        for s in [&self.created, &self.deleted, &self.changed, &self.children] {
+            s.reset();
+        }
+    }
+}
+
+/// Bytes sent to clients, counted as each frame is queued: all of them, those of watch
+/// notifications, and the sizes of the last, smallest and largest frame (-1 before any).
+pub struct Traffic {
+    pub response_bytes: AtomicU64,
+    pub watch_bytes: AtomicU64,
+    pub last_size: AtomicI64,
+    pub min_size: AtomicI64,
+    pub max_size: AtomicI64,
+}
+
+impl Default for Traffic {
+    fn default() -> Self {
+        Traffic {
+            response_bytes: AtomicU64::new(0),
+            watch_bytes: AtomicU64::new(0),
+            last_size: AtomicI64::new(-1),
+            min_size: AtomicI64::new(-1),
+            max_size: AtomicI64::new(-1),
+        }
+    }
+}
+
+impl Traffic {
+    /// One frame of `bytes` queued for a client.
+    pub fn sent(&self, bytes: usize) {
+        let size = bytes as i64;
+        self.response_bytes
+            .fetch_add(bytes as u64, Ordering::Relaxed);
+        self.last_size.store(size, Ordering::Relaxed);
+        let _ = self
+            .min_size
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |m| {
+                (m < 0 || size < m).then_some(size)
+            });
+        self.max_size.fetch_max(size, Ordering::Relaxed);
+    }
+
+    fn reset(&self) {
+        self.response_bytes.store(0, Ordering::Relaxed);
+        self.watch_bytes.store(0, Ordering::Relaxed);
+        for s in [&self.last_size, &self.min_size, &self.max_size] {
+            s.store(-1, Ordering::Relaxed);
+        }
+    }
 }
 
 impl Default for Metrics {
@@ -60,6 +151,15 @@ impl Default for Metrics {
             total_latency_us: AtomicU64::new(0),
             latency_count: AtomicU64::new(0),
             per_op: Default::default(),
+            read_latency: Summary::with_quantiles(),
+            update_latency: Summary::with_quantiles(),
+            auth_failed: AtomicU64::new(0),
+            connection_rejected: AtomicU64::new(0),
+            connection_requests: AtomicU64::new(0),
+            unsuccessful_handshakes: AtomicU64::new(0),
+            closed_not_serving: AtomicU64::new(0),
+            bytes_received: AtomicU64::new(0),
+            traffic: Arc::default(),
         }
     }
 }
@@ -72,7 +172,12 @@ impl Metrics {
         self.max_latency_us.fetch_max(us, Ordering::Relaxed);
         self.total_latency_us.fetch_add(us, Ordering::Relaxed);
         self.latency_count.fetch_add(1, Ordering::Relaxed);
-        self.per_op[ops::info(op).family.index()].record(us);
+        let info = ops::info(op);
+        self.per_op[info.family.index()].record(us);
+        match info.class {
+            OpClass::Write | OpClass::Close => self.update_latency.record(us / 1000),
+            _ => self.read_latency.record(us / 1000),
+        }
     }
 
     /// (min, avg, max) in milliseconds, as `srvr` prints them.
@@ -87,8 +192,21 @@ impl Metrics {
         (min, avg, max)
     }
 
-    /// `srst`: resets the latency and packet statistics.
+    /// `srst`: resets the latency and packet statistics and every counter of events.
     pub fn reset(&self) {
+        self.read_latency.reset();
+        self.update_latency.reset();
+        for c in [
+            &self.auth_failed,
+            &self.connection_rejected,
+            &self.connection_requests,
+            &self.unsuccessful_handshakes,
+            &self.closed_not_serving,
+            &self.bytes_received,
+        ] {
+            c.store(0, Ordering::Relaxed);
+        }
+        self.traffic.reset();
         self.packets_received.store(0, Ordering::Relaxed);
         self.packets_sent.store(0, Ordering::Relaxed);
         self.min_latency_us.store(u64::MAX, Ordering::Relaxed);
@@ -113,7 +231,28 @@ mod tests {
         assert_eq!(h.count.load(Ordering::Relaxed), 2);
         assert_eq!(h.buckets[4].load(Ordering::Relaxed), 1);
         assert_eq!(h.buckets[5].load(Ordering::Relaxed), 1);
+        assert_eq!(m.read_latency.view().sum, 6);
+        m.record(5, Duration::from_millis(7));
+        assert_eq!(m.update_latency.view().max, 7);
         m.reset();
         assert_eq!(m.latency_ms(), (0, 0.0, 0));
+        assert_eq!(m.read_latency.view().count, 0);
+    }
+
+    #[test]
+    fn traffic_sizes() {
+        let t = Traffic::default();
+        assert_eq!(t.min_size.load(Ordering::Relaxed), -1);
+        for n in [30, 10, 20] {
+            t.sent(n);
+        }
+        let load = |a: &AtomicI64| a.load(Ordering::Relaxed);
+        assert_eq!(
+            (load(&t.last_size), load(&t.min_size), load(&t.max_size)),
+            (20, 10, 30)
+        );
+        assert_eq!(t.response_bytes.load(Ordering::Relaxed), 60);
+        t.reset();
+        assert_eq!(load(&t.max_size), -1);
     }
 }

@@ -34,6 +34,7 @@ pub use shared::Shared;
 
 use std::collections::HashMap;
 use std::net::IpAddr;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -82,6 +83,7 @@ pub async fn accept_clients(
                     let mut c = counts.lock();
                     let n = c.entry(peer.ip()).or_insert(0);
                     if max > 0 && *n >= max {
+                        shared.metrics.connection_rejected.fetch_add(1, Ordering::Relaxed);
                         tracing::warn!("Too many connections from {} - max is {max}", peer.ip());
                         continue;
                     }

@@ -10,9 +10,14 @@
 //! that does not read its replies (back-pressure), and a hard cap closes a connection whose
 //! backlog only grows (a watch storm into a dead reader), instead of growing without bound.
 
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
 use bytes::{BufMut, Bytes, BytesMut};
 use parking_lot::Mutex;
 use tokio::sync::Notify;
+
+use super::metrics::Traffic;
 
 /// Past this many buffered bytes the connection is closed.
 pub const HARD_LIMIT: usize = 256 * 1024 * 1024;
@@ -26,22 +31,25 @@ struct Inner {
 pub struct Outbox {
     inner: Mutex<Inner>,
     notify: Notify,
+    /// The member's count of bytes sent, which every frame queued here adds to.
+    traffic: Arc<Traffic>,
 }
 
 impl Default for Outbox {
     fn default() -> Self {
-        Outbox::new()
+        Outbox::new(Arc::default())
     }
 }
 
 impl Outbox {
-    pub fn new() -> Outbox {
+    pub fn new(traffic: Arc<Traffic>) -> Outbox {
         Outbox {
             inner: Mutex::new(Inner {
                 buf: BytesMut::with_capacity(4096),
                 closed: false,
             }),
             notify: Notify::new(),
+            traffic,
         }
     }
 
@@ -52,7 +60,9 @@ impl Outbox {
         if inner.closed {
             return false;
         }
+        let before = inner.buf.len();
         jute::write_frame(&mut inner.buf, body);
+        self.traffic.sent(inner.buf.len() - before);
         let over = inner.buf.len() > HARD_LIMIT;
         if over {
             inner.closed = true;
@@ -70,8 +80,25 @@ impl Outbox {
         }
         inner.buf.put_slice(frame);
         drop(inner);
+        self.traffic.sent(frame.len());
         self.notify.notify_one();
         true
+    }
+
+    /// Appends a watch notification (counted in `watch_bytes` too).
+    pub fn push_notification(&self, body: impl FnOnce(&mut BytesMut)) -> bool {
+        let mut bytes = 0;
+        let queued = self.push_frame(|b| {
+            let before = b.len();
+            body(b);
+            bytes = b.len() - before + 4;
+        });
+        if queued {
+            self.traffic
+                .watch_bytes
+                .fetch_add(bytes as u64, Ordering::Relaxed);
+        }
+        queued
     }
 
     /// Bytes waiting to be written.
@@ -112,7 +139,7 @@ mod tests {
 
     #[tokio::test]
     async fn frames_come_out_in_order_and_close_drains() {
-        let outbox = Outbox::new();
+        let outbox = Outbox::default();
         assert!(outbox.push_frame(|b| b.put_slice(b"ab")));
         assert!(outbox.push_raw(&[0, 0, 0, 1, b'c']));
         outbox.close();

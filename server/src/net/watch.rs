@@ -18,6 +18,7 @@ use std::sync::Arc;
 
 use jute::{EventType, KeeperState, Record, WatcherEvent};
 
+use super::metrics::WatchFires;
 use super::outbox::Outbox;
 use super::reply;
 use crate::state::command::ConnId;
@@ -183,6 +184,8 @@ pub struct WatchManager {
     data: WatchTable,
     child: WatchTable,
     outboxes: HashMap<ConnId, Arc<Outbox>>,
+    /// Watches fired per event, by event type (ZooKeeper's `node_*_watch_count`).
+    pub fired: WatchFires,
 }
 
 /// Encodes a watch notification: xid -1, zxid -1 (ZooKeeper 3.8), err 0, then the event.
@@ -255,14 +258,14 @@ impl WatchManager {
     /// Sends one event to one connection (SetWatches answers use this).
     pub fn notify(&mut self, conn: ConnId, event: EventType, path: &str) {
         if let Some(outbox) = self.outboxes.get(&conn) {
-            outbox.push_frame(|b| encode_event(b, event, path));
+            outbox.push_notification(|b| encode_event(b, event, path));
         }
     }
 
     fn deliver(&mut self, conns: &[ConnId], event: EventType, path: &str) {
         for conn in conns {
             if let Some(outbox) = self.outboxes.get(conn) {
-                outbox.push_frame(|b| encode_event(b, event, path));
+                outbox.push_notification(|b| encode_event(b, event, path));
             }
         }
     }
@@ -279,10 +282,12 @@ impl WatchManager {
                 Trigger::Created(p) => {
                     self.data.trigger(p, EventType::NodeCreated, &mut hit);
                     self.deliver(&hit, EventType::NodeCreated, p);
+                    self.fired.record(&self.fired.created, hit.len());
                 }
                 Trigger::DataChanged(p) => {
                     self.data.trigger(p, EventType::NodeDataChanged, &mut hit);
                     self.deliver(&hit, EventType::NodeDataChanged, p);
+                    self.fired.record(&self.fired.changed, hit.len());
                 }
                 Trigger::Deleted(p) => {
                     // One list for both tables: a connection told by its data watch is not
@@ -290,11 +295,13 @@ impl WatchManager {
                     self.data.trigger(p, EventType::NodeDeleted, &mut hit);
                     self.child.trigger(p, EventType::NodeDeleted, &mut hit);
                     self.deliver(&hit, EventType::NodeDeleted, p);
+                    self.fired.record(&self.fired.deleted, hit.len());
                 }
                 Trigger::ChildrenChanged(p) => {
                     self.child
                         .trigger(p, EventType::NodeChildrenChanged, &mut hit);
                     self.deliver(&hit, EventType::NodeChildrenChanged, p);
+                    self.fired.record(&self.fired.children, hit.len());
                 }
             }
         }
@@ -381,7 +388,7 @@ mod tests {
 
     fn setup() -> (WatchManager, Arc<Outbox>, Arc<Outbox>) {
         let mut w = WatchManager::default();
-        let (a, b) = (Arc::new(Outbox::new()), Arc::new(Outbox::new()));
+        let (a, b) = (Arc::new(Outbox::default()), Arc::new(Outbox::default()));
         w.register(1, a.clone());
         w.register(2, b.clone());
         (w, a, b)

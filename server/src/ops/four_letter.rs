@@ -8,10 +8,12 @@ use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::time::UNIX_EPOCH;
 
+use super::catalogue::{self, Value};
 use super::view::View;
 use crate::net::Shared;
 use crate::raft::Role;
 use crate::state::snapshot::tree_digest;
+use crate::stats::QUANTILES;
 
 /// The version zooraft reports: the ZooKeeper protocol level it implements, then its own.
 pub const VERSION: &str = concat!("3.8.0-zooraft-", env!("CARGO_PKG_VERSION"));
@@ -37,7 +39,7 @@ pub fn answer(shared: &Shared, word: &[u8; 4], peer: SocketAddr) -> String {
         "ruok" => "imok".to_string(),
         "isro" => if serving { "rw" } else { "null" }.to_string(),
         "conf" => conf(shared),
-        "envi" => envi(shared),
+        "envi" => super::environment::envi(&full_version(), shared.replica.me),
         _ if !serving => NOT_SERVING.to_string(),
         "srvr" => srvr(shared, false),
         "stat" => srvr(shared, true),
@@ -57,6 +59,8 @@ pub fn answer(shared: &Shared, word: &[u8; 4], peer: SocketAddr) -> String {
         }
         "srst" => {
             shared.metrics.reset();
+            shared.replica.counters.reset();
+            shared.watches.lock().fired.reset();
             "Server stats reset.\n".to_string()
         }
         "wchs" => {
@@ -184,77 +188,35 @@ fn srvr(shared: &Shared, with_clients: bool) -> String {
 }
 
 fn mntr(shared: &Shared) -> String {
-    let v = View::gather(shared);
-    let (min, avg, max) = v.latency_ms;
-    let mut lines: Vec<(&str, String)> = vec![
-        ("zk_version", full_version()),
-        ("zk_server_state", v.role.name().to_string()),
-        ("zk_avg_latency", java_avg(avg)),
-        ("zk_max_latency", max.to_string()),
-        ("zk_min_latency", min.to_string()),
-        ("zk_packets_received", v.packets_received.to_string()),
-        ("zk_packets_sent", v.packets_sent.to_string()),
-        ("zk_num_alive_connections", v.connections.to_string()),
-        ("zk_outstanding_requests", v.outstanding.to_string()),
-        ("zk_znode_count", v.znodes.to_string()),
-        ("zk_watch_count", v.watches.to_string()),
-        ("zk_ephemerals_count", v.ephemerals.to_string()),
-        (
-            "zk_approximate_data_size",
-            v.approximate_data_size.to_string(),
-        ),
-        ("zk_global_sessions", v.sessions.to_string()),
-        ("zk_local_sessions", "0".to_string()),
-        ("zk_uptime", v.uptime_ms.to_string()),
-        ("zk_open_file_descriptor_count", open_fds().to_string()),
-        ("zk_max_file_descriptor_count", max_fds().to_string()),
-        ("zk_proposal_count", v.proposals.to_string()),
-        ("zk_last_zxid", format!("0x{:x}", v.last_zxid)),
-        ("zk_raft_term", v.raft_term.to_string()),
-        ("zk_raft_commit_index", v.commit_index.to_string()),
-        ("zk_raft_applied_index", v.applied_index.to_string()),
-        ("zk_raft_leader_id", v.leader_id.to_string()),
-        ("zk_raft_batches", v.batches.to_string()),
-        ("zk_raft_fsyncs", v.fsyncs.to_string()),
-        ("zk_snapshot_count", v.snapshots.to_string()),
-    ];
-    match v.role {
-        Role::Leader => {
-            lines.push(("zk_peer_state", "leading - broadcast".into()));
-            lines.push(("zk_learners", (v.followers + v.observers).to_string()));
-            lines.push(("zk_followers", v.followers.to_string()));
-            lines.push(("zk_synced_followers", v.synced_followers.to_string()));
-            lines.push(("zk_synced_non_voting_followers", "0".into()));
-            lines.push(("zk_synced_observers", v.observers.to_string()));
-            lines.push(("zk_pending_syncs", "0".into()));
-        }
-        Role::Follower => lines.push(("zk_peer_state", "following - broadcast".into())),
-        Role::Observer => lines.push(("zk_peer_state", "observing - broadcast".into())),
-        Role::Looking => lines.push(("zk_peer_state", "looking".into())),
-        Role::Standalone => {}
-    }
     let mut out = String::new();
-    for (k, v) in lines {
-        let _ = writeln!(out, "{k}\t{v}");
+    for f in catalogue::gather(shared, &full_version()) {
+        let key = f.key;
+        match f.value {
+            Value::Text(t) => {
+                let _ = writeln!(out, "zk_{key}\t{t}");
+            }
+            Value::Int(v, _) => {
+                let _ = writeln!(out, "zk_{key}\t{v}");
+            }
+            Value::Float(v) => {
+                let _ = writeln!(out, "zk_{key}\t{}", java_avg(v));
+            }
+            Value::Zxid(z) => {
+                let _ = writeln!(out, "zk_{key}\t0x{z:x}");
+            }
+            Value::Summary(s) => {
+                let _ = writeln!(out, "zk_avg_{key}\t{}", java_avg(s.avg()));
+                let _ = writeln!(out, "zk_min_{key}\t{}", s.min);
+                let _ = writeln!(out, "zk_max_{key}\t{}", s.max);
+                let _ = writeln!(out, "zk_cnt_{key}\t{}", s.count);
+                let _ = writeln!(out, "zk_sum_{key}\t{}", s.sum);
+                for (q, (_, prefix)) in s.quantiles.iter().flatten().zip(QUANTILES) {
+                    let _ = writeln!(out, "zk_{prefix}_{key}\t{q}");
+                }
+            }
+        }
     }
     out
-}
-
-fn open_fds() -> usize {
-    std::fs::read_dir("/proc/self/fd")
-        .map(|d| d.count())
-        .unwrap_or(0)
-}
-
-fn max_fds() -> u64 {
-    std::fs::read_to_string("/proc/self/limits")
-        .ok()
-        .and_then(|t| {
-            t.lines()
-                .find(|l| l.starts_with("Max open files"))
-                .and_then(|l| l.split_whitespace().nth(3).and_then(|v| v.parse().ok()))
-        })
-        .unwrap_or(0)
 }
 
 fn conf(shared: &Shared) -> String {
@@ -304,27 +266,6 @@ fn conf(shared: &Shared) -> String {
             );
         }
         let _ = writeln!(out, "version=0");
-    }
-    out
-}
-
-fn envi(shared: &Shared) -> String {
-    let mut out = String::from("Environment:\n");
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-    let cwd = std::env::current_dir()
-        .map(|p| p.display().to_string())
-        .unwrap_or_default();
-    let props = [
-        ("zookeeper.version", full_version()),
-        ("host.name", host.trim().to_string()),
-        ("zooraft.version", env!("CARGO_PKG_VERSION").to_string()),
-        ("os.name", std::env::consts::OS.to_string()),
-        ("os.arch", std::env::consts::ARCH.to_string()),
-        ("user.dir", cwd),
-        ("zooraft.member", shared.replica.me.to_string()),
-    ];
-    for (k, v) in props {
-        let _ = writeln!(out, "{k}={v}");
     }
     out
 }

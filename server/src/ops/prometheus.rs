@@ -1,6 +1,7 @@
 //! A Prometheus text endpoint (ZooKeeper's `metricsProvider.httpPort`, conventionally
-//! 7000): the `mntr` values as gauges and counters, plus request latency histograms per
-//! operation. Any request path answers with the metrics, as ZooKeeper's provider does.
+//! 7000): the `mntr` figures under ZooKeeper's Prometheus names (gauges, counters, and
+//! summaries with `quantile` labels, `_sum` and `_count`), plus request latency histograms
+//! per operation. Any request path answers with the metrics, as ZooKeeper's provider does.
 
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
@@ -10,61 +11,43 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
-use super::view::View;
+use super::catalogue::{self, Kind, Value};
+use super::four_letter::VERSION;
 use crate::net::{Shared, BUCKETS_US};
 use crate::state::ops::OpFamily;
+use crate::stats::QUANTILES;
 
 /// Renders the metrics in Prometheus' text format.
 pub fn render(shared: &Shared) -> String {
     let mut out = String::new();
-    let v = View::gather(shared);
-    let gauges: [(&str, &str, f64); 10] = [
-        ("znode_count", "Number of znodes", v.znodes as f64),
-        (
-            "ephemerals_count",
-            "Number of ephemeral znodes",
-            v.ephemerals as f64,
-        ),
-        (
-            "approximate_data_size",
-            "Bytes of paths and data",
-            v.approximate_data_size as f64,
-        ),
-        ("global_sessions", "Live sessions", v.sessions as f64),
-        (
-            "num_alive_connections",
-            "Client connections on this member",
-            v.connections as f64,
-        ),
-        ("watch_count", "Watches on this member", v.watches as f64),
-        ("last_zxid", "Last applied zxid", v.last_zxid as f64),
-        ("raft_term", "Current Raft term", v.raft_term as f64),
-        (
-            "raft_commit_index",
-            "Raft commit index",
-            v.commit_index as f64,
-        ),
-        (
-            "serving",
-            "1 if this member serves clients",
-            v.serving as u8 as f64,
-        ),
-    ];
-    for (name, help, v) in gauges {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
-    }
-    let counters: [(&str, &str, u64); 5] = [
-        ("packets_received", "Requests received", v.packets_received),
-        ("packets_sent", "Replies sent", v.packets_sent),
-        ("proposal_count", "Commands proposed to Raft", v.proposals),
-        ("raft_fsyncs", "Log fsyncs", v.fsyncs),
-        ("snapshot_count", "Snapshots taken", v.snapshots),
-    ];
-    for (name, help, v) in counters {
-        let _ = writeln!(
-            out,
-            "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}"
-        );
+    for f in catalogue::gather(shared, VERSION) {
+        let (name, help) = (f.key, f.help);
+        match f.value {
+            Value::Text(_) => {}
+            Value::Int(v, kind) => {
+                let kind = match kind {
+                    Kind::Gauge => "gauge",
+                    Kind::Counter => "counter",
+                };
+                let _ = writeln!(
+                    out,
+                    "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}"
+                );
+            }
+            Value::Float(v) => {
+                let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
+            }
+            Value::Zxid(v) => {
+                let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
+            }
+            Value::Summary(s) => {
+                let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} summary");
+                for (v, (q, _)) in s.quantiles.iter().flatten().zip(QUANTILES) {
+                    let _ = writeln!(out, "{name}{{quantile=\"{q}\"}} {v}");
+                }
+                let _ = writeln!(out, "{name}_sum {}\n{name}_count {}", s.sum, s.count);
+            }
+        }
     }
     let _ = writeln!(out, "# HELP request_latency_seconds Request latency by operation\n# TYPE request_latency_seconds histogram");
     for family in OpFamily::ALL {

@@ -1,6 +1,6 @@
-//! One gathered view of the metrics: every figure the operator surface reports (`srvr`,
-//! `stat`, `mntr`, the Prometheus endpoint), read once from the replica, the network layer
-//! and the process, so every report agrees on what a figure means and where it comes from.
+//! One gathered view of the member: the figures `srvr` and `stat` print and the catalogue
+//! (`mntr`, Prometheus) starts from, read once from the replica, the network layer and the
+//! process, so every report agrees on what a figure means and where it comes from.
 
 use std::sync::atomic::Ordering;
 
@@ -30,10 +30,6 @@ pub struct View {
     pub commit_index: u64,
     pub applied_index: u64,
     pub leader_id: u64,
-    pub proposals: u64,
-    pub batches: u64,
-    pub fsyncs: u64,
-    pub snapshots: u64,
     /// The leader's view of its followers (zero elsewhere).
     pub followers: u64,
     pub synced_followers: u64,
@@ -45,7 +41,6 @@ impl View {
     pub fn gather(shared: &Shared) -> View {
         let replica = &shared.replica;
         let status = &replica.status;
-        let counters = &replica.counters;
         let m = &shared.metrics;
         let (znodes, ephemerals, approximate_data_size, sessions) = {
             let state = replica.state.read();
@@ -80,10 +75,6 @@ impl View {
             commit_index: load(&status.commit_index),
             applied_index: load(&status.applied_index),
             leader_id: load(&status.leader),
-            proposals: load(&counters.proposals),
-            batches: load(&counters.batches),
-            fsyncs: load(&counters.fsyncs),
-            snapshots: load(&counters.snapshots),
             followers: load(&status.followers),
             synced_followers: load(&status.synced_followers),
             observers: load(&status.observers),

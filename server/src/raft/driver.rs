@@ -30,6 +30,7 @@ use super::connections::Connections;
 use super::expiry::ExpiryTracker;
 use super::input::Input;
 use super::log_writer::LogWrite;
+use super::metrics::Measures;
 use super::read_index::ReadIndex;
 use super::replica::Replica;
 use super::serving::{Observed, ServingAction, ServingPolicy};
@@ -173,6 +174,8 @@ pub struct Consensus {
     pub(super) applied: Applied,
     pub(super) snapshots: SnapshotSchedule,
     pub(super) serving: ServingPolicy,
+    /// Episode clocks and the proposals in flight, for the metrics.
+    pub(super) measures: Measures,
 }
 
 /// What a driver is built from (see [`Consensus::new`]).
@@ -217,6 +220,7 @@ impl Consensus {
         config.validate()?;
         let logger = super::raft_log::logger(me);
         let node = RawNode::new(&config, storage.clone(), &logger)?;
+        let committed_at_start = node.raft.raft_log.committed;
         let settings = &replica.config;
         let tick = settings.raft_tick;
         let touch_interval =
@@ -252,6 +256,7 @@ impl Consensus {
             },
             snapshots: SnapshotSchedule::default(),
             serving: ServingPolicy::new(election_timeout(tick), settings.min_session_timeout_ms),
+            measures: Measures::new(now, snap.index, committed_at_start),
             inbox,
             workers,
             replica,
@@ -454,6 +459,12 @@ impl Consensus {
         if role == Role::Leader {
             self.publish_followers();
         }
+        let counters = &self.replica.counters;
+        let measures = &mut self.measures;
+        measures
+            .proposals
+            .committed(observed.committed, now, counters);
+        measures.serving(serving, role == Role::Leader, now, counters);
         let me = self.member.me;
         let was = self.replica.status.serving.swap(serving, Ordering::AcqRel);
         if serving && !was {

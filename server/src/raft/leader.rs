@@ -31,6 +31,10 @@ impl Consensus {
             }
             for session in self.duties.expiry.take_expired(now) {
                 tracing::info!("session 0x{session:x} expired");
+                self.replica
+                    .counters
+                    .sessions_expired
+                    .fetch_add(1, Ordering::Relaxed);
                 self.proposals.push(
                     Command::CloseSession {
                         session,
@@ -118,9 +122,15 @@ impl Consensus {
         // leader, and a deposed leader's decisions (a session expiry) must not commit.
         debug_assert!(self.leads());
         let batch = Batch { time, commands };
-        match self.node.propose(Vec::new(), batch.encode()) {
+        let data = batch.encode();
+        let bytes = data.len();
+        match self.node.propose(Vec::new(), data) {
             Ok(()) => {
                 let counters = &self.replica.counters;
+                counters.proposed(bytes);
+                let index = self.node.raft.raft_log.last_index();
+                let now = self.clock.now();
+                self.measures.proposals.proposed(index, now);
                 counters.proposals.fetch_add(n, Ordering::Relaxed);
                 counters.batches.fetch_add(1, Ordering::Relaxed);
             }

@@ -11,6 +11,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
+use std::time::Instant;
 
 use raft::eraftpb::Message;
 
@@ -61,14 +62,19 @@ pub fn run(
             let mut writes = Vec::with_capacity(jobs.len());
             let mut messages = Vec::new();
             let mut number = 0;
+            let rounds = jobs.len() as u64;
             for job in jobs {
                 writes.extend(job.write);
                 messages.extend(job.messages);
                 number = number.max(job.number);
             }
+            let started = Instant::now();
             storage.write(writes, sync);
             if sync {
-                replica.counters.fsyncs.fetch_add(1, Ordering::Relaxed);
+                let counters = &replica.counters;
+                counters.fsyncs.fetch_add(1, Ordering::Relaxed);
+                counters.fsync_time.record_ms(started.elapsed());
+                counters.fsync_batch.record(rounds);
             }
             if let Some(peers) = &peers {
                 for m in &messages {

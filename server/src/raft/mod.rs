@@ -8,6 +8,7 @@
 //! |------|---------|
 //! | `input.rs` | the messages into the Raft thread |
 //! | `replica.rs`, `status.rs` | what the thread shares with the layers above |
+//! | `metrics.rs` | what it measures for `mntr`: fsyncs, elections, proposals, start-up |
 //! | `connections.rs` | the interface to this member's connections |
 //! | `driver.rs` | the loop: inputs, timers, proposals, readies |
 //! | `ready.rs` | the Ready cycle and its ordering contract; applying entries |
@@ -28,6 +29,7 @@ mod expiry;
 mod input;
 mod leader;
 mod log_writer;
+mod metrics;
 mod raft_log;
 mod read_index;
 mod ready;
@@ -51,6 +53,7 @@ use raft::eraftpb::ConfState;
 
 pub use connections::{ApplyRound, Connections};
 pub use input::{Input, SyncWaiter};
+pub use metrics::RaftCounters;
 pub use replica::Replica;
 pub use status::Role;
 pub use storage::RaftStorage;

@@ -33,7 +33,7 @@
 
 use std::sync::atomic::Ordering;
 
-use raft::eraftpb::{Entry, EntryType, Message, Snapshot};
+use raft::eraftpb::{Entry, EntryType, Message, MessageType, Snapshot};
 use raft::StateRole;
 
 use super::connections::ApplyRound;
@@ -66,6 +66,12 @@ impl Consensus {
             let committed = rd.take_committed_entries();
             self.apply(committed);
             // 4. New entries and hard state, and the messages that must follow them.
+            if self.leadership.role != StateRole::Leader {
+                self.replica
+                    .counters
+                    .learner_proposals
+                    .fetch_add(rd.entries().len() as u64, Ordering::Relaxed);
+            }
             let write = self.storage.stage(rd.entries(), rd.hs());
             let messages = rd.take_persisted_messages();
             if write.is_some() || !messages.is_empty() {
@@ -127,6 +133,12 @@ impl Consensus {
     fn send(&mut self, msgs: Vec<Message>) {
         let Some(peers) = &self.peers else { return };
         for m in msgs {
+            if m.get_msg_type() == MessageType::MsgSnapshot {
+                self.replica
+                    .counters
+                    .snapshot_syncs
+                    .fetch_add(1, Ordering::Relaxed);
+            }
             peers.send_raft(&m);
         }
     }
@@ -146,6 +158,8 @@ impl Consensus {
             }
             self.leadership.leader = leader;
             self.leadership.last_contact = now;
+            self.measures
+                .leader_known(leader, now, &self.replica.counters);
             self.serving.leader_changed();
         }
         self.leadership.role = role;
@@ -169,6 +183,7 @@ impl Consensus {
         let mut state = replica.state.write();
         // Lock order: the state first, then (inside the round) the watches.
         let mut round = connections.apply_round();
+        let applied = entries.len() as u64;
         for e in entries {
             match e.get_entry_type() {
                 EntryType::EntryNormal if !e.data.is_empty() => {
@@ -204,6 +219,14 @@ impl Consensus {
         }
         replica.set_last_zxid(state.last_zxid);
         self.storage.set_applied(self.applied.index);
+        let counters = &replica.counters;
+        counters.commits.fetch_add(applied, Ordering::Relaxed);
+        if self.leadership.role != StateRole::Leader {
+            counters
+                .learner_commits
+                .fetch_add(applied, Ordering::Relaxed);
+        }
+        self.measures.applied(self.applied.index, now, counters);
         drop(state);
         round.finish();
         replica
@@ -254,6 +277,9 @@ impl Consensus {
         }
         self.applied.index = meta.index;
         self.applied.term = meta.term;
+        let now = self.clock.now();
+        self.measures
+            .applied(meta.index, now, &self.replica.counters);
         // Watches were set against a tree that is gone: clients reconnect and re-register
         // them with SetWatches, which reports what changed.
         self.connections.stop_serving();

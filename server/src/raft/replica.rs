@@ -16,7 +16,8 @@ use std::time::Duration;
 use parking_lot::RwLock;
 
 use super::input::Input;
-use super::status::{RaftCounters, Status};
+use super::metrics::RaftCounters;
+use super::status::Status;
 use crate::config::Config;
 use crate::state::StateMachine;
 

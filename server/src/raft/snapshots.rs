@@ -62,10 +62,9 @@ impl Consensus {
         let compact_to = index.saturating_sub(self.replica.config.snapshot_retain_entries);
         self.storage.save_snapshot(index, term, &conf, compact_to);
         self.snapshots.last_bytes = bytes;
-        self.replica
-            .counters
-            .snapshots
-            .fetch_add(1, Ordering::Relaxed);
+        let counters = &self.replica.counters;
+        counters.snapshots.fetch_add(1, Ordering::Relaxed);
+        counters.snapshot_time.record_ms(captured_in + written_in);
         self.replica
             .status
             .snapshot_index

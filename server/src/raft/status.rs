@@ -65,16 +65,3 @@ impl Status {
         self.role.store(role as u8, Ordering::Relaxed);
     }
 }
-
-/// Counters of the write path (`mntr`'s proposal and fsync figures).
-#[derive(Default)]
-pub struct RaftCounters {
-    /// Commands proposed (each a client write, session change or cleanup).
-    pub proposals: AtomicU64,
-    /// Raft entries proposed: one batch of commands each.
-    pub batches: AtomicU64,
-    /// Log fsyncs (one per log writer round that needed one).
-    pub fsyncs: AtomicU64,
-    /// Snapshots taken by this member.
-    pub snapshots: AtomicU64,
-}

@@ -8,12 +8,14 @@
 //! ephemeral and watch counts), not values that differ by implementation (packet counts,
 //! latencies, file descriptors). Scenarios that ZooKeeper also has run against both kinds.
 //!
-//! One module per area: [`four_letter`], [`prometheus`], [`acl`], [`cli`]. This file holds
-//! what more than one of them uses: a client, the create options, and `mntr`.
+//! One module per area: [`four_letter`], [`monitoring`] (the full `mntr` and `envi` key
+//! sets), [`prometheus`], [`acl`], [`cli`]. This file holds what more than one of them
+//! uses: a client, the create options, and `mntr`.
 
 mod acl;
 mod cli;
 mod four_letter;
+mod monitoring;
 mod prometheus;
 
 use std::collections::BTreeMap;

@@ -171,8 +171,11 @@ fn parse_prometheus(text: &str) -> (Vec<Sample>, BTreeMap<String, String>) {
         let family = ["_bucket", "_sum", "_count"]
             .iter()
             .find_map(|s| {
-                name.strip_suffix(s)
-                    .filter(|f| types.get(*f).is_some_and(|t| t == "histogram"))
+                name.strip_suffix(s).filter(|f| {
+                    types
+                        .get(*f)
+                        .is_some_and(|t| t == "histogram" || t == "summary")
+                })
             })
             .unwrap_or(name);
         assert!(
@@ -259,6 +262,15 @@ fn prometheus_endpoint_zooraft() {
     assert_eq!(types["request_latency_seconds"], "histogram");
     assert_eq!(types["znode_count"], "gauge");
     assert_eq!(types["packets_received"], "counter");
+    // The mntr summaries under ZooKeeper's Prometheus names.
+    for name in ["readlatency", "updatelatency", "fsynctime", "election_time"] {
+        assert_eq!(types[name], "summary", "{name}");
+        assert!(
+            sample(&before, &format!("{name}_count"), &[]).is_some(),
+            "{name}_count"
+        );
+    }
+    assert!(sample(&before, "readlatency", &[("quantile", "0.99")]).is_some());
 
     // Exactly these requests from one client.
     const GETS: usize = 25;
@@ -328,6 +340,12 @@ fn prometheus_endpoint_zooraft() {
         .expect("packets_received")
         .value;
     assert!(received - received_before >= (1 + GETS + SETS + EXISTS) as f64);
+    let reads = |samples: &[Sample]| {
+        sample(samples, "readlatency_count", &[])
+            .expect("readlatency_count")
+            .value
+    };
+    assert!(reads(&after) - reads(&before) >= (GETS + EXISTS) as f64);
 
     // The gauges agree with mntr.
     let m = mntr(&server);

@@ -1,0 +1,452 @@
+//! Every figure `mntr` and the Prometheus endpoint report, listed once: ZooKeeper 3.8's key
+//! (so exporters, dashboards and alerts written for ZooKeeper read zooraft unchanged), its
+//! kind, and where its value comes from here. `mntr` prints each as `zk_<key>` (a summary
+//! as `zk_avg_<key>`, `zk_min_`, `zk_max_`, `zk_cnt_`, `zk_sum_`, and `zk_p50_` ... `zk_p999_`
+//! when it keeps percentiles); Prometheus as `<key>` (a summary with `_sum`, `_count` and
+//! `quantile` labels). Keys of ZooKeeper that measure something zooraft does not have (JVM,
+//! its request-processor queues, throttling, response caches) are not invented here; the
+//! README lists them and why.
+//!
+//! Units are ZooKeeper's: times in milliseconds, sizes in bytes.
+
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+
+use super::view::View;
+use crate::net::Shared;
+use crate::raft::Role;
+use crate::stats::{Summary, SummaryView};
+
+/// How Prometheus types a plain figure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Gauge,
+    Counter,
+}
+
+/// A figure's value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    /// Text (`mntr` only).
+    Text(String),
+    Int(i64, Kind),
+    /// A float printed as Java prints a double (`zk_avg_latency`).
+    Float(f64),
+    /// A zxid: hexadecimal in `mntr`, a number for Prometheus.
+    Zxid(i64),
+    Summary(SummaryView),
+}
+
+/// One figure: ZooKeeper's key without its `zk_` prefix, and its value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Figure {
+    pub key: &'static str,
+    pub help: &'static str,
+    pub value: Value,
+}
+
+fn gauge(key: &'static str, help: &'static str, v: impl TryInto<i64>) -> Figure {
+    let v = v.try_into().unwrap_or(i64::MAX);
+    Figure {
+        key,
+        help,
+        value: Value::Int(v, Kind::Gauge),
+    }
+}
+
+fn counter(key: &'static str, help: &'static str, v: &AtomicU64) -> Figure {
+    let v = v.load(Ordering::Relaxed).try_into().unwrap_or(i64::MAX);
+    Figure {
+        key,
+        help,
+        value: Value::Int(v, Kind::Counter),
+    }
+}
+
+fn signed(key: &'static str, help: &'static str, v: &AtomicI64) -> Figure {
+    gauge(key, help, v.load(Ordering::Relaxed))
+}
+
+fn summary(key: &'static str, help: &'static str, s: &Summary) -> Figure {
+    Figure {
+        key,
+        help,
+        value: Value::Summary(s.view()),
+    }
+}
+
+fn text(key: &'static str, help: &'static str, v: impl Into<String>) -> Figure {
+    Figure {
+        key,
+        help,
+        value: Value::Text(v.into()),
+    }
+}
+
+/// Reads every figure now, in `mntr`'s order.
+pub fn gather(shared: &Shared, version: &str) -> Vec<Figure> {
+    let v = View::gather(shared);
+    let m = &shared.metrics;
+    let t = &m.traffic;
+    let r = &shared.replica.counters;
+    let (min, avg, max) = v.latency_ms;
+    let mut f = vec![
+        text("version", "Server version", version),
+        text(
+            "server_state",
+            "standalone, leader, follower, observer or looking",
+            v.role.name(),
+        ),
+        gauge("ephemerals_count", "Ephemeral znodes", v.ephemerals),
+        gauge(
+            "num_alive_connections",
+            "Client connections on this member",
+            v.connections,
+        ),
+        Figure {
+            key: "avg_latency",
+            help: "Average request latency, milliseconds",
+            value: Value::Float(avg),
+        },
+        gauge(
+            "outstanding_requests",
+            "Requests received and not answered yet",
+            v.outstanding,
+        ),
+        gauge("znode_count", "Znodes", v.znodes),
+        gauge("global_sessions", "Live sessions", v.sessions),
+        signed(
+            "last_client_response_size",
+            "Bytes of the last frame sent to a client",
+            &t.last_size,
+        ),
+        counter(
+            "packets_sent",
+            "Replies and notifications sent",
+            &m.packets_sent,
+        ),
+        counter("packets_received", "Requests received", &m.packets_received),
+        signed(
+            "max_client_response_size",
+            "Bytes of the largest frame sent to a client",
+            &t.max_size,
+        ),
+        gauge(
+            "watch_count",
+            "Watches set by this member's clients",
+            v.watches,
+        ),
+        counter(
+            "auth_failed_count",
+            "Authentications refused (certificate, SASL, enforced auth)",
+            &m.auth_failed,
+        ),
+        gauge("min_latency", "Smallest request latency, milliseconds", min),
+        gauge("max_file_descriptor_count", "Open file limit", max_fds()),
+        gauge(
+            "approximate_data_size",
+            "Bytes of paths and data",
+            v.approximate_data_size,
+        ),
+        gauge("open_file_descriptor_count", "Open files", open_fds()),
+        gauge(
+            "local_sessions",
+            "Local sessions (zooraft has none: every session is global)",
+            0,
+        ),
+        gauge("uptime", "Milliseconds since start", v.uptime_ms),
+        gauge("max_latency", "Largest request latency, milliseconds", max),
+        signed(
+            "min_client_response_size",
+            "Bytes of the smallest frame sent to a client",
+            &t.min_size,
+        ),
+        counter(
+            "proposal_count",
+            "Commands this member proposed to Raft as leader",
+            &r.proposals,
+        ),
+        counter(
+            "watch_bytes",
+            "Bytes of watch notifications sent",
+            &t.watch_bytes,
+        ),
+        counter(
+            "connection_rejected",
+            "Connections refused by maxClientCnxns",
+            &m.connection_rejected,
+        ),
+        counter(
+            "cnxn_closed_without_zk_server_running",
+            "Connections closed or refused while this member did not serve (no leader or quorum)",
+            &m.closed_not_serving,
+        ),
+        counter(
+            "looking_count",
+            "Times this member lost its leader and looked for one",
+            &r.looking,
+        ),
+        counter(
+            "bytes_received_count",
+            "Bytes of requests received",
+            &m.bytes_received,
+        ),
+        counter(
+            "learner_proposal_received_count",
+            "Entries received from the leader",
+            &r.learner_proposals,
+        ),
+        counter(
+            "learner_commit_received_count",
+            "Entries committed and applied as a follower or observer",
+            &r.learner_commits,
+        ),
+        counter(
+            "connection_request_count",
+            "Handshakes received",
+            &m.connection_requests,
+        ),
+        counter("response_bytes", "Bytes sent to clients", &t.response_bytes),
+        counter(
+            "snap_count",
+            "Snapshots the leader sent to members behind its log",
+            &r.snapshot_syncs,
+        ),
+        counter(
+            "unsuccessful_handshake",
+            "Handshakes refused",
+            &m.unsuccessful_handshakes,
+        ),
+        counter("commit_count", "Entries committed and applied", &r.commits),
+        counter(
+            "stale_sessions_expired",
+            "Sessions expired by this member as leader",
+            &r.sessions_expired,
+        ),
+    ];
+    let w = shared.watches.lock();
+    let fired = &w.fired;
+    f.extend([
+        summary(
+            "node_created_watch_count",
+            "Watches fired per node-created event",
+            &fired.created,
+        ),
+        summary(
+            "node_deleted_watch_count",
+            "Watches fired per node-deleted event",
+            &fired.deleted,
+        ),
+        summary(
+            "node_changed_watch_count",
+            "Watches fired per data-changed event",
+            &fired.changed,
+        ),
+        summary(
+            "node_children_watch_count",
+            "Watches fired per children-changed event",
+            &fired.children,
+        ),
+    ]);
+    drop(w);
+    f.extend([
+        summary(
+            "leader_unavailable_time",
+            "Milliseconds unavailable before serving as the new leader",
+            &r.leader_unavailable_time,
+        ),
+        summary(
+            "unavailable_time",
+            "Milliseconds not serving clients, per episode",
+            &r.unavailable_time,
+        ),
+        summary(
+            "startup_txns_load_time",
+            "Milliseconds replaying the log at start",
+            &r.txns_load_time,
+        ),
+        summary(
+            "startup_txns_loaded",
+            "Log entries replayed at start",
+            &r.txns_loaded,
+        ),
+        summary(
+            "fsynctime",
+            "Milliseconds per log write with fsync",
+            &r.fsync_time,
+        ),
+        summary(
+            "snapshottime",
+            "Milliseconds to capture and write a snapshot",
+            &r.snapshot_time,
+        ),
+        summary(
+            "dbinittime",
+            "Milliseconds loading the snapshot and replaying the log at start",
+            &r.db_init_time,
+        ),
+        summary(
+            "election_time",
+            "Milliseconds from losing a leader to knowing the next",
+            &r.election_time,
+        ),
+        summary(
+            "sync_processor_batch_size",
+            "Raft ready rounds written per fsync",
+            &r.fsync_batch,
+        ),
+        summary(
+            "startup_snap_load_time",
+            "Milliseconds loading the snapshot at start",
+            &r.snap_load_time,
+        ),
+        summary(
+            "updatelatency",
+            "Milliseconds per write request, received to answered",
+            &m.update_latency,
+        ),
+        summary(
+            "readlatency",
+            "Milliseconds per read request, received to answered",
+            &m.read_latency,
+        ),
+        summary(
+            "quorum_ack_latency",
+            "Leader: milliseconds from proposing an entry to its commit",
+            &r.quorum_ack_latency,
+        ),
+        summary(
+            "proposal_latency",
+            "Leader: milliseconds from proposing an entry to applying it",
+            &r.proposal_latency,
+        ),
+    ]);
+    // zooraft's own figures: the Raft state behind the ZooKeeper ones.
+    f.extend([
+        Figure {
+            key: "last_zxid",
+            help: "Last applied zxid",
+            value: Value::Zxid(v.last_zxid),
+        },
+        gauge("raft_term", "Current Raft term", v.raft_term),
+        gauge("raft_commit_index", "Raft commit index", v.commit_index),
+        gauge(
+            "raft_applied_index",
+            "Raft index applied to the tree",
+            v.applied_index,
+        ),
+        gauge(
+            "raft_leader_id",
+            "Member id of the leader (0: none known)",
+            v.leader_id,
+        ),
+        counter(
+            "raft_batches",
+            "Raft entries proposed (batches of commands)",
+            &r.batches,
+        ),
+        counter("raft_fsyncs", "Log fsyncs", &r.fsyncs),
+        counter("snapshot_count", "Snapshots taken", &r.snapshots),
+        gauge(
+            "serving",
+            "1 if this member serves clients",
+            v.serving as u8,
+        ),
+    ]);
+    let in_quorum = v.role != Role::Standalone;
+    if in_quorum {
+        let state = match v.role {
+            Role::Leader => "leading - broadcast",
+            Role::Follower => "following - broadcast",
+            Role::Observer => "observing - broadcast",
+            _ => "looking",
+        };
+        f.push(text("peer_state", "Quorum role and phase", state));
+        let voters = shared
+            .replica
+            .config
+            .members
+            .values()
+            .filter(|m| !m.observer)
+            .count();
+        f.push(gauge("quorum_size", "Voting members", voters));
+    }
+    if v.role == Role::Leader {
+        f.extend([
+            gauge(
+                "learners",
+                "Followers and observers connected",
+                v.followers + v.observers,
+            ),
+            gauge(
+                "synced_followers",
+                "Followers caught up with the log",
+                v.synced_followers,
+            ),
+            gauge(
+                "synced_non_voting_followers",
+                "Non-voting followers caught up",
+                0,
+            ),
+            gauge(
+                "synced_observers",
+                "Observers caught up with the log",
+                v.observers,
+            ),
+            gauge(
+                "followers",
+                "Followers connected (ZooKeeper before 3.6)",
+                v.followers,
+            ),
+            gauge(
+                "leader_uptime",
+                "Milliseconds since this member became leader",
+                leader_uptime_ms(r),
+            ),
+            signed(
+                "last_proposal_size",
+                "Bytes of the last proposal",
+                &r.proposal_size_last,
+            ),
+            signed(
+                "max_proposal_size",
+                "Bytes of the largest proposal",
+                &r.proposal_size_max,
+            ),
+            signed(
+                "min_proposal_size",
+                "Bytes of the smallest proposal",
+                &r.proposal_size_min,
+            ),
+        ]);
+    }
+    f
+}
+
+fn leader_uptime_ms(r: &crate::raft::RaftCounters) -> u64 {
+    let since = r.leading_since_unix_ms.load(Ordering::Relaxed);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    if since == 0 {
+        0
+    } else {
+        now.saturating_sub(since)
+    }
+}
+
+fn open_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .map(|d| d.count())
+        .unwrap_or(0)
+}
+
+fn max_fds() -> u64 {
+    std::fs::read_to_string("/proc/self/limits")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("Max open files"))
+                .and_then(|l| l.split_whitespace().nth(3).and_then(|v| v.parse().ok()))
+        })
+        .unwrap_or(0)
+}
