@@ -147,6 +147,9 @@ pub struct Config {
     /// `server.N` lines; empty when standalone.
     pub members: BTreeMap<u64, Member>,
     pub extended_types: bool,
+    /// `readonlymode.enabled` (a JVM property in ZooKeeper): a member cut off from the
+    /// quorum keeps serving reads to clients that asked for read-only mode.
+    pub read_only_mode: bool,
     pub container_check_interval: Duration,
     /// `metricsProvider.httpPort`: Prometheus text endpoint.
     pub metrics_port: Option<u16>,
@@ -184,6 +187,7 @@ impl Default for Config {
             my_id: 1,
             members: BTreeMap::new(),
             extended_types: false,
+            read_only_mode: false,
             container_check_interval: Duration::from_secs(5),
             metrics_port: None,
             metrics_address: IpAddr::from([127, 0, 0, 1]),
@@ -343,6 +347,9 @@ impl Config {
                 }
                 "jute.maxbuffer" => cfg.max_buffer = parse_num(key, value).map_err(err)?,
                 "4lw.commands.whitelist" => cfg.four_letter_words = Whitelist::parse(value),
+                "readonlymode.enabled" => {
+                    cfg.read_only_mode = parse_bool(key, value).map_err(err)?
+                }
                 "extendedTypesEnabled" => {
                     cfg.extended_types = parse_bool(key, value).map_err(err)?
                 }

@@ -27,6 +27,7 @@ use super::completion::Completion;
 use super::conn_stats::ConnStats;
 use super::outbox::Outbox;
 use super::pipeline::{Env, Item, Pipeline};
+use super::read_only::{self, Refusal};
 use super::registry::ConnEntry;
 use super::reply;
 use super::session_ids::new_password;
@@ -67,6 +68,10 @@ enum End {
     WriteTimeout,
     #[error("authentication failed")]
     AuthFailed,
+    #[error(
+        "the quorum is back: a read-only connection closes for the client to reconnect read-write"
+    )]
+    ReadOnlyOver,
 }
 
 /// Serves one accepted TCP connection until it ends.
@@ -151,6 +156,10 @@ async fn read_frame(
 struct Session {
     id: i64,
     timeout_ms: i32,
+    /// Accepted in read-only mode (see `read_only.rs`).
+    read_only: bool,
+    /// A read-only session this member made, unknown to the replicated table.
+    local: bool,
 }
 
 /// The handshake: a new session through the log, or a resumed one checked against the
@@ -176,7 +185,11 @@ async fn handshake(
         .fetch_add(frame.len() as u64 + 4, Ordering::Relaxed);
     let req = ConnectRequest::decode(&mut Reader::new(frame))
         .map_err(|e| End::Protocol(format!("bad handshake: {e}")))?;
+    let timeout = shared.replica.config.negotiate_timeout(req.timeout);
     if !shared.replica.is_serving() {
+        if req.read_only == Some(true) && shared.replica.is_read_only() {
+            return read_only_handshake(shared, &req, timeout, outbox);
+        }
         return Err(End::NotServing);
     }
     let our_zxid = shared.replica.last_zxid();
@@ -186,7 +199,6 @@ async fn handshake(
             req.last_zxid_seen
         )));
     }
-    let timeout = shared.replica.config.negotiate_timeout(req.timeout);
     let respond = |resp: &ConnectResponse| {
         outbox.push_frame(|b| resp.encode(b));
     };
@@ -225,6 +237,8 @@ async fn handshake(
         return Ok(Session {
             id,
             timeout_ms: timeout,
+            read_only: false,
+            local: false,
         });
     }
     // ZooKeeper closes the session's current connection on any attempt to resume it, before
@@ -253,6 +267,8 @@ async fn handshake(
             Ok(Session {
                 id: req.session_id,
                 timeout_ms: timeout,
+                read_only: false,
+                local: false,
             })
         }
         _ => {
@@ -260,6 +276,39 @@ async fn handshake(
             Err(End::Expired)
         }
     }
+}
+
+/// The handshake of a client that asked for read-only mode, on a member that cannot serve
+/// writes (see `read_only.rs`).
+fn read_only_handshake(
+    shared: &Shared,
+    req: &ConnectRequest,
+    timeout: i32,
+    outbox: &Outbox,
+) -> Result<Session, End> {
+    if let Some(old) = shared.registry.conn_of_session(req.session_id) {
+        shared.registry.send(old, Completion::SessionClosed);
+    }
+    let Some(session) = read_only::accept(shared, req) else {
+        outbox.push_frame(|b| ConnectResponse::expired(req.read_only).encode(b));
+        return Err(End::Expired);
+    };
+    outbox.push_frame(|b| {
+        ConnectResponse {
+            protocol_version: 0,
+            timeout,
+            session_id: session.id,
+            passwd: session.passwd.clone(),
+            read_only: Some(true),
+        }
+        .encode(b)
+    });
+    Ok(Session {
+        id: session.id,
+        timeout_ms: timeout,
+        read_only: true,
+        local: session.local,
+    })
 }
 
 /// `Some(true)` if the session exists with this password, `Some(false)` for a wrong
@@ -345,12 +394,13 @@ async fn run(
         shared.registry.send(old, Completion::SessionClosed);
     }
     // The session may have been closed between the check and the registration.
-    if !shared
-        .replica
-        .state
-        .read()
-        .sessions
-        .contains_key(&session.id)
+    if !session.local
+        && !shared
+            .replica
+            .state
+            .read()
+            .sessions
+            .contains_key(&session.id)
     {
         return End::Expired;
     }
@@ -363,6 +413,7 @@ async fn run(
         pipeline,
         stats,
         touched,
+        read_only: session.read_only,
         sync_seq: 0,
         write_timeout: Duration::from_millis(session.timeout_ms.max(0) as u64)
             .max(shared.replica.election_timeouts(3)),
@@ -379,6 +430,8 @@ struct Connection {
     pipeline: Arc<Mutex<Pipeline>>,
     stats: Arc<ConnStats>,
     touched: Arc<AtomicBool>,
+    /// Accepted in read-only mode: reads only, until the quorum is back.
+    read_only: bool,
     sync_seq: u64,
     write_timeout: Duration,
 }
@@ -428,6 +481,9 @@ impl Connection {
                     Err(e) => return End::Io(e),
                 },
                 _ = tokio::time::sleep(Duration::from_millis(if can_read { 1000 } else { 5 })) => {
+                    if self.read_only && self.shared.replica.is_serving() {
+                        return End::ReadOnlyOver;
+                    }
                     if let Some(started) = self.pipeline.lock().oldest_outstanding() {
                         if started.elapsed() > self.write_timeout {
                             return End::WriteTimeout;
@@ -459,6 +515,16 @@ impl Connection {
         let body = r.take_rest();
         let started = Instant::now();
         let class = ops::info(header.op).class;
+        if self.read_only {
+            let refusal = read_only::refusal(class);
+            if refusal != Refusal::None {
+                read_only::answer(&self.shared, &self.outbox, header.xid, &refusal);
+                return match refusal {
+                    Refusal::Close => Err(End::SessionClosed),
+                    _ => Ok(()),
+                };
+            }
+        }
         match class {
             OpClass::Write | OpClass::Close => {
                 let closes_session = class == OpClass::Close;
@@ -578,6 +644,8 @@ impl Connection {
                     Ok(())
                 }
             }
+            // A read-only connection is what stays while the member does not serve.
+            Completion::StopServing if self.read_only => Ok(()),
             Completion::StopServing => Err(End::NotServing),
             Completion::Resume => Ok(()),
         }

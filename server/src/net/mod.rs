@@ -7,6 +7,7 @@
 //! | `pipeline.rs` | a connection's requests in arrival order, answered in that order |
 //! | `outbox.rs` | a connection's outbound bytes, drained by its writer task |
 //! | `reads.rs` | requests answered from the local tree |
+//! | `read_only.rs` | read-only mode: who is accepted, what is refused |
 //! | `watch.rs` | the watches of this member's connections, and their events |
 //! | `reply.rs` | reply headers and write results on the wire |
 //! | `registry.rs` | the connections by id and by session |
@@ -22,6 +23,7 @@ mod delivery;
 mod metrics;
 mod outbox;
 mod pipeline;
+mod read_only;
 mod reads;
 mod registry;
 mod reply;

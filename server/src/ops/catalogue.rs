@@ -93,8 +93,8 @@ pub fn gather(shared: &Shared, version: &str) -> Vec<Figure> {
         text("version", "Server version", version),
         text(
             "server_state",
-            "standalone, leader, follower, observer or looking",
-            v.role.name(),
+            "standalone, leader, follower, observer, read-only or looking",
+            v.mode,
         ),
         gauge("ephemerals_count", "Ephemeral znodes", v.ephemerals),
         gauge(

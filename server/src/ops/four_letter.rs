@@ -35,12 +35,20 @@ pub fn answer(shared: &Shared, word: &[u8; 4], peer: SocketAddr) -> String {
         return format!("{word} is not executed because it is not in the whitelist.\n");
     }
     let serving = shared.replica.is_serving();
+    let read_only = shared.replica.is_read_only();
     match word.as_str() {
         "ruok" => "imok".to_string(),
-        "isro" => if serving { "rw" } else { "null" }.to_string(),
+        "isro" => if serving {
+            "rw"
+        } else if read_only {
+            "ro"
+        } else {
+            "null"
+        }
+        .to_string(),
         "conf" => conf(shared),
         "envi" => super::environment::envi(&full_version(), shared.replica.me),
-        _ if !serving => NOT_SERVING.to_string(),
+        _ if !serving && !read_only => NOT_SERVING.to_string(),
         "srvr" => srvr(shared, false),
         "stat" => srvr(shared, true),
         "mntr" => mntr(shared),
@@ -179,7 +187,7 @@ fn srvr(shared: &Shared, with_clients: bool) -> String {
     let _ = writeln!(out, "Connections: {}", v.connections);
     let _ = writeln!(out, "Outstanding: {}", v.outstanding);
     let _ = writeln!(out, "Zxid: 0x{:x}", v.last_zxid);
-    let _ = writeln!(out, "Mode: {}", v.role.name());
+    let _ = writeln!(out, "Mode: {}", v.mode);
     let _ = writeln!(out, "Node count: {}", v.znodes);
     if v.role == Role::Leader {
         out.push_str("Proposal sizes last/min/max: -1/-1/-1\n");

@@ -10,6 +10,8 @@ use crate::raft::Role;
 /// See the module docs.
 pub struct View {
     pub role: Role,
+    /// What `srvr` prints after `Mode:` (`read-only` in read-only mode, as ZooKeeper).
+    pub mode: &'static str,
     pub serving: bool,
     /// Request latency min/avg/max in milliseconds, as ZooKeeper reports it.
     pub latency_ms: (u64, f64, u64),
@@ -58,6 +60,11 @@ impl View {
         let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
         View {
             role: status.role(),
+            mode: if replica.is_read_only() {
+                "read-only"
+            } else {
+                status.role().name()
+            },
             serving: replica.is_serving(),
             latency_ms: m.latency_ms(),
             packets_received: load(&m.packets_received),

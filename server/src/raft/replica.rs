@@ -65,6 +65,12 @@ impl Replica {
         self.status.serving.load(Ordering::Acquire)
     }
 
+    /// Whether this member answers read-only clients now: `readonlymode.enabled`, a member
+    /// of an ensemble, and not serving (no leader or no quorum).
+    pub fn is_read_only(&self) -> bool {
+        self.config.read_only_mode && !self.config.is_standalone() && !self.is_serving()
+    }
+
     pub fn last_zxid(&self) -> i64 {
         self.last_zxid.load(Ordering::Acquire)
     }
