@@ -46,7 +46,6 @@ const IGNORED_KEYS: &[&str] = &[
     "secureClientPortAddress",
     "metricsProvider.className",
     "metricsProvider.exportJvmInfo",
-    "localSessionsEnabled",
     "localSessionsUpgradingEnabled",
     "syncEnabled",
     "audit.enable",
@@ -150,6 +149,10 @@ pub struct Config {
     /// `readonlymode.enabled` (a JVM property in ZooKeeper): a member cut off from the
     /// quorum keeps serving reads to clients that asked for read-only mode.
     pub read_only_mode: bool,
+    /// `localSessionsEnabled`: read-only members may give clients local sessions (as in
+    /// ZooKeeper, a read-only member makes no session otherwise). Read-write sessions are
+    /// always global here.
+    pub local_sessions: bool,
     pub container_check_interval: Duration,
     /// `metricsProvider.httpPort`: Prometheus text endpoint.
     pub metrics_port: Option<u16>,
@@ -188,6 +191,7 @@ impl Default for Config {
             members: BTreeMap::new(),
             extended_types: false,
             read_only_mode: false,
+            local_sessions: false,
             container_check_interval: Duration::from_secs(5),
             metrics_port: None,
             metrics_address: IpAddr::from([127, 0, 0, 1]),
@@ -347,6 +351,9 @@ impl Config {
                 }
                 "jute.maxbuffer" => cfg.max_buffer = parse_num(key, value).map_err(err)?,
                 "4lw.commands.whitelist" => cfg.four_letter_words = Whitelist::parse(value),
+                "localSessionsEnabled" => {
+                    cfg.local_sessions = parse_bool(key, value).map_err(err)?
+                }
                 "readonlymode.enabled" => {
                     cfg.read_only_mode = parse_bool(key, value).map_err(err)?
                 }

@@ -17,6 +17,9 @@ use crate::server::{free_port, ServerKind, TestServer};
 /// How long an ensemble may take to elect a leader and serve.
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// Settings Apache ZooKeeper takes as JVM system properties rather than zoo.cfg keys.
+const JVM_PROPERTIES: [&str; 1] = ["readonlymode.enabled"];
+
 /// See the module docs.
 pub struct TestEnsemble {
     members: Vec<TestServer>,
@@ -123,6 +126,10 @@ impl TestEnsemble {
             }
             for (k, v) in extra {
                 b = b.config(k, v);
+                // ZooKeeper reads these as JVM properties, zooraft from zoo.cfg.
+                if kind == ServerKind::Apache && JVM_PROPERTIES.contains(k) {
+                    b = b.jvm_property(k, v);
+                }
             }
             members.push(b.start());
         }

@@ -27,7 +27,7 @@ use super::completion::Completion;
 use super::conn_stats::ConnStats;
 use super::outbox::Outbox;
 use super::pipeline::{Env, Item, Pipeline};
-use super::read_only::{self, Refusal};
+use super::read_only::{self, Admission, Refusal};
 use super::registry::ConnEntry;
 use super::reply;
 use super::session_ids::new_password;
@@ -156,10 +156,9 @@ async fn read_frame(
 struct Session {
     id: i64,
     timeout_ms: i32,
-    /// Accepted in read-only mode (see `read_only.rs`).
+    /// Accepted in read-only mode (see `read_only.rs`): a local session, unknown to the
+    /// replicated table.
     read_only: bool,
-    /// A read-only session this member made, unknown to the replicated table.
-    local: bool,
 }
 
 /// The handshake: a new session through the log, or a resumed one checked against the
@@ -238,7 +237,6 @@ async fn handshake(
             id,
             timeout_ms: timeout,
             read_only: false,
-            local: false,
         });
     }
     // ZooKeeper closes the session's current connection on any attempt to resume it, before
@@ -268,7 +266,6 @@ async fn handshake(
                 id: req.session_id,
                 timeout_ms: timeout,
                 read_only: false,
-                local: false,
             })
         }
         _ => {
@@ -286,12 +283,22 @@ fn read_only_handshake(
     timeout: i32,
     outbox: &Outbox,
 ) -> Result<Session, End> {
-    if let Some(old) = shared.registry.conn_of_session(req.session_id) {
-        shared.registry.send(old, Completion::SessionClosed);
-    }
-    let Some(session) = read_only::accept(shared, req) else {
-        outbox.push_frame(|b| ConnectResponse::expired(req.read_only).encode(b));
-        return Err(End::Expired);
+    let session = match read_only::admit(shared, req) {
+        Admission::Accept(session) => session,
+        Admission::NoSession => {
+            read_only::refuse_session(shared, outbox);
+            return Err(End::NotServing);
+        }
+        Admission::RefuseGlobal => return Err(End::NotServing),
+        Admission::Unknown => {
+            // ZooKeeper's read-only member says readOnly here, unlike a read-write one.
+            let expired = ConnectResponse {
+                read_only: req.read_only.map(|_| true),
+                ..ConnectResponse::expired(req.read_only)
+            };
+            outbox.push_frame(|b| expired.encode(b));
+            return Err(End::Expired);
+        }
     };
     outbox.push_frame(|b| {
         ConnectResponse {
@@ -307,7 +314,6 @@ fn read_only_handshake(
         id: session.id,
         timeout_ms: timeout,
         read_only: true,
-        local: session.local,
     })
 }
 
@@ -394,7 +400,7 @@ async fn run(
         shared.registry.send(old, Completion::SessionClosed);
     }
     // The session may have been closed between the check and the registration.
-    if !session.local
+    if !session.read_only
         && !shared
             .replica
             .state

@@ -6,11 +6,16 @@
 //! closes its read-only connections; the clients reconnect read-write (kazoo and the Java
 //! client also look for a read-write member themselves, through `isro`).
 //!
-//! Sessions: a client resuming a session the tree knows keeps it (its password is checked
-//! against the replicated session table). A client without a session gets a session id of
-//! this member that is not written to the log (nothing can be written): ZooKeeper's
-//! read-only sessions are local too, and a client that has only seen read-only members
-//! starts a new session when it reaches a read-write one.
+//! Sessions, as ZooKeeper 3.8 does them: nothing can be written, so a read-only member
+//! makes no global session. With `localSessionsEnabled=true` a client without a session
+//! gets a local one (an id of this member, never in the log); otherwise its handshake is
+//! answered with a bare reply header carrying NOTREADONLY, and closed. A client resuming a
+//! session is refused, so that it goes on looking for a read-write member where its
+//! session, ephemerals and watches live: a global session without local sessions on is
+//! closed without an answer, any other is answered as expired (what ZooKeeper 3.8 does in
+//! each case). A client that has
+//! only seen read-only members starts a new session when it reaches a read-write one (the
+//! Java client sends session id 0 then).
 
 use bytes::Bytes;
 use jute::{ConnectRequest, ErrorCode};
@@ -21,30 +26,52 @@ use super::session_ids::new_password;
 use super::shared::Shared;
 use crate::state::ops::OpClass;
 
-/// A session accepted in read-only mode.
+/// A local session made by a read-only member, unknown to the replicated table.
+#[derive(Debug, PartialEq, Eq)]
 pub struct ReadOnlySession {
     pub id: i64,
     pub passwd: Bytes,
-    /// Made by this member for this connection, unknown to the replicated table.
-    pub local: bool,
 }
 
-/// The session for a read-only client, or `None` when it resumes a session that is gone
-/// (or with the wrong password).
-pub fn accept(shared: &Shared, req: &ConnectRequest) -> Option<ReadOnlySession> {
-    if req.session_id == 0 {
-        return Some(ReadOnlySession {
-            id: shared.session_ids.next(),
-            passwd: Bytes::copy_from_slice(&new_password()),
-            local: true,
-        });
+/// What a read-only member does with a read-only client's handshake.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Admission {
+    /// A local session.
+    Accept(ReadOnlySession),
+    /// No local sessions: answered with a reply header carrying NOTREADONLY, then closed.
+    NoSession,
+    /// A global session resumed without local sessions: closed without an answer.
+    RefuseGlobal,
+    /// Any other resume: answered as expired (ZooKeeper's read-only member does not
+    /// revalidate global sessions when it has local ones, and this member keeps none of its
+    /// local sessions across connections).
+    Unknown,
+}
+
+/// Decides on a read-only client's handshake (see the module docs).
+pub fn admit(shared: &Shared, req: &ConnectRequest) -> Admission {
+    let local_sessions = shared.replica.config.local_sessions;
+    if req.session_id != 0 {
+        // This member keeps no table of the local sessions it made: a resume is of a global
+        // session, or of one it cannot vouch for.
+        let global = shared
+            .replica
+            .state
+            .read()
+            .sessions
+            .contains_key(&req.session_id);
+        return if global && !local_sessions {
+            Admission::RefuseGlobal
+        } else {
+            Admission::Unknown
+        };
     }
-    let state = shared.replica.state.read();
-    let known = state.sessions.get(&req.session_id)?;
-    (known.passwd.as_slice() == req.passwd.as_ref()).then(|| ReadOnlySession {
-        id: req.session_id,
-        passwd: req.passwd.clone(),
-        local: false,
+    if !local_sessions {
+        return Admission::NoSession;
+    }
+    Admission::Accept(ReadOnlySession {
+        id: shared.session_ids.next(),
+        passwd: Bytes::copy_from_slice(&new_password()),
     })
 }
 
@@ -65,6 +92,18 @@ pub fn refusal(class: OpClass) -> Refusal {
         OpClass::Close => Refusal::Close,
         _ => Refusal::None,
     }
+}
+
+/// The answer to a handshake when no session can be made: a reply header (xid 0, the
+/// member's last zxid, NOTREADONLY) where the client expects a ConnectResponse, as
+/// ZooKeeper sends it.
+pub fn refuse_session(shared: &Shared, outbox: &Outbox) {
+    reply::push_error(
+        outbox,
+        0,
+        shared.replica.last_zxid(),
+        ErrorCode::NotReadOnly,
+    );
 }
 
 /// Answers a refused request in place (nothing of a read-only session is ever queued behind
