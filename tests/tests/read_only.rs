@@ -283,3 +283,163 @@ harness::against_both!(
     read_only_member_zooraft,
     read_only_member
 );
+
+/// A client program run while the member is read-only: its output lines as they come, and
+/// its stdin, to tell it the quorum is back.
+struct ClientProgram {
+    name: &'static str,
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl ClientProgram {
+    fn start(name: &'static str, mut command: std::process::Command) -> ClientProgram {
+        use std::io::BufRead;
+        use std::process::Stdio;
+        let mut child = command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("start the {name} client: {e}"));
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        ClientProgram {
+            name,
+            child,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Waits for `line`; false if the program ended or the wait ran out first.
+    fn wait_line(&mut self, line: &str, limit: Duration) -> bool {
+        let deadline = std::time::Instant::now() + limit;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(l) => {
+                    let done = l == line;
+                    self.seen.push(l);
+                    if done {
+                        return true;
+                    }
+                }
+                Err(_) => return false,
+            }
+        }
+    }
+
+    fn tell(&mut self) {
+        use std::io::Write;
+        if let Some(stdin) = self.child.stdin.as_mut() {
+            let _ = stdin.write_all(b"quorum is back\n");
+            let _ = stdin.flush();
+        }
+    }
+
+    /// The pass and fail counts of its summary line, once it has ended.
+    fn summary(&mut self, limit: Duration) -> (usize, usize) {
+        let deadline = std::time::Instant::now() + limit;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(l) => self.seen.push(l),
+                Err(_) => break,
+            }
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let out = self.seen.join("\n");
+        harness::checks::parse_summary(&out)
+            .unwrap_or_else(|| panic!("the {} client printed no summary:\n{out}", self.name))
+    }
+}
+
+impl Drop for ClientProgram {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// kazoo (`read_only=True`) and the Java client (`canBeReadOnly`) connect to the read-only
+/// member, read, have a write refused, and once the quorum is back find a read-write
+/// member by themselves and write.
+fn clients_follow_read_only_mode(kind: ServerKind) {
+    const CHECKS: usize = 5;
+    let mut ensemble = TestEnsemble::start_kind(
+        kind,
+        3,
+        0,
+        &[
+            ("readonlymode.enabled", "true"),
+            ("localSessionsEnabled", "true"),
+        ],
+    );
+    let kept = (ensemble.leader() + 1) % 3;
+    block_on(async {
+        let (mut c, _) = RawClient::connect(ensemble.member(kept).addr(), &read_only_opts(), CALL)
+            .await
+            .expect("a session");
+        assert_eq!(c.call(&create("/ro"), CALL).await.expect("create").err, 0);
+    });
+    let hosts = ensemble.connect_string();
+    for i in (0..3).filter(|i| *i != kept) {
+        ensemble.member_mut(i).kill();
+    }
+    let member = ensemble.member(kept);
+    eventually("the member to turn read-only", WAIT, || {
+        (member.four_letter_word("isro").ok()? == "ro").then_some(())
+    });
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("python/kazoo_read_only.py");
+    let mut python = std::process::Command::new("python3");
+    python.arg(script).arg(&hosts);
+    let mut java = harness::java::java_command("ReadOnlyClient");
+    java.arg(&hosts);
+    let mut clients = [
+        ClientProgram::start("kazoo", python),
+        ClientProgram::start("Java", java),
+    ];
+    for c in &mut clients {
+        assert!(
+            c.wait_line("READ-ONLY DONE", Duration::from_secs(120)),
+            "the {} client in read-only mode:\n{}",
+            c.name,
+            c.seen.join("\n")
+        );
+    }
+    for i in (0..3).filter(|i| *i != kept) {
+        ensemble.member_mut(i).restart();
+    }
+    for c in &mut clients {
+        c.tell();
+    }
+    for c in &mut clients {
+        let (passed, failed) = c.summary(Duration::from_secs(180));
+        assert_eq!(
+            (passed, failed),
+            (CHECKS, 0),
+            "the {} client:\n{}",
+            c.name,
+            c.seen.join("\n")
+        );
+    }
+}
+
+harness::against_both!(
+    clients_follow_read_only_mode_apache,
+    clients_follow_read_only_mode_zooraft,
+    clients_follow_read_only_mode
+);
