@@ -1,7 +1,13 @@
-//! Ensembles of zooraft members on loopback, for the Raft tests: 3 or 5 members (optionally
-//! with observers), each with its own data directory, `myid` and zoo.cfg, as an operator
-//! would set them up. Members can be killed, restarted and compared (a digest of each
-//! member's tree, from the `hash` four-letter word).
+//! Ensembles on loopback, for the Raft tests and for running the same failover scenarios
+//! against Apache ZooKeeper: 3 or 5 members (optionally with observers), each with its own
+//! data directory, `myid` and zoo.cfg, as an operator would set them up. Members can be
+//! killed, restarted and compared (a digest of each member's tree, from the `hash`
+//! four-letter word, zooraft only).
+//!
+//! A zooraft member has one peer port (Raft traffic); an Apache ZooKeeper 3.8 member
+//! (`QuorumPeerMain`) has a quorum port and a leader-election port, both given in its
+//! `server.N=127.0.0.1:quorum:election;127.0.0.1:client` lines. Both kinds get short ticks
+//! (500 ms) so that an election after a kill takes about a second.
 
 use std::time::{Duration, Instant};
 
@@ -14,6 +20,7 @@ const READY_TIMEOUT: Duration = Duration::from_secs(60);
 /// See the module docs.
 pub struct TestEnsemble {
     members: Vec<TestServer>,
+    kind: ServerKind,
     peer_ports: Vec<u16>,
     /// `links[i][j]`: the proxy member `i` reaches member `j` through (when partitionable).
     links: Vec<Vec<Option<Proxy>>>,
@@ -23,7 +30,18 @@ impl TestEnsemble {
     /// `voters` voting members and `observers` observers, all serving when this returns.
     /// `extra` lines go into every member's zoo.cfg.
     pub fn start(voters: usize, observers: usize, extra: &[(&str, &str)]) -> TestEnsemble {
-        Self::launch(voters, observers, extra, false)
+        Self::launch(ServerKind::Zooraft, voters, observers, extra, false)
+    }
+
+    /// Like [`start`](Self::start), with members of `kind`: an Apache ZooKeeper 3.8 ensemble
+    /// (`QuorumPeerMain`, quorum and election ports per member) or a zooraft one.
+    pub fn start_kind(
+        kind: ServerKind,
+        voters: usize,
+        observers: usize,
+        extra: &[(&str, &str)],
+    ) -> TestEnsemble {
+        Self::launch(kind, voters, observers, extra, false)
     }
 
     /// Like [`start`](Self::start), with a proxy on every member-to-member link (one per
@@ -34,10 +52,11 @@ impl TestEnsemble {
         observers: usize,
         extra: &[(&str, &str)],
     ) -> TestEnsemble {
-        Self::launch(voters, observers, extra, true)
+        Self::launch(ServerKind::Zooraft, voters, observers, extra, true)
     }
 
     fn launch(
+        kind: ServerKind,
         voters: usize,
         observers: usize,
         extra: &[(&str, &str)],
@@ -46,6 +65,13 @@ impl TestEnsemble {
         let n = voters + observers;
         let client_ports: Vec<u16> = (0..n).map(|_| free_port()).collect();
         let peer_ports: Vec<u16> = (0..n).map(|_| free_port()).collect();
+        // Apache ZooKeeper's leader election listens on a port of its own; zooraft has none.
+        let election_ports: Vec<u16> = (0..n)
+            .map(|_| match kind {
+                ServerKind::Apache => free_port(),
+                ServerKind::Zooraft => 0,
+            })
+            .collect();
         let links: Vec<Vec<Option<Proxy>>> = (0..n)
             .map(|i| {
                 (0..n)
@@ -62,13 +88,25 @@ impl TestEnsemble {
             .collect();
         let mut members = Vec::with_capacity(n);
         for i in 0..n {
-            let mut b = TestServer::builder(ServerKind::Zooraft)
+            let mut b = TestServer::builder(kind)
                 .port(client_ports[i])
                 .myid(i as u64 + 1)
                 .tick_time_ms(500)
                 .config("4lw.commands.whitelist", "*")
-                .config("raftTickMs", "100")
                 .no_wait();
+            b = match kind {
+                ServerKind::Zooraft => b.config("raftTickMs", "100"),
+                // A follower has initLimit ticks to sync with a new leader and is dropped
+                // after syncLimit ticks without one; QuorumPeerConfig demands both.
+                ServerKind::Apache => {
+                    let b = b.config("initLimit", "20").config("syncLimit", "4");
+                    if i >= voters {
+                        b.config("peerType", "observer")
+                    } else {
+                        b
+                    }
+                }
+            };
             for j in 0..n {
                 let role = if j >= voters { ":observer" } else { "" };
                 // Member i reaches member j at the proxy on that link, if there is one.
@@ -77,7 +115,10 @@ impl TestEnsemble {
                     .map_or(peer_ports[j], |p| p.addr().port());
                 b = b.config(
                     &format!("server.{}", j + 1),
-                    &format!("127.0.0.1:{}:0{role};{}", peer_port, client_ports[j]),
+                    &format!(
+                        "127.0.0.1:{}:{}{role};127.0.0.1:{}",
+                        peer_port, election_ports[j], client_ports[j]
+                    ),
                 );
             }
             for (k, v) in extra {
@@ -86,6 +127,7 @@ impl TestEnsemble {
             members.push(b.start());
         }
         let mut e = TestEnsemble {
+            kind,
             members,
             peer_ports,
             links,
@@ -122,6 +164,11 @@ impl TestEnsemble {
     /// Restores the links [`isolate`](Self::isolate) cut.
     pub fn heal(&self, member: usize) {
         self.set_links(member, false);
+    }
+
+    /// Which server the members run.
+    pub fn kind(&self) -> ServerKind {
+        self.kind
     }
 
     pub fn len(&self) -> usize {

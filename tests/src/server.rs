@@ -123,7 +123,8 @@ impl TestServerBuilder {
         self
     }
 
-    /// Write `myid` into the data directory (an ensemble member).
+    /// Write `myid` into the data directory (an ensemble member; Apache ZooKeeper then runs
+    /// `QuorumPeerMain`).
     pub fn myid(mut self, id: u64) -> Self {
         self.myid = Some(id);
         self
@@ -305,9 +306,16 @@ impl TestServer {
                 for (k, v) in &self.builder.jvm_properties {
                     c.arg(format!("-D{k}={v}"));
                 }
+                // An ensemble member (it has a myid) runs the quorum peer; a lone server
+                // the standalone main, which ignores `server.N` lines.
+                let main = if self.builder.myid.is_some() {
+                    "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+                } else {
+                    "org.apache.zookeeper.server.ZooKeeperServerMain"
+                };
                 c.arg("-cp")
                     .arg(format!("{ZOOKEEPER_JAR}:/usr/share/java/slf4j-simple.jar"))
-                    .arg("org.apache.zookeeper.server.ZooKeeperServerMain")
+                    .arg(main)
                     .arg(&cfg);
                 c
             }
