@@ -53,6 +53,9 @@ fn apache_zookeeper_ensemble_elects_fails_over_and_cleans_up() {
     assert_eq!(pids.len(), 3);
     drop(e);
     for pid in pids {
-        assert!(!process_exists(pid), "member process {pid} outlived the ensemble");
+        assert!(
+            !process_exists(pid),
+            "member process {pid} outlived the ensemble"
+        );
     }
 }
