@@ -167,9 +167,15 @@ impl PatroniNode {
         let program = patroni_program();
         let bin_dir = postgres_bin_dir();
         let user = service_user();
+        // As root, the directory goes under /tmp, which the postgres user can always reach
+        // (a root's TMPDIR may be private); PostgreSQL's socket path stays short there too.
+        let parent = match user {
+            Some(_) => PathBuf::from("/tmp"),
+            None => std::env::temp_dir(),
+        };
         let dir = tempfile::Builder::new()
             .prefix(&format!("patroni-{name}-"))
-            .tempdir()
+            .tempdir_in(parent)
             .expect("temporary directory");
         let mut node = PatroniNode {
             name: name.to_string(),

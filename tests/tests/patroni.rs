@@ -1,7 +1,8 @@
 //! PostgreSQL high availability with Patroni, with the coordination service as its DCS: two
 //! PostgreSQL nodes, each managed by a Patroni process, elect a leader and stream to a
 //! replica; then the primary's Patroni and PostgreSQL are killed (-9) and the replica must
-//! be promoted within the bound Patroni's ttl and loop_wait give, and take writes.
+//! be promoted within the bound Patroni's ttl and loop_wait give (and not before the dead
+//! primary's session could have expired), and take writes.
 //!
 //! Four DCS set-ups, each run by its own test: a standalone zooraft and a standalone Apache
 //! ZooKeeper, and 3-member ensembles of each whose leader is killed (-9) together with the
@@ -192,6 +193,18 @@ fn patroni_fails_over(mut dcs: Dcs) {
         },
     );
     let took = killed.elapsed();
+    // Not a speed check: the dead primary's lock is an ephemeral of a session with a ttl
+    // timeout, last renewed a few seconds before the kill at most; a replica promoted much
+    // sooner means the server dropped the ephemeral with the connection, and a primary that
+    // is merely paused would find itself with a rival (split brain).
+    let earliest = Duration::from_secs(timings.ttl / 2);
+    assert!(
+        took >= earliest,
+        "promoted {took:?} after the kill, before the primary's session (timeout {} s) could \
+         have expired\n{}",
+        timings.ttl,
+        describe(&nodes, &dcs)
+    );
     println!(
         "{label}: {} promoted {took:?} after the kill (ttl {} s, loop_wait {} s, bound {bound:?})",
         nodes[replica].name(),
