@@ -26,7 +26,13 @@ fn process_exists(pid: u32) -> bool {
 
 #[test]
 fn apache_zookeeper_ensemble_elects_fails_over_and_cleans_up() {
-    let mut e = harness::TestEnsemble::start_kind(ServerKind::Apache, 3, 0, &[]);
+    let mut e = harness::TestEnsemble::start_kind(ServerKind::Apache, 3, 1, &[]);
+    assert_eq!(
+        e.member(3).mode().as_deref(),
+        Some("observer"),
+        "member 4 is not an observer; log:\n{}",
+        e.member(3).log_tail()
+    );
     let leader = e.leader();
     for i in (0..3).filter(|i| *i != leader) {
         assert_eq!(
@@ -49,8 +55,8 @@ fn apache_zookeeper_ensemble_elects_fails_over_and_cleans_up() {
     e.member_mut(leader).restart();
     assert_eq!(e.member(leader).mode().as_deref(), Some("follower"));
     assert_eq!(e.leader(), next, "a restarted member rejoins as a follower");
-    let pids: Vec<u32> = (0..3).filter_map(|i| e.member(i).pid()).collect();
-    assert_eq!(pids.len(), 3);
+    let pids: Vec<u32> = (0..4).filter_map(|i| e.member(i).pid()).collect();
+    assert_eq!(pids.len(), 4);
     drop(e);
     for pid in pids {
         assert!(
