@@ -593,6 +593,22 @@ mod tests {
     }
 
     #[test]
+    fn read_only_mode_keys() {
+        let c = Config::parse("tickTime=2000\n", "zoo.cfg").unwrap();
+        assert!(!c.read_only_mode && !c.local_sessions);
+        let text = "readonlymode.enabled=true\nlocalSessionsEnabled=true\n";
+        let c = Config::parse(text, "zoo.cfg").unwrap();
+        assert!(c.read_only_mode && c.local_sessions);
+        assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+        let err = Config::parse("readonlymode.enabled=maybe\n", "zoo.cfg").unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("zoo.cfg:1: readonlymode.enabled"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn malformed_values_name_the_line() {
         let err = Config::parse("tickTime=2000\nclientPort=abc\n", "zoo.cfg").unwrap_err();
         assert_eq!(
