@@ -42,16 +42,12 @@ const IGNORED_KEYS: &[&str] = &[
     "snapCount",
     "forceSync",
     "skipACL",
-    "secureClientPort",
-    "secureClientPortAddress",
     "metricsProvider.className",
     "metricsProvider.exportJvmInfo",
     "localSessionsUpgradingEnabled",
     "syncEnabled",
     "audit.enable",
     "serverCnxnFactory",
-    "sslQuorum",
-    "portUnification",
     "connectToLearnerMasterLimit",
     "maxResponseCacheSize",
     "maxGetChildrenResponseCacheSize",
@@ -133,6 +129,9 @@ pub struct Config {
     pub tick_time_ms: u32,
     pub data_dir: PathBuf,
     pub client_port: u16,
+    /// Whether `clientPort` was set (by zoo.cfg or `--port`): with `secureClientPort` alone
+    /// there is no plain port.
+    pub client_port_given: bool,
     pub client_address: IpAddr,
     /// Connections per client IP (0 = unlimited).
     pub max_client_cnxns: u32,
@@ -166,8 +165,37 @@ pub struct Config {
     pub snapshot_retain_entries: u64,
     /// Raft tick interval (elections after 10 ticks, heartbeats every 2).
     pub raft_tick: Duration,
+    /// The security keys (TLS, authentication providers, enforced auth), kept as written:
+    /// the `tls` module and the network layer read them (see [`is_security_key`]).
+    pub security: BTreeMap<String, String>,
     /// Warnings gathered while parsing (unknown keys), to log once logging is up.
     pub warnings: Vec<String>,
+}
+
+/// Keys that secure the server: TLS (`ssl.*`, `secureClientPort`, `sslQuorum`, port
+/// unification), authentication providers and enforced authentication.
+pub fn is_security_key(key: &str) -> bool {
+    const PREFIXES: &[&str] = &[
+        "ssl.",
+        "zookeeper.ssl.",
+        "authProvider.",
+        "X509AuthenticationProvider.",
+        "zookeeper.X509AuthenticationProvider.",
+        "enforce.auth.",
+        "zookeeper.enforce.auth.",
+        "kerberos.",
+    ];
+    const KEYS: &[&str] = &[
+        "secureClientPort",
+        "secureClientPortAddress",
+        "client.portUnification",
+        "sslQuorum",
+        "portUnification",
+        "sessionRequireClientSASLAuth",
+        "zookeeper.sessionRequireClientSASLAuth",
+        "jaasLoginConfig",
+    ];
+    KEYS.contains(&key) || PREFIXES.iter().any(|p| key.starts_with(p))
 }
 
 impl Default for Config {
@@ -176,6 +204,7 @@ impl Default for Config {
             tick_time_ms: 2000,
             data_dir: PathBuf::from("data"),
             client_port: 2181,
+            client_port_given: false,
             client_address: IpAddr::from([127, 0, 0, 1]),
             max_client_cnxns: 0,
             min_session_timeout_ms: -1,
@@ -199,6 +228,7 @@ impl Default for Config {
             snapshot_entries: 100_000,
             snapshot_retain_entries: 10_000,
             raft_tick: Duration::from_millis(100),
+            security: BTreeMap::new(),
             warnings: Vec::new(),
         }
     }
@@ -250,6 +280,9 @@ pub struct Overrides {
     /// Port for the Prometheus metrics endpoint (metricsProvider.httpPort).
     #[arg(long = "metrics-port")]
     pub metrics_port: Option<u16>,
+    /// JAAS file whose `Server` section names the SASL users (jaasLoginConfig).
+    #[arg(long = "jaas-config", value_name = "FILE")]
+    pub jaas_config: Option<PathBuf>,
 }
 
 fn parse_num<T: std::str::FromStr>(key: &str, value: &str) -> Result<T, String> {
@@ -336,7 +369,10 @@ impl Config {
             match key {
                 "tickTime" => cfg.tick_time_ms = parse_num(key, value).map_err(err)?,
                 "dataDir" => cfg.data_dir = PathBuf::from(value),
-                "clientPort" => cfg.client_port = parse_num(key, value).map_err(err)?,
+                "clientPort" => {
+                    cfg.client_port = parse_num(key, value).map_err(err)?;
+                    cfg.client_port_given = true;
+                }
                 "clientPortAddress" => {
                     cfg.client_address = value.parse().map_err(|_| {
                         err(format!("clientPortAddress: '{value}' is not an IP address"))
@@ -401,9 +437,10 @@ impl Config {
                     let member = parse_member(&k["server.".len()..], value).map_err(err)?;
                     cfg.members.insert(member.id, member);
                 }
-                k if IGNORED_KEYS.contains(&k)
-                    || k.starts_with("authProvider.")
-                    || k.starts_with("ssl.") => {}
+                k if is_security_key(k) => {
+                    cfg.security.insert(k.to_string(), value.to_string());
+                }
+                k if IGNORED_KEYS.contains(&k) => {}
                 other => cfg
                     .warnings
                     .push(format!("{file}:{}: unknown key '{other}' ignored", i + 1)),
@@ -434,6 +471,7 @@ impl Config {
         };
         if let Some(v) = o.port {
             cfg.client_port = v;
+            cfg.client_port_given = true;
         }
         if let Some(v) = o.address {
             cfg.client_address = v;
@@ -461,6 +499,10 @@ impl Config {
         }
         if let Some(v) = o.metrics_port {
             cfg.metrics_port = Some(v);
+        }
+        if let Some(v) = &o.jaas_config {
+            cfg.security
+                .insert("jaasLoginConfig".into(), v.display().to_string());
         }
         for spec in &o.servers {
             let (id, rest) = spec.split_once('=').ok_or_else(|| {

@@ -21,7 +21,8 @@
 //!   one gathered view of the metrics (`view.rs`).
 //! - `config.rs` (zoo.cfg, `myid`, flags), `critical.rs` (critical threads, fatal exits)
 //!   and `stats.rs` (the count/min/max/percentile summaries behind `mntr`) are leaves every
-//!   layer may use; `server.rs` starts and stops a member on top of all.
+//!   layer may use; so is `tls/` (TLS settings, key and trust stores, rustls configurations
+//!   that follow their files, certificate subjects) and `sasl/` (the JAAS file, DIGEST-MD5); `server.rs` starts and stops a member on top of all.
 //!
 //! # The path of a write (setData)
 //!
@@ -54,6 +55,8 @@ mod critical;
 mod net;
 mod ops;
 mod raft;
+mod sasl;
 pub mod server;
 mod state;
 mod stats;
+mod tls;

@@ -12,7 +12,7 @@ use tokio::sync::watch;
 
 use crate::config::Config;
 use crate::net::Shared;
-use crate::raft::{self, Input, Peers, RaftStorage, Replica, Transport};
+use crate::raft::{self, Input, Peers, QuorumTls, RaftStorage, Replica, Transport};
 use crate::state::snapshot;
 use crate::state::tree::TreeOptions;
 use crate::state::StateMachine;
@@ -80,16 +80,18 @@ impl Server {
                 }
             }
             let listen = listen.context("this member has no server line")?;
+            let tls = QuorumTls::from_config(&config).context("quorum TLS (sslQuorum)")?;
             Some(
-                Transport::start(me, listen, peers, tx.clone())
+                Transport::start(me, listen, peers, tx.clone(), tls)
                     .await
                     .with_context(|| format!("cannot listen for peers on {listen}"))?,
             )
         };
-        let listener = TcpListener::bind(client_addr)
-            .await
-            .with_context(|| format!("cannot listen for clients on {client_addr}"))?;
-        let client_addr = listener.local_addr()?;
+        let listeners = crate::net::bind_client_ports(&config, client_addr).await?;
+        let client_addr = match listeners.first() {
+            Some((l, _)) => l.local_addr()?,
+            None => bail!("no client port to listen on"),
+        };
         let metrics_port = config.metrics_port;
         let metrics_addr = config.metrics_address;
         let snapshot_load = loading.elapsed();
@@ -103,11 +105,14 @@ impl Server {
         let thread = raft::start(replica, shared.clone(), storage, rx, peers)
             .context("cannot start Raft")?;
         let (shutdown, shutdown_rx) = watch::channel(false);
-        tokio::spawn(crate::net::accept_clients(
-            shared.clone(),
-            listener,
-            shutdown_rx.clone(),
-        ));
+        for (listener, listen) in listeners {
+            tokio::spawn(crate::net::accept_clients(
+                shared.clone(),
+                listener,
+                listen,
+                shutdown_rx.clone(),
+            ));
+        }
         if let Some(port) = metrics_port {
             let addr = SocketAddr::new(metrics_addr, port);
             let l = TcpListener::bind(addr)

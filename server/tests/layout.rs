@@ -252,12 +252,21 @@ fn each_layer_uses_only_the_layers_below_it() {
         ("config", &[][..]),
         ("critical", &[][..]),
         ("stats", &[][..]),
+        ("tls", &["config"][..]),
+        ("sasl", &["config"][..]),
         ("state", &[][..]),
-        ("raft", &["state", "config", "critical", "stats"][..]),
-        ("net", &["raft", "state", "config", "critical", "stats"][..]),
+        ("raft", &["state", "config", "critical", "stats", "tls"][..]),
+        (
+            "net",
+            &[
+                "raft", "state", "config", "critical", "stats", "tls", "sasl",
+            ][..],
+        ),
         (
             "ops",
-            &["net", "raft", "state", "config", "critical", "stats"][..],
+            &[
+                "net", "raft", "state", "config", "critical", "stats", "tls", "sasl",
+            ][..],
         ),
     ]);
     let mut violations = Vec::new();

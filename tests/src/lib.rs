@@ -12,10 +12,12 @@ pub mod conformance;
 pub mod ensemble;
 pub mod java;
 pub mod patroni;
+pub mod pki;
 pub mod proxy;
 pub mod raw_client;
 pub mod rt;
 pub mod server;
+pub mod tls_probe;
 pub mod zc;
 pub mod zkcli;
 

@@ -34,6 +34,10 @@ const START_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Where Debian installs ZooKeeper's jar (its manifest names every dependency).
 const ZOOKEEPER_JAR: &str = "/usr/share/java/zookeeper.jar";
+/// Netty jars that Debian's zookeeper.jar manifest leaves out but TLS needs (SslHandler
+/// extends netty-codec's ByteToMessageDecoder; the Netty client socket uses the resolver).
+pub const NETTY_TLS_JARS: &str =
+    "/usr/share/java/netty-codec.jar:/usr/share/java/netty-resolver.jar";
 
 /// A free TCP port on 127.0.0.1, for a server to take (it is checked, then released).
 ///
@@ -314,7 +318,9 @@ impl TestServer {
                     "org.apache.zookeeper.server.ZooKeeperServerMain"
                 };
                 c.arg("-cp")
-                    .arg(format!("{ZOOKEEPER_JAR}:/usr/share/java/slf4j-simple.jar"))
+                    .arg(format!(
+                        "{ZOOKEEPER_JAR}:/usr/share/java/slf4j-simple.jar:{NETTY_TLS_JARS}"
+                    ))
                     .arg(main)
                     .arg(&cfg);
                 c

@@ -38,16 +38,20 @@ pub struct ZkCli {
 
 impl ZkCli {
     pub fn start(name: &'static str, server: &TestServer) -> ZkCli {
+        ZkCli::start_with(name, &server.connect_string(), "")
+    }
+
+    /// zkCli.sh on `connect` with extra JVM flags (`CLIENT_JVMFLAGS`), e.g. TLS or JAAS
+    /// settings.
+    pub fn start_with(name: &'static str, connect: &str, jvm_flags: &str) -> ZkCli {
         assert!(
             std::path::Path::new(ZKCLI).exists(),
             "{ZKCLI} is missing: install Debian's `zookeeper` package"
         );
         let mut child = Command::new("bash")
             .arg("-c")
-            .arg(format!(
-                "exec {ZKCLI} -server {} 2>&1",
-                server.connect_string()
-            ))
+            .arg(format!("exec {ZKCLI} -server {connect} 2>&1"))
+            .env("CLIENT_JVMFLAGS", jvm_flags)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())

@@ -16,22 +16,21 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use bytes::{Bytes, BytesMut};
-use jute::{AuthPacket, ConnectRequest, ConnectResponse, ErrorCode, Reader, Record, RequestHeader};
+use jute::{ConnectRequest, ConnectResponse, Reader, Record, RequestHeader};
 use parking_lot::Mutex;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::OwnedReadHalf;
-use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 
+use super::auth::{Guard, Verdict};
 use super::completion::Completion;
 use super::conn_stats::ConnStats;
 use super::outbox::Outbox;
 use super::pipeline::{Env, Item, Pipeline};
 use super::read_only::{self, Admission, Refusal};
 use super::registry::ConnEntry;
-use super::reply;
 use super::session_ids::new_password;
 use super::shared::Shared;
+use super::stream::{self, read_at_least, read_frame, write_loop, FrameError, ReadHalf, WriteHalf};
 use super::watch::WatchSlot;
 use crate::raft::{Input, SyncWaiter};
 use crate::state::acl;
@@ -74,10 +73,25 @@ enum End {
     ReadOnlyOver,
 }
 
-/// Serves one accepted TCP connection until it ends.
-pub async fn serve(shared: Arc<Shared>, stream: TcpStream, peer: SocketAddr) {
-    let _ = stream.set_nodelay(true);
-    let (mut rd, wr) = stream.into_split();
+impl From<FrameError> for End {
+    fn from(e: FrameError) -> End {
+        match e {
+            FrameError::Protocol(m) => End::Protocol(m),
+            FrameError::Io(e) => End::Io(e),
+        }
+    }
+}
+
+/// Serves one accepted connection until it ends. `ids` are the auth ids the transport
+/// already established (a TLS client certificate's `x509` id), beside the client's `ip`.
+pub async fn serve(
+    shared: Arc<Shared>,
+    mut rd: ReadHalf,
+    wr: WriteHalf,
+    peer: SocketAddr,
+    ids: Vec<jute::Id>,
+    guard: Guard,
+) {
     let mut buf = BytesMut::with_capacity(8 * 1024);
     let first =
         match tokio::time::timeout(HANDSHAKE_TIMEOUT, read_at_least(&mut rd, &mut buf, 4)).await {
@@ -95,7 +109,16 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, peer: SocketAddr) {
             let conn = shared.new_conn_id();
             let outbox = Arc::new(Outbox::new(shared.metrics.traffic.clone()));
             let writer = tokio::spawn(write_loop(outbox.clone(), wr));
-            let end = run(&shared, conn, peer, rd, buf, outbox.clone()).await;
+            let end = run(
+                &shared,
+                conn,
+                peer,
+                (ids, guard),
+                &mut rd,
+                buf,
+                outbox.clone(),
+            )
+            .await;
             match &end {
                 End::ClientClosed | End::SessionClosed => {
                     tracing::debug!(conn, %peer, "connection ended: {end}")
@@ -106,49 +129,11 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, peer: SocketAddr) {
             shared.watches.lock().unregister(conn);
             outbox.close();
             let _ = tokio::time::timeout(Duration::from_secs(5), writer).await;
-        }
-    }
-}
-
-async fn read_at_least(
-    rd: &mut OwnedReadHalf,
-    buf: &mut BytesMut,
-    n: usize,
-) -> std::io::Result<bool> {
-    while buf.len() < n {
-        if rd.read_buf(buf).await? == 0 {
-            return Ok(false);
-        }
-    }
-    Ok(true)
-}
-
-async fn write_loop(outbox: Arc<Outbox>, mut wr: tokio::net::tcp::OwnedWriteHalf) {
-    while let Some(chunk) = outbox.next_chunk().await {
-        if wr.write_all(&chunk).await.is_err() {
-            outbox.close();
-            return;
-        }
-    }
-    let _ = wr.shutdown().await;
-}
-
-/// Reads one whole frame, refusing one longer than jute.maxbuffer.
-async fn read_frame(
-    rd: &mut OwnedReadHalf,
-    buf: &mut BytesMut,
-    max: usize,
-) -> Result<Option<Bytes>, End> {
-    loop {
-        match jute::split_frame(buf, max) {
-            Ok(Some(f)) => return Ok(Some(f)),
-            Ok(None) => {}
-            Err(e) => return Err(End::Protocol(e.to_string())),
-        }
-        match rd.read_buf(buf).await {
-            Ok(0) => return Ok(None),
-            Ok(_) => {}
-            Err(e) => return Err(End::Io(e)),
+            if matches!(end, End::AuthFailed) {
+                // Closing with the client's next request unread would reset the connection
+                // and could discard the AUTHFAILED reply before the client reads it.
+                stream::linger(&mut rd).await;
+            }
         }
     }
 }
@@ -166,7 +151,7 @@ struct Session {
 async fn handshake(
     shared: &Shared,
     conn: ConnId,
-    rd: &mut OwnedReadHalf,
+    rd: &mut ReadHalf,
     buf: &mut BytesMut,
     outbox: &Outbox,
 ) -> Result<Session, End> {
@@ -253,7 +238,7 @@ async fn handshake(
     if !shared.replica.config.is_standalone() && !sync_with_leader(shared).await {
         return Err(End::NoLeader);
     }
-    match lookup_session(shared, req.session_id, &req.passwd) {
+    match shared.lookup_session(req.session_id, &req.passwd) {
         Some(true) => {
             respond(&ConnectResponse {
                 protocol_version: 0,
@@ -317,18 +302,6 @@ fn read_only_handshake(
     })
 }
 
-/// `Some(true)` if the session exists with this password, `Some(false)` for a wrong
-/// password, `None` if unknown here.
-fn lookup_session(shared: &Shared, id: i64, passwd: &[u8]) -> Option<bool> {
-    shared
-        .replica
-        .state
-        .read()
-        .sessions
-        .get(&id)
-        .map(|s| s.passwd.as_slice() == passwd)
-}
-
 /// A ReadIndex round: true once this member has applied everything the leader had
 /// committed when asked; false if that did not happen within two election timeouts (no
 /// leader, or no quorum).
@@ -348,11 +321,12 @@ async fn run(
     shared: &Arc<Shared>,
     conn: ConnId,
     peer: SocketAddr,
-    mut rd: OwnedReadHalf,
+    (ids, guard): (Vec<jute::Id>, Guard),
+    rd: &mut ReadHalf,
     mut buf: BytesMut,
     outbox: Arc<Outbox>,
 ) -> End {
-    let session = match handshake(shared, conn, &mut rd, &mut buf, &outbox).await {
+    let session = match handshake(shared, conn, rd, &mut buf, &outbox).await {
         Ok(s) => s,
         Err(End::ClientClosed) => return End::ClientClosed,
         Err(e) => {
@@ -377,7 +351,7 @@ async fn run(
     let pipeline = Arc::new(Mutex::new(Pipeline::new(
         conn,
         session.id,
-        vec![acl::ip_id(peer.ip())],
+        std::iter::once(acl::ip_id(peer.ip())).chain(ids).collect(),
         outbox.clone(),
         stats.clone(),
         tx.clone(),
@@ -414,30 +388,31 @@ async fn run(
         shared: shared.clone(),
         conn,
         session: session.id,
-        peer,
         outbox,
         pipeline,
         stats,
         touched,
         read_only: session.read_only,
+        guard,
         sync_seq: 0,
         write_timeout: Duration::from_millis(session.timeout_ms.max(0) as u64)
             .max(shared.replica.election_timeouts(3)),
     };
-    c.serve(&mut rd, &mut buf, &mut completions).await
+    c.serve(rd, &mut buf, &mut completions).await
 }
 
 struct Connection {
     shared: Arc<Shared>,
     conn: ConnId,
     session: i64,
-    peer: SocketAddr,
     outbox: Arc<Outbox>,
     pipeline: Arc<Mutex<Pipeline>>,
     stats: Arc<ConnStats>,
     touched: Arc<AtomicBool>,
     /// Accepted in read-only mode: reads only, until the quorum is back.
     read_only: bool,
+    /// SASL and enforced authentication (`auth.rs`).
+    guard: Guard,
     sync_seq: u64,
     write_timeout: Duration,
 }
@@ -445,7 +420,7 @@ struct Connection {
 impl Connection {
     async fn serve(
         &mut self,
-        rd: &mut OwnedReadHalf,
+        rd: &mut ReadHalf,
         buf: &mut BytesMut,
         completions: &mut mpsc::UnboundedReceiver<Completion>,
     ) -> End {
@@ -521,6 +496,18 @@ impl Connection {
         let body = r.take_rest();
         let started = Instant::now();
         let class = ops::info(header.op).class;
+        match (self.guard).check(
+            header.op,
+            header.xid,
+            &body,
+            &self.pipeline,
+            &self.outbox,
+            metrics,
+        ) {
+            Verdict::Pass => {}
+            Verdict::Answered => return Ok(()),
+            Verdict::Close => return Err(End::AuthFailed),
+        }
         if self.read_only {
             let refusal = read_only::refusal(class);
             if refusal != Refusal::None {
@@ -590,7 +577,8 @@ impl Connection {
                 // Undecodable: answered in turn with MARSHALLINGERROR.
                 Err(_) => self.local(header.xid, header.op, body, started),
             },
-            OpClass::Auth => return self.auth(header.xid, body),
+            // Answered by the guard above (auth.rs).
+            OpClass::Auth => {}
             OpClass::Local | OpClass::Unknown => self.local(header.xid, header.op, body, started),
         }
         Ok(())
@@ -604,40 +592,6 @@ impl Connection {
             metrics: &self.shared.metrics,
         };
         self.pipeline.lock().local(xid, op, body, started, &mut env);
-    }
-
-    /// An auth packet takes effect at once (ZooKeeper handles it on arrival, ahead of
-    /// queued requests), so the requests after it carry the new identity.
-    fn auth(&self, xid: i32, body: Bytes) -> Result<(), End> {
-        let result = match AuthPacket::decode(&mut Reader::new(body)) {
-            Ok(packet) => acl::authenticate(
-                &packet.scheme,
-                packet.auth.as_deref().unwrap_or_default(),
-                self.peer.ip(),
-                self.shared.replica.config.super_digest.as_deref(),
-            ),
-            Err(_) => Err(ErrorCode::AuthFailed),
-        };
-        match result {
-            Ok(ids) => {
-                let mut p = self.pipeline.lock();
-                for id in ids {
-                    if !p.auth.contains(&id) {
-                        p.auth.push(id);
-                    }
-                }
-                drop(p);
-                reply::push_error(&self.outbox, xid, 0, ErrorCode::Ok);
-                Ok(())
-            }
-            Err(e) => {
-                // ZooKeeper answers AUTHFAILED and closes the connection. Like ZooKeeper, this
-                // is not counted in `auth_failed_count` (which counts refused certificates,
-                // SASL and enforced authentication).
-                reply::push_error(&self.outbox, xid, 0, e);
-                Err(End::AuthFailed)
-            }
-        }
     }
 
     fn on_completion(&mut self, c: Completion) -> Result<(), End> {

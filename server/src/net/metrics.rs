@@ -56,6 +56,8 @@ pub struct Metrics {
     /// Authentications refused, as ZooKeeper counts them: a client certificate, a SASL
     /// exchange or enforced authentication (not an auth packet of an unknown scheme).
     pub auth_failed: AtomicU64,
+    /// TLS handshakes that failed on the client port (also in `auth_failed`, as ZooKeeper).
+    pub tls_handshake_failed: AtomicU64,
     /// Connections refused by `maxClientCnxns`.
     pub connection_rejected: AtomicU64,
     /// Handshakes (ConnectRequests) received, and those refused.
@@ -154,6 +156,7 @@ impl Default for Metrics {
             read_latency: Summary::with_quantiles(),
             update_latency: Summary::with_quantiles(),
             auth_failed: AtomicU64::new(0),
+            tls_handshake_failed: AtomicU64::new(0),
             connection_rejected: AtomicU64::new(0),
             connection_requests: AtomicU64::new(0),
             unsuccessful_handshakes: AtomicU64::new(0),
@@ -198,6 +201,7 @@ impl Metrics {
         self.update_latency.reset();
         for c in [
             &self.auth_failed,
+            &self.tls_handshake_failed,
             &self.connection_rejected,
             &self.connection_requests,
             &self.unsuccessful_handshakes,

@@ -3,7 +3,10 @@
 //! | file | concern |
 //! |------|---------|
 //! | `mod.rs` | the listener: accepts connections, enforces `maxClientCnxns` per address |
+//! | `auth.rs` | SASL (opcode 102) and enforced authentication, per connection |
+//! | `secure.rs` | TLS on the client port (`secureClientPort`, port unification), x509 ids |
 //! | `connection.rs` | one connection: handshake, then requests in order |
+//! | `stream.rs` | a connection's byte stream (TCP or TLS): frames in, the writer task out |
 //! | `pipeline.rs` | a connection's requests in arrival order, answered in that order |
 //! | `outbox.rs` | a connection's outbound bytes, drained by its writer task |
 //! | `reads.rs` | requests answered from the local tree |
@@ -16,6 +19,7 @@
 //! | `completion.rs`, `conn_stats.rs` | what a connection's task is told; its counters |
 //! | `metrics.rs`, `session_ids.rs` | request counters; session ids and passwords |
 
+mod auth;
 mod completion;
 mod conn_stats;
 mod connection;
@@ -27,11 +31,14 @@ mod read_only;
 mod reads;
 mod registry;
 mod reply;
+mod secure;
 mod session_ids;
 mod shared;
+mod stream;
 mod watch;
 
 pub use metrics::BUCKETS_US;
+pub use secure::{bind_client_ports, Listen};
 pub use shared::Shared;
 
 use std::collections::HashMap;
@@ -65,6 +72,7 @@ impl Drop for Slot {
 pub async fn accept_clients(
     shared: Arc<Shared>,
     listener: TcpListener,
+    listen: Listen,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
     let counts: Arc<Mutex<HashMap<IpAddr, u32>>> = Arc::default();
@@ -93,8 +101,9 @@ pub async fn accept_clients(
                     Slot { counts: counts.clone(), ip: peer.ip() }
                 };
                 let shared = shared.clone();
+                let listen = listen.clone();
                 tokio::spawn(async move {
-                    connection::serve(shared, stream, peer).await;
+                    secure::serve(shared, stream, peer, &listen).await;
                     drop(slot);
                 });
             }

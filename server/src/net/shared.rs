@@ -49,6 +49,17 @@ pub struct Shared {
 }
 
 impl Shared {
+    /// `Some(true)` if the session exists in the replicated table with this password,
+    /// `Some(false)` for a wrong password, `None` if unknown here.
+    pub fn lookup_session(&self, id: i64, passwd: &[u8]) -> Option<bool> {
+        self.replica
+            .state
+            .read()
+            .sessions
+            .get(&id)
+            .map(|s| s.passwd.as_slice() == passwd)
+    }
+
     pub fn new(replica: Arc<Replica>, four_letter_words: FourLetterWords) -> Shared {
         Shared {
             four_letter_words,

@@ -140,6 +140,11 @@ pub fn gather(shared: &Shared, version: &str) -> Vec<Figure> {
             "Authentications refused (certificate, SASL, enforced auth)",
             &m.auth_failed,
         ),
+        counter(
+            "tls_handshake_failed_count",
+            "TLS handshakes refused on the client port",
+            &m.tls_handshake_failed,
+        ),
         gauge("min_latency", "Smallest request latency, milliseconds", min),
         gauge("max_file_descriptor_count", "Open file limit", max_fds()),
         gauge(

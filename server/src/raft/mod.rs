@@ -19,6 +19,7 @@
 //! | `log_writer.rs` | the thread that fsyncs the log (group commit) |
 //! | `storage/` | raft-rs's `Storage` over RocksDB: log, hard and conf state, snapshots |
 //! | `transport.rs` | member-to-member TCP |
+//! | `transport_tls.rs` | TLS between members (`sslQuorum`, `ssl.quorum.*`) |
 //! | `expiry.rs` | session deadlines |
 //! | `clock.rs`, `timing.rs`, `raft_log.rs` | clocks; tick counts and the election timeout; raft-rs's logs into `tracing` |
 
@@ -41,6 +42,7 @@ mod status;
 mod storage;
 mod timing;
 mod transport;
+mod transport_tls;
 
 #[cfg(test)]
 mod harness;
@@ -58,6 +60,7 @@ pub use replica::Replica;
 pub use status::Role;
 pub use storage::RaftStorage;
 pub use transport::{Peers, Transport};
+pub use transport_tls::QuorumTls;
 
 use crate::config::Config;
 use crate::critical;

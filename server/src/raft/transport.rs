@@ -1,4 +1,4 @@
-//! Member-to-member TCP: Raft messages, writes forwarded from followers to the leader, and
+//! Member-to-member TCP (TLS with `sslQuorum`, see `transport_tls.rs`): Raft messages, writes forwarded from followers to the leader, and
 //! session touches.
 //!
 //! Each member listens on its peer port and keeps one outbound connection per peer, opened
@@ -22,6 +22,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 
 use super::input::Input;
+use super::transport_tls::{self, PeerRead, QuorumTls};
 use crate::state::command::Command;
 
 /// How the Raft layer reaches the other members: [`Transport`] in a running member, an
@@ -90,9 +91,10 @@ impl Transport {
         listen: SocketAddr,
         peers: HashMap<u64, SocketAddr>,
         inbox: Sender<Input>,
+        tls: Option<Arc<QuorumTls>>,
     ) -> std::io::Result<Transport> {
         let listener = TcpListener::bind(listen).await?;
-        tokio::spawn(accept_loop(listener, inbox.clone()));
+        tokio::spawn(accept_loop(listener, inbox.clone(), tls.clone()));
         let mut senders = HashMap::new();
         for (id, addr) in peers {
             if id == me {
@@ -100,7 +102,7 @@ impl Transport {
             }
             let (tx, rx) = mpsc::channel(QUEUE);
             senders.insert(id, tx);
-            tokio::spawn(sender_loop(me, id, addr, rx, inbox.clone()));
+            tokio::spawn(sender_loop(me, id, addr, rx, inbox.clone(), tls.clone()));
         }
         Ok(Transport {
             peers: Arc::new(senders),
@@ -183,6 +185,7 @@ async fn sender_loop(
     addr: SocketAddr,
     mut rx: mpsc::Receiver<OutFrame>,
     inbox: Sender<Input>,
+    tls: Option<Arc<QuorumTls>>,
 ) {
     let mut backoff = Duration::from_millis(50);
     let hello = frame(KIND_HELLO, |b| {
@@ -209,8 +212,16 @@ async fn sender_loop(
                 }
             };
         let _ = stream.set_nodelay(true);
-        let (_r, mut w) = stream.into_split();
-        if w.write_all(&hello).await.is_err() {
+        let mut w = match transport_tls::outbound(&tls, stream, to, addr).await {
+            Ok(w) => w,
+            Err(_) => {
+                fail(&inbox, to, pending.take(), &mut rx);
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(1));
+                continue;
+            }
+        };
+        if w.write_all(&hello).await.is_err() || w.flush().await.is_err() {
             fail(&inbox, to, pending.take(), &mut rx);
             continue;
         }
@@ -235,7 +246,10 @@ async fn sender_loop(
                     Err(_) => break,
                 }
             }
-            let result = w.write_all(&buf).await;
+            let result = match w.write_all(&buf).await {
+                Ok(()) => w.flush().await,
+                Err(e) => Err(e),
+            };
             buf.clear();
             let ok = result.is_ok();
             for s in snapshots {
@@ -270,13 +284,17 @@ fn fail(
     }
 }
 
-async fn accept_loop(listener: TcpListener, inbox: Sender<Input>) {
+async fn accept_loop(listener: TcpListener, inbox: Sender<Input>, tls: Option<Arc<QuorumTls>>) {
     loop {
         match listener.accept().await {
             Ok((stream, addr)) => {
                 let _ = stream.set_nodelay(true);
                 let inbox = inbox.clone();
+                let tls = tls.clone();
                 tokio::spawn(async move {
+                    let Ok(stream) = transport_tls::inbound(&tls, stream, addr).await else {
+                        return;
+                    };
                     if let Err(e) = receive(stream, inbox).await {
                         tracing::debug!(%addr, "peer connection closed: {e}");
                     }
@@ -299,7 +317,7 @@ enum ReceiveError {
 }
 
 async fn read_frame(
-    stream: &mut TcpStream,
+    stream: &mut PeerRead,
     buf: &mut BytesMut,
 ) -> Result<Option<(u8, Bytes)>, ReceiveError> {
     loop {
@@ -322,7 +340,7 @@ async fn read_frame(
     }
 }
 
-async fn receive(mut stream: TcpStream, inbox: Sender<Input>) -> Result<(), ReceiveError> {
+async fn receive(mut stream: PeerRead, inbox: Sender<Input>) -> Result<(), ReceiveError> {
     let mut buf = BytesMut::with_capacity(64 * 1024);
     let Some((KIND_HELLO, mut hello)) = read_frame(&mut stream, &mut buf).await? else {
         return Err(ReceiveError::Bad("expected hello".into()));

@@ -123,6 +123,10 @@ fn ip_matches(client: &str, expr: &str) -> bool {
     true
 }
 
+/// The schemes whose ids prove who a client is (ZooKeeper's `isAuthenticated()`
+/// providers), and so stand for `auth` in an ACL.
+const AUTHENTICATING: &[&str] = &["digest", "x509", "sasl"];
+
 fn is_world_anyone(id: &Id) -> bool {
     id.scheme == "world" && id.id == "anyone"
 }
@@ -144,9 +148,12 @@ pub fn fixup(auth: &[Id], acls: &[Acl]) -> Result<Vec<Acl>, ErrorCode> {
         if is_world_anyone(&a.id) {
             out.push(a.clone());
         } else if a.id.scheme == "auth" {
-            // Only providers that authenticate (digest) count; an ip id does not.
+            // Only providers that authenticate (digest, x509, sasl) count; an ip id does not.
             let mut any = false;
-            for id in auth.iter().filter(|id| id.scheme == "digest") {
+            for id in auth
+                .iter()
+                .filter(|id| AUTHENTICATING.contains(&id.scheme.as_str()))
+            {
                 any = true;
                 out.push(Acl {
                     perms: a.perms,
@@ -160,6 +167,9 @@ pub fn fixup(auth: &[Id], acls: &[Acl]) -> Result<Vec<Acl>, ErrorCode> {
             let valid = match a.id.scheme.as_str() {
                 "digest" => a.id.id.split(':').count() == 2,
                 "ip" => ip_valid(&a.id.id),
+                // X509AuthenticationProvider takes any subject; SASLAuthenticationProvider
+                // any principal (KerberosName accepts plain names too).
+                "x509" | "sasl" => !a.id.id.is_empty(),
                 _ => false,
             };
             if !valid {
@@ -186,7 +196,7 @@ pub fn check(acl: &[Acl], perm: i32, auth: &[Id]) -> Result<(), ErrorCode> {
         }
         for id in auth.iter().filter(|id| id.scheme == a.id.scheme) {
             let matches = match a.id.scheme.as_str() {
-                "digest" => id.id == a.id.id,
+                "digest" | "x509" | "sasl" => id.id == a.id.id,
                 "ip" => ip_matches(&id.id, &a.id.id),
                 _ => false,
             };
@@ -314,11 +324,33 @@ mod tests {
                 &[],
                 &[Acl {
                     perms: 1,
-                    id: id("sasl", "x")
+                    id: id("sasl", "")
                 }]
             ),
             Err(ErrorCode::InvalidAcl)
         );
+        // x509 and sasl ids (any subject, any principal) are valid, and `auth` stands for
+        // them as for digest ids.
+        let x509 = Acl {
+            perms: 1,
+            id: id("x509", "CN=client1,O=Acme"),
+        };
+        assert_eq!(
+            fixup(&[], std::slice::from_ref(&x509)),
+            Ok(vec![x509.clone()])
+        );
+        let auth = Acl {
+            perms: 1,
+            id: id("auth", ""),
+        };
+        assert_eq!(
+            fixup(&[id("ip", "1.2.3.4"), id("sasl", "bob")], &[auth]),
+            Ok(vec![Acl {
+                perms: 1,
+                id: id("sasl", "bob")
+            }])
+        );
+        assert!(check(&[x509], perms::READ, &[id("x509", "CN=client1,O=Acme")]).is_ok());
     }
 
     #[test]

@@ -1,0 +1,500 @@
+//! TLS settings and rustls configurations, for the client port (`ssl.*`) and between
+//! members (`ssl.quorum.*`), read from ZooKeeper's zoo.cfg keys.
+//!
+//! A leaf beside `config.rs`: it turns the raw keys that `Config` keeps in `security` into
+//! rustls configurations, and re-reads the stores when their files change (ZooKeeper needs a
+//! restart for that; a renewed certificate should not). The network layer and the peer
+//! transport only ask [`Acceptor::config`] / [`Connector::config`] for the current one.
+//!
+//! | file | concern |
+//! |------|---------|
+//! | `mod.rs` | settings, the reloading server and client configurations |
+//! | `stores.rs` | PEM and PKCS12 key and trust stores; JKS refused |
+//! | `pkcs12.rs` | reading PKCS12 files and encrypted PKCS#8 keys |
+//! | `subject.rs` | a certificate subject in RFC 2253 form (the `x509` id) |
+
+mod pkcs12;
+mod stores;
+pub mod subject;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use parking_lot::Mutex;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::WebPkiServerVerifier;
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::server::WebPkiClientVerifier;
+use rustls::DigitallySignedStruct;
+use rustls::{ClientConfig, RootCertStore, ServerConfig, SupportedProtocolVersion};
+
+pub use stores::StoreType;
+use stores::{load_identity, load_trusted, Store};
+
+/// How often the store files are checked for changes (on use, not by a timer).
+const RELOAD_CHECK: Duration = Duration::from_secs(1);
+
+/// Why TLS cannot be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("{0}")]
+    Setting(String),
+    #[error("{0}")]
+    Store(String),
+    #[error("TLS: {0}")]
+    Rustls(#[from] rustls::Error),
+}
+
+/// `ssl.clientAuth`: whether a client must present a certificate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientAuth {
+    None,
+    Want,
+    Need,
+}
+
+/// One set of TLS keys (`ssl.` for clients, `ssl.quorum.` between members), parsed.
+#[derive(Debug, Clone)]
+pub struct TlsSettings {
+    key_store: Option<Store>,
+    trust_store: Option<Store>,
+    pub client_auth: ClientAuth,
+    versions: Vec<&'static SupportedProtocolVersion>,
+    cipher_suites: Option<Vec<String>>,
+    hostname_verification: bool,
+}
+
+fn get<'a>(keys: &'a BTreeMap<String, String>, prefix: &str, name: &str) -> Option<&'a str> {
+    keys.get(&format!("{prefix}{name}"))
+        .or_else(|| keys.get(&format!("zookeeper.{prefix}{name}")))
+        .map(|s| s.trim())
+        .filter(|s| !s.is_empty())
+}
+
+fn store(
+    keys: &BTreeMap<String, String>,
+    prefix: &str,
+    name: &str,
+) -> Result<Option<Store>, TlsError> {
+    let Some(location) = get(keys, prefix, &format!("{name}.location")) else {
+        return Ok(None);
+    };
+    let path = PathBuf::from(location);
+    let key = format!("{prefix}{name}");
+    let password = match (
+        get(keys, prefix, &format!("{name}.password")),
+        get(keys, prefix, &format!("{name}.passwordPath")),
+    ) {
+        (Some(p), _) => Some(p.to_string()),
+        (None, Some(file)) => Some(
+            std::fs::read_to_string(file)
+                .map_err(|e| TlsError::Setting(format!("{key}.passwordPath: {file}: {e}")))?
+                .trim_end_matches(['\r', '\n'])
+                .to_string(),
+        ),
+        (None, None) => None,
+    };
+    let kind = StoreType::resolve(
+        &format!("{key}.type"),
+        get(keys, prefix, &format!("{name}.type")),
+        &path,
+    )?;
+    Ok(Some(Store {
+        key,
+        path,
+        password,
+        kind,
+    }))
+}
+
+fn protocol(key: &str, name: &str) -> Result<&'static SupportedProtocolVersion, TlsError> {
+    match name.trim() {
+        "TLSv1.2" => Ok(&rustls::version::TLS12),
+        "TLSv1.3" => Ok(&rustls::version::TLS13),
+        "TLS" => Ok(&rustls::version::TLS13),
+        other => Err(TlsError::Setting(format!(
+            "{key}: '{other}' is not supported (TLSv1.2 and TLSv1.3 are)"
+        ))),
+    }
+}
+
+impl TlsSettings {
+    /// Reads the keys under `prefix` (`ssl.` or `ssl.quorum.`).
+    pub fn parse(keys: &BTreeMap<String, String>, prefix: &str) -> Result<TlsSettings, TlsError> {
+        let client_auth = match get(keys, prefix, "clientAuth").map(str::to_ascii_lowercase) {
+            None => ClientAuth::Need,
+            Some(v) => match v.as_str() {
+                "none" => ClientAuth::None,
+                "want" => ClientAuth::Want,
+                "need" => ClientAuth::Need,
+                _ => {
+                    return Err(TlsError::Setting(format!(
+                        "{prefix}clientAuth: '{v}' is not none, want or need"
+                    )))
+                }
+            },
+        };
+        // ZooKeeper 3.8 offers TLSv1.2 unless told otherwise; offering 1.3 too is safe.
+        let versions = match (
+            get(keys, prefix, "enabledProtocols"),
+            get(keys, prefix, "protocol"),
+        ) {
+            (Some(list), _) => list
+                .split(',')
+                .filter(|p| !p.trim().is_empty())
+                .map(|p| protocol(&format!("{prefix}enabledProtocols"), p))
+                .collect::<Result<Vec<_>, _>>()?,
+            (None, Some("TLSv1.3")) => vec![&rustls::version::TLS13],
+            (None, Some(p)) => {
+                protocol(&format!("{prefix}protocol"), p)?;
+                vec![&rustls::version::TLS13, &rustls::version::TLS12]
+            }
+            (None, None) => vec![&rustls::version::TLS13, &rustls::version::TLS12],
+        };
+        let cipher_suites = get(keys, prefix, "ciphersuites").map(|l| {
+            l.split(',')
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect()
+        });
+        let hostname_verification = match get(keys, prefix, "hostnameVerification") {
+            None => true,
+            Some(v) => !v.eq_ignore_ascii_case("false"),
+        };
+        Ok(TlsSettings {
+            key_store: store(keys, prefix, "keyStore")?,
+            trust_store: store(keys, prefix, "trustStore")?,
+            client_auth,
+            versions,
+            cipher_suites,
+            hostname_verification,
+        })
+    }
+
+    fn files(&self) -> Vec<PathBuf> {
+        [&self.key_store, &self.trust_store]
+            .into_iter()
+            .flatten()
+            .map(|s| s.path.clone())
+            .collect()
+    }
+
+    fn provider(&self) -> Result<Arc<CryptoProvider>, TlsError> {
+        let mut provider = rustls::crypto::ring::default_provider();
+        if let Some(wanted) = &self.cipher_suites {
+            provider
+                .cipher_suites
+                .retain(|s| wanted.iter().any(|w| suite_named(s.suite(), w)));
+            if provider.cipher_suites.is_empty() {
+                return Err(TlsError::Setting(format!(
+                    "ssl.ciphersuites: none of {wanted:?} is supported"
+                )));
+            }
+        }
+        Ok(Arc::new(provider))
+    }
+
+    fn roots(&self) -> Result<Option<RootCertStore>, TlsError> {
+        let Some(store) = &self.trust_store else {
+            return Ok(None);
+        };
+        let mut roots = RootCertStore::empty();
+        for cert in load_trusted(store)? {
+            roots
+                .add(cert)
+                .map_err(|e| TlsError::Store(format!("{}: {e}", store.key)))?;
+        }
+        Ok(Some(roots))
+    }
+
+    /// A server configuration from the stores as they are now.
+    pub fn server_config(&self) -> Result<ServerConfig, TlsError> {
+        let key_store = self.key_store.as_ref().ok_or_else(|| {
+            TlsError::Setting("TLS needs ssl.keyStore.location (the server's certificate)".into())
+        })?;
+        let identity = load_identity(key_store)?;
+        let provider = self.provider()?;
+        let builder = ServerConfig::builder_with_provider(provider.clone())
+            .with_protocol_versions(&self.versions)?;
+        let builder = match (self.client_auth, self.roots()?) {
+            (ClientAuth::None, _) => builder.with_no_client_auth(),
+            (_, None) => {
+                return Err(TlsError::Setting(
+                    "ssl.clientAuth want or need requires ssl.trustStore.location (the CA of \
+                     client certificates), or set ssl.clientAuth=none"
+                        .into(),
+                ))
+            }
+            (auth, Some(roots)) => {
+                let v = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
+                let v = if auth == ClientAuth::Want {
+                    v.allow_unauthenticated()
+                } else {
+                    v
+                };
+                builder.with_client_cert_verifier(
+                    v.build()
+                        .map_err(|e| TlsError::Setting(format!("client verifier: {e}")))?,
+                )
+            }
+        };
+        Ok(builder.with_single_cert(identity.chain, identity.key)?)
+    }
+
+    /// A client configuration (member to member): our certificate if a key store is set,
+    /// the trust store's CAs to check the other side.
+    pub fn client_config(&self) -> Result<ClientConfig, TlsError> {
+        let roots = self.roots()?.ok_or_else(|| {
+            TlsError::Setting("TLS between members needs ssl.quorum.trustStore.location".into())
+        })?;
+        let provider = self.provider()?;
+        let builder = ClientConfig::builder_with_provider(provider.clone())
+            .with_protocol_versions(&self.versions)?;
+        let builder = if self.hostname_verification {
+            builder.with_root_certificates(roots)
+        } else {
+            let inner = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
+                .build()
+                .map_err(|e| TlsError::Setting(format!("server verifier: {e}")))?;
+            builder
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(AnyName(inner)))
+        };
+        Ok(match &self.key_store {
+            Some(store) => {
+                let identity = load_identity(store)?;
+                builder.with_client_auth_cert(identity.chain, identity.key)?
+            }
+            None => builder.with_no_client_auth(),
+        })
+    }
+}
+
+/// Whether `name` (Java's name, as in ZooKeeper's `ssl.ciphersuites`, or rustls's) names
+/// `suite`: Java calls the TLS 1.3 suites `TLS_AES_...` where rustls says `TLS13_AES_...`.
+fn suite_named(suite: rustls::CipherSuite, name: &str) -> bool {
+    let ours = format!("{suite:?}");
+    ours == name || ours.replacen("TLS13_", "TLS_", 1) == name
+}
+
+/// `ssl.quorum.hostnameVerification=false`: the chain must still be valid and trusted, but
+/// the certificate need not name the host dialled.
+#[derive(Debug)]
+struct AnyName(Arc<WebPkiServerVerifier>);
+
+impl ServerCertVerifier for AnyName {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        match self
+            .0
+            .verify_server_cert(end_entity, intermediates, server_name, ocsp, now)
+        {
+            Err(rustls::Error::InvalidCertificate(rustls::CertificateError::NotValidForName))
+            | Err(rustls::Error::InvalidCertificate(
+                rustls::CertificateError::NotValidForNameContext { .. },
+            )) => Ok(ServerCertVerified::assertion()),
+            other => other,
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.supported_verify_schemes()
+    }
+}
+
+/// When the store files were last changed, to notice a renewed certificate.
+fn stamps(files: &[PathBuf]) -> Vec<Option<(SystemTime, u64)>> {
+    files
+        .iter()
+        .map(|f| {
+            std::fs::metadata(f)
+                .ok()
+                .and_then(|m| Some((m.modified().ok()?, m.len())))
+        })
+        .collect()
+}
+
+/// A configuration that follows its files: rebuilt when they change, kept as it was (with
+/// an error logged) when the new files do not make a valid one.
+struct Reloading<T> {
+    what: &'static str,
+    settings: TlsSettings,
+    build: fn(&TlsSettings) -> Result<T, TlsError>,
+    state: Mutex<ReloadState<T>>,
+}
+
+struct ReloadState<T> {
+    current: Arc<T>,
+    checked: Instant,
+    stamps: Vec<Option<(SystemTime, u64)>>,
+}
+
+impl<T> Reloading<T> {
+    fn new(
+        what: &'static str,
+        settings: TlsSettings,
+        build: fn(&TlsSettings) -> Result<T, TlsError>,
+    ) -> Result<Self, TlsError> {
+        let stamps = stamps(&settings.files());
+        let current = Arc::new(build(&settings)?);
+        Ok(Reloading {
+            what,
+            settings,
+            build,
+            state: Mutex::new(ReloadState {
+                current,
+                checked: Instant::now(),
+                stamps,
+            }),
+        })
+    }
+
+    fn get(&self) -> Arc<T> {
+        let mut st = self.state.lock();
+        if st.checked.elapsed() >= RELOAD_CHECK {
+            st.checked = Instant::now();
+            let now = stamps(&self.settings.files());
+            if now != st.stamps {
+                st.stamps = now;
+                match (self.build)(&self.settings) {
+                    Ok(c) => {
+                        tracing::info!("{}: certificates reloaded from {:?}", self.what, self.settings.files());
+                        st.current = Arc::new(c);
+                    }
+                    Err(e) => tracing::error!(
+                        "{}: the changed certificate files are not usable, keeping the previous ones: {e}",
+                        self.what
+                    ),
+                }
+            }
+        }
+        st.current.clone()
+    }
+}
+
+/// The server side of TLS: the current rustls configuration, reloaded as the files change.
+pub struct Acceptor(Reloading<ServerConfig>);
+
+impl Acceptor {
+    pub fn new(what: &'static str, settings: TlsSettings) -> Result<Acceptor, TlsError> {
+        Ok(Acceptor(Reloading::new(
+            what,
+            settings,
+            TlsSettings::server_config,
+        )?))
+    }
+
+    pub fn config(&self) -> Arc<ServerConfig> {
+        self.0.get()
+    }
+}
+
+/// The client side of TLS (a member dialling another), reloaded as the files change.
+pub struct Connector(Reloading<ClientConfig>);
+
+impl Connector {
+    pub fn new(what: &'static str, settings: TlsSettings) -> Result<Connector, TlsError> {
+        Ok(Connector(Reloading::new(
+            what,
+            settings,
+            TlsSettings::client_config,
+        )?))
+    }
+
+    pub fn config(&self) -> Arc<ClientConfig> {
+        self.0.get()
+    }
+}
+
+/// The `x509` id of a peer's certificate chain: the leaf's subject in RFC 2253 form.
+pub fn x509_id(chain: Option<&[CertificateDer<'_>]>) -> Option<String> {
+    chain?.first().and_then(|c| subject::rfc2253(c.as_ref()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn defaults_as_zookeeper() {
+        let s = TlsSettings::parse(&keys(&[]), "ssl.").unwrap();
+        assert_eq!(s.client_auth, ClientAuth::Need);
+        assert!(s.hostname_verification);
+        assert_eq!(s.versions.len(), 2);
+        assert!(s.server_config().is_err());
+    }
+
+    #[test]
+    fn parses_the_keys() {
+        let k = keys(&[
+            ("ssl.quorum.clientAuth", "WANT"),
+            ("ssl.quorum.enabledProtocols", "TLSv1.3"),
+            ("ssl.quorum.keyStore.location", "/x/k.p12"),
+            ("ssl.quorum.keyStore.password", "pw"),
+            ("ssl.quorum.hostnameVerification", "false"),
+            ("ssl.clientAuth", "none"),
+        ]);
+        let s = TlsSettings::parse(&k, "ssl.quorum.").unwrap();
+        assert_eq!(s.client_auth, ClientAuth::Want);
+        assert_eq!(s.versions.len(), 1);
+        assert!(!s.hostname_verification);
+        let ks = s.key_store.unwrap();
+        assert_eq!(
+            (ks.kind, ks.password.as_deref()),
+            (StoreType::Pkcs12, Some("pw"))
+        );
+        let c = TlsSettings::parse(&k, "ssl.").unwrap();
+        assert_eq!(c.client_auth, ClientAuth::None);
+        assert!(c.key_store.is_none());
+    }
+
+    #[test]
+    fn bad_values_are_named() {
+        let e = TlsSettings::parse(&keys(&[("ssl.clientAuth", "maybe")]), "ssl.").unwrap_err();
+        assert!(e.to_string().contains("ssl.clientAuth"), "{e}");
+        let e = TlsSettings::parse(&keys(&[("ssl.protocol", "SSLv3")]), "ssl.").unwrap_err();
+        assert!(e.to_string().contains("SSLv3"), "{e}");
+        let s = TlsSettings::parse(&keys(&[("ssl.ciphersuites", "TLS_NOPE")]), "ssl.").unwrap();
+        assert!(s.provider().is_err());
+        let s = TlsSettings::parse(
+            &keys(&[("ssl.ciphersuites", "TLS_AES_128_GCM_SHA256, TLS_NOPE")]),
+            "ssl.",
+        )
+        .unwrap();
+        assert_eq!(s.provider().unwrap().cipher_suites.len(), 1);
+    }
+}

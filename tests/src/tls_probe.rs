@@ -1,0 +1,90 @@
+//! A minimal ZooKeeper client over TLS (rustls, blocking) for the refusal tests: it opens
+//! a session over a TLS connection, with or without a client certificate, and says what
+//! happened, so a test can tell an accepted client from a refused handshake.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use jute::{ConnectRequest, ConnectResponse, Reader, Record};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+
+use crate::pki::Issued;
+
+const IO_TIMEOUT: Duration = Duration::from_secs(15);
+
+fn certs(path: &Path) -> Vec<CertificateDer<'static>> {
+    let bytes = std::fs::read(path).expect("read certificate file");
+    rustls_pemfile::certs(&mut bytes.as_slice())
+        .collect::<Result<_, _>>()
+        .expect("PEM certificates")
+}
+
+fn key(path: &Path) -> PrivateKeyDer<'static> {
+    let bytes = std::fs::read(path).expect("read key file");
+    rustls_pemfile::private_key(&mut bytes.as_slice())
+        .expect("PEM key")
+        .expect("a key in the file")
+}
+
+fn client_config(ca: &Path, identity: Option<&Issued>) -> rustls::ClientConfig {
+    let mut roots = rustls::RootCertStore::empty();
+    for c in certs(ca) {
+        roots.add(c).expect("CA certificate");
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("protocol versions")
+        .with_root_certificates(roots);
+    match identity {
+        Some(id) => builder
+            .with_client_auth_cert(certs(&id.cert), key(&id.key))
+            .expect("client certificate"),
+        None => builder.with_no_client_auth(),
+    }
+}
+
+/// Opens a session over TLS; `Ok(session id)`, or `Err` with what went wrong (a refused
+/// handshake, the connection closed before the ConnectResponse, ...).
+pub fn tls_session(addr: SocketAddr, ca: &Path, identity: Option<&Issued>) -> Result<i64, String> {
+    let config = Arc::new(client_config(ca, identity));
+    let name = ServerName::IpAddress(addr.ip().into());
+    let conn = rustls::ClientConnection::new(config, name).map_err(|e| e.to_string())?;
+    let sock = TcpStream::connect(addr).map_err(|e| e.to_string())?;
+    sock.set_read_timeout(Some(IO_TIMEOUT))
+        .map_err(|e| e.to_string())?;
+    let mut tls = rustls::StreamOwned::new(conn, sock);
+    let request = ConnectRequest {
+        protocol_version: 0,
+        last_zxid_seen: 0,
+        timeout: 30_000,
+        session_id: 0,
+        passwd: bytes::Bytes::from_static(&[0u8; jute::HANDSHAKE_PASSWORD_LEN]),
+        read_only: Some(false),
+    };
+    let body = request.to_bytes();
+    let mut frame = (body.len() as i32).to_be_bytes().to_vec();
+    frame.extend_from_slice(&body);
+    tls.write_all(&frame).map_err(|e| format!("write: {e}"))?;
+    tls.flush().map_err(|e| format!("flush: {e}"))?;
+    let mut len = [0u8; 4];
+    tls.read_exact(&mut len)
+        .map_err(|e| format!("no ConnectResponse: {e}"))?;
+    let n = i32::from_be_bytes(len);
+    if !(0..=1024).contains(&n) {
+        return Err(format!("bad frame length {n}"));
+    }
+    let mut body = vec![0u8; n as usize];
+    tls.read_exact(&mut body)
+        .map_err(|e| format!("truncated ConnectResponse: {e}"))?;
+    let response = ConnectResponse::decode(&mut Reader::new(bytes::Bytes::from(body)))
+        .map_err(|e| format!("bad ConnectResponse: {e}"))?;
+    if response.session_id == 0 {
+        return Err("session refused".into());
+    }
+    let _ = tls.sock.shutdown(std::net::Shutdown::Both);
+    Ok(response.session_id)
+}

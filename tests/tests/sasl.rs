@@ -1,0 +1,250 @@
+//! SASL DIGEST-MD5 and enforced authentication against Apache ZooKeeper 3.8 and zooraft:
+//! zkCli.sh with a JAAS client file, kazoo with `sasl_options`, `sasl:` ACLs, a wrong
+//! password and garbage tokens refused with AUTHFAILED and the connection closed, and
+//! `enforce.auth.enabled` closing unauthenticated sessions.
+//!
+//! Apache ZooKeeper reads the server's JAAS file from the JVM property
+//! `java.security.auth.login.config`; zooraft from the zoo.cfg key `jaasLoginConfig`. Each
+//! test writes both files and gives each server its way.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use bytes::{BufMut, BytesMut};
+use harness::zkcli::ZkCli;
+use harness::{against_both, ServerKind, TestServer, TestServerBuilder};
+use jute::{ConnectRequest, Record};
+
+const SERVER_JAAS: &str =
+    "Server {\n    org.apache.zookeeper.server.auth.DigestLoginModule required\n    \
+    user_super=\"adminsecret\"\n    user_bob=\"bobsecret\";\n};\n";
+
+fn client_jaas(dir: &Path, name: &str, user: &str, password: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(
+        &path,
+        format!(
+            "Client {{\n    org.apache.zookeeper.server.auth.DigestLoginModule required\n    \
+             username=\"{user}\"\n    password=\"{password}\";\n}};\n"
+        ),
+    )
+    .expect("write client JAAS file");
+    path
+}
+
+/// A server builder with SASL DIGEST-MD5 users super and bob.
+fn sasl_server(kind: ServerKind, dir: &Path) -> TestServerBuilder {
+    let jaas = dir.join("server-jaas.conf");
+    std::fs::write(&jaas, SERVER_JAAS).expect("write server JAAS file");
+    let jaas = jaas.display().to_string();
+    TestServer::builder(kind)
+        .jvm_property("java.security.auth.login.config", &jaas)
+        .config("jaasLoginConfig", &jaas)
+        .config(
+            "authProvider.1",
+            "org.apache.zookeeper.server.auth.SASLAuthenticationProvider",
+        )
+}
+
+fn jaas_cli(name: &'static str, server: &TestServer, jaas: &Path) -> ZkCli {
+    let flags = format!("-Djava.security.auth.login.config={}", jaas.display());
+    ZkCli::start_with(name, &server.connect_string(), &flags)
+}
+
+/// zkCli.sh with a JAAS client file authenticates as `sasl:bob`, owns a `sasl:bob` node that
+/// a client without SASL may not read; a wrong password ends in AuthFailed.
+fn zkcli_digest_md5(kind: ServerKind) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let server = sasl_server(kind, dir.path()).start();
+    let bob = client_jaas(dir.path(), "bob.conf", "bob", "bobsecret");
+    let mut cli = jaas_cli("bob", &server, &bob);
+    cli.wait_for_line(
+        "WatchedEvent state:SaslAuthenticated type:None path:null",
+        Duration::from_secs(30),
+    );
+    let who = cli.run("whoami");
+    assert!(
+        who.iter().any(|l| l == "sasl: bob"),
+        "{}: {who:?}",
+        kind.name()
+    );
+    assert_eq!(
+        cli.run("create /sasl-only s sasl:bob:cdrwa"),
+        ["Created /sasl-only"]
+    );
+    assert_eq!(cli.run("get /sasl-only"), ["s"]);
+    cli.quit();
+    let mut plain = ZkCli::start("plain", &server);
+    let out = plain.run("get /sasl-only");
+    assert!(
+        out.iter().any(|l| l.contains("Insufficient permission")),
+        "{}: a client without SASL read a sasl:bob node: {out:?}",
+        kind.name()
+    );
+    plain.quit();
+    let wrong = client_jaas(dir.path(), "wrong.conf", "bob", "not-bobs");
+    let cli = jaas_cli("wrong", &server, &wrong);
+    cli.wait_for_line(
+        "WatchedEvent state:AuthFailed type:None path:null",
+        Duration::from_secs(30),
+    );
+    drop(cli);
+    assert!(
+        server.is_serving(),
+        "{}: the server stopped serving",
+        kind.name()
+    );
+}
+
+against_both!(
+    zkcli_digest_md5_apache,
+    zkcli_digest_md5_zooraft,
+    zkcli_digest_md5
+);
+
+/// kazoo with `sasl_options` (DIGEST-MD5): tests/python/kazoo_sasl.py.
+fn kazoo_digest_md5(kind: ServerKind) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let server = sasl_server(kind, dir.path()).start();
+    let mut python = Command::new("python3");
+    python
+        .arg("-u")
+        .arg(harness::suite_dir().join("python/kazoo_sasl.py"))
+        .args(["bob", "bobsecret"])
+        .env("PYTHONDONTWRITEBYTECODE", "1");
+    harness::checks::demand(
+        "kazoo_sasl.py",
+        python,
+        &server,
+        Duration::from_secs(180),
+        3,
+    );
+}
+
+against_both!(
+    kazoo_digest_md5_apache,
+    kazoo_digest_md5_zooraft,
+    kazoo_digest_md5
+);
+
+/// Opens a session by hand and sends SASL requests with `tokens`; returns the last reply's
+/// error code (None if the server closed without one) and whether it then closed.
+fn raw_sasl(server: &TestServer, tokens: &[&[u8]]) -> (Option<i32>, bool) {
+    let mut s = TcpStream::connect(server.addr()).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(15)))
+        .expect("timeout");
+    let req = ConnectRequest {
+        protocol_version: 0,
+        last_zxid_seen: 0,
+        timeout: 30_000,
+        session_id: 0,
+        passwd: bytes::Bytes::from_static(&[0u8; jute::HANDSHAKE_PASSWORD_LEN]),
+        read_only: Some(false),
+    }
+    .to_bytes();
+    let mut out = BytesMut::new();
+    out.put_i32(req.len() as i32);
+    out.put_slice(&req);
+    s.write_all(&out).expect("write handshake");
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len).expect("handshake response");
+    let mut resp = vec![0u8; i32::from_be_bytes(len) as usize];
+    s.read_exact(&mut resp).expect("handshake response body");
+    let mut err = None;
+    for (xid, token) in tokens.iter().enumerate() {
+        let mut frame = BytesMut::new();
+        frame.put_i32(12 + token.len() as i32);
+        frame.put_i32(xid as i32 + 1);
+        frame.put_i32(102); // sasl
+        frame.put_i32(token.len() as i32);
+        frame.put_slice(token);
+        let _ = s.write_all(&frame);
+        let mut len = [0u8; 4];
+        err = match s.read_exact(&mut len) {
+            Ok(()) => {
+                let mut reply = vec![0u8; i32::from_be_bytes(len).clamp(0, 1 << 16) as usize];
+                s.read_exact(&mut reply).ok().and_then(|()| {
+                    reply
+                        .get(12..16)
+                        .map(|e| i32::from_be_bytes([e[0], e[1], e[2], e[3]]))
+                })
+            }
+            Err(_) => None,
+        };
+    }
+    let mut rest = [0u8; 64];
+    let closed = loop {
+        match s.read(&mut rest) {
+            Ok(0) => break true,
+            Ok(_) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break true,
+            Err(_) => break false,
+        }
+    };
+    (err, closed)
+}
+
+/// A SASL response of garbage (after the challenge) gets AUTHFAILED and the connection
+/// closed; a token of 1 MiB (over jute.maxbuffer) closes the connection; the server keeps
+/// serving.
+fn garbage_tokens(kind: ServerKind) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let server = sasl_server(kind, dir.path()).start();
+    let (err, closed) = raw_sasl(&server, &[b"", b"\x00\xffnot a digest response"]);
+    assert_eq!(err, Some(-115), "{}: garbage token", kind.name());
+    assert!(
+        closed,
+        "{}: connection left open after AUTHFAILED",
+        kind.name()
+    );
+    let (_, closed) = raw_sasl(&server, &[&vec![b'x'; 1 << 20]]);
+    assert!(
+        closed,
+        "{}: connection left open after a 1 MiB token",
+        kind.name()
+    );
+    assert!(server.is_serving());
+}
+
+against_both!(
+    garbage_tokens_apache,
+    garbage_tokens_zooraft,
+    garbage_tokens
+);
+
+/// `enforce.auth.enabled=true` with `enforce.auth.schemes=sasl`: a client without SASL is
+/// answered "Session closed because client failed to authenticate"; bob works.
+fn enforced_sasl(kind: ServerKind) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let server = sasl_server(kind, dir.path())
+        .config("enforce.auth.enabled", "true")
+        .config("enforce.auth.schemes", "sasl")
+        .start();
+    let mut plain = ZkCli::start("plain", &server);
+    plain.send("ls /");
+    plain.wait_for_line(
+        "KeeperErrorCode = Session closed because client failed to authenticate for /",
+        Duration::from_secs(30),
+    );
+    drop(plain);
+    let bob = client_jaas(dir.path(), "bob.conf", "bob", "bobsecret");
+    let mut cli = jaas_cli("bob", &server, &bob);
+    cli.wait_for_line(
+        "WatchedEvent state:SaslAuthenticated type:None path:null",
+        Duration::from_secs(30),
+    );
+    assert_eq!(cli.run("create /enforced x"), ["Created /enforced"]);
+    cli.quit();
+    if kind == ServerKind::Zooraft {
+        let mntr = server.four_letter_word("mntr").expect("mntr");
+        assert!(
+            !mntr.contains("zk_auth_failed_count\t0\n"),
+            "an enforced refusal was not counted:\n{mntr}"
+        );
+    }
+}
+
+against_both!(enforced_sasl_apache, enforced_sasl_zooraft, enforced_sasl);

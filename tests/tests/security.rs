@@ -1,0 +1,431 @@
+//! Security against Apache ZooKeeper 3.8 and zooraft: TLS on the client port
+//! (`secureClientPort`, `ssl.clientAuth`, port unification), x509 ids and ACLs, refusals
+//! of bad TLS input; and, zooraft only, PKCS12 stores, JKS refused, certificates reloaded.
+//!
+//! Certificates are made by each test with `openssl` (`harness::pki`). Apache ZooKeeper
+//! serves TLS only with the Netty connection factory (`serverCnxnFactory` in zoo.cfg, which
+//! zooraft ignores); Java clients use `ClientCnxnSocketNetty` (`pki::java_client_flags`).
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use harness::pki::{self, Ca, Issued};
+use harness::rt::eventually;
+use harness::server::NETTY_TLS_JARS;
+use harness::tls_probe::tls_session;
+use harness::zkcli::ZkCli;
+use harness::{against_both, free_port, ServerKind, TestServer};
+
+const NETTY_FACTORY: &str = "org.apache.zookeeper.server.NettyServerCnxnFactory";
+
+/// A CA, a server certificate and client certificates `CN=client1`, `CN=client2`,
+/// `CN=admin`, in a temporary folder.
+struct Pki {
+    _dir: tempfile::TempDir,
+    ca: Ca,
+    other_ca: Ca,
+    server: Issued,
+    client1: Issued,
+    client2: Issued,
+    admin: Issued,
+}
+
+fn pki() -> Pki {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let ca = Ca::new(dir.path(), "test-ca");
+    let other_ca = Ca::new(dir.path(), "other-ca");
+    Pki {
+        server: ca.issue("server", "/CN=localhost/O=zooraft tests"),
+        client1: ca.issue("client1", "/CN=client1"),
+        client2: ca.issue("client2", "/CN=client2"),
+        admin: ca.issue("admin", "/CN=admin"),
+        ca,
+        other_ca,
+        _dir: dir,
+    }
+}
+
+/// A server of `kind` with a plain port and a secure port under `client_auth`.
+fn tls_server(
+    kind: ServerKind,
+    p: &Pki,
+    client_auth: &str,
+    extra: &[(&str, &str)],
+) -> (TestServer, u16) {
+    let secure = free_port();
+    let mut b = TestServer::builder(kind)
+        .config("serverCnxnFactory", NETTY_FACTORY)
+        .config("secureClientPortAddress", "127.0.0.1");
+    for (k, v) in pki::server_tls_config(secure, &p.server, &p.ca.cert, client_auth) {
+        b = b.config(&k, &v);
+    }
+    for (k, v) in extra {
+        b = b.config(k, v);
+    }
+    (b.start(), secure)
+}
+
+fn tls_cli(name: &'static str, secure: u16, p: &Pki, id: Option<&Issued>) -> ZkCli {
+    let flags = format!(
+        "-cp /etc/zookeeper/conf:/usr/share/java/zookeeper.jar:{NETTY_TLS_JARS} {}",
+        pki::java_client_flags(id, &p.ca.cert)
+    );
+    ZkCli::start_with(name, &format!("127.0.0.1:{secure}"), &flags)
+}
+
+fn mntr_value(server: &TestServer, key: &str) -> u64 {
+    let text = server.four_letter_word("mntr").expect("mntr");
+    text.lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once('\t')?;
+            (k == key).then(|| v.trim().parse().ok())?
+        })
+        .unwrap_or_else(|| panic!("{key} missing from mntr:\n{text}"))
+}
+
+/// zkCli.sh over TLS with a client certificate: reads and writes, `whoami` shows the
+/// certificate's subject as the x509 id, an x509 ACL grants that subject and refuses
+/// another certificate, and `X509AuthenticationProvider.superUser` bypasses it.
+fn zkcli_over_tls(kind: ServerKind) {
+    let p = pki();
+    let (_server, secure) = tls_server(
+        kind,
+        &p,
+        "need",
+        &[("X509AuthenticationProvider.superUser", "CN=admin")],
+    );
+    let mut cli = tls_cli("client1", secure, &p, Some(&p.client1));
+    assert_eq!(cli.run("create /tls hello"), ["Created /tls"]);
+    assert_eq!(cli.run("get /tls"), ["hello"]);
+    let who = cli.run("whoami");
+    assert!(who.iter().any(|l| l == "x509: CN=client1"), "{who:?}");
+    assert_eq!(
+        cli.run("create /x509-only secret x509:CN=client1:cdrwa"),
+        ["Created /x509-only"]
+    );
+    assert_eq!(cli.run("get /x509-only"), ["secret"]);
+    cli.quit();
+    let mut other = tls_cli("client2", secure, &p, Some(&p.client2));
+    let out = other.run("get /x509-only");
+    assert!(
+        out.iter().any(|l| l.contains("Insufficient permission")),
+        "{}: client2 read an x509:CN=client1 node: {out:?}",
+        kind.name()
+    );
+    other.quit();
+    let mut admin = tls_cli("admin", secure, &p, Some(&p.admin));
+    let who = admin.run("whoami");
+    assert!(who.iter().any(|l| l == "super: "), "{who:?}");
+    assert_eq!(admin.run("get /x509-only"), ["secret"]);
+    admin.quit();
+}
+
+against_both!(
+    zkcli_over_tls_apache,
+    zkcli_over_tls_zooraft,
+    zkcli_over_tls
+);
+
+/// kazoo with use_ssl=True, its own CA, client certificate and key (tests/python/kazoo_tls.py).
+fn kazoo_over_tls(kind: ServerKind) {
+    let p = pki();
+    let (server, secure) = tls_server(kind, &p, "need", &[]);
+    let mut python = Command::new("python3");
+    python
+        .arg("-u")
+        .arg(harness::suite_dir().join("python/kazoo_tls.py"))
+        .arg(format!("127.0.0.1:{secure}"))
+        .arg(&p.ca.cert)
+        .arg(&p.client1.cert)
+        .arg(&p.client1.key)
+        .arg("CN=client1")
+        .arg(&p.client2.cert)
+        .arg(&p.client2.key)
+        .env("PYTHONDONTWRITEBYTECODE", "1");
+    harness::checks::demand("kazoo_tls.py", python, &server, Duration::from_secs(200), 4);
+}
+
+against_both!(
+    kazoo_over_tls_apache,
+    kazoo_over_tls_zooraft,
+    kazoo_over_tls
+);
+
+/// `ssl.clientAuth`: `need` refuses a client without a certificate, `want` and `none`
+/// accept it; a client with a certificate is accepted under each.
+fn client_auth_modes(kind: ServerKind) {
+    let p = pki();
+    for (mode, without_cert_ok) in [("need", false), ("want", true), ("none", true)] {
+        let (server, secure) = tls_server(kind, &p, mode, &[]);
+        let addr = ([127, 0, 0, 1], secure).into();
+        let with = tls_session(addr, &p.ca.cert, Some(&p.client1));
+        assert!(
+            with.is_ok(),
+            "{} {mode}: with a certificate: {with:?}",
+            kind.name()
+        );
+        let without = tls_session(addr, &p.ca.cert, None);
+        assert_eq!(
+            without.is_ok(),
+            without_cert_ok,
+            "{} {mode}: without a certificate: {without:?}",
+            kind.name()
+        );
+        drop(server);
+    }
+}
+
+against_both!(
+    client_auth_modes_apache,
+    client_auth_modes_zooraft,
+    client_auth_modes
+);
+
+/// Reads until the server closes; returns what it sent (bounded in time).
+fn drain_until_closed(mut s: TcpStream) -> Vec<u8> {
+    s.set_read_timeout(Some(Duration::from_secs(15)))
+        .expect("timeout");
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return got,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return got,
+            Err(e) => panic!("the server neither answered nor closed: {e}"),
+        }
+    }
+}
+
+/// Bad TLS input: plain bytes on the secure port, a truncated handshake, a certificate of
+/// another CA, an expired certificate. Each is refused, the server keeps serving, and the
+/// connection count comes back to where it was.
+fn bad_tls_input(kind: ServerKind) {
+    let p = pki();
+    let stranger = p.other_ca.issue("stranger", "/CN=client1");
+    let expired = p.ca.issue_expired("expired", "/CN=client1");
+    let (server, secure) = tls_server(kind, &p, "need", &[]);
+    let addr = ([127, 0, 0, 1], secure).into();
+    let baseline = mntr_value(&server, "zk_num_alive_connections");
+    let failed_before = mntr_value(&server, "zk_auth_failed_count");
+
+    // A plain ZooKeeper handshake on the TLS port: closed, nothing sent back.
+    let mut s = TcpStream::connect(addr).expect("connect");
+    let mut frame = 45i32.to_be_bytes().to_vec();
+    frame.extend_from_slice(&[0u8; 45]);
+    s.write_all(&frame).expect("write");
+    assert!(
+        drain_until_closed(s).is_empty(),
+        "{}: an answer to plain bytes",
+        kind.name()
+    );
+
+    // A ClientHello cut short, then silence: the server gives up and closes.
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.write_all(&[
+        0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03, 0x03,
+    ])
+    .expect("write");
+    let _ = s.shutdown(std::net::Shutdown::Write);
+    assert!(
+        drain_until_closed(s).is_empty(),
+        "{}: an answer to half a hello",
+        kind.name()
+    );
+
+    for (what, id) in [("another CA's", &stranger), ("an expired", &expired)] {
+        let r = tls_session(addr, &p.ca.cert, Some(id));
+        assert!(
+            r.is_err(),
+            "{}: {what} certificate was accepted",
+            kind.name()
+        );
+    }
+    let ok = tls_session(addr, &p.ca.cert, Some(&p.client1));
+    assert!(
+        ok.is_ok(),
+        "{}: a good client after the bad ones: {ok:?}",
+        kind.name()
+    );
+    eventually(
+        "the connection count back to where it was",
+        Duration::from_secs(30),
+        || (mntr_value(&server, "zk_num_alive_connections") <= baseline).then_some(()),
+    );
+    let failed = mntr_value(&server, "zk_auth_failed_count") - failed_before;
+    assert!(
+        failed >= 2,
+        "{}: zk_auth_failed_count rose by {failed}",
+        kind.name()
+    );
+    if kind == ServerKind::Zooraft {
+        assert!(mntr_value(&server, "zk_tls_handshake_failed_count") >= 2);
+        let log = std::fs::read_to_string(server.log_path()).expect("server log");
+        assert!(log.contains("TLS handshake refused"), "{log}");
+    }
+}
+
+against_both!(bad_tls_input_apache, bad_tls_input_zooraft, bad_tls_input);
+
+/// `client.portUnification=true`: the plain client port also accepts TLS. (Apache
+/// ZooKeeper 3.8.0 registers the x509 provider only with a secure port, and refuses
+/// unified-port TLS clients without this `authProvider` line; zooraft accepts the line.)
+fn port_unification(kind: ServerKind) {
+    let p = pki();
+    let mut b = TestServer::builder(kind)
+        .config("serverCnxnFactory", NETTY_FACTORY)
+        .config("client.portUnification", "true")
+        .config(
+            "authProvider.x509",
+            "org.apache.zookeeper.server.auth.X509AuthenticationProvider",
+        );
+    for (k, v) in pki::server_tls_config(free_port(), &p.server, &p.ca.cert, "need") {
+        if k != "secureClientPort" {
+            b = b.config(&k, &v);
+        }
+    }
+    let server = b.start();
+    let tls = tls_session(server.addr(), &p.ca.cert, Some(&p.client1));
+    assert!(
+        tls.is_ok(),
+        "{}: TLS on the unified port: {tls:?}",
+        kind.name()
+    );
+    let mut plain = ZkCli::start("plain", &server);
+    assert_eq!(plain.run("create /plain x"), ["Created /plain"]);
+    plain.quit();
+}
+
+against_both!(
+    port_unification_apache,
+    port_unification_zooraft,
+    port_unification
+);
+
+/// zooraft reads PKCS12 key stores and a PKCS12 trust store without password or MAC.
+#[test]
+fn pkcs12_stores_zooraft() {
+    let p = pki();
+    let secure = free_port();
+    let server = TestServer::builder(ServerKind::Zooraft)
+        .config("secureClientPort", &secure.to_string())
+        .config(
+            "ssl.keyStore.location",
+            &p.server.p12_store.display().to_string(),
+        )
+        .config("ssl.keyStore.password", pki::P12_PASSWORD)
+        .config(
+            "ssl.trustStore.location",
+            &p.ca.p12_trust_store().display().to_string(),
+        )
+        .start();
+    let addr = ([127, 0, 0, 1], secure).into();
+    let r = tls_session(addr, &p.ca.cert, Some(&p.client1));
+    assert!(r.is_ok(), "PKCS12 stores: {r:?}\n{}", server.log_tail());
+}
+
+/// Runs zooraft on `zoo_cfg` expecting it to refuse to start; returns its output.
+fn refused_start(dir: &Path, zoo_cfg: &str) -> String {
+    let cfg = dir.join("zoo.cfg");
+    std::fs::write(&cfg, zoo_cfg).expect("write zoo.cfg");
+    let mut child = Command::new(harness::zooraft_binary())
+        .arg("--config")
+        .arg(&cfg)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn zooraft");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while child.try_wait().expect("wait").is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("zooraft started with a configuration it should refuse:\n{zoo_cfg}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().expect("output");
+    assert!(!out.status.success());
+    String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout)
+}
+
+/// A JKS key store is refused at start-up with the keytool conversion; so is a missing one.
+#[test]
+fn jks_refused_at_start_zooraft() {
+    let p = pki();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let jks = dir.path().join("server.jks");
+    let status = Command::new("keytool")
+        .args(["-importkeystore", "-srckeystore"])
+        .arg(&p.server.p12_store)
+        .args([
+            "-srcstoretype",
+            "PKCS12",
+            "-srcstorepass",
+            pki::P12_PASSWORD,
+        ])
+        .arg("-destkeystore")
+        .arg(&jks)
+        .args([
+            "-deststoretype",
+            "JKS",
+            "-deststorepass",
+            pki::P12_PASSWORD,
+            "-noprompt",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .expect("run keytool");
+    assert!(status.success(), "keytool could not make a JKS store");
+    let base = format!(
+        "dataDir={}\nclientPort={}\nsecureClientPort={}\nssl.clientAuth=none\n",
+        dir.path().join("data").display(),
+        free_port(),
+        free_port()
+    );
+    let out = refused_start(
+        dir.path(),
+        &format!(
+            "{base}ssl.keyStore.location={}\nssl.keyStore.password=secret\n",
+            jks.display()
+        ),
+    );
+    assert!(out.contains("keytool -importkeystore"), "{out}");
+    let out = refused_start(
+        dir.path(),
+        &format!("{base}ssl.keyStore.location=/nonexistent.pem\n"),
+    );
+    assert!(out.contains("/nonexistent.pem"), "{out}");
+}
+
+/// A renewed certificate is picked up without a restart: the server's key store is
+/// replaced by one from another CA, and a client trusting only that CA gets in.
+#[test]
+fn certificates_reload_zooraft() {
+    let p = pki();
+    let secure = free_port();
+    let store = p.ca.dir.join("live-store.pem");
+    std::fs::copy(&p.server.pem_store, &store).expect("copy store");
+    let server = TestServer::builder(ServerKind::Zooraft)
+        .config("secureClientPort", &secure.to_string())
+        .config("ssl.keyStore.location", &store.display().to_string())
+        .config("ssl.clientAuth", "none")
+        .start();
+    let addr = ([127, 0, 0, 1], secure).into();
+    assert!(tls_session(addr, &p.ca.cert, None).is_ok());
+    assert!(tls_session(addr, &p.other_ca.cert, None).is_err());
+    let renewed = p.other_ca.issue("renewed", "/CN=localhost");
+    let tmp = p.ca.dir.join("live-store.tmp");
+    std::fs::copy(&renewed.pem_store, &tmp).expect("copy renewed store");
+    std::fs::rename(&tmp, &store).expect("replace store");
+    eventually(
+        "the renewed certificate served",
+        Duration::from_secs(30),
+        || tls_session(addr, &p.other_ca.cert, None).ok(),
+    );
+    let log = std::fs::read_to_string(server.log_path()).expect("server log");
+    assert!(log.contains("certificates reloaded"), "{log}");
+}
