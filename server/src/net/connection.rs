@@ -19,7 +19,7 @@ use bytes::{Bytes, BytesMut};
 use jute::{ConnectRequest, ConnectResponse, Reader, Record, RequestHeader};
 use parking_lot::Mutex;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
 use super::auth::{Guard, Verdict};
 use super::completion::Completion;
@@ -235,7 +235,7 @@ async fn handshake(
     // gone (not merely not applied here yet), and a member whose leader is gone refuses the
     // client, which tries another member, instead of accepting a session whose writes it
     // cannot commit.
-    if !shared.replica.config.is_standalone() && !sync_with_leader(shared).await {
+    if !shared.replica.config.is_standalone() && !shared.sync_with_leader().await {
         return Err(End::NoLeader);
     }
     match shared.lookup_session(req.session_id, &req.passwd) {
@@ -300,21 +300,6 @@ fn read_only_handshake(
         timeout_ms: timeout,
         read_only: true,
     })
-}
-
-/// A ReadIndex round: true once this member has applied everything the leader had
-/// committed when asked; false if that did not happen within two election timeouts (no
-/// leader, or no quorum).
-async fn sync_with_leader(shared: &Shared) -> bool {
-    let (tx, rx) = oneshot::channel();
-    if !shared
-        .replica
-        .submit(Input::ReadIndex(SyncWaiter::Notify(tx)))
-    {
-        return false;
-    }
-    let wait = shared.replica.election_timeouts(2);
-    matches!(tokio::time::timeout(wait, rx).await, Ok(Ok(())))
 }
 
 async fn run(

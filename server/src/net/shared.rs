@@ -49,6 +49,20 @@ pub struct Shared {
 }
 
 impl Shared {
+    /// A ReadIndex round: true once this member has applied everything the leader had
+    /// committed when asked; false if that did not happen within two election timeouts (no
+    /// leader, or no quorum).
+    pub async fn sync_with_leader(&self) -> bool {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        if !self.replica.submit(crate::raft::Input::ReadIndex(
+            crate::raft::SyncWaiter::Notify(tx),
+        )) {
+            return false;
+        }
+        let wait = self.replica.election_timeouts(2);
+        matches!(tokio::time::timeout(wait, rx).await, Ok(Ok(())))
+    }
+
     /// `Some(true)` if the session exists in the replicated table with this password,
     /// `Some(false)` for a wrong password, `None` if unknown here.
     pub fn lookup_session(&self, id: i64, passwd: &[u8]) -> Option<bool> {
