@@ -13,20 +13,7 @@ import threading
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 from kazoo.security import ACL, Id
-
-passed = 0
-failed = 0
-
-
-def check(name, fn):
-    global passed, failed
-    try:
-        fn()
-        passed += 1
-        print(f"ok   {name}", flush=True)
-    except Exception as e:  # noqa: BLE001 - every failure is reported, none hides
-        failed += 1
-        print(f"FAIL {name}: {type(e).__name__}: {e}", flush=True)
+from tally import check, finish
 
 
 def tls_client(hosts, ca, cert, key):
@@ -92,8 +79,7 @@ def main():
             c.close()
         except Exception:  # noqa: BLE001 - closing a client that never connected
             pass
-    print(f"{passed} passed, {failed} failed", flush=True)
-    sys.exit(0 if failed == 0 else 1)
+    finish()
 
 
 if __name__ == "__main__":

@@ -47,6 +47,22 @@ fn client_config(ca: &Path, identity: Option<&Issued>) -> rustls::ClientConfig {
     }
 }
 
+/// A length-prefixed ConnectRequest for a new session (30 s timeout).
+pub fn new_session_frame() -> Vec<u8> {
+    let body = ConnectRequest {
+        protocol_version: 0,
+        last_zxid_seen: 0,
+        timeout: 30_000,
+        session_id: 0,
+        passwd: bytes::Bytes::from_static(&[0u8; jute::HANDSHAKE_PASSWORD_LEN]),
+        read_only: Some(false),
+    }
+    .to_bytes();
+    let mut frame = (body.len() as i32).to_be_bytes().to_vec();
+    frame.extend_from_slice(&body);
+    frame
+}
+
 /// Opens a session over TLS; `Ok(session id)`, or `Err` with what went wrong (a refused
 /// handshake, the connection closed before the ConnectResponse, ...).
 pub fn tls_session(addr: SocketAddr, ca: &Path, identity: Option<&Issued>) -> Result<i64, String> {
@@ -57,18 +73,8 @@ pub fn tls_session(addr: SocketAddr, ca: &Path, identity: Option<&Issued>) -> Re
     sock.set_read_timeout(Some(IO_TIMEOUT))
         .map_err(|e| e.to_string())?;
     let mut tls = rustls::StreamOwned::new(conn, sock);
-    let request = ConnectRequest {
-        protocol_version: 0,
-        last_zxid_seen: 0,
-        timeout: 30_000,
-        session_id: 0,
-        passwd: bytes::Bytes::from_static(&[0u8; jute::HANDSHAKE_PASSWORD_LEN]),
-        read_only: Some(false),
-    };
-    let body = request.to_bytes();
-    let mut frame = (body.len() as i32).to_be_bytes().to_vec();
-    frame.extend_from_slice(&body);
-    tls.write_all(&frame).map_err(|e| format!("write: {e}"))?;
+    tls.write_all(&new_session_frame())
+        .map_err(|e| format!("write: {e}"))?;
     tls.flush().map_err(|e| format!("flush: {e}"))?;
     let mut len = [0u8; 4];
     tls.read_exact(&mut len)

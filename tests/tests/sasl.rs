@@ -16,7 +16,6 @@ use std::time::Duration;
 use bytes::{BufMut, BytesMut};
 use harness::zkcli::ZkCli;
 use harness::{against_both, ServerKind, TestServer, TestServerBuilder};
-use jute::{ConnectRequest, Record};
 
 const SERVER_JAAS: &str =
     "Server {\n    org.apache.zookeeper.server.auth.DigestLoginModule required\n    \
@@ -136,19 +135,8 @@ fn raw_sasl(server: &TestServer, tokens: &[&[u8]]) -> (Option<i32>, bool) {
     let mut s = TcpStream::connect(server.addr()).expect("connect");
     s.set_read_timeout(Some(Duration::from_secs(15)))
         .expect("timeout");
-    let req = ConnectRequest {
-        protocol_version: 0,
-        last_zxid_seen: 0,
-        timeout: 30_000,
-        session_id: 0,
-        passwd: bytes::Bytes::from_static(&[0u8; jute::HANDSHAKE_PASSWORD_LEN]),
-        read_only: Some(false),
-    }
-    .to_bytes();
-    let mut out = BytesMut::new();
-    out.put_i32(req.len() as i32);
-    out.put_slice(&req);
-    s.write_all(&out).expect("write handshake");
+    s.write_all(&harness::tls_probe::new_session_frame())
+        .expect("write handshake");
     let mut len = [0u8; 4];
     s.read_exact(&mut len).expect("handshake response");
     let mut resp = vec![0u8; i32::from_be_bytes(len) as usize];

@@ -117,6 +117,14 @@ pub enum Verdict {
     Close,
 }
 
+/// What the guard needs of its connection.
+#[derive(Clone, Copy)]
+pub struct Cx<'a> {
+    pub pipeline: &'a Mutex<Pipeline>,
+    pub out: &'a Outbox,
+    pub metrics: &'a Metrics,
+}
+
 /// One connection's view of [`Auth`], with its SASL exchange.
 pub struct Guard {
     auth: Arc<Auth>,
@@ -149,17 +157,14 @@ impl Guard {
     }
 
     /// Looks at one request before dispatch.
-    pub fn check(
-        &mut self,
-        op: i32,
-        xid: i32,
-        body: &Bytes,
-        pipeline: &Mutex<Pipeline>,
-        out: &Outbox,
-        metrics: &Metrics,
-    ) -> Verdict {
+    pub fn check(&mut self, op: i32, xid: i32, body: &Bytes, cx: &Cx) -> Verdict {
+        let Cx {
+            pipeline,
+            out,
+            metrics,
+        } = *cx;
         if op == OpCode::Sasl.code() {
-            return self.sasl(xid, body, pipeline, out, metrics);
+            return self.sasl(xid, body, cx);
         }
         if ops::info(op).class == OpClass::Auth {
             return self.auth_packet(xid, body, pipeline, out);
@@ -220,14 +225,12 @@ impl Guard {
         }
     }
 
-    fn sasl(
-        &mut self,
-        xid: i32,
-        body: &Bytes,
-        pipeline: &Mutex<Pipeline>,
-        out: &Outbox,
-        metrics: &Metrics,
-    ) -> Verdict {
+    fn sasl(&mut self, xid: i32, body: &Bytes, cx: &Cx) -> Verdict {
+        let Cx {
+            pipeline,
+            out,
+            metrics,
+        } = *cx;
         let Some(settings) = &self.auth.sasl else {
             tracing::warn!(
                 "a client sent a SASL token, but SASL is not configured (jaasLoginConfig)"
@@ -283,13 +286,7 @@ impl Guard {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn keys(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use crate::tls::keys;
 
     #[test]
     fn enforcement_keys() {

@@ -21,7 +21,7 @@ use parking_lot::Mutex;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 
-use super::auth::{Guard, Verdict};
+use super::auth::{Cx, Guard, Verdict};
 use super::completion::Completion;
 use super::conn_stats::ConnStats;
 use super::outbox::Outbox;
@@ -481,14 +481,12 @@ impl Connection {
         let body = r.take_rest();
         let started = Instant::now();
         let class = ops::info(header.op).class;
-        match (self.guard).check(
-            header.op,
-            header.xid,
-            &body,
-            &self.pipeline,
-            &self.outbox,
+        let cx = Cx {
+            pipeline: &self.pipeline,
+            out: &self.outbox,
             metrics,
-        ) {
+        };
+        match self.guard.check(header.op, header.xid, &body, &cx) {
             Verdict::Pass => {}
             Verdict::Answered => return Ok(()),
             Verdict::Close => return Err(End::AuthFailed),

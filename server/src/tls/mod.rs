@@ -438,16 +438,18 @@ pub fn x509_id(chain: Option<&[CertificateDer<'_>]>) -> Option<String> {
     chain?.first().and_then(|c| subject::rfc2253(c.as_ref()))
 }
 
+/// zoo.cfg security keys from pairs, for unit tests here and in the network layer.
+#[cfg(test)]
+pub fn keys(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn keys(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
 
     #[test]
     fn defaults_as_zookeeper() {
