@@ -468,3 +468,41 @@ fn certificates_reload_zooraft() {
     let log = std::fs::read_to_string(server.log_path()).expect("server log");
     assert!(log.contains("certificates reloaded"), "{log}");
 }
+
+/// `secureClientPort` alone: zooraft serves TLS only (no plain port is opened).
+#[test]
+fn secure_port_alone_zooraft() {
+    let p = pki();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let secure = free_port();
+    let cfg = dir.path().join("zoo.cfg");
+    std::fs::write(
+        &cfg,
+        format!(
+            "dataDir={}\nclientPortAddress=127.0.0.1\nsecureClientPort={secure}\n\
+             ssl.keyStore.location={}\nssl.trustStore.location={}\n",
+            dir.path().join("data").display(),
+            p.server.pem_store.display(),
+            p.ca.cert.display()
+        ),
+    )
+    .expect("write zoo.cfg");
+    let log = std::fs::File::create(dir.path().join("server.log")).expect("log");
+    let mut child = Command::new(harness::zooraft_binary())
+        .arg("--config")
+        .arg(&cfg)
+        .stdout(log.try_clone().expect("log"))
+        .stderr(log)
+        .spawn()
+        .expect("spawn zooraft");
+    let addr = ([127, 0, 0, 1], secure).into();
+    let served = (0..200).any(|_| {
+        std::thread::sleep(Duration::from_millis(100));
+        tls_session(addr, &p.ca.cert, Some(&p.client1)).is_ok()
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    let log = std::fs::read_to_string(dir.path().join("server.log")).unwrap_or_default();
+    assert!(served, "no TLS session on the secure port alone:\n{log}");
+    assert!(!log.contains(":2181"), "a plain port was opened:\n{log}");
+}

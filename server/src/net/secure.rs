@@ -151,8 +151,9 @@ async fn bind(addr: SocketAddr, listen: Listen) -> Result<(TcpListener, Listen),
     Ok((l, listen))
 }
 
-/// Opens the client ports zoo.cfg asks for: `clientPort` at `plain` (TLS too with
-/// `client.portUnification=true`) unless only `secureClientPort` is set, and
+/// Opens the client ports zoo.cfg asks for: `clientPort` (or this member's `;clientPort`)
+/// at `plain` (TLS too with `client.portUnification=true`) unless only `secureClientPort`
+/// is set, and
 /// `secureClientPort` (TLS only). The first one is the member's client address.
 pub async fn bind_client_ports(
     config: &Config,
@@ -177,7 +178,11 @@ pub async fn bind_client_ports(
         auth: auth.clone(),
     };
     let mut out = Vec::new();
-    if config.client_port_given || secure_port.is_none() {
+    let member_port = config
+        .members
+        .get(&config.my_id)
+        .is_some_and(|m| m.client_port.is_some());
+    if config.client_port_given || member_port || secure_port.is_none() {
         let mode = match (&acceptor, unified) {
             (Some(a), true) => Mode::Unified(a.clone()),
             _ => Mode::Plain,

@@ -60,11 +60,13 @@ pub async fn inbound(
     addr: SocketAddr,
 ) -> std::io::Result<PeerRead> {
     let Some(tls) = tls else {
-        return Ok(Box::new(stream.into_split().0));
+        // The whole stream: dropping its write half would send a FIN the peer (or a proxy
+        // between) takes for the end of the connection.
+        return Ok(Box::new(stream));
     };
     let accept = tokio_rustls::TlsAcceptor::from(tls.acceptor.config()).accept(stream);
     match tokio::time::timeout(HANDSHAKE_TIMEOUT, accept).await {
-        Ok(Ok(s)) => Ok(Box::new(tokio::io::split(s).0)),
+        Ok(Ok(s)) => Ok(Box::new(s)),
         Ok(Err(e)) => {
             tracing::warn!(%addr, "quorum TLS: refused a member connection from {addr}: {e}");
             Err(refused(e))
@@ -84,12 +86,12 @@ pub async fn outbound(
     addr: SocketAddr,
 ) -> std::io::Result<PeerWrite> {
     let Some(tls) = tls else {
-        return Ok(Box::new(stream.into_split().1));
+        return Ok(Box::new(stream));
     };
     let name = ServerName::IpAddress(addr.ip().into());
     let connect = tokio_rustls::TlsConnector::from(tls.connector.config()).connect(name, stream);
     match tokio::time::timeout(HANDSHAKE_TIMEOUT, connect).await {
-        Ok(Ok(s)) => Ok(Box::new(tokio::io::split(s).1)),
+        Ok(Ok(s)) => Ok(Box::new(s)),
         Ok(Err(e)) => {
             tracing::warn!(peer = to, %addr, "quorum TLS: member {to} at {addr} refused: {e}");
             Err(refused(e))
