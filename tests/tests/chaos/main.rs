@@ -65,7 +65,28 @@ const CONTENDER_TEST: &str = "chaos_contender_process";
 #[test]
 fn chaos_locks_three_members() {
     let _serial = serial();
-    let mut w = World::new("locks-3", 3);
+    locks_three_members(World::new("locks-3", 3));
+}
+
+/// The same scenario with the members talking mutual TLS (`sslQuorum=true`): pauses,
+/// kills, isolation and restarts reconnect through TLS handshakes.
+#[test]
+fn chaos_locks_three_members_quorum_tls() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let ca = harness::pki::Ca::new(dir.path(), "chaos-ca");
+    let member = ca.issue("member", "/CN=member");
+    let store = member.pem_store.display().to_string();
+    let trust = ca.cert.display().to_string();
+    let extra = [
+        ("sslQuorum", "true"),
+        ("ssl.quorum.keyStore.location", store.as_str()),
+        ("ssl.quorum.trustStore.location", trust.as_str()),
+    ];
+    locks_three_members(World::with_config("locks-3-tls", 3, &extra));
+}
+
+fn locks_three_members(mut w: World) {
     w.start_writer();
     w.start_contenders(4);
     let c = CONTENDER_SESSION.as_millis() as u64;

@@ -105,11 +105,16 @@ pub(crate) const COUNTER: &str = "/chaos/counter";
 
 impl World {
     pub(crate) fn new(name: &str, members: usize) -> World {
+        World::with_config(name, members, &[])
+    }
+
+    /// A world whose members have extra zoo.cfg lines (quorum TLS, for one).
+    pub(crate) fn with_config(name: &str, members: usize, extra: &[(&str, &str)]) -> World {
         let seed = scenario_seed(name);
         println!(
             "chaos {name}: seed {seed:#x} (replay with CHAOS_SEED={seed:#x}), {members} members"
         );
-        let ensemble = TestEnsemble::start_partitionable(members, 0, &[]);
+        let ensemble = TestEnsemble::start_partitionable(members, 0, extra);
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
