@@ -506,3 +506,50 @@ fn secure_port_alone_zooraft() {
     assert!(served, "no TLS session on the secure port alone:\n{log}");
     assert!(!log.contains(":2181"), "a plain port was opened:\n{log}");
 }
+
+/// zookeeper-client (Rust) over TLS (`tcp+tls://`), with its CA and a client certificate:
+/// reads and writes, and its x509 ACL holds.
+fn rust_client_over_tls(kind: ServerKind) {
+    use zookeeper_client as zkc;
+    // Two rustls providers are compiled in (ring for the server, aws-lc for this client):
+    // name the one to use.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let p = pki();
+    let (server, secure) = tls_server(kind, &p, "need", &[]);
+    let read = |path: &std::path::Path| std::fs::read_to_string(path).expect("read PEM");
+    let options = zkc::TlsOptions::new()
+        .with_pem_ca(&read(&p.ca.cert))
+        .expect("CA")
+        .with_pem_identity(&read(&p.client1.cert), &read(&p.client1.key))
+        .expect("identity");
+    harness::rt::block_on(async {
+        let client = harness::rt::within(
+            "zookeeper-client TLS connect",
+            Duration::from_secs(30),
+            zkc::Client::connector()
+                .with_tls(options)
+                .connect(&format!("tcp+tls://127.0.0.1:{secure}")),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{}: TLS connect: {e}\n{}", kind.name(), server.log_tail()));
+        let acl = [zkc::Acl::new(
+            zkc::Permission::ALL,
+            zkc::AuthId::new("x509", "CN=client1"),
+        )];
+        let options = zkc::CreateMode::Persistent.with_acls(zkc::Acls::new(&acl));
+        client
+            .create("/rust-tls", b"x", &options)
+            .await
+            .expect("create");
+        let (data, _) = client.get_data("/rust-tls").await.expect("get");
+        assert_eq!(data, b"x");
+        let (acls, _) = client.get_acl("/rust-tls").await.expect("getAcl");
+        assert_eq!(acls, acl);
+    });
+}
+
+against_both!(
+    rust_client_over_tls_apache,
+    rust_client_over_tls_zooraft,
+    rust_client_over_tls
+);
