@@ -57,3 +57,8 @@ mod raft;
 pub mod server;
 mod state;
 mod stats;
+
+/// Counts what each thread allocates, for the memory-per-znode test.
+#[cfg(test)]
+#[global_allocator]
+static ALLOCATOR: state::tree::memory::CountingAlloc = state::tree::memory::CountingAlloc;

@@ -4,6 +4,7 @@
 //! |------|---------|
 //! | `mod.rs` | the listener: accepts connections, enforces `maxClientCnxns` per address |
 //! | `connection.rs` | one connection: handshake, then requests in order |
+//! | `handshake.rs`, `end.rs` | the handshake; why a connection ended |
 //! | `pipeline.rs` | a connection's requests in arrival order, answered in that order |
 //! | `outbox.rs` | a connection's outbound bytes, drained by its writer task |
 //! | `reads.rs` | requests answered from the local tree |
@@ -20,6 +21,8 @@ mod completion;
 mod conn_stats;
 mod connection;
 mod delivery;
+mod end;
+mod handshake;
 mod metrics;
 mod outbox;
 mod pipeline;

@@ -296,7 +296,7 @@ impl raft::Storage for RaftStorage {
             ));
         }
         let mut snap = Snapshot {
-            data: self.snapshot_data().unwrap_or_default(),
+            data: self.snapshot_data_for_sending().unwrap_or_default(),
             ..Default::default()
         };
         snap.set_metadata(meta);
