@@ -441,12 +441,6 @@ fn open_fds() -> usize {
 }
 
 fn max_fds() -> u64 {
-    std::fs::read_to_string("/proc/self/limits")
-        .ok()
-        .and_then(|t| {
-            t.lines()
-                .find(|l| l.starts_with("Max open files"))
-                .and_then(|l| l.split_whitespace().nth(3).and_then(|v| v.parse().ok()))
-        })
-        .unwrap_or(0)
+    // "Max open files  <soft>  <hard>  files": the soft limit.
+    super::environment::proc_number("/proc/self/limits", "Max open files", 0).unwrap_or(0)
 }

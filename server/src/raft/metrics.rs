@@ -169,35 +169,50 @@ impl ProposalClock {
 
     /// The commit index reached `committed` at `now`.
     pub fn committed(&mut self, committed: u64, now: Instant, counters: &RaftCounters) {
-        while let Some(&(index, at)) = self.proposed.front() {
-            if index > committed {
-                break;
-            }
-            self.proposed.pop_front();
-            counters
-                .quorum_ack_latency
-                .record_ms(now.saturating_duration_since(at));
-            self.committed.push_back((index, at));
-        }
+        let done = &mut self.committed;
+        take_upto(
+            &mut self.proposed,
+            committed,
+            now,
+            &counters.quorum_ack_latency,
+            |e| done.push_back(e),
+        );
     }
 
     /// Entries up to `applied` were applied at `now`.
     pub fn applied(&mut self, applied: u64, now: Instant, counters: &RaftCounters) {
-        while let Some(&(index, at)) = self.committed.front() {
-            if index > applied {
-                break;
-            }
-            self.committed.pop_front();
-            counters
-                .proposal_latency
-                .record_ms(now.saturating_duration_since(at));
-        }
+        take_upto(
+            &mut self.committed,
+            applied,
+            now,
+            &counters.proposal_latency,
+            |_| {},
+        );
     }
 
     /// Leadership ended: what was proposed may commit under the next leader, or never.
     pub fn clear(&mut self) {
         self.proposed.clear();
         self.committed.clear();
+    }
+}
+
+/// Takes the entries up to `index` off the front of `queue`, recording how long ago each was
+/// proposed in `summary` and handing it to `then`.
+fn take_upto(
+    queue: &mut VecDeque<(u64, Instant)>,
+    index: u64,
+    now: Instant,
+    summary: &Summary,
+    mut then: impl FnMut((u64, Instant)),
+) {
+    while let Some(&(i, at)) = queue.front() {
+        if i > index {
+            break;
+        }
+        queue.pop_front();
+        summary.record_ms(now.saturating_duration_since(at));
+        then((i, at));
     }
 }
 
