@@ -62,6 +62,11 @@ fn counter(key: &'static str, help: &'static str, v: &AtomicU64) -> Figure {
     }
 }
 
+/// A gauge kept in an unsigned atomic.
+fn counter_gauge(key: &'static str, help: &'static str, v: &AtomicU64) -> Figure {
+    gauge(key, help, v.load(Ordering::Relaxed))
+}
+
 fn signed(key: &'static str, help: &'static str, v: &AtomicI64) -> Figure {
     gauge(key, help, v.load(Ordering::Relaxed))
 }
@@ -350,6 +355,26 @@ pub fn gather(shared: &Shared, version: &str) -> Vec<Figure> {
             "serving",
             "1 if this member serves clients",
             v.serving as u8,
+        ),
+        gauge(
+            "resident_memory_bytes",
+            "Memory the process holds (resident set)",
+            super::environment::proc_number("/proc/self/status", "VmRSS:", 0).unwrap_or(0) * 1024,
+        ),
+        counter_gauge(
+            "rocksdb_memtable_bytes",
+            "RocksDB memtables",
+            &r.store_memtables,
+        ),
+        counter_gauge(
+            "rocksdb_table_readers_bytes",
+            "RocksDB index and filter blocks of open files",
+            &r.store_table_readers,
+        ),
+        counter_gauge(
+            "rocksdb_block_cache_bytes",
+            "RocksDB block cache",
+            &r.store_block_cache,
         ),
     ]);
     let in_quorum = v.role != Role::Standalone;

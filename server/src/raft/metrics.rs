@@ -61,6 +61,11 @@ pub struct RaftCounters {
     pub sessions_expired: AtomicU64,
     /// Since when this member leads, in milliseconds since the Unix epoch (0: it does not).
     pub leading_since_unix_ms: AtomicU64,
+    /// The store's memory (RocksDB memtables, table readers, block cache), sampled by the
+    /// Raft thread every session round.
+    pub store_memtables: AtomicU64,
+    pub store_table_readers: AtomicU64,
+    pub store_block_cache: AtomicU64,
 }
 
 impl Default for RaftCounters {
@@ -92,6 +97,9 @@ impl Default for RaftCounters {
             proposal_size_max: AtomicI64::new(-1),
             sessions_expired: AtomicU64::new(0),
             leading_since_unix_ms: AtomicU64::new(0),
+            store_memtables: AtomicU64::new(0),
+            store_table_readers: AtomicU64::new(0),
+            store_block_cache: AtomicU64::new(0),
         }
     }
 }
@@ -106,6 +114,15 @@ impl RaftCounters {
             self.proposal_size_min.store(bytes, Ordering::Relaxed);
         }
         self.proposal_size_max.fetch_max(bytes, Ordering::Relaxed);
+    }
+
+    /// Publishes the store's memory figures.
+    pub fn store_memory(&self, m: super::storage::StoreMemory) {
+        self.store_memtables.store(m.memtables, Ordering::Relaxed);
+        self.store_table_readers
+            .store(m.table_readers, Ordering::Relaxed);
+        self.store_block_cache
+            .store(m.block_cache, Ordering::Relaxed);
     }
 
     /// `srst`: forgets the summaries and the counters of events (not the start-up figures,
