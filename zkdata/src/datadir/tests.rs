@@ -1,0 +1,187 @@
+use super::*;
+use crate::tree::{StatPersisted, ZkNode, OPEN_UNSAFE_ACL_ID};
+use crate::txn::{op, LoggedTxn, Txn, TxnDigest, TxnHeader};
+use jute::Acl;
+
+fn base() -> ZkTree {
+    let mut t = ZkTree::new();
+    let root = ZkNode {
+        data: Some(Bytes::new()),
+        acl: OPEN_UNSAFE_ACL_ID,
+        stat: StatPersisted::default(),
+        children: Default::default(),
+    };
+    t.insert("/".into(), root.clone());
+    t.insert("/zookeeper".into(), root);
+    t.link_children().unwrap();
+    t
+}
+
+/// A snapshot at zxid 0 and `n` logged creates (zxids 1..=n) with their digests, as
+/// ZooKeeper writes them; returns the tree ZooKeeper would hold.
+fn data_dir(dir: &Path, n: i64) -> ZkTree {
+    let v = dir.join("version-2");
+    std::fs::create_dir_all(&v).unwrap();
+    let mut t = base();
+    std::fs::write(v.join("snapshot.0"), snapshot::write(&t)).unwrap();
+    let mut txns = Vec::new();
+    for z in 1..=n {
+        let header = TxnHeader {
+            client_id: 1,
+            cxid: z as i32,
+            zxid: z,
+            time: z * 10,
+            kind: op::CREATE,
+        };
+        let txn = Txn::Create {
+            path: format!("/n{z}"),
+            data: None,
+            acl: vec![Acl::open_unsafe()],
+            ephemeral: false,
+            parent_cversion: z as i32,
+        };
+        t.process(&header, &txn);
+        txns.push(LoggedTxn {
+            header,
+            txn,
+            digest: Some(TxnDigest {
+                version: 2,
+                tree_digest: t.digest(),
+            }),
+        });
+    }
+    std::fs::write(v.join("log.1"), log::write(0, &txns)).unwrap();
+    t
+}
+
+#[test]
+fn restores_snapshot_plus_log_with_digests() {
+    let dir = tempfile::tempdir().unwrap();
+    let expected = data_dir(dir.path(), 5);
+    let r = restore(dir.path(), dir.path(), &mut |_| {}).unwrap();
+    assert_eq!(r.tree.nodes, expected.nodes);
+    assert_eq!(r.tree.last_zxid, 5);
+    assert_eq!(r.txns, 5);
+    assert!(matches!(r.digest, DigestCheck::Verified(n) if n >= 5));
+}
+
+#[test]
+fn torn_tail_is_the_end_and_a_bad_crc_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    data_dir(dir.path(), 5);
+    let log = dir.path().join("version-2/log.1");
+    let whole = std::fs::read(&log).unwrap();
+    std::fs::write(&log, &whole[..whole.len() - 3]).unwrap();
+    let r = restore(dir.path(), dir.path(), &mut |_| {}).unwrap();
+    assert_eq!(r.tree.last_zxid, 4);
+    assert!(r.torn.is_some());
+    let mut bad = whole.clone();
+    bad[16 + 30] ^= 0xff;
+    std::fs::write(&log, &bad).unwrap();
+    let e = restore(dir.path(), dir.path(), &mut |_| {})
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("log.1") && e.contains("checksum") && e.contains("offset 16"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_gap_in_the_logs_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    data_dir(dir.path(), 3);
+    let header = TxnHeader {
+        client_id: 1,
+        cxid: 1,
+        zxid: 7,
+        time: 70,
+        kind: op::CREATE_SESSION,
+    };
+    let later = LoggedTxn {
+        header,
+        txn: Txn::CreateSession { timeout: 3000 },
+        digest: None,
+    };
+    std::fs::write(dir.path().join("version-2/log.7"), log::write(0, &[later])).unwrap();
+    let e = restore(dir.path(), dir.path(), &mut |_| {})
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("gap") && e.contains("0x3") && e.contains("0x7"),
+        "{e}"
+    );
+}
+
+#[test]
+fn incomplete_snapshots_are_skipped_and_damaged_ones_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let expected = data_dir(dir.path(), 4);
+    let v = dir.path().join("version-2");
+    // A newer snapshot cut short by a crash: skipped, the older one and the log used.
+    let mut newer = base();
+    newer.last_zxid = 2;
+    let bytes = snapshot::write(&newer);
+    std::fs::write(v.join("snapshot.2"), &bytes[..bytes.len() / 2]).unwrap();
+    let r = restore(dir.path(), dir.path(), &mut |_| {}).unwrap();
+    assert_eq!(r.skipped.len(), 1);
+    assert_eq!(r.tree.nodes, expected.nodes);
+    // A complete-looking snapshot with a flipped byte: an error naming it.
+    let mut flipped = bytes.clone();
+    flipped[20] ^= 1;
+    std::fs::write(v.join("snapshot.2"), &flipped).unwrap();
+    let e = restore(dir.path(), dir.path(), &mut |_| {})
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("snapshot.2"), "{e}");
+    // Only an incomplete snapshot: no usable snapshot.
+    std::fs::remove_file(v.join("snapshot.0")).unwrap();
+    std::fs::write(v.join("snapshot.2"), &bytes[..bytes.len() / 2]).unwrap();
+    let e = restore(dir.path(), dir.path(), &mut |_| {})
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("no usable snapshot"), "{e}");
+}
+
+#[test]
+fn a_replay_that_disagrees_with_the_digests_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    data_dir(dir.path(), 3);
+    let v = dir.path().join("version-2");
+    // Rewrite the log with a digest that cannot match after the second create.
+    let mut txns = Vec::new();
+    log::read(&std::fs::read(v.join("log.1")).unwrap(), |_, t| {
+        txns.push(t);
+        Ok::<(), LogError>(())
+    })
+    .unwrap();
+    if let Some(d) = txns[1].digest.as_mut() {
+        d.tree_digest ^= 1;
+    }
+    std::fs::write(v.join("log.1"), log::write(0, &txns)).unwrap();
+    let e = restore(dir.path(), dir.path(), &mut |_| {})
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("digest mismatch after zxid 0x2"), "{e}");
+}
+
+#[test]
+fn export_round_trips_and_refuses_a_used_directory() {
+    let src = tempfile::tempdir().unwrap();
+    let tree = data_dir(src.path(), 3);
+    for c in [Compression::None, Compression::Gzip, Compression::Snappy] {
+        let out = tempfile::tempdir().unwrap();
+        let path = write_datadir(&tree, out.path(), c).unwrap();
+        assert!(path
+            .to_string_lossy()
+            .ends_with(&format!("snapshot.3{}", c.suffix())));
+        let back = restore(out.path(), out.path(), &mut |_| {}).unwrap();
+        assert_eq!(back.tree.nodes, tree.nodes);
+        assert_eq!(back.digest, DigestCheck::Verified(1));
+        assert_eq!(
+            std::fs::read_to_string(out.path().join("version-2/currentEpoch")).unwrap(),
+            "0"
+        );
+        assert!(write_datadir(&tree, out.path(), c).is_err());
+    }
+}
