@@ -143,7 +143,7 @@ def hold(session_file, go_file, hosts):
 
 
 def abandon(session_file, hosts):
-    zk = connect(hosts, 6.0)
+    zk = connect(hosts, 20.0)
     zk.create("/abandoned", b"", makepath=True) if not zk.exists("/abandoned") else None
     zk.create("/abandoned/e", b"gone soon", ephemeral=True)
     with open(session_file + ".tmp", "w") as f:

@@ -160,6 +160,25 @@ impl TestServerBuilder {
         self
     }
 
+    /// Sets up the server's directory and zoo.cfg without starting it (to put data in
+    /// place first, e.g. with `zooraft import`); start it with [`TestServer::restart`] or
+    /// [`TestServer::respawn`].
+    pub fn prepare(self) -> TestServer {
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("{}-test-", self.kind.name()))
+            .tempdir()
+            .expect("temporary directory");
+        let port = self.port.unwrap_or_else(free_port);
+        let server = TestServer {
+            builder: self,
+            dir,
+            port,
+            child: None,
+        };
+        server.write_config();
+        server
+    }
+
     /// Starts the server and waits until it serves (`srvr` reports a Mode).
     pub fn start(self) -> TestServer {
         let dir = tempfile::Builder::new()
@@ -229,6 +248,11 @@ impl TestServer {
     /// The server's data directory.
     pub fn data_dir(&self) -> PathBuf {
         self.dir.path().join("data")
+    }
+
+    /// The server's zoo.cfg (written when it is started or prepared).
+    pub fn config_path(&self) -> PathBuf {
+        self.dir.path().join("zoo.cfg")
     }
 
     /// The file the server's stdout and stderr go to.

@@ -274,6 +274,7 @@ pub fn restore(
         DigestState::Unsettled { mismatch: None } => DigestCheck::NotAvailable,
     };
     let orphans = tree.remove_orphaned_ephemerals();
+    tree.recompute_quota_stats();
     Ok(Restored {
         tree,
         snapshot: snap_path,

@@ -464,6 +464,64 @@ impl ZkTree {
         r.err()
     }
 
+    /// ZooKeeper's `setupQuota` at load: the `zookeeper_stats` node of every path with a
+    /// quota gets that subtree's current node count and data bytes (ZooKeeper keeps these
+    /// in memory, outside the log). Other keys of the stats node are kept, sorted after
+    /// `count` and `bytes`, as `StatsTrack.toString` writes them.
+    pub fn recompute_quota_stats(&mut self) {
+        const PREFIX: &str = "/zookeeper/quota";
+        let limits: Vec<String> = self
+            .nodes
+            .keys()
+            .filter(|p| p.starts_with("/zookeeper/quota/") && p.ends_with("/zookeeper_limits"))
+            .cloned()
+            .collect();
+        for limit in limits {
+            let quota_dir = &limit[..limit.len() - "/zookeeper_limits".len()];
+            let target = &quota_dir[PREFIX.len()..];
+            let stats_path = format!("{quota_dir}/zookeeper_stats");
+            if !self.nodes.contains_key(target) || !self.nodes.contains_key(&stats_path) {
+                continue;
+            }
+            let (mut count, mut bytes) = (0i64, 0i64);
+            let mut stack = vec![target.to_string()];
+            while let Some(p) = stack.pop() {
+                let Some(n) = self.nodes.get(&p) else {
+                    continue;
+                };
+                count += 1;
+                bytes += n.data.as_ref().map_or(0, |d| d.len() as i64);
+                for c in &n.children {
+                    stack.push(if p == "/" {
+                        format!("/{c}")
+                    } else {
+                        format!("{p}/{c}")
+                    });
+                }
+            }
+            let Some(node) = self.nodes.get_mut(&stats_path) else {
+                continue;
+            };
+            let old = node
+                .data
+                .as_deref()
+                .map(String::from_utf8_lossy)
+                .unwrap_or_default();
+            let mut others: Vec<(String, String)> = old
+                .split(',')
+                .filter_map(|kv| kv.split_once('='))
+                .filter(|(k, _)| *k != "count" && *k != "bytes")
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            others.sort();
+            let mut text = format!("count={count},bytes={bytes}");
+            for (k, v) in others {
+                text.push_str(&format!(",{k}={v}"));
+            }
+            node.data = Some(Bytes::from(text));
+        }
+    }
+
     /// ZooKeeper's load-time clean-up: ephemerals whose session is not in the table are
     /// deleted (with the last zxid). Returns the sessions cleaned up.
     pub fn remove_orphaned_ephemerals(&mut self) -> Vec<i64> {

@@ -202,3 +202,41 @@ fn orphaned_ephemerals_go_at_load() {
     assert!(!t.nodes.contains_key("/e"));
     assert_eq!(t.nodes["/"].stat.pzxid, 9);
 }
+
+#[test]
+fn quota_stats_are_recomputed_as_zookeeper_does_at_load() {
+    let mut t = base();
+    t.process(
+        &header(op::CREATE, 1),
+        &create("/zookeeper/quota", 1, false),
+    );
+    t.process(&header(op::CREATE, 2), &create("/app", 2, false));
+    t.process(&header(op::CREATE, 3), &create("/app/x", 1, false));
+    t.process(
+        &header(op::CREATE, 4),
+        &create("/zookeeper/quota/app", 1, false),
+    );
+    for (z, name, data) in [
+        (5, "zookeeper_limits", "count=10,bytes=-1"),
+        (6, "zookeeper_stats", "count=0,bytes=0,zcustom=1"),
+    ] {
+        let txn = Txn::Create {
+            path: format!("/zookeeper/quota/app/{name}"),
+            data: Some(Bytes::from(data)),
+            acl: vec![],
+            ephemeral: false,
+            parent_cversion: -1,
+        };
+        t.process(&header(op::CREATE, z), &txn);
+    }
+    let digest = t.digest();
+    t.recompute_quota_stats();
+    // /app and /app/x, one byte of data each.
+    assert_eq!(
+        t.nodes["/zookeeper/quota/app/zookeeper_stats"]
+            .data
+            .as_deref(),
+        Some(&b"count=2,bytes=2,zcustom=1"[..])
+    );
+    assert_eq!(t.digest(), digest, "system nodes are not in the digest");
+}
