@@ -185,3 +185,83 @@ fn export_round_trips_and_refuses_a_used_directory() {
         assert!(write_datadir(&tree, out.path(), c).is_err());
     }
 }
+
+#[test]
+fn a_logged_reconfig_and_a_close_session_replay() {
+    let dir = tempfile::tempdir().unwrap();
+    let v = dir.path().join("version-2");
+    std::fs::create_dir_all(&v).unwrap();
+    let mut t = base();
+    let config = ZkNode {
+        data: Some(Bytes::new()),
+        acl: OPEN_UNSAFE_ACL_ID,
+        stat: StatPersisted {
+            aversion: -1,
+            ..Default::default()
+        },
+        children: Default::default(),
+    };
+    t.insert("/zookeeper/config".into(), config);
+    t.link_children().unwrap();
+    std::fs::write(v.join("snapshot.0"), snapshot::write(&t)).unwrap();
+    let h = |zxid, kind, client_id| TxnHeader {
+        client_id,
+        cxid: 1,
+        zxid,
+        time: 500 + zxid,
+        kind,
+    };
+    let members = "server.1=127.0.0.1:2888:3888:participant;0.0.0.0:2181\nversion=100000002";
+    let txns = vec![
+        LoggedTxn {
+            header: h(1, op::CREATE_SESSION, 0x77),
+            txn: Txn::CreateSession { timeout: 9000 },
+            digest: None,
+        },
+        LoggedTxn {
+            header: h(2, op::RECONFIG, 0x77),
+            txn: Txn::SetData {
+                path: "/zookeeper/config".into(),
+                data: Some(Bytes::from(members)),
+                version: -1,
+            },
+            digest: None,
+        },
+        LoggedTxn {
+            header: h(3, op::CREATE, 0x77),
+            txn: Txn::Create {
+                path: "/e".into(),
+                data: None,
+                acl: vec![Acl::open_unsafe()],
+                ephemeral: true,
+                parent_cversion: 2,
+            },
+            digest: None,
+        },
+        LoggedTxn {
+            header: h(4, op::CLOSE_SESSION, 0x77),
+            txn: Txn::CloseSession {
+                paths: Some(vec!["/e".into()]),
+            },
+            digest: None,
+        },
+        LoggedTxn {
+            header: h(5, op::CREATE_SESSION, 0x78),
+            txn: Txn::CreateSession { timeout: 4000 },
+            digest: None,
+        },
+    ];
+    std::fs::write(v.join("log.1"), log::write(0, &txns)).unwrap();
+    let r = restore(dir.path(), dir.path(), &mut |_| {}).unwrap();
+    let cfg = &r.tree.nodes["/zookeeper/config"];
+    assert_eq!(cfg.data.as_deref(), Some(members.as_bytes()));
+    assert_eq!((cfg.stat.mzxid, cfg.stat.version), (2, -1));
+    assert!(!r.tree.nodes.contains_key("/e"));
+    assert_eq!(r.tree.nodes["/"].stat.pzxid, 4);
+    assert_eq!(
+        r.tree.sessions.iter().collect::<Vec<_>>(),
+        vec![(&0x78, &4000)]
+    );
+    assert_eq!(r.tree.last_zxid, 5);
+    assert_eq!(r.digest, DigestCheck::NotAvailable);
+}
