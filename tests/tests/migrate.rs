@@ -259,15 +259,7 @@ fn load_zookeeper(zk: &TestServer) {
 /// What ZooKeeper's Stat says the next sequential suffix under `parent` is (the stored
 /// cversion: visible cversion = stored * 2 - children).
 fn next_sequence(dump_stat: &str) -> i64 {
-    let field = |name: &str| -> i64 {
-        let at = dump_stat.rfind(&format!("{name}: ")).expect("field") + name.len() + 2;
-        dump_stat[at..]
-            .split(|c: char| c == ',' || c == ' ' || c == '}')
-            .next()
-            .and_then(|v| v.parse().ok())
-            .expect("number")
-    };
-    (field("cversion") + field("num_children")) / 2
+    (stat_field(dump_stat, "cversion") + stat_field(dump_stat, "num_children")) / 2
 }
 
 fn create_sequential(hosts: &str, prefix: &str) -> String {
@@ -339,16 +331,10 @@ fn import_keeps_tree_stats_sessions_and_sequences() {
     // New zxids continue above the imported ones, in a later epoch.
     let last_imported = expected
         .values()
-        .filter_map(|v| v.split("mzxid: ").nth(1))
-        .filter_map(|v| v.split(',').next()?.trim().parse::<i64>().ok())
+        .map(|v| stat_field(v, "mzxid").max(stat_field(v, "pzxid")))
         .max()
         .expect("zxids");
-    let after = dump(&hosts);
-    let new_czxid: i64 = after[&made]
-        .split("czxid: ")
-        .nth(1)
-        .and_then(|v| v.split(',').next()?.trim().parse().ok())
-        .expect("czxid");
+    let new_czxid = stat_field(&dump(&hosts)[&made], "czxid");
     assert!(new_czxid > last_imported && (new_czxid >> 32) > (last_imported >> 32));
     // The abandoned session's ephemeral expires on zooraft, after its timeout.
     let started = Instant::now();
@@ -686,10 +672,20 @@ async fn write_load(hosts: String, stop: std::sync::Arc<std::sync::atomic::Atomi
     n
 }
 
+/// `zooraft restore FILE --config CFG`.
+fn restore(file: &Path, cfg: &Path) -> (bool, String) {
+    zooraft_cmd(&[
+        "restore",
+        file.to_str().expect("utf-8 path"),
+        "--config",
+        cfg.to_str().expect("utf-8 path"),
+    ])
+}
+
 fn stat_field(v: &str, name: &str) -> i64 {
     v.split(&format!(" {name}: "))
         .nth(1)
-        .and_then(|s| s.split(|c: char| c == ',' || c == ' ').next()?.parse().ok())
+        .and_then(|s| s.split([',', ' ']).next()?.parse().ok())
         .unwrap_or_else(|| panic!("no {name} in {v}"))
 }
 
@@ -743,20 +739,10 @@ fn backup_under_write_load_restores_the_state_at_its_zxid() {
 
     let mut restored = zooraft(free_port(), &[]);
     let cfg = restored.config_path();
-    let (ok, text) = zooraft_cmd(&[
-        "restore",
-        file.to_str().unwrap(),
-        "--config",
-        cfg.to_str().unwrap(),
-    ]);
+    let (ok, text) = restore(&file, &cfg);
     assert!(ok, "{text}");
     // A second restore into the same member is refused.
-    let (ok, text2) = zooraft_cmd(&[
-        "restore",
-        file.to_str().unwrap(),
-        "--config",
-        cfg.to_str().unwrap(),
-    ]);
+    let (ok, text2) = restore(&file, &cfg);
     assert!(!ok && text2.contains("already holds"), "{text2}");
     restored.restart();
     let got = dump(&restored.connect_string());
@@ -895,12 +881,7 @@ fn a_backup_of_a_follower_equals_one_of_the_leader() {
     let file = tmp.path().join(format!("m{follower}.zrbk"));
     for m in fresh.iter_mut() {
         let cfg = m.config_path();
-        let (ok, text) = zooraft_cmd(&[
-            "restore",
-            file.to_str().unwrap(),
-            "--config",
-            cfg.to_str().unwrap(),
-        ]);
+        let (ok, text) = restore(&file, &cfg);
         assert!(ok, "{text}");
         m.respawn();
     }

@@ -321,17 +321,8 @@ mod tests {
     use crate::tree::CONTAINER_OWNER;
 
     pub(crate) fn sample() -> ZkTree {
-        let mut t = ZkTree::new();
+        let mut t = crate::tree::fresh();
         let open = t.acl_key(&[Acl::open_unsafe()]);
-        let root = ZkNode {
-            data: Some(Bytes::new()),
-            acl: OPEN_UNSAFE_ACL_ID,
-            stat: StatPersisted::default(),
-            children: HashSet::new(),
-        };
-        t.insert("/".into(), root.clone());
-        t.insert("/zookeeper".into(), root);
-        t.link_children().unwrap();
         t.sessions.insert(0x100, 4000);
         t.create_node(
             "/a",

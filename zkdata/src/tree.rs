@@ -120,6 +120,20 @@ fn split(path: &str) -> (&str, &str) {
     }
 }
 
+/// A child create's effect on its parent: the transaction's cversion (-1: one more than
+/// now), applied only if it is higher, as the snapshot may already hold the child.
+fn raise_cversion(stat: &mut StatPersisted, cversion: i32, zxid: i64) {
+    let cv = if cversion == -1 {
+        stat.cversion + 1
+    } else {
+        cversion
+    };
+    if cv > stat.cversion {
+        stat.cversion = cv;
+        stat.pzxid = zxid;
+    }
+}
+
 /// `DigestCalculator.calculateDigest`: CRC-32 of the path (the root as ""), the data and the
 /// stat; nodes under `/zookeeper/` do not count.
 pub fn node_digest(path: &str, node: &ZkNode) -> u64 {
@@ -267,15 +281,7 @@ impl ZkTree {
         }
         let child = child.to_string();
         self.update(parent, |p| {
-            let cv = if parent_cversion == -1 {
-                p.stat.cversion + 1
-            } else {
-                parent_cversion
-            };
-            if cv > p.stat.cversion {
-                p.stat.cversion = cv;
-                p.stat.pzxid = zxid;
-            }
+            raise_cversion(&mut p.stat, parent_cversion, zxid);
             p.children.insert(child);
         })?;
         let stat = StatPersisted {
@@ -320,17 +326,7 @@ impl ZkTree {
         cversion: i32,
         zxid: i64,
     ) -> Result<(), ReplayError> {
-        self.update(path, |n| {
-            let cv = if cversion == -1 {
-                n.stat.cversion + 1
-            } else {
-                cversion
-            };
-            if cv > n.stat.cversion {
-                n.stat.cversion = cv;
-                n.stat.pzxid = zxid;
-            }
-        })
+        self.update(path, |n| raise_cversion(&mut n.stat, cversion, zxid))
     }
 
     /// Deletes a session's ephemerals (`killSession`): the paths the transaction names,
@@ -535,6 +531,22 @@ impl ZkTree {
         }
         orphans
     }
+}
+
+/// A fresh tree as ZooKeeper starts one (`/` and `/zookeeper`), for tests.
+#[cfg(test)]
+pub(crate) fn fresh() -> ZkTree {
+    let mut t = ZkTree::new();
+    let root = ZkNode {
+        data: Some(Bytes::new()),
+        acl: OPEN_UNSAFE_ACL_ID,
+        stat: StatPersisted::default(),
+        children: HashSet::new(),
+    };
+    t.insert("/".into(), root.clone());
+    t.insert("/zookeeper".into(), root);
+    t.link_children().expect("the root exists");
+    t
 }
 
 #[cfg(test)]

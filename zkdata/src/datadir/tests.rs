@@ -4,17 +4,7 @@ use crate::txn::{op, LoggedTxn, Txn, TxnDigest, TxnHeader};
 use jute::Acl;
 
 fn base() -> ZkTree {
-    let mut t = ZkTree::new();
-    let root = ZkNode {
-        data: Some(Bytes::new()),
-        acl: OPEN_UNSAFE_ACL_ID,
-        stat: StatPersisted::default(),
-        children: Default::default(),
-    };
-    t.insert("/".into(), root.clone());
-    t.insert("/zookeeper".into(), root);
-    t.link_children().unwrap();
-    t
+    crate::tree::fresh()
 }
 
 /// A snapshot at zxid 0 and `n` logged creates (zxids 1..=n) with their digests, as

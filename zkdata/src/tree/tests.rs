@@ -2,17 +2,7 @@ use super::*;
 use jute::Acl;
 
 fn base() -> ZkTree {
-    let mut t = ZkTree::new();
-    let root = ZkNode {
-        data: Some(Bytes::new()),
-        acl: OPEN_UNSAFE_ACL_ID,
-        stat: StatPersisted::default(),
-        children: HashSet::new(),
-    };
-    t.insert("/".into(), root.clone());
-    t.insert("/zookeeper".into(), root);
-    t.link_children().unwrap();
-    t
+    fresh()
 }
 
 fn header(kind: i32, zxid: i64) -> TxnHeader {
