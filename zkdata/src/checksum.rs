@@ -1,6 +1,6 @@
 //! The two checksums ZooKeeper's files use: Adler-32 (`java.util.zip.Adler32`) over
 //! snapshot streams and log records, and CRC-32 (`java.util.zip.CRC32`) inside the tree
-//! digest. Both are tiny; written here so the crate needs nothing for them.
+//! digest.
 
 /// Adler-32, fed incrementally.
 #[derive(Debug, Clone, Copy)]
@@ -44,49 +44,18 @@ pub fn adler32(bytes: &[u8]) -> i64 {
     a.value()
 }
 
-const fn crc_table() -> [u32; 256] {
-    let mut table = [0u32; 256];
-    let mut i = 0;
-    while i < 256 {
-        let mut c = i as u32;
-        let mut k = 0;
-        while k < 8 {
-            c = if c & 1 != 0 {
-                0xEDB8_8320 ^ (c >> 1)
-            } else {
-                c >> 1
-            };
-            k += 1;
-        }
-        table[i] = c;
-        i += 1;
-    }
-    table
-}
-
-static CRC_TABLE: [u32; 256] = crc_table();
-
-/// CRC-32 (IEEE), fed incrementally.
-#[derive(Debug, Clone, Copy)]
-pub struct Crc32(u32);
-
-impl Default for Crc32 {
-    fn default() -> Self {
-        Crc32(0xFFFF_FFFF)
-    }
-}
+/// CRC-32 (IEEE), fed incrementally (`crc32fast`, which uses the CPU's CRC instructions
+/// where it can: the digest hashes every node of a snapshot).
+#[derive(Debug, Clone, Default)]
+pub struct Crc32(crc32fast::Hasher);
 
 impl Crc32 {
     pub fn update(&mut self, bytes: &[u8]) {
-        let mut c = self.0;
-        for &x in bytes {
-            c = CRC_TABLE[((c ^ u32::from(x)) & 0xff) as usize] ^ (c >> 8);
-        }
-        self.0 = c;
+        self.0.update(bytes);
     }
 
     pub fn value(&self) -> u32 {
-        self.0 ^ 0xFFFF_FFFF
+        self.0.clone().finalize()
     }
 }
 

@@ -6,13 +6,11 @@
 //! `ZxidDigest` (zxid, digest version, tree digest) and seals again; 3.9 may add the last
 //! processed zxid, sealed the same way. All of it inside the optional compression.
 
-use std::collections::HashSet;
-
 use bytes::{BufMut, Bytes, BytesMut};
 use jute::{Acl, DecodeError, Reader, Record, WriteExt};
 
 use crate::checksum::adler32;
-use crate::tree::{StatPersisted, ZkNode, ZkTree, DIGEST_VERSION, OPEN_UNSAFE_ACL_ID};
+use crate::tree::{FastSet, StatPersisted, ZkNode, ZkTree, DIGEST_VERSION, OPEN_UNSAFE_ACL_ID};
 
 pub const SNAP_MAGIC: i32 = 0x5a4b_534e; // "ZKSN"
 pub const FORMAT_VERSION: i32 = 2;
@@ -172,13 +170,29 @@ pub fn read(
                 what: format!("invalid path {key:?}"),
             });
         }
+        // Depth-first order: a parent comes before its children (ZooKeeper links them as it
+        // reads, and refuses a node whose parent it has not seen).
+        if key != "/" {
+            let (parent, child) = crate::tree::split(&key);
+            match tree.nodes.get_mut(parent) {
+                Some(p) => {
+                    p.children.insert(child.to_string());
+                }
+                None => {
+                    return Err(SnapshotError {
+                        offset: at as u64,
+                        what: format!("node {key:?} comes before its parent"),
+                    })
+                }
+            }
+        }
         tree.insert(
             key,
             ZkNode {
                 data,
                 acl,
                 stat,
-                children: HashSet::new(),
+                children: FastSet::default(),
             },
         );
         nodes += 1;
@@ -188,9 +202,6 @@ pub fn read(
     }
     if !tree.nodes.contains_key("/") {
         return Err(c.err("the snapshot has no root node"));
-    }
-    if let Err(p) = tree.link_children() {
-        return Err(c.err(format!("node {p:?} has no parent in the snapshot")));
     }
     c.seal(&plain)?;
     let mut info = SnapshotInfo {

@@ -17,6 +17,10 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+/// Maps keyed by paths: a million entries are common, so a fast hash.
+pub type FastMap<K, V> = HashMap<K, V, ahash::RandomState>;
+pub type FastSet<K> = HashSet<K, ahash::RandomState>;
+
 use bytes::Bytes;
 use jute::Acl;
 
@@ -87,7 +91,7 @@ pub struct ZkNode {
     /// Key into [`ZkTree::acls`].
     pub acl: i64,
     pub stat: StatPersisted,
-    pub children: HashSet<String>,
+    pub children: FastSet<String>,
 }
 
 /// A ZooKeeper error code met during replay (ignored, as ZooKeeper ignores it).
@@ -101,7 +105,7 @@ pub enum ReplayError {
 #[derive(Debug, Clone, Default)]
 pub struct ZkTree {
     /// Path → node; the root is `/`.
-    pub nodes: HashMap<String, ZkNode>,
+    pub nodes: FastMap<String, ZkNode>,
     /// The ACL cache: key → list.
     pub acls: HashMap<i64, Vec<Acl>>,
     acl_keys: HashMap<Vec<Acl>, i64>,
@@ -112,7 +116,8 @@ pub struct ZkTree {
     digest: u64,
 }
 
-fn split(path: &str) -> (&str, &str) {
+/// A path's parent and last component (`/a` → `/`, `a`).
+pub fn split(path: &str) -> (&str, &str) {
     match path.rfind('/') {
         Some(0) => ("/", &path[1..]),
         Some(i) => (&path[..i], &path[i + 1..]),
@@ -299,7 +304,7 @@ impl ZkTree {
                 data,
                 acl,
                 stat,
-                children: HashSet::new(),
+                children: FastSet::default(),
             },
         );
         Ok(())
@@ -541,7 +546,7 @@ pub(crate) fn fresh() -> ZkTree {
         data: Some(Bytes::new()),
         acl: OPEN_UNSAFE_ACL_ID,
         stat: StatPersisted::default(),
-        children: HashSet::new(),
+        children: FastSet::default(),
     };
     t.insert("/".into(), root.clone());
     t.insert("/zookeeper".into(), root);

@@ -7,11 +7,9 @@
 //! derives them from the session id, and so does the import, so a client still holding a
 //! ZooKeeper session can resume it on zooraft.
 
-use std::collections::HashSet;
+use zkdata::tree::{FastSet, OwnerKind, StatPersisted, ZkNode, ZkTree};
 
-use zkdata::tree::{OwnerKind, StatPersisted, ZkNode, ZkTree};
-
-use crate::state::tree::{DataTree, NodeKind, TreeOptions, Znode};
+use crate::state::tree::{DataTree, Name, NodeKind, TreeOptions, Znode};
 use crate::state::{SessionInfo, StateMachine};
 
 /// Why a ZooKeeper tree cannot become zooraft state.
@@ -19,8 +17,8 @@ use crate::state::{SessionInfo, StateMachine};
 pub enum ConvertError {
     #[error("node {0} names an ACL the snapshot's ACL cache lacks")]
     MissingAcl(String),
-    #[error("node {0} has no parent")]
-    Orphan(String),
+    #[error("the tree's links are inconsistent: {0} nodes but {1} parent-child links")]
+    Links(usize, usize),
     #[error("invalid path {0:?}")]
     BadPath(String),
 }
@@ -49,7 +47,8 @@ fn owner_of(kind: NodeKind) -> i64 {
 pub fn to_state(mut zk: ZkTree, options: TreeOptions) -> Result<StateMachine, ConvertError> {
     let mut tree = DataTree::empty(options);
     let mut acl_lists = std::collections::HashMap::new();
-    let mut paths = Vec::with_capacity(zk.nodes.len());
+    let count = zk.nodes.len();
+    let mut links = 0;
     let nodes = std::mem::take(&mut zk.nodes);
     for (path, node) in nodes {
         let acl = match acl_lists.get(&node.acl) {
@@ -67,8 +66,15 @@ pub fn to_state(mut zk: ZkTree, options: TreeOptions) -> Result<StateMachine, Co
             return Err(ConvertError::BadPath(path));
         }
         let s = node.stat;
+        // The children sets come along: `ZkTree` links every node to its parent.
+        let mut children = DataTree::new_children();
+        children.reserve(node.children.len());
+        for c in node.children {
+            children.insert(Name::from(c));
+        }
+        links += children.len();
         tree.load_node(
-            path.clone(),
+            path,
             Znode {
                 data: node.data,
                 acl,
@@ -81,15 +87,12 @@ pub fn to_state(mut zk: ZkTree, options: TreeOptions) -> Result<StateMachine, Co
                 aversion: s.aversion,
                 kind: kind_of(s.ephemeral_owner),
                 pzxid: s.pzxid,
-                children: DataTree::new_children(),
+                children,
             },
         );
-        paths.push(path);
     }
-    for p in paths.iter().filter(|p| *p != "/") {
-        if !tree.link_child(p) {
-            return Err(ConvertError::Orphan(p.clone()));
-        }
+    if links + 1 != count || tree.get("/").is_none() {
+        return Err(ConvertError::Links(count, links));
     }
     let sessions = zk
         .sessions
@@ -134,7 +137,7 @@ pub fn to_zookeeper(state: &StateMachine) -> ZkTree {
                     .children
                     .iter()
                     .map(|c| c.to_string())
-                    .collect::<HashSet<_>>(),
+                    .collect::<FastSet<_>>(),
             },
         );
     }
