@@ -181,18 +181,8 @@ impl TestServerBuilder {
 
     /// Starts the server and waits until it serves (`srvr` reports a Mode).
     pub fn start(self) -> TestServer {
-        let dir = tempfile::Builder::new()
-            .prefix(&format!("{}-test-", self.kind.name()))
-            .tempdir()
-            .expect("temporary directory");
-        let port = self.port.unwrap_or_else(free_port);
         let wait = self.wait;
-        let mut server = TestServer {
-            builder: self,
-            dir,
-            port,
-            child: None,
-        };
+        let mut server = self.prepare();
         server.spawn();
         if wait {
             server.wait_ready();
