@@ -114,6 +114,7 @@ pub struct TestServerBuilder {
     port: Option<u16>,
     myid: Option<u64>,
     wait: bool,
+    quorum_peer: bool,
 }
 
 impl TestServerBuilder {
@@ -133,6 +134,13 @@ impl TestServerBuilder {
     /// (ensemble members cannot serve until a quorum is up); see [`TestServer::wait_ready`].
     pub fn no_wait(mut self) -> Self {
         self.wait = false;
+        self
+    }
+
+    /// Run Apache ZooKeeper as a quorum peer (`QuorumPeerMain`, for `server.N` lines,
+    /// `standaloneEnabled=false`, reconfig) instead of `ZooKeeperServerMain`.
+    pub fn quorum_peer(mut self) -> Self {
+        self.quorum_peer = true;
         self
     }
 
@@ -215,6 +223,7 @@ impl TestServer {
             port: None,
             myid: None,
             wait: true,
+            quorum_peer: false,
         }
     }
 
@@ -321,7 +330,11 @@ impl TestServer {
                 }
                 c.arg("-cp")
                     .arg(format!("{ZOOKEEPER_JAR}:/usr/share/java/slf4j-simple.jar"))
-                    .arg("org.apache.zookeeper.server.ZooKeeperServerMain")
+                    .arg(if self.builder.quorum_peer {
+                        "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+                    } else {
+                        "org.apache.zookeeper.server.ZooKeeperServerMain"
+                    })
                     .arg(&cfg);
                 c
             }

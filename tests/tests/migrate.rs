@@ -2,8 +2,10 @@
 //! by kazoo (`python/zk_migrate.py`) and zkCli.sh with every node and ACL kind, then
 //! stopped (cleanly, or killed with -9 under write load); `zooraft import`; zooraft started
 //! on the result and compared node by node (data, ACL, every Stat field) with what
-//! ZooKeeper served. Then the way back (`zooraft export`, ZooKeeper started on it), a round
-//! trip, damaged inputs, an ensemble, and online backup and restore.
+//! ZooKeeper served. Also a quorum peer (epoch 1 zxids) whose log holds a reconfig, a fuzzy
+//! snapshot with a torn log tail compared with ZooKeeper's own restore of the same files,
+//! the way back (`zooraft export`, ZooKeeper started on it), a round trip, damaged inputs,
+//! an ensemble, and online backup and restore.
 //!
 //! ZooKeeper and zooraft both run with a superDigest, so the comparison reads every node
 //! whatever its ACL.
@@ -927,4 +929,59 @@ fn a_backup_of_a_follower_equals_one_of_the_leader() {
         let got = dump(&m.connect_string());
         assert_eq!(got, expected);
     }
+}
+
+#[test]
+fn import_of_a_quorum_peer_with_a_logged_reconfig() {
+    let port = free_port();
+    let (peer, election) = (free_port(), free_port());
+    let mut zk = zookeeper(
+        Some(port),
+        &[
+            ("standaloneEnabled", "false"),
+            ("reconfigEnabled", "true"),
+            ("initLimit", "10"),
+            ("syncLimit", "5"),
+            (
+                "server.1",
+                &format!("127.0.0.1:{peer}:{election}:participant;127.0.0.1:{port}"),
+            ),
+        ],
+    )
+    .myid(1)
+    .quorum_peer()
+    .start();
+    load_zookeeper(&zk);
+    // A reconfig (logged as its own transaction type) adding an observer.
+    let mut cli = ZkCli::start("reconfig", &zk);
+    cli.run("addauth digest super:secret");
+    let out = cli.run(&format!(
+        "reconfig -add server.2=127.0.0.1:{}:{}:observer;127.0.0.1:{}",
+        free_port(),
+        free_port(),
+        free_port()
+    ));
+    cli.quit();
+    let expected = dump(&zk.connect_string());
+    let config = &expected["/zookeeper/config"];
+    assert!(
+        config.contains("observer") || format!("{out:?}").contains("observer"),
+        "{out:?}"
+    );
+    assert!(zk.stop());
+    let epoch: i64 = std::fs::read_to_string(zk.data_dir().join("version-2/currentEpoch"))
+        .expect("a quorum peer's currentEpoch")
+        .trim()
+        .parse()
+        .expect("decimal");
+    assert!(epoch >= 1);
+    let mut zr = zooraft(port, &[]);
+    let report = import(&zk.data_dir(), &zr);
+    assert!(report.contains("digest: the tree matches"), "{report}");
+    zr.restart();
+    assert_same(
+        "import of a quorum peer",
+        &expected,
+        &dump(&zr.connect_string()),
+    );
 }
