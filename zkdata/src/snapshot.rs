@@ -392,6 +392,12 @@ mod tests {
         let at = bytes.len() / 2;
         bad[at] ^= 0x40;
         assert!(read(Bytes::from(bad), &mut |_, _| {}).is_err());
+        // ZooKeeper 3.9's optional last-processed-zxid section, sealed like the others.
+        let mut with_zxid = BytesMut::from(&write(&t)[..]);
+        with_zxid.put_i64(0x1_0000_0007);
+        seal(&mut with_zxid);
+        let (_, info) = read(with_zxid.freeze(), &mut |_, _| {}).unwrap();
+        assert_eq!(info.last_processed_zxid, Some(0x1_0000_0007));
         // A future format version is refused.
         let mut future = bytes;
         future[7] = 3;
