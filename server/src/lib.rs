@@ -19,6 +19,9 @@
 //!   `Connections` implementation (`delivery.rs`).
 //! - `ops/` — the operator surface: four-letter words and the Prometheus endpoint, both from
 //!   one gathered view of the metrics (`view.rs`).
+//! - `migrate/` — moving state in and out: `import` from and `export` to Apache
+//!   ZooKeeper's data directory (the format itself is the `zkdata` crate), online `backup`
+//!   served on the admin port, and `restore`. Uses `state`, `raft` and `config`.
 //! - `config.rs` (zoo.cfg, `myid`, flags), `critical.rs` (critical threads, fatal exits)
 //!   and `stats.rs` (the count/min/max/percentile summaries behind `mntr`) are leaves every
 //!   layer may use; `server.rs` starts and stops a member on top of all.
@@ -51,6 +54,7 @@
 
 pub mod config;
 mod critical;
+pub mod migrate;
 mod net;
 mod ops;
 mod raft;
