@@ -3,9 +3,12 @@
 //!
 //! A writer holds when its node is first; a reader holds when no writer's node is before its
 //! own. Readers arriving after a waiting writer queue behind it, so writers are not starved.
-//! A handle that holds the write lock may also take the read lock (its read node carries the
+//! The holder of the write lock may also take the read lock, explicitly through its guard
+//! ([`LockGuard::acquire_read`](crate::LockGuard::acquire_read): the read node carries the
 //! writer's sequence, so it keeps the writer's place after the write lock is released: a
 //! downgrade); a reader can never upgrade to the write lock (it would wait for itself).
+//! Each half of a handle admits one holder at a time, like a mutex handle: tasks sharing the
+//! handle take turns; separate handles share the read lock.
 
 use std::sync::Arc;
 
@@ -18,14 +21,14 @@ use crate::mutex::InterProcessMutex;
 ///
 /// ```no_run
 /// use std::time::Duration;
-/// use recipes::{AsyncZkClient, InterProcessReadWriteLock};
+/// use recipes::{InterProcessReadWriteLock, ZookeeperClient};
 ///
 /// #[tokio::main]
 /// async fn main() -> Result<(), recipes::Error> {
-///     let client = AsyncZkClient::connect("127.0.0.1:2181", Duration::from_secs(10)).await?;
+///     let client = ZookeeperClient::connect("127.0.0.1:2181", Duration::from_secs(10)).await?;
 ///     let rw = InterProcessReadWriteLock::new(client.clone(), "/locks/catalog");
 ///     let write = rw.write_lock().acquire().await?;
-///     let read = rw.read_lock().acquire().await?; // allowed while holding the write lock
+///     let read = write.acquire_read().await?; // the writer's read lock, in its place
 ///     write.release().await?; // downgrade: still reading
 ///     read.release().await?;
 ///     Ok(())
@@ -41,7 +44,7 @@ impl InterProcessReadWriteLock {
     /// A handle on the read-write lock at `path`.
     ///
     /// ```no_run
-    /// # async fn f(client: std::sync::Arc<recipes::AsyncZkClient>) {
+    /// # async fn f(client: std::sync::Arc<recipes::ZookeeperClient>) {
     /// let rw = recipes::InterProcessReadWriteLock::new(client, "/locks/catalog");
     /// # }
     /// ```
@@ -52,7 +55,7 @@ impl InterProcessReadWriteLock {
     /// Like [`new`](Self::new), with a label stored in the lock nodes for operators.
     ///
     /// ```no_run
-    /// # async fn f(client: std::sync::Arc<recipes::AsyncZkClient>) {
+    /// # async fn f(client: std::sync::Arc<recipes::ZookeeperClient>) {
     /// let rw = recipes::InterProcessReadWriteLock::with_label(client, "/locks/catalog", "indexer");
     /// # }
     /// ```
@@ -65,19 +68,19 @@ impl InterProcessReadWriteLock {
             owner: crate::names::Owner::current(label),
             ..Config::default()
         };
-        let write = Arc::new(LockCore::new(
+        let read = Arc::new(LockCore::new(
             client.clone(),
             path.to_string(),
-            Kind::Write,
+            Kind::Read,
             config.clone(),
             None,
         ));
-        let read = Arc::new(LockCore::new(
+        let write = Arc::new(LockCore::new(
             client,
             path.to_string(),
-            Kind::Read,
+            Kind::Write,
             config,
-            Some(write.clone()),
+            Some(read.clone()),
         ));
         InterProcessReadWriteLock {
             read: InterProcessMutex { core: read },
@@ -96,7 +99,8 @@ impl InterProcessReadWriteLock {
         &self.read
     }
 
-    /// The exclusive lock: one writer, no reader (except this handle's own read lock).
+    /// The exclusive lock: one writer, no reader (except the writer's own, see
+    /// [`LockGuard::acquire_read`](crate::LockGuard::acquire_read)).
     ///
     /// ```no_run
     /// # async fn f(rw: recipes::InterProcessReadWriteLock) -> Result<(), recipes::Error> {

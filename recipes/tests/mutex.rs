@@ -11,8 +11,8 @@ use async_trait::async_trait;
 use harness::proxy::{Direction, Proxy};
 use harness::ServerKind;
 use recipes::{
-    AsyncZkClient, CreateMode, Error, ErrorCode, InterProcessMutex, LostReason, Op, OpResult,
-    Owner, SessionState, Stat, WatchReceiver, ZkClient, ZkResult,
+    Acl, CreateMode, Error, ErrorCode, InterProcessMutex, LostReason, Op, OpResult, Owner,
+    SessionState, Stat, WatchReceiver, ZkClient, ZkResult,
 };
 
 use common::{children, client, client_with_timeout, eventually, server};
@@ -123,11 +123,13 @@ async fn try_acquire_and_timeouts(kind: ServerKind) {
 
     held.release().await.expect("release");
     let g = b.try_acquire().await.expect("try").expect("free now");
-    let r = b
+    // The handle that holds the lock does not enter it again: reentrancy is explicit.
+    assert!(b
         .acquire_timeout(Duration::from_millis(100))
         .await
-        .expect("reenter")
-        .expect("reentrant acquire never waits");
+        .expect("busy")
+        .is_none());
+    let r = g.reenter();
     assert_eq!(r.hold_count(), 2);
     drop(r);
     g.release().await.expect("release");
@@ -167,13 +169,8 @@ async fn reentrancy_does_not_touch_the_server(kind: ServerKind) {
     // The lock's monitor arms a watch on the node just after the acquire returns (its own
     // request, not the reentrant acquires'): count from when the client has gone quiet.
     let before = settled_frames(&proxy).await;
-    let second = mutex.acquire().await.expect("reenter");
-    let third = mutex
-        .clone()
-        .try_acquire()
-        .await
-        .expect("reenter")
-        .expect("held");
+    let second = first.reenter();
+    let third = second.reenter();
     assert_eq!(
         proxy.frames_forwarded(Direction::ClientToServer),
         before,
@@ -183,9 +180,22 @@ async fn reentrancy_does_not_touch_the_server(kind: ServerKind) {
     assert_eq!(first.node_path(), second.node_path());
     assert_eq!(first.fencing_token(), third.fencing_token());
 
-    // Another handle in the same process is excluded.
+    // Another handle in the same process is excluded, and so is a clone of this one:
+    // reentrancy goes through the guard, never through the handle.
     let other = InterProcessMutex::new(c.clone(), path);
     assert!(other.try_acquire().await.expect("try").is_none());
+    assert!(
+        mutex.clone().try_acquire().await.expect("try").is_none(),
+        "a clone of the handle entered the held lock"
+    );
+    assert!(
+        mutex
+            .acquire_timeout(Duration::from_millis(300))
+            .await
+            .expect("timeout")
+            .is_none(),
+        "the handle itself entered the held lock"
+    );
 
     second.release().await.expect("release");
     drop(third);
@@ -209,14 +219,23 @@ both_servers!(
 
 /// A client that counts the calls each waiter makes.
 struct Counting {
-    inner: Arc<AsyncZkClient>,
+    inner: Arc<dyn ZkClient>,
     lists: AtomicUsize,
 }
 
 #[async_trait]
 impl ZkClient for Counting {
-    async fn create(&self, path: &str, data: &[u8], mode: CreateMode) -> ZkResult<(String, Stat)> {
-        self.inner.create(path, data, mode).await
+    async fn create_acl(
+        &self,
+        path: &str,
+        data: &[u8],
+        mode: CreateMode,
+        acl: &[Acl],
+    ) -> ZkResult<(String, Stat)> {
+        self.inner.create_acl(path, data, mode, acl).await
+    }
+    async fn sync(&self, path: &str) -> ZkResult<()> {
+        self.inner.sync(path).await
     }
     async fn delete(&self, path: &str, version: i32) -> ZkResult<()> {
         self.inner.delete(path, version).await
@@ -422,6 +441,7 @@ async fn fenced_writes_and_node_deletion(kind: ServerKind) {
             path: "/orders/o-".into(),
             data: b"x".to_vec(),
             mode: CreateMode::PersistentSequential,
+            acl: Vec::new(),
         }])
         .await
         .expect("fenced create");
@@ -441,8 +461,11 @@ async fn fenced_writes_and_node_deletion(kind: ServerKind) {
         guard.fenced_set_data("/orders/last", b"9", -1).await,
         Err(Error::Lost(_))
     ));
-    // Reentering a lost lock is refused, not silently granted.
-    assert!(matches!(mutex.acquire().await, Err(Error::Lost(_))));
+    // Reentering a lost lock gives a guard that knows it is lost.
+    let again = guard.reenter();
+    assert!(!again.is_valid());
+    assert!(matches!(again.fenced(vec![]).await, Err(Error::Lost(_))));
+    drop(again);
     guard.release().await.expect("release a lost lock");
     // The server-side check fences even a holder that did not notice: a new holder's node,
     // deleted behind its back, fails the multi.

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use harness::ServerKind;
-use recipes::{CreateMode, Fence, FencingToken, InterProcessMutex, ZkClient};
+use recipes::{CreateMode, Fence, FencingToken, InterProcessMutex};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::Command;
 
@@ -153,7 +153,7 @@ where
 /// which the server reaps whenever the queue is momentarily empty; its re-creation restarts
 /// the sequence numbers (tokens, the czxids, still increase), and kazoo, which makes the path
 /// only once, would fail its next create.
-async fn persistent_lock_path(admin: &Arc<recipes::AsyncZkClient>, path: &str) {
+async fn persistent_lock_path(admin: &Arc<dyn recipes::ZkClient>, path: &str) {
     for p in ["/locks", path] {
         match admin.create(p, b"", CreateMode::Persistent).await {
             Ok(_) | Err(recipes::ErrorCode::NodeExists) => {}

@@ -16,13 +16,31 @@
 //! `ACQUIRED <token>`; on a line `WRITE` on stdin it sends `WRITE <token>` to the TCP
 //! resource at RESOURCE (a fence) and prints its answer as `WRITE <answer>`; then it waits
 //! (at most 60 s) for the lock to be lost and prints `LOST <reason>`.
+//!
+//! The client is zookeeper-client (`ZookeeperClient`); with `LOCK_CONTENDER_BACKEND=async`
+//! (and the `zookeeper-async` feature built in) it is zookeeper-async (`AsyncZkClient`).
 
 use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
 
-use recipes::{AsyncZkClient, InterProcessMutex, LockGuard, ZkClient};
+use recipes::{InterProcessMutex, LockGuard, ZkClient, ZookeeperClient};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+/// A client of the backend `LOCK_CONTENDER_BACKEND` names (zookeeper-client by default).
+async fn connect_client(connect: &str, session: Duration) -> Result<Arc<dyn ZkClient>, String> {
+    let backend = std::env::var("LOCK_CONTENDER_BACKEND").unwrap_or_default();
+    match backend.as_str() {
+        "" | "zookeeper-client" => Ok(ZookeeperClient::connect(connect, session)
+            .await
+            .map_err(|e| e.to_string())?),
+        #[cfg(feature = "zookeeper-async")]
+        "async" | "zookeeper-async" => Ok(recipes::AsyncZkClient::connect(connect, session)
+            .await
+            .map_err(|e| e.to_string())?),
+        other => Err(format!("unknown LOCK_CONTENDER_BACKEND {other:?}")),
+    }
+}
 
 fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec {
@@ -70,7 +88,7 @@ async fn critical_section(
     task: usize,
     log: &std::fs::File,
     counter: Option<&str>,
-    client: &Arc<AsyncZkClient>,
+    client: &Arc<dyn ZkClient>,
 ) -> Result<(), String> {
     let start = monotonic_ns();
     if let Some(counter) = counter {
@@ -120,9 +138,7 @@ async fn contend(args: &[String]) -> Result<(), String> {
             .open(&log_path)
             .map_err(|e| format!("open {log_path}: {e}"))?,
     );
-    let client = AsyncZkClient::connect(&connect, Duration::from_secs(10))
-        .await
-        .map_err(|e| e.to_string())?;
+    let client = connect_client(&connect, Duration::from_secs(10)).await?;
     let mut handles = Vec::new();
     for task in 0..tasks {
         let client = client.clone();
@@ -160,9 +176,7 @@ async fn read_write(args: &[String]) -> Result<(), String> {
             .open(&log_path)
             .map_err(|e| format!("open {log_path}: {e}"))?,
     );
-    let client = AsyncZkClient::connect(&connect, Duration::from_secs(10))
-        .await
-        .map_err(|e| e.to_string())?;
+    let client = connect_client(&connect, Duration::from_secs(10)).await?;
     let mut handles = Vec::new();
     for task in 0..tasks {
         let client = client.clone();
@@ -195,9 +209,7 @@ async fn hold(args: &[String]) -> Result<(), String> {
     let path: String = arg(args, 3);
     let session_ms: u64 = arg(args, 4);
     let resource: String = arg(args, 5);
-    let client = AsyncZkClient::connect(&connect, Duration::from_millis(session_ms))
-        .await
-        .map_err(|e| e.to_string())?;
+    let client = connect_client(&connect, Duration::from_millis(session_ms)).await?;
     let mutex = InterProcessMutex::new(client.clone(), &path).with_label("paused-holder");
     let guard = mutex.acquire().await.map_err(|e| e.to_string())?;
     let token = guard.fencing_token().get();

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use harness::{ServerKind, TestServer};
-use recipes::{AsyncZkClient, Connection, ZkClient};
+use recipes::{Connection, ZkClient, ZookeeperClient};
 
 /// Every scenario must finish within this.
 pub const SCENARIO_TIMEOUT: Duration = Duration::from_secs(180);
@@ -22,10 +22,40 @@ pub fn server(kind: ServerKind) -> TestServer {
         .start()
 }
 
+/// Which [`ZkClient`] implementation a scenario's lock clients use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// zookeeper-client (`ZookeeperClient`), the primary backend.
+    ZookeeperClient,
+    /// zookeeper-async (`AsyncZkClient`, feature `zookeeper-async`).
+    ZookeeperAsync,
+}
+
+/// A client of `backend`.
+pub async fn connect(backend: Backend, connect: &str, timeout: Duration) -> Arc<dyn ZkClient> {
+    match backend {
+        Backend::ZookeeperClient => ZookeeperClient::connect(connect, timeout)
+            .await
+            .expect("connect zookeeper-client"),
+        Backend::ZookeeperAsync => recipes::AsyncZkClient::connect(connect, timeout)
+            .await
+            .expect("connect zookeeper-async"),
+    }
+}
+
 /// Runs an async scenario on a fresh runtime, bounded in time.
 pub fn run<F, Fut>(kind: ServerKind, scenario: F)
 where
     F: FnOnce(ServerKind) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    run_with(kind, Backend::ZookeeperClient, move |k, _| scenario(k))
+}
+
+/// Runs an async scenario for one server kind and one backend, bounded in time.
+pub fn run_with<F, Fut>(kind: ServerKind, backend: Backend, scenario: F)
+where
+    F: FnOnce(ServerKind, Backend) -> Fut,
     Fut: Future<Output = ()>,
 {
     let _ = tracing_subscriber::fmt()
@@ -41,7 +71,7 @@ where
         .build()
         .expect("tokio runtime");
     rt.block_on(async {
-        tokio::time::timeout(SCENARIO_TIMEOUT, scenario(kind))
+        tokio::time::timeout(SCENARIO_TIMEOUT, scenario(kind, backend))
             .await
             .expect("scenario timed out");
     });
@@ -64,14 +94,57 @@ macro_rules! both_servers {
     };
 }
 
-pub async fn client(connect: &str) -> Arc<AsyncZkClient> {
+/// Declares four tests running `scenario(kind, backend)`: Apache ZooKeeper and zooraft,
+/// each with the zookeeper-client and the zookeeper-async backend.
+#[macro_export]
+macro_rules! every_backend {
+    ($name:ident, $scenario:path) => {
+        mod $name {
+            use super::*;
+            #[test]
+            fn apache_zookeeper_client() {
+                common::run_with(
+                    harness::ServerKind::Apache,
+                    common::Backend::ZookeeperClient,
+                    $scenario,
+                )
+            }
+            #[test]
+            fn zooraft_zookeeper_client() {
+                common::run_with(
+                    harness::ServerKind::Zooraft,
+                    common::Backend::ZookeeperClient,
+                    $scenario,
+                )
+            }
+            #[test]
+            fn apache_zookeeper_async() {
+                common::run_with(
+                    harness::ServerKind::Apache,
+                    common::Backend::ZookeeperAsync,
+                    $scenario,
+                )
+            }
+            #[test]
+            fn zooraft_zookeeper_async() {
+                common::run_with(
+                    harness::ServerKind::Zooraft,
+                    common::Backend::ZookeeperAsync,
+                    $scenario,
+                )
+            }
+        }
+    };
+}
+
+/// A client of the primary backend (zookeeper-client), 8 s sessions.
+pub async fn client(connect: &str) -> Arc<dyn ZkClient> {
     client_with_timeout(connect, Duration::from_secs(8)).await
 }
 
-pub async fn client_with_timeout(connect: &str, timeout: Duration) -> Arc<AsyncZkClient> {
-    AsyncZkClient::connect(connect, timeout)
-        .await
-        .expect("connect a client")
+/// A client of the primary backend with the given session timeout.
+pub async fn client_with_timeout(connect: &str, timeout: Duration) -> Arc<dyn ZkClient> {
+    self::connect(Backend::ZookeeperClient, connect, timeout).await
 }
 
 /// Polls `check` every 50 ms until it is true; panics with `what` after `max`.
@@ -93,7 +166,7 @@ where
 }
 
 /// The children of `path` (empty if it does not exist).
-pub async fn children(client: &Arc<AsyncZkClient>, path: &str) -> Vec<String> {
+pub async fn children(client: &Arc<dyn ZkClient>, path: &str) -> Vec<String> {
     match client.get_children(path).await {
         Ok(c) => c,
         Err(recipes::ErrorCode::NoNode) => Vec::new(),
@@ -102,7 +175,7 @@ pub async fn children(client: &Arc<AsyncZkClient>, path: &str) -> Vec<String> {
 }
 
 /// Waits until the client is connected.
-pub async fn connected(client: &Arc<AsyncZkClient>) {
+pub async fn connected(client: &Arc<dyn ZkClient>) {
     let c = client.clone();
     eventually(Duration::from_secs(30), "client connected", move || {
         let c = c.clone();
