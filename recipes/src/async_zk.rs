@@ -447,6 +447,18 @@ impl ZkClient for AsyncZkClient {
         self.zk.get_children(path, false).await.map_err(code)
     }
 
+    async fn get_children_watch(&self, path: &str) -> ZkResult<(Vec<String>, WatchReceiver)> {
+        let (tx, rx) = oneshot::channel();
+        let children = self
+            .zk
+            .get_children_w(path, move |ev: zookeeper_async::WatchedEvent| {
+                let _ = tx.send(event_type(ev.event_type));
+            })
+            .await
+            .map_err(code)?;
+        Ok((children, rx))
+    }
+
     async fn sync(&self, path: &str) -> ZkResult<()> {
         // A write that cannot succeed (no node has data version -2), ordered like a sync.
         match self.zk.set_data(path, Vec::new(), Some(-2)).await {

@@ -308,6 +308,22 @@ pub trait ZkClient: Send + Sync + 'static {
     /// ```
     async fn get_children(&self, path: &str) -> ZkResult<Vec<String>>;
 
+    /// The names of the node's children, leaving a child watch on it (fires when a child is
+    /// added or removed, or the node is deleted). The default answers `Unimplemented`;
+    /// recipes that need it then poll.
+    ///
+    /// ```no_run
+    /// # use recipes::ZkClient;
+    /// # async fn f(client: std::sync::Arc<dyn ZkClient>) -> Result<(), recipes::Error> {
+    /// let (names, watch) = client.get_children_watch("/jobs").await?;
+    /// let event = watch.await;
+    /// # Ok(()) }
+    /// ```
+    async fn get_children_watch(&self, path: &str) -> ZkResult<(Vec<String>, WatchReceiver)> {
+        let _ = path;
+        Err(ErrorCode::Unimplemented)
+    }
+
     /// Runs the operations as one atomic transaction. `Err` means the request as a whole
     /// failed (e.g. `ConnectionLoss`); when one operation fails, the call returns `Ok` with
     /// one result per operation, the failing one being `OpResult::Error`.

@@ -12,6 +12,10 @@
 //!
 //! - [`InterProcessMutex::run`]: the critical section as a future, cancelled the moment the
 //!   lock is lost.
+//! - [`LeaderLatch`] and [`LeaderSelector`]: leader election compatible with Curator's on
+//!   the same path, with the leader's fencing token and `lost()`.
+//! - [`InterProcessSemaphoreV2`]: Curator's counting semaphore (leases, a fixed or shared
+//!   maximum).
 //!
 //! The recipes speak to ZooKeeper through the [`ZkClient`] trait. [`ZookeeperClient`]
 //! implements it over the zookeeper-client crate (the primary backend, feature
@@ -51,12 +55,14 @@ mod client;
 mod error;
 mod fence;
 mod heartbeat;
+mod leader;
 mod lock;
 mod metrics;
 mod monitor;
 mod mutex;
 pub mod names;
 mod rwlock;
+mod semaphore;
 #[cfg(feature = "zookeeper-async")]
 mod wire;
 #[cfg(feature = "zookeeper-client")]
@@ -70,10 +76,12 @@ pub use client::{
 };
 pub use error::{Error, LostReason};
 pub use fence::{Fence, FencingToken, StaleToken};
+pub use leader::{LeaderLatch, LeaderSelector, Leadership};
 pub use metrics::{AcquireOutcome, LockMetrics};
 pub use mutex::{InterProcessMutex, LockGuard, Participant};
 pub use names::Owner;
 pub use rwlock::InterProcessReadWriteLock;
+pub use semaphore::{InterProcessSemaphoreV2, Lease};
 #[cfg(feature = "zookeeper-client")]
 pub use zk_client::ZookeeperClient;
 

@@ -26,8 +26,8 @@ use crate::metrics::{AcquireOutcome, LockMetrics};
 use crate::monitor::Monitor;
 use crate::names::{
     ancestors_and_self, join, node_name, protected_prefix, protection_of, sequence_of,
-    sorted_contenders, Contender, Owner, MUTEX_LOCK_NAME, MUTEX_MARKERS, READ_LOCK_NAME,
-    RW_MARKERS, WRITE_LOCK_NAME,
+    sorted_contenders, Contender, Owner, LATCH_MARKERS, LATCH_NAME, LEASE_MARKERS, LEASE_NAME,
+    MUTEX_LOCK_NAME, MUTEX_MARKERS, READ_LOCK_NAME, RW_MARKERS, WRITE_LOCK_NAME,
 };
 
 /// How long a timed-out or failed acquire waits for its node's delete before returning
@@ -38,12 +38,20 @@ const CLEANUP_GRACE: Duration = Duration::from_secs(5);
 /// while it still believes it is connected is not spun on.
 const TRANSIENT_BACKOFF: Duration = Duration::from_millis(20);
 
+/// How often a semaphore waiting for a lease looks again when its client cannot watch
+/// children.
+const LEASE_POLL: Duration = Duration::from_millis(100);
+
 /// Which recipe a lock core implements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
     Mutex,
     Read,
     Write,
+    /// A leader latch participant: granted like a mutex.
+    Latch,
+    /// A semaphore lease: granted while the leases number at most the maximum.
+    Lease,
 }
 
 impl Kind {
@@ -52,6 +60,8 @@ impl Kind {
             Kind::Mutex => MUTEX_LOCK_NAME,
             Kind::Read => READ_LOCK_NAME,
             Kind::Write => WRITE_LOCK_NAME,
+            Kind::Latch => LATCH_NAME,
+            Kind::Lease => LEASE_NAME,
         }
     }
 
@@ -59,6 +69,8 @@ impl Kind {
         match self {
             Kind::Mutex => MUTEX_MARKERS,
             Kind::Read | Kind::Write => RW_MARKERS,
+            Kind::Latch => LATCH_MARKERS,
+            Kind::Lease => LEASE_MARKERS,
         }
     }
 }
@@ -78,13 +90,17 @@ pub(crate) enum Decision {
     Granted,
     /// Wait for this node to go.
     Watch(String),
+    /// Wait for the children to change (a semaphore with every lease taken).
+    WatchChildren,
 }
 
 /// Curator's `getsTheLock`: a mutex or a writer holds when it is first; a reader holds when
 /// no writer is before it, and otherwise watches the first writer.
 pub(crate) fn decide(kind: Kind, sorted: &[Contender], idx: usize) -> Decision {
     match kind {
-        Kind::Mutex | Kind::Write => {
+        // A lease is decided by counting (see `LockCore::decide_lease`), never by order.
+        Kind::Lease => Decision::Granted,
+        Kind::Mutex | Kind::Write | Kind::Latch => {
             if idx == 0 {
                 Decision::Granted
             } else {
@@ -108,6 +124,17 @@ pub(crate) struct Config {
     pub acl: Vec<Acl>,
     pub suspend_fraction: f64,
     pub metrics: Option<Arc<dyn LockMetrics>>,
+    /// For a lease: how many leases may be held at once.
+    pub max_leases: MaxLeases,
+}
+
+/// How many leases a semaphore grants at once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum MaxLeases {
+    /// A fixed number.
+    Fixed(usize),
+    /// The number stored in this node (Curator's `SharedCount`: a 4-byte big-endian int).
+    Shared(String),
 }
 
 impl std::fmt::Debug for Config {
@@ -118,6 +145,7 @@ impl std::fmt::Debug for Config {
             .field("acl", &self.acl)
             .field("suspend_fraction", &self.suspend_fraction)
             .field("metrics", &self.metrics.is_some())
+            .field("max_leases", &self.max_leases)
             .finish()
     }
 }
@@ -130,6 +158,7 @@ impl Default for Config {
             acl: Vec::new(),
             suspend_fraction: DEFAULT_SUSPEND_FRACTION,
             metrics: None,
+            max_leases: MaxLeases::Fixed(1),
         }
     }
 }
@@ -422,6 +451,23 @@ impl LockCore {
         let holding = self.start_holding(node, token, permit);
         *self.held.lock().unwrap_or_else(|e| e.into_inner()) = Some(holding.clone());
         Ok(Some(holding))
+    }
+
+    /// How many leases the semaphore grants now.
+    async fn max_leases(&self) -> Result<usize, Error> {
+        match &self.config.max_leases {
+            MaxLeases::Fixed(n) => Ok(*n),
+            MaxLeases::Shared(path) => {
+                let (data, _) = self.client.get_data(path).await?;
+                let bytes: [u8; 4] = data.as_slice().try_into().map_err(|_| {
+                    Error::InvalidOption(format!(
+                        "{path} holds no shared count ({} bytes)",
+                        data.len()
+                    ))
+                })?;
+                Ok(i32::from_be_bytes(bytes).max(0) as usize)
+            }
+        }
     }
 
     /// Deletes a node of ours whose earlier delete failed for good. False when the deadline
@@ -827,6 +873,7 @@ impl LockCore {
                         continue;
                     }
                 }
+                let listed = children.len();
                 let sorted = sorted_contenders(children, markers);
                 let Some(idx) = sorted.iter().position(|c| c.name == node.name) else {
                     // Our node is gone (deleted by someone): queue again.
@@ -837,7 +884,19 @@ impl LockCore {
                     }
                     continue 'create;
                 };
-                let pred = match decide(self.kind, &sorted, idx) {
+                let decision = if self.kind == Kind::Lease {
+                    match self.max_leases().await {
+                        Ok(max) if listed <= max => Decision::Granted,
+                        Ok(_) => Decision::WatchChildren,
+                        Err(e) => {
+                            pending.cleanup().await;
+                            return Err(e);
+                        }
+                    }
+                } else {
+                    decide(self.kind, &sorted, idx)
+                };
+                let pred = match decision {
                     Decision::Granted => {
                         let mut node = node;
                         if node.stat.czxid <= 0 {
@@ -870,12 +929,42 @@ impl LockCore {
                         pending.disarm();
                         return Ok(Some(node));
                     }
-                    Decision::Watch(p) => p,
+                    Decision::Watch(p) => Some(p),
+                    Decision::WatchChildren => None,
                 };
                 if !wait || deadline_passed(deadline) {
                     pending.cleanup().await;
                     return Ok(None);
                 }
+                let Some(pred) = pred else {
+                    // Every lease is taken: wait for the leases to change (or poll, with a
+                    // client that cannot watch children).
+                    let w = match self.client.get_children_watch(&self.path).await {
+                        Ok((_, w)) => Some(w),
+                        Err(ErrorCode::Unimplemented) => None,
+                        Err(e) if is_transient(e) || e == ErrorCode::SessionExpired => {
+                            tokio::time::sleep(TRANSIENT_BACKOFF).await;
+                            continue;
+                        }
+                        Err(e) => {
+                            pending.cleanup().await;
+                            return Err(e.into());
+                        }
+                    };
+                    tokio::select! {
+                        _ = async { match w { Some(w) => { let _ = w.await; } None => tokio::time::sleep(LEASE_POLL).await } } => {}
+                        changed = rx.changed() => {
+                            if changed.is_err() {
+                                return Err(Error::Closed);
+                            }
+                        }
+                        _ = sleep_until_opt(deadline) => {
+                            pending.cleanup().await;
+                            return Ok(None);
+                        }
+                    }
+                    continue;
+                };
                 let w = match self.client.get_data_watch(&join(&self.path, &pred)).await {
                     Ok((_, _, w)) => w,
                     Err(ErrorCode::NoNode) => continue,

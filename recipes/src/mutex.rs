@@ -311,7 +311,8 @@ pub struct Participant {
     pub node: String,
     /// Its sequence number (the lock order).
     pub sequence: i64,
-    /// Whether it holds the lock (for a read lock, every reader before the first writer).
+    /// Whether it holds the lock (for a read lock, every reader before the first writer; for
+    /// a leader latch, the leader; for a semaphore, every lease node).
     pub holder: bool,
     /// Whether it is a writer (read-write lock) or a mutex node (always true for a mutex).
     pub exclusive: bool,
@@ -341,9 +342,13 @@ pub(crate) async fn participants(
             Err(ErrorCode::NoNode) => continue,
             Err(e) => return Err(e.into()),
         };
-        let exclusive = kind == Kind::Mutex || crate::lock::is_write_node(&c.name);
+        let exclusive = match kind {
+            Kind::Mutex | Kind::Latch => true,
+            Kind::Lease => false,
+            Kind::Read | Kind::Write => crate::lock::is_write_node(&c.name),
+        };
         let node_kind = match kind {
-            Kind::Mutex => Kind::Mutex,
+            Kind::Mutex | Kind::Latch | Kind::Lease => kind,
             _ if exclusive => Kind::Write,
             _ => Kind::Read,
         };
@@ -391,6 +396,14 @@ impl std::fmt::Debug for LockGuard {
 }
 
 impl LockGuard {
+    pub(crate) fn new(core: Arc<LockCore>, holding: Arc<Holding>) -> LockGuard {
+        LockGuard {
+            core,
+            holding,
+            done: false,
+        }
+    }
+
     /// This holder's fencing token (the lock node's czxid): larger than every earlier
     /// holder's. Pass it with every write to the protected resource (see [`Fence`](crate::Fence)).
     ///

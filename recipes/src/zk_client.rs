@@ -319,6 +319,20 @@ impl ZkClient for ZookeeperClient {
         self.zk()?.list_children(path).await.map_err(code)
     }
 
+    async fn get_children_watch(&self, path: &str) -> ZkResult<(Vec<String>, WatchReceiver)> {
+        let (children, w) = self
+            .zk()?
+            .list_and_watch_children(path)
+            .await
+            .map_err(code)?;
+        let (tx, rx) = oneshot::channel();
+        tokio::spawn(async move {
+            let ev = w.changed().await;
+            let _ = tx.send(event(ev.event_type));
+        });
+        Ok((children, rx))
+    }
+
     async fn sync(&self, path: &str) -> ZkResult<()> {
         self.zk()?.sync(path).await.map_err(code)
     }

@@ -12,6 +12,14 @@
 //! `InterProcessReadWriteLock`: even tasks write, odd tasks read; lines start with `rust-w`
 //! or `rust-r`.
 //!
+//! `lock-contender latch CONNECT PATH TASKS TERMS LOG`: TASKS participants, each with its own
+//! `LeaderLatch` on PATH, lead TERMS times each (a term is one log line `rust-latch ...`,
+//! then the participant steps down and joins again).
+//!
+//! `lock-contender semaphore CONNECT PATH MAX TASKS ITERATIONS LOG`: TASKS tasks, each with
+//! its own `InterProcessSemaphoreV2` (MAX leases) on PATH, take a lease ITERATIONS times and
+//! hold it 20 ms (lines `rust-lease ...`).
+//!
 //! `lock-contender hold CONNECT PATH SESSION_MS RESOURCE`: acquires once and prints
 //! `ACQUIRED <token>`; on a line `WRITE` on stdin it sends `WRITE <token>` to the TCP
 //! resource at RESOURCE (a fence) and prints its answer as `WRITE <answer>`; then it waits
@@ -56,6 +64,8 @@ fn usage() -> ! {
     eprintln!(
         "usage: lock-contender contend CONNECT PATH TASKS ITERATIONS LOG [COUNTER]\n       \
          lock-contender rw CONNECT PATH TASKS ITERATIONS LOG\n       \
+         lock-contender latch CONNECT PATH TASKS TERMS LOG\n       \
+         lock-contender semaphore CONNECT PATH MAX TASKS ITERATIONS LOG\n       \
          lock-contender hold CONNECT PATH SESSION_MS RESOURCE"
     );
     std::process::exit(2)
@@ -74,6 +84,8 @@ async fn main() {
         Some("contend") => contend(&args).await,
         Some("rw") => read_write(&args).await,
         Some("hold") => hold(&args).await,
+        Some("latch") => latch(&args).await,
+        Some("semaphore") => semaphore(&args).await,
         _ => usage(),
     };
     if let Err(e) = result {
@@ -102,11 +114,14 @@ async fn critical_section(
             .await
             .map_err(|e| format!("fenced increment: {e}"))?;
     }
-    tokio::time::sleep(Duration::from_millis(2)).await;
+    let hold = if kind == "rust-lease" { 20 } else { 2 };
+    tokio::time::sleep(Duration::from_millis(hold)).await;
     let end = monotonic_ns();
     let node = recipes::names::sequence_of(
         guard.node_path(),
-        &["lock-", "__lock__", "__READ__", "__WRIT__"],
+        &[
+            "lock-", "__lock__", "__READ__", "__WRIT__", "latch-", "lease-",
+        ],
     );
     let line = format!(
         "{kind} {} {} {} {} {} {} {}\n",
@@ -200,6 +215,81 @@ async fn read_write(args: &[String]) -> Result<(), String> {
     for h in handles {
         h.await.map_err(|e| e.to_string())??;
     }
+    client.close().await;
+    Ok(())
+}
+
+/// Opens the shared log (appending) at `path`.
+fn open_log(path: &str) -> Result<Arc<std::fs::File>, String> {
+    Ok(Arc::new(
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(|e| format!("open {path}: {e}"))?,
+    ))
+}
+
+/// Runs `body(task)` for each of `tasks` tasks and waits for all; the first error wins.
+async fn run_tasks<F, Fut>(tasks: usize, body: F) -> Result<(), String>
+where
+    F: Fn(usize) -> Fut,
+    Fut: std::future::Future<Output = Result<(), String>> + Send + 'static,
+{
+    let handles: Vec<_> = (0..tasks).map(|t| tokio::spawn(body(t))).collect();
+    for h in handles {
+        h.await.map_err(|e| e.to_string())??;
+    }
+    Ok(())
+}
+
+async fn latch(args: &[String]) -> Result<(), String> {
+    let connect: String = arg(args, 2);
+    let path: String = arg(args, 3);
+    let tasks: usize = arg(args, 4);
+    let terms: usize = arg(args, 5);
+    let log = open_log(&arg::<String>(args, 6))?;
+    let client = connect_client(&connect, Duration::from_secs(10)).await?;
+    run_tasks(tasks, |task| {
+        let (client, log, path) = (client.clone(), log.clone(), path.clone());
+        async move {
+            let id = format!("rust-{}-{task}", std::process::id());
+            let latch = recipes::LeaderLatch::new(client.clone(), &path, &id);
+            for _ in 0..terms {
+                let leadership = latch.await_leadership().await.map_err(|e| e.to_string())?;
+                critical_section("rust-latch", &leadership, task, &log, None, &client).await?;
+                leadership.release().await.map_err(|e| e.to_string())?;
+            }
+            Ok(())
+        }
+    })
+    .await?;
+    client.close().await;
+    Ok(())
+}
+
+async fn semaphore(args: &[String]) -> Result<(), String> {
+    let connect: String = arg(args, 2);
+    let path: String = arg(args, 3);
+    let max: usize = arg(args, 4);
+    let tasks: usize = arg(args, 5);
+    let iterations: usize = arg(args, 6);
+    let log = open_log(&arg::<String>(args, 7))?;
+    let client = connect_client(&connect, Duration::from_secs(10)).await?;
+    run_tasks(tasks, |task| {
+        let (client, log, path) = (client.clone(), log.clone(), path.clone());
+        async move {
+            let sem = recipes::InterProcessSemaphoreV2::new(client.clone(), &path, max)
+                .with_node_data(format!("rust-{}-{task}", std::process::id()).as_bytes());
+            for _ in 0..iterations {
+                let lease = sem.acquire().await.map_err(|e| e.to_string())?;
+                critical_section("rust-lease", &lease, task, &log, None, &client).await?;
+                lease.release().await.map_err(|e| e.to_string())?;
+            }
+            Ok(())
+        }
+    })
+    .await?;
     client.close().await;
     Ok(())
 }
