@@ -936,37 +936,22 @@ impl LockCore {
                     pending.cleanup().await;
                     return Ok(None);
                 }
-                let Some(pred) = pred else {
-                    // Every lease is taken: wait for the leases to change (or poll, with a
-                    // client that cannot watch children).
-                    let w = match self.client.get_children_watch(&self.path).await {
-                        Ok((_, w)) => Some(w),
-                        Err(ErrorCode::Unimplemented) => None,
-                        Err(e) if is_transient(e) || e == ErrorCode::SessionExpired => {
-                            tokio::time::sleep(TRANSIENT_BACKOFF).await;
-                            continue;
-                        }
-                        Err(e) => {
-                            pending.cleanup().await;
-                            return Err(e.into());
-                        }
-                    };
-                    tokio::select! {
-                        _ = async { match w { Some(w) => { let _ = w.await; } None => tokio::time::sleep(LEASE_POLL).await } } => {}
-                        changed = rx.changed() => {
-                            if changed.is_err() {
-                                return Err(Error::Closed);
-                            }
-                        }
-                        _ = sleep_until_opt(deadline) => {
-                            pending.cleanup().await;
-                            return Ok(None);
-                        }
-                    }
-                    continue;
+                // Watch the node before ours or, for a lease with every lease taken, the leases
+                // (polled with a client that cannot watch children).
+                let armed = match &pred {
+                    Some(p) => self
+                        .client
+                        .get_data_watch(&join(&self.path, p))
+                        .await
+                        .map(|(_, _, w)| Some(w)),
+                    None => match self.client.get_children_watch(&self.path).await {
+                        Ok((_, w)) => Ok(Some(w)),
+                        Err(ErrorCode::Unimplemented) => Ok(None),
+                        Err(e) => Err(e),
+                    },
                 };
-                let w = match self.client.get_data_watch(&join(&self.path, &pred)).await {
-                    Ok((_, _, w)) => w,
+                let w = match armed {
+                    Ok(w) => w,
                     Err(ErrorCode::NoNode) => continue,
                     Err(e) if is_transient(e) || e == ErrorCode::SessionExpired => {
                         tokio::time::sleep(TRANSIENT_BACKOFF).await;
@@ -977,8 +962,16 @@ impl LockCore {
                         return Err(e.into());
                     }
                 };
+                let fired = async {
+                    match w {
+                        Some(w) => {
+                            let _ = w.await;
+                        }
+                        None => tokio::time::sleep(LEASE_POLL).await,
+                    }
+                };
                 tokio::select! {
-                    _ = w => {}
+                    _ = fired => {}
                     changed = rx.changed() => {
                         if changed.is_err() {
                             return Err(Error::Closed);

@@ -4,7 +4,6 @@
 mod common;
 
 use std::path::Path;
-use std::process::Stdio;
 use std::time::Duration;
 
 use harness::ServerKind;
@@ -13,7 +12,7 @@ use recipes::{
 };
 use tokio::process::Command;
 
-use common::{check_log, children, client, eventually, read_log, server, Entry};
+use common::{check_log, children, client, eventually, read_log, run_all, server, Entry};
 
 const CONTENDER: &str = env!("CARGO_BIN_EXE_lock-contender");
 
@@ -59,34 +58,6 @@ fn curator_semaphore(connect: &str, path: &str, max: usize, tasks: usize, log: &
         .arg("4")
         .arg(log);
     c
-}
-
-/// Runs every command to completion (at most `max`), failing with its output if one fails.
-async fn run_all(cmds: Vec<Command>, max: Duration) {
-    let mut waits = Vec::new();
-    for mut c in cmds {
-        c.stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        let child = c.spawn().expect("spawn contender");
-        waits.push(tokio::spawn(child.wait_with_output()));
-    }
-    let deadline = tokio::time::Instant::now() + max;
-    for w in waits {
-        let out = tokio::time::timeout_at(deadline, w)
-            .await
-            .expect("contenders finished in time")
-            .expect("task")
-            .expect("contender output");
-        assert!(
-            out.status.success(),
-            "a contender failed ({}):\n{}\n{}",
-            out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
 }
 
 fn count(entries: &[Entry], implementation: &str) -> usize {

@@ -11,11 +11,11 @@ use async_trait::async_trait;
 use harness::proxy::{Direction, Proxy};
 use harness::ServerKind;
 use recipes::{
-    Acl, CreateMode, Error, ErrorCode, InterProcessMutex, LostReason, Op, OpResult, Owner,
-    SessionState, Stat, WatchReceiver, ZkClient, ZkResult,
+    CreateMode, Error, ErrorCode, InterProcessMutex, LostReason, Op, OpResult, Owner, ZkClient,
+    ZkResult,
 };
 
-use common::{children, client, client_with_timeout, eventually, server};
+use common::{children, client, client_with_timeout, eventually, server, Forward, Forwarding};
 
 async fn basic_acquire_release(kind: ServerKind) {
     let server = server(kind);
@@ -224,40 +224,13 @@ struct Counting {
 }
 
 #[async_trait]
-impl ZkClient for Counting {
-    async fn create_acl(
-        &self,
-        path: &str,
-        data: &[u8],
-        mode: CreateMode,
-        acl: &[Acl],
-    ) -> ZkResult<(String, Stat)> {
-        self.inner.create_acl(path, data, mode, acl).await
-    }
-    async fn sync(&self, path: &str) -> ZkResult<()> {
-        self.inner.sync(path).await
-    }
-    async fn delete(&self, path: &str, version: i32) -> ZkResult<()> {
-        self.inner.delete(path, version).await
-    }
-    async fn exists(&self, path: &str) -> ZkResult<Option<Stat>> {
-        self.inner.exists(path).await
-    }
-    async fn get_data(&self, path: &str) -> ZkResult<(Vec<u8>, Stat)> {
-        self.inner.get_data(path).await
-    }
-    async fn get_data_watch(&self, path: &str) -> ZkResult<(Vec<u8>, Stat, WatchReceiver)> {
-        self.inner.get_data_watch(path).await
+impl Forward for Counting {
+    fn inner(&self) -> &Arc<dyn ZkClient> {
+        &self.inner
     }
     async fn get_children(&self, path: &str) -> ZkResult<Vec<String>> {
         self.lists.fetch_add(1, Ordering::SeqCst);
         self.inner.get_children(path).await
-    }
-    async fn multi(&self, ops: &[Op]) -> ZkResult<Vec<OpResult>> {
-        self.inner.multi(ops).await
-    }
-    fn session(&self) -> tokio::sync::watch::Receiver<SessionState> {
-        self.inner.session()
     }
 }
 
@@ -270,9 +243,9 @@ async fn fifo_without_herd(kind: ServerKind) {
     let first_token = guard.as_ref().unwrap().fencing_token();
 
     // Five waiters, queued one after the other, each through its own counting client.
-    let waiters: Vec<Arc<Counting>> = (0..5)
+    let waiters: Vec<Arc<Forwarding<Counting>>> = (0..5)
         .map(|_| {
-            Arc::new(Counting {
+            Forwarding::client(Counting {
                 inner: c.clone(),
                 lists: AtomicUsize::new(0),
             })
@@ -314,7 +287,7 @@ async fn fifo_without_herd(kind: ServerKind) {
     for expected in 0..5 {
         let before: Vec<usize> = waiters
             .iter()
-            .map(|w| w.lists.load(Ordering::SeqCst))
+            .map(|w| w.0.lists.load(Ordering::SeqCst))
             .collect();
         if expected == 0 {
             let g = guard.take().unwrap();
@@ -332,7 +305,7 @@ async fn fifo_without_herd(kind: ServerKind) {
         tokio::time::sleep(Duration::from_millis(200)).await;
         // Only the next waiter looked at the lock again: no herd.
         for (j, w) in waiters.iter().enumerate() {
-            let woke = w.lists.load(Ordering::SeqCst) - before[j];
+            let woke = w.0.lists.load(Ordering::SeqCst) - before[j];
             if j == expected {
                 assert!(woke >= 1, "the next waiter did not look");
             } else if j > expected {

@@ -12,11 +12,13 @@ use harness::proxy::Proxy;
 use harness::ServerKind;
 use recipes::{
     perms, Acl, AcquireOutcome, Connection, CreateMode, Error, ErrorCode, Id, InterProcessMutex,
-    InterProcessReadWriteLock, LockMetrics, LostReason, Op, OpResult, SessionState, Stat,
-    WatchReceiver, ZkClient, ZkResult, ZookeeperClient,
+    InterProcessReadWriteLock, LockMetrics, LostReason, Stat, WatchReceiver, ZkClient, ZkResult,
+    ZookeeperClient,
 };
 
-use common::{children, client, connect, connected, eventually, server, Backend};
+use common::{
+    children, client, connect, connected, eventually, server, Backend, Forward, Forwarding,
+};
 
 /// Defect 1: a handle cloned into eight tasks, the usual Rust pattern, never lets two of them
 /// into the critical section.
@@ -171,7 +173,10 @@ struct Lagging {
 }
 
 #[async_trait]
-impl ZkClient for Lagging {
+impl Forward for Lagging {
+    fn inner(&self) -> &Arc<dyn ZkClient> {
+        &self.inner
+    }
     async fn create_acl(
         &self,
         path: &str,
@@ -192,28 +197,10 @@ impl ZkClient for Lagging {
         self.hidden.lock().unwrap().clear();
         Ok(())
     }
-    async fn delete(&self, path: &str, version: i32) -> ZkResult<()> {
-        self.inner.delete(path, version).await
-    }
-    async fn exists(&self, path: &str) -> ZkResult<Option<Stat>> {
-        self.inner.exists(path).await
-    }
-    async fn get_data(&self, path: &str) -> ZkResult<(Vec<u8>, Stat)> {
-        self.inner.get_data(path).await
-    }
-    async fn get_data_watch(&self, path: &str) -> ZkResult<(Vec<u8>, Stat, WatchReceiver)> {
-        self.inner.get_data_watch(path).await
-    }
     async fn get_children(&self, path: &str) -> ZkResult<Vec<String>> {
         let all = self.inner.get_children(path).await?;
         let hidden = self.hidden.lock().unwrap().clone();
         Ok(all.into_iter().filter(|c| !hidden.contains(c)).collect())
-    }
-    async fn multi(&self, ops: &[Op]) -> ZkResult<Vec<OpResult>> {
-        self.inner.multi(ops).await
-    }
-    fn session(&self) -> tokio::sync::watch::Receiver<SessionState> {
-        self.inner.session()
     }
 }
 
@@ -228,7 +215,7 @@ async fn protection_search_syncs_first(kind: ServerKind, backend: Backend) {
         .await
         .expect("holder");
     let inner = connect(backend, &server.connect_string(), Duration::from_secs(8)).await;
-    let lagging: Arc<dyn ZkClient> = Arc::new(Lagging {
+    let lagging: Arc<dyn ZkClient> = Forwarding::client(Lagging {
         inner: inner.clone(),
         hidden: StdMutex::new(Vec::new()),
     });
@@ -359,28 +346,13 @@ struct Probe {
 }
 
 #[async_trait]
-impl ZkClient for Probe {
-    async fn create_acl(
-        &self,
-        path: &str,
-        data: &[u8],
-        mode: CreateMode,
-        acl: &[Acl],
-    ) -> ZkResult<(String, Stat)> {
-        self.inner.create_acl(path, data, mode, acl).await
-    }
-    async fn sync(&self, path: &str) -> ZkResult<()> {
-        self.inner.sync(path).await
-    }
-    async fn delete(&self, path: &str, version: i32) -> ZkResult<()> {
-        self.inner.delete(path, version).await
+impl Forward for Probe {
+    fn inner(&self) -> &Arc<dyn ZkClient> {
+        &self.inner
     }
     async fn exists(&self, path: &str) -> ZkResult<Option<Stat>> {
         self.exists.fetch_add(1, Ordering::SeqCst);
         self.inner.exists(path).await
-    }
-    async fn get_data(&self, path: &str) -> ZkResult<(Vec<u8>, Stat)> {
-        self.inner.get_data(path).await
     }
     async fn get_data_watch(&self, path: &str) -> ZkResult<(Vec<u8>, Stat, WatchReceiver)> {
         if self.panic_on_watch.load(Ordering::SeqCst) {
@@ -388,19 +360,10 @@ impl ZkClient for Probe {
         }
         self.inner.get_data_watch(path).await
     }
-    async fn get_children(&self, path: &str) -> ZkResult<Vec<String>> {
-        self.inner.get_children(path).await
-    }
-    async fn multi(&self, ops: &[Op]) -> ZkResult<Vec<OpResult>> {
-        self.inner.multi(ops).await
-    }
-    fn session(&self) -> tokio::sync::watch::Receiver<SessionState> {
-        self.inner.session()
-    }
 }
 
-fn probe(inner: Arc<dyn ZkClient>) -> Arc<Probe> {
-    Arc::new(Probe {
+fn probe(inner: Arc<dyn ZkClient>) -> Arc<Forwarding<Probe>> {
+    Forwarding::client(Probe {
         inner,
         exists: AtomicUsize::new(0),
         panic_on_watch: AtomicBool::new(false),
@@ -427,9 +390,9 @@ async fn monitor_is_per_session_and_fails_safe(kind: ServerKind) {
         .acquire()
         .await
         .expect("acquire");
-    let before = p.exists.load(Ordering::SeqCst);
+    let before = p.0.exists.load(Ordering::SeqCst);
     tokio::time::sleep(window).await;
-    let one = p.exists.load(Ordering::SeqCst) - before;
+    let one = p.0.exists.load(Ordering::SeqCst) - before;
     let mut more = Vec::new();
     for i in 1..5 {
         more.push(
@@ -439,9 +402,9 @@ async fn monitor_is_per_session_and_fails_safe(kind: ServerKind) {
                 .expect("acquire"),
         );
     }
-    let before = p.exists.load(Ordering::SeqCst);
+    let before = p.0.exists.load(Ordering::SeqCst);
     tokio::time::sleep(window).await;
-    let five = p.exists.load(Ordering::SeqCst) - before;
+    let five = p.0.exists.load(Ordering::SeqCst) - before;
     assert!(one > 0, "no heartbeat at all");
     assert!(
         five <= 2 * one + 2,
@@ -454,7 +417,7 @@ async fn monitor_is_per_session_and_fails_safe(kind: ServerKind) {
 
     // The monitor task dies: the lock is no longer vouched for.
     let p = probe(c.clone());
-    p.panic_on_watch.store(true, Ordering::SeqCst);
+    p.0.panic_on_watch.store(true, Ordering::SeqCst);
     let g = InterProcessMutex::new(p.clone(), "/locks/monitor-dies")
         .acquire()
         .await
@@ -465,7 +428,7 @@ async fn monitor_is_per_session_and_fails_safe(kind: ServerKind) {
     assert_eq!(reason, LostReason::MonitorStopped);
     assert!(!g.is_valid());
     assert!(matches!(g.fenced(vec![]).await, Err(Error::Lost(_))));
-    p.panic_on_watch.store(false, Ordering::SeqCst);
+    p.0.panic_on_watch.store(false, Ordering::SeqCst);
     g.release().await.expect("release");
     c.close().await;
 }
@@ -482,7 +445,10 @@ struct NoStat {
 }
 
 #[async_trait]
-impl ZkClient for NoStat {
+impl Forward for NoStat {
+    fn inner(&self) -> &Arc<dyn ZkClient> {
+        &self.inner
+    }
     async fn create_acl(
         &self,
         path: &str,
@@ -493,29 +459,8 @@ impl ZkClient for NoStat {
         let (p, _) = self.inner.create_acl(path, data, mode, acl).await?;
         Ok((p, Stat::default()))
     }
-    async fn sync(&self, path: &str) -> ZkResult<()> {
-        self.inner.sync(path).await
-    }
-    async fn delete(&self, path: &str, version: i32) -> ZkResult<()> {
-        self.inner.delete(path, version).await
-    }
     async fn exists(&self, path: &str) -> ZkResult<Option<Stat>> {
         Ok(self.inner.exists(path).await?.map(|_| Stat::default()))
-    }
-    async fn get_data(&self, path: &str) -> ZkResult<(Vec<u8>, Stat)> {
-        self.inner.get_data(path).await
-    }
-    async fn get_data_watch(&self, path: &str) -> ZkResult<(Vec<u8>, Stat, WatchReceiver)> {
-        self.inner.get_data_watch(path).await
-    }
-    async fn get_children(&self, path: &str) -> ZkResult<Vec<String>> {
-        self.inner.get_children(path).await
-    }
-    async fn multi(&self, ops: &[Op]) -> ZkResult<Vec<OpResult>> {
-        self.inner.multi(ops).await
-    }
-    fn session(&self) -> tokio::sync::watch::Receiver<SessionState> {
-        self.inner.session()
     }
 }
 
@@ -524,7 +469,7 @@ impl ZkClient for NoStat {
 async fn tokens_are_never_made_up(kind: ServerKind) {
     let server = server(kind);
     let c = client(&server.connect_string()).await;
-    let no_stat: Arc<dyn ZkClient> = Arc::new(NoStat { inner: c.clone() });
+    let no_stat: Arc<dyn ZkClient> = Forwarding::client(NoStat { inner: c.clone() });
     let path = "/locks/no-stat";
     let r = InterProcessMutex::new(no_stat, path).acquire().await;
     assert!(

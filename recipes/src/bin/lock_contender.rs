@@ -144,23 +144,13 @@ async fn contend(args: &[String]) -> Result<(), String> {
     let path: String = arg(args, 3);
     let tasks: usize = arg(args, 4);
     let iterations: usize = arg(args, 5);
-    let log_path: String = arg(args, 6);
+    let log = open_log(&arg::<String>(args, 6))?;
     let counter: Option<String> = args.get(7).cloned();
-    let log = Arc::new(
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log_path)
-            .map_err(|e| format!("open {log_path}: {e}"))?,
-    );
     let client = connect_client(&connect, Duration::from_secs(10)).await?;
-    let mut handles = Vec::new();
-    for task in 0..tasks {
-        let client = client.clone();
-        let log = log.clone();
-        let path = path.clone();
-        let counter = counter.clone();
-        handles.push(tokio::spawn(async move {
+    run_tasks(tasks, |task| {
+        let (client, log, path, counter) =
+            (client.clone(), log.clone(), path.clone(), counter.clone());
+        async move {
             let mutex = InterProcessMutex::new(client.clone(), &path)
                 .with_label(&format!("contender-{}-{task}", std::process::id()));
             for _ in 0..iterations {
@@ -168,12 +158,10 @@ async fn contend(args: &[String]) -> Result<(), String> {
                 critical_section("rust", &guard, task, &log, counter.as_deref(), &client).await?;
                 guard.release().await.map_err(|e| e.to_string())?;
             }
-            Ok::<(), String>(())
-        }));
-    }
-    for h in handles {
-        h.await.map_err(|e| e.to_string())??;
-    }
+            Ok(())
+        }
+    })
+    .await?;
     client.close().await;
     Ok(())
 }
@@ -183,21 +171,11 @@ async fn read_write(args: &[String]) -> Result<(), String> {
     let path: String = arg(args, 3);
     let tasks: usize = arg(args, 4);
     let iterations: usize = arg(args, 5);
-    let log_path: String = arg(args, 6);
-    let log = Arc::new(
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log_path)
-            .map_err(|e| format!("open {log_path}: {e}"))?,
-    );
+    let log = open_log(&arg::<String>(args, 6))?;
     let client = connect_client(&connect, Duration::from_secs(10)).await?;
-    let mut handles = Vec::new();
-    for task in 0..tasks {
-        let client = client.clone();
-        let log = log.clone();
-        let path = path.clone();
-        handles.push(tokio::spawn(async move {
+    run_tasks(tasks, |task| {
+        let (client, log, path) = (client.clone(), log.clone(), path.clone());
+        async move {
             let rw = recipes::InterProcessReadWriteLock::new(client.clone(), &path);
             let (kind, lock) = if task % 2 == 0 {
                 ("rust-w", rw.write_lock())
@@ -209,12 +187,10 @@ async fn read_write(args: &[String]) -> Result<(), String> {
                 critical_section(kind, &guard, task, &log, None, &client).await?;
                 guard.release().await.map_err(|e| e.to_string())?;
             }
-            Ok::<(), String>(())
-        }));
-    }
-    for h in handles {
-        h.await.map_err(|e| e.to_string())??;
-    }
+            Ok(())
+        }
+    })
+    .await?;
     client.close().await;
     Ok(())
 }

@@ -101,38 +101,20 @@ macro_rules! every_backend {
     ($name:ident, $scenario:path) => {
         mod $name {
             use super::*;
-            #[test]
-            fn apache_zookeeper_client() {
-                common::run_with(
-                    harness::ServerKind::Apache,
-                    common::Backend::ZookeeperClient,
-                    $scenario,
-                )
-            }
-            #[test]
-            fn zooraft_zookeeper_client() {
-                common::run_with(
-                    harness::ServerKind::Zooraft,
-                    common::Backend::ZookeeperClient,
-                    $scenario,
-                )
-            }
-            #[test]
-            fn apache_zookeeper_async() {
-                common::run_with(
-                    harness::ServerKind::Apache,
-                    common::Backend::ZookeeperAsync,
-                    $scenario,
-                )
-            }
-            #[test]
-            fn zooraft_zookeeper_async() {
-                common::run_with(
-                    harness::ServerKind::Zooraft,
-                    common::Backend::ZookeeperAsync,
-                    $scenario,
-                )
-            }
+            $crate::every_backend!(@one apache_zookeeper_client, Apache, ZookeeperClient, $scenario);
+            $crate::every_backend!(@one zooraft_zookeeper_client, Zooraft, ZookeeperClient, $scenario);
+            $crate::every_backend!(@one apache_zookeeper_async, Apache, ZookeeperAsync, $scenario);
+            $crate::every_backend!(@one zooraft_zookeeper_async, Zooraft, ZookeeperAsync, $scenario);
+        }
+    };
+    (@one $test:ident, $kind:ident, $backend:ident, $scenario:path) => {
+        #[test]
+        fn $test() {
+            common::run_with(
+                harness::ServerKind::$kind,
+                common::Backend::$backend,
+                $scenario,
+            )
         }
     };
 }
@@ -247,6 +229,127 @@ pub fn check_log(entries: &mut [Entry]) {
             a.token < b.token,
             "fencing tokens do not increase:\n  {a:?}\n  {b:?}\nlog:\n{}",
             dump()
+        );
+    }
+}
+
+/// A test client that forwards every call to another client: implement [`Forward`] and
+/// override only the calls a scenario changes, then wrap it in [`Forwarding`].
+#[async_trait::async_trait]
+pub trait Forward: Send + Sync + 'static {
+    /// The client calls go to.
+    fn inner(&self) -> &Arc<dyn ZkClient>;
+
+    async fn create_acl(
+        &self,
+        path: &str,
+        data: &[u8],
+        mode: recipes::CreateMode,
+        acl: &[recipes::Acl],
+    ) -> recipes::ZkResult<(String, recipes::Stat)> {
+        self.inner().create_acl(path, data, mode, acl).await
+    }
+    async fn sync(&self, path: &str) -> recipes::ZkResult<()> {
+        self.inner().sync(path).await
+    }
+    async fn delete(&self, path: &str, version: i32) -> recipes::ZkResult<()> {
+        self.inner().delete(path, version).await
+    }
+    async fn exists(&self, path: &str) -> recipes::ZkResult<Option<recipes::Stat>> {
+        self.inner().exists(path).await
+    }
+    async fn get_data(&self, path: &str) -> recipes::ZkResult<(Vec<u8>, recipes::Stat)> {
+        self.inner().get_data(path).await
+    }
+    async fn get_data_watch(
+        &self,
+        path: &str,
+    ) -> recipes::ZkResult<(Vec<u8>, recipes::Stat, recipes::WatchReceiver)> {
+        self.inner().get_data_watch(path).await
+    }
+    async fn get_children(&self, path: &str) -> recipes::ZkResult<Vec<String>> {
+        self.inner().get_children(path).await
+    }
+    async fn multi(&self, ops: &[recipes::Op]) -> recipes::ZkResult<Vec<recipes::OpResult>> {
+        self.inner().multi(ops).await
+    }
+}
+
+/// The [`ZkClient`] of a [`Forward`] implementation.
+pub struct Forwarding<T>(pub T);
+
+impl<T: Forward> Forwarding<T> {
+    /// `forward` as a client the recipes take.
+    pub fn client(forward: T) -> Arc<Forwarding<T>> {
+        Arc::new(Forwarding(forward))
+    }
+}
+
+#[async_trait::async_trait]
+impl<T: Forward> ZkClient for Forwarding<T> {
+    async fn create_acl(
+        &self,
+        path: &str,
+        data: &[u8],
+        mode: recipes::CreateMode,
+        acl: &[recipes::Acl],
+    ) -> recipes::ZkResult<(String, recipes::Stat)> {
+        self.0.create_acl(path, data, mode, acl).await
+    }
+    async fn sync(&self, path: &str) -> recipes::ZkResult<()> {
+        self.0.sync(path).await
+    }
+    async fn delete(&self, path: &str, version: i32) -> recipes::ZkResult<()> {
+        self.0.delete(path, version).await
+    }
+    async fn exists(&self, path: &str) -> recipes::ZkResult<Option<recipes::Stat>> {
+        self.0.exists(path).await
+    }
+    async fn get_data(&self, path: &str) -> recipes::ZkResult<(Vec<u8>, recipes::Stat)> {
+        self.0.get_data(path).await
+    }
+    async fn get_data_watch(
+        &self,
+        path: &str,
+    ) -> recipes::ZkResult<(Vec<u8>, recipes::Stat, recipes::WatchReceiver)> {
+        self.0.get_data_watch(path).await
+    }
+    async fn get_children(&self, path: &str) -> recipes::ZkResult<Vec<String>> {
+        self.0.get_children(path).await
+    }
+    async fn multi(&self, ops: &[recipes::Op]) -> recipes::ZkResult<Vec<recipes::OpResult>> {
+        self.0.multi(ops).await
+    }
+    fn session(&self) -> tokio::sync::watch::Receiver<recipes::SessionState> {
+        self.0.inner().session()
+    }
+}
+
+/// Runs every command to completion (at most `max`), failing the test with its output if
+/// one fails.
+pub async fn run_all(cmds: Vec<tokio::process::Command>, max: Duration) {
+    let mut waits = Vec::new();
+    for mut c in cmds {
+        c.stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true);
+        let child = c.spawn().expect("spawn contender");
+        waits.push(tokio::spawn(child.wait_with_output()));
+    }
+    let deadline = tokio::time::Instant::now() + max;
+    for w in waits {
+        let out = tokio::time::timeout_at(deadline, w)
+            .await
+            .expect("contenders finished in time")
+            .expect("task")
+            .expect("contender output");
+        assert!(
+            out.status.success(),
+            "a contender failed ({}):\n{}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
         );
     }
 }
