@@ -18,8 +18,9 @@ use std::time::Duration;
 
 use crate::client::ZkClient;
 use crate::error::Error;
+use crate::guard::LockGuard;
 use crate::lock::{Config, Kind, LockCore};
-use crate::mutex::{InterProcessMutex, LockGuard, Participant};
+use crate::mutex::{InterProcessMutex, Participant};
 
 /// Leadership won through a [`LeaderLatch`]: the participant leads until it releases (or
 /// drops) this, or until [`lost`](LockGuard::lost) fires. The fencing token is the latch

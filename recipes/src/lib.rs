@@ -54,6 +54,7 @@ mod cleanup;
 mod client;
 mod error;
 mod fence;
+mod guard;
 mod heartbeat;
 mod leader;
 mod lock;
@@ -61,6 +62,7 @@ mod metrics;
 mod monitor;
 mod mutex;
 pub mod names;
+mod queue;
 mod rwlock;
 mod semaphore;
 #[cfg(feature = "zookeeper-async")]
@@ -76,9 +78,10 @@ pub use client::{
 };
 pub use error::{Error, LostReason};
 pub use fence::{Fence, FencingToken, StaleToken};
+pub use guard::LockGuard;
 pub use leader::{LeaderLatch, LeaderSelector, Leadership};
 pub use metrics::{AcquireOutcome, LockMetrics};
-pub use mutex::{InterProcessMutex, LockGuard, Participant};
+pub use mutex::{InterProcessMutex, Participant};
 pub use names::Owner;
 pub use rwlock::InterProcessReadWriteLock;
 pub use semaphore::{InterProcessSemaphoreV2, Lease};

@@ -24,8 +24,9 @@ use tokio::time::Instant;
 
 use crate::client::ZkClient;
 use crate::error::Error;
+use crate::guard::LockGuard;
 use crate::lock::{Config, Kind, LockCore, MaxLeases};
-use crate::mutex::{InterProcessMutex, LockGuard, Participant};
+use crate::mutex::{InterProcessMutex, Participant};
 use crate::names::join;
 
 /// A lease of an [`InterProcessSemaphoreV2`]: held until released or dropped.
