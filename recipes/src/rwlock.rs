@@ -12,8 +12,10 @@
 
 use std::sync::Arc;
 
-use crate::client::ZkClient;
-use crate::lock::{Config, Kind, LockCore};
+use crate::client::{Acl, ZkClient};
+use crate::error::Error;
+use crate::lock::{check_suspend_fraction, Config, Kind, LockCore};
+use crate::metrics::LockMetrics;
 use crate::mutex::InterProcessMutex;
 
 /// A read-write lock across processes, compatible with Curator's
@@ -68,6 +70,10 @@ impl InterProcessReadWriteLock {
             owner: crate::names::Owner::current(label),
             ..Config::default()
         };
+        Self::build(client, path, config)
+    }
+
+    fn build(client: Arc<dyn ZkClient>, path: &str, config: Config) -> InterProcessReadWriteLock {
         let read = Arc::new(LockCore::new(
             client.clone(),
             path.to_string(),
@@ -86,6 +92,62 @@ impl InterProcessReadWriteLock {
             read: InterProcessMutex { core: read },
             write: InterProcessMutex { core: write },
         }
+    }
+
+    fn reconfigured(self, f: impl FnOnce(&mut Config)) -> InterProcessReadWriteLock {
+        let core = &self.write.core;
+        let mut config = core.config.clone();
+        f(&mut config);
+        Self::build(core.client.clone(), &core.path, config)
+    }
+
+    /// Sets the ACL of the lock nodes and of the containers above them (see
+    /// [`InterProcessMutex::with_acl`]). Call it before acquiring: it makes a new handle.
+    ///
+    /// ```no_run
+    /// # async fn f(rw: recipes::InterProcessReadWriteLock, acl: Vec<recipes::Acl>) {
+    /// let rw = rw.with_acl(acl);
+    /// # }
+    /// ```
+    pub fn with_acl(self, acl: Vec<Acl>) -> InterProcessReadWriteLock {
+        self.reconfigured(|c| c.acl = acl)
+    }
+
+    /// Stores `data` in the lock nodes instead of the owner line (Curator's
+    /// `lockNodeBytes`). Call it before acquiring: it makes a new handle.
+    ///
+    /// ```no_run
+    /// # async fn f(rw: recipes::InterProcessReadWriteLock) {
+    /// let rw = rw.with_node_data(b"10.0.0.7");
+    /// # }
+    /// ```
+    pub fn with_node_data(self, data: &[u8]) -> InterProcessReadWriteLock {
+        let data = data.to_vec();
+        self.reconfigured(|c| c.node_data = Some(data))
+    }
+
+    /// Reports both locks' events to `metrics` (see [`LockMetrics`]).
+    ///
+    /// ```no_run
+    /// # async fn f(rw: recipes::InterProcessReadWriteLock, m: std::sync::Arc<dyn recipes::LockMetrics>) {
+    /// let rw = rw.with_metrics(m);
+    /// # }
+    /// ```
+    pub fn with_metrics(self, metrics: Arc<dyn LockMetrics>) -> InterProcessReadWriteLock {
+        self.reconfigured(|c| c.metrics = Some(metrics))
+    }
+
+    /// Sets the suspend fraction of both locks (see
+    /// [`InterProcessMutex::with_suspend_fraction`]).
+    ///
+    /// ```no_run
+    /// # async fn f(rw: recipes::InterProcessReadWriteLock) -> Result<(), recipes::Error> {
+    /// let rw = rw.with_suspend_fraction(0.3)?;
+    /// # Ok(()) }
+    /// ```
+    pub fn with_suspend_fraction(self, fraction: f64) -> Result<InterProcessReadWriteLock, Error> {
+        let fraction = check_suspend_fraction(fraction)?;
+        Ok(self.reconfigured(|c| c.suspend_fraction = fraction))
     }
 
     /// The shared lock: many readers hold it at once, no writer meanwhile.

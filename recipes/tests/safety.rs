@@ -581,6 +581,22 @@ async fn acl_protected_locks(kind: ServerKind, backend: Backend) {
     );
     g.release().await.expect("release");
     assert!(children(&c, path).await.is_empty());
+
+    // The read-write lock takes the same options.
+    let rw_path = "/secure-locks/catalog";
+    let rw = InterProcessReadWriteLock::new(c.clone(), rw_path)
+        .with_acl(auth_only())
+        .with_node_data(b"indexer");
+    let w = rw.write_lock().acquire().await.expect("write");
+    let r = w.acquire_read().await.expect("downgrade");
+    assert_eq!(c.get_data(w.node_path()).await.expect("node").0, b"indexer");
+    assert_eq!(
+        stranger.get_children(rw_path).await.err(),
+        Some(ErrorCode::NoAuth)
+    );
+    w.release().await.expect("release write");
+    r.release().await.expect("release read");
+    assert!(children(&c, rw_path).await.is_empty());
     c.close().await;
     stranger.close().await;
 }
