@@ -256,6 +256,102 @@ fn protection_search_syncs_first_async_apache() {
     )
 }
 
+/// A client whose first lock create "loses" its reply and whose member shows that node only
+/// after the retried create (it was applied late), and that may not delete it.
+struct Twins {
+    inner: Arc<dyn ZkClient>,
+    first: StdMutex<Option<String>>,
+    retried: AtomicBool,
+}
+
+#[async_trait]
+impl Forward for Twins {
+    fn inner(&self) -> &Arc<dyn ZkClient> {
+        &self.inner
+    }
+    async fn create_acl(
+        &self,
+        path: &str,
+        data: &[u8],
+        mode: CreateMode,
+        acl: &[Acl],
+    ) -> ZkResult<(String, Stat)> {
+        let (created, stat) = self.inner.create_acl(path, data, mode, acl).await?;
+        if created.contains("-lock-") {
+            let mut first = self.first.lock().unwrap();
+            if first.is_none() {
+                *first = Some(created.rsplit('/').next().unwrap_or_default().to_string());
+                return Err(ErrorCode::ConnectionLoss);
+            }
+            self.retried.store(true, Ordering::SeqCst);
+        }
+        Ok((created, stat))
+    }
+    async fn get_children(&self, path: &str) -> ZkResult<Vec<String>> {
+        let all = self.inner.get_children(path).await?;
+        let first = self.first.lock().unwrap().clone();
+        if self.retried.load(Ordering::SeqCst) {
+            return Ok(all);
+        }
+        Ok(all
+            .into_iter()
+            .filter(|c| Some(c) != first.as_ref())
+            .collect())
+    }
+    async fn delete(&self, path: &str, version: i32) -> ZkResult<()> {
+        let first = self.first.lock().unwrap().clone();
+        if first.is_some_and(|f| path.ends_with(&f)) {
+            return Err(ErrorCode::NoAuth);
+        }
+        self.inner.delete(path, version).await
+    }
+}
+
+/// Defect 5: a second node of ours (a twin) whose delete fails for good fails the acquire
+/// at once, and our own node is cleaned up; it used to be retried every 20 ms for ever,
+/// past any deadline.
+async fn twin_that_cannot_be_deleted(kind: ServerKind) {
+    let server = server(kind);
+    let observer = client(&server.connect_string()).await;
+    let path = "/locks/twin";
+    let twins: Arc<dyn ZkClient> = Forwarding::client(Twins {
+        inner: client(&server.connect_string()).await,
+        first: StdMutex::new(None),
+        retried: AtomicBool::new(false),
+    });
+    let r = tokio::time::timeout(
+        Duration::from_secs(20),
+        InterProcessMutex::new(twins.clone(), path).acquire_timeout(Duration::from_secs(2)),
+    )
+    .await
+    .expect("the acquire returns");
+    assert_eq!(r.err(), Some(Error::Zk(ErrorCode::NoAuth)));
+    let o = observer.clone();
+    eventually(
+        Duration::from_secs(10),
+        "only the twin is left",
+        move || {
+            let o = o.clone();
+            async move { children(&o, path).await.len() == 1 }
+        },
+    )
+    .await;
+    for kid in children(&observer, path).await {
+        observer
+            .delete(&format!("{path}/{kid}"), -1)
+            .await
+            .expect("delete the twin");
+    }
+    twins.close().await;
+    observer.close().await;
+}
+
+both_servers!(
+    twin_that_cannot_be_deleted_apache,
+    twin_that_cannot_be_deleted_zooraft,
+    twin_that_cannot_be_deleted
+);
+
 /// The lock path's ACL with every permission but `delete`.
 fn no_delete() -> Vec<zookeeper_client::Acl> {
     use zookeeper_client::Permission as P;

@@ -320,6 +320,9 @@ impl<T: Forward> ZkClient for Forwarding<T> {
     async fn multi(&self, ops: &[recipes::Op]) -> recipes::ZkResult<Vec<recipes::OpResult>> {
         self.0.multi(ops).await
     }
+    async fn close(&self) {
+        self.0.inner().close().await
+    }
     fn session(&self) -> tokio::sync::watch::Receiver<recipes::SessionState> {
         self.0.inner().session()
     }
