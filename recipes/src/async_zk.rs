@@ -159,7 +159,8 @@ impl AsyncZkClient {
     }
 
     /// Closes the session (its ephemeral nodes, and so its locks, go with it). Dropping the
-    /// last handle closes it too, in the background.
+    /// last handle closes it too, in the background. zookeeper-async returns once
+    /// closeSession is sent, without waiting for its reply: the nodes go a moment later.
     ///
     /// ```no_run
     /// # async fn f(client: std::sync::Arc<recipes::AsyncZkClient>) {

@@ -19,6 +19,9 @@ use crate::client::{
 };
 use crate::error::Error;
 
+/// How long [`ZkClient::close`] waits for the server to end the session.
+const CLOSE_WAIT: Duration = Duration::from_secs(5);
+
 /// A zookeeper-client (`zookeeper_client::Client`) handle for the recipes.
 ///
 /// ```no_run
@@ -142,8 +145,9 @@ impl ZookeeperClient {
             .clone()
     }
 
+    /// The handle, or `ConnectionLoss` once closed (the state channel says `Closed`).
     fn zk(&self) -> ZkResult<zkc::Client> {
-        self.client().ok_or(ErrorCode::SessionExpired)
+        self.client().ok_or(ErrorCode::ConnectionLoss)
     }
 }
 
@@ -173,7 +177,7 @@ fn code(e: zkc::Error) -> ErrorCode {
         E::NoChildrenForEphemerals => ErrorCode::NoChildrenForEphemerals,
         E::NodeExists => ErrorCode::NodeExists,
         E::NotEmpty => ErrorCode::NotEmpty,
-        E::SessionExpired | E::ClientClosed => ErrorCode::SessionExpired,
+        E::SessionExpired => ErrorCode::SessionExpired,
         E::InvalidAcl => ErrorCode::InvalidAcl,
         E::AuthFailed => ErrorCode::AuthFailed,
         E::SessionMoved => ErrorCode::SessionMoved,
@@ -339,9 +343,22 @@ impl ZkClient for ZookeeperClient {
 
     async fn close(&self) {
         let taken = self.client.lock().unwrap_or_else(|e| e.into_inner()).take();
-        drop(taken);
+        let Some(client) = taken else { return };
+        // Dropping the last handle makes zookeeper-client send closeSession; wait (a little)
+        // for the session to end, so that our ephemeral nodes are gone when this returns.
+        // Handles the application still holds (from `client()`) keep the session open.
+        let mut rx = self.state.subscribe();
+        let limit = rx.borrow().timeout.min(CLOSE_WAIT);
+        drop(client);
+        let _ = tokio::time::timeout(
+            limit,
+            rx.wait_for(|s| matches!(s.connection, Connection::Closed | Connection::Expired)),
+        )
+        .await;
         self.state.send_modify(|s| {
-            *s = SessionState::new(Connection::Closed, s.epoch, s.session_id, s.timeout)
+            if s.connection != Connection::Expired {
+                *s = SessionState::new(Connection::Closed, s.epoch, s.session_id, s.timeout)
+            }
         });
     }
 

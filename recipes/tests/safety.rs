@@ -790,3 +790,40 @@ both_servers!(
     run_cancels_on_loss_zooraft,
     run_cancels_on_loss
 );
+
+/// `close` ends the session before it returns: the lock node of a guard still held is gone
+/// at once (zookeeper-client's close used to return before the server heard of it, so the
+/// chaos suite's final tree comparison raced the session's end), and the guard's lost
+/// reason is `ClientClosed`.
+async fn close_ends_the_session(kind: ServerKind, backend: Backend) {
+    let server = server(kind);
+    let observer = client(&server.connect_string()).await;
+    let c = connect(backend, &server.connect_string(), Duration::from_secs(8)).await;
+    let path = "/locks/closing";
+    let guard = InterProcessMutex::new(c.clone(), path)
+        .acquire()
+        .await
+        .expect("acquire");
+    c.close().await;
+    match backend {
+        Backend::ZookeeperClient => assert!(
+            children(&observer, path).await.is_empty(),
+            "the closed session's lock node is still there"
+        ),
+        // zookeeper-async's close returns once closeSession is sent, without its reply: the
+        // node goes soon after, well before the 8 s session could expire.
+        Backend::ZookeeperAsync => {
+            let o = observer.clone();
+            eventually(Duration::from_secs(4), "lock node gone", move || {
+                let o = o.clone();
+                async move { children(&o, path).await.is_empty() }
+            })
+            .await
+        }
+    }
+    assert_eq!(guard.lost().await, LostReason::ClientClosed);
+    drop(guard);
+    observer.close().await;
+}
+
+every_backend!(close_session, close_ends_the_session);
