@@ -117,6 +117,10 @@ impl Monitor {
                     node_watch = None;
                     need_arm = true;
                     if ev == Ok(EventType::NodeDeleted) {
+                        // A close deletes our node too: that is the client closing.
+                        if rx.borrow().connection == Connection::Closed {
+                            return LostReason::ClientClosed;
+                        }
                         return LostReason::NodeDeleted;
                     }
                     if ev.is_err() {

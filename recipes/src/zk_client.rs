@@ -112,6 +112,10 @@ impl ZookeeperClient {
                 let Some(tx) = weak.upgrade() else { return };
                 let connection = map_state(s);
                 tx.send_modify(|cur| {
+                    if cur.connection == Connection::Closed {
+                        // Closed through `close`: nothing changes that.
+                        return;
+                    }
                     let epoch = if connection == Connection::Expired {
                         cur.epoch + 1
                     } else {
@@ -344,22 +348,25 @@ impl ZkClient for ZookeeperClient {
     async fn close(&self) {
         let taken = self.client.lock().unwrap_or_else(|e| e.into_inner()).take();
         let Some(client) = taken else { return };
-        // Dropping the last handle makes zookeeper-client send closeSession; wait (a little)
-        // for the session to end, so that our ephemeral nodes are gone when this returns.
-        // Handles the application still holds (from `client()`) keep the session open.
-        let mut rx = self.state.subscribe();
-        let limit = rx.borrow().timeout.min(CLOSE_WAIT);
-        drop(client);
-        let _ = tokio::time::timeout(
-            limit,
-            rx.wait_for(|s| matches!(s.connection, Connection::Closed | Connection::Expired)),
-        )
-        .await;
+        // Closed from now on: what happens to our nodes while the session ends (their
+        // deletion, its watch events) is the close, not a lost lock of another kind.
         self.state.send_modify(|s| {
             if s.connection != Connection::Expired {
                 *s = SessionState::new(Connection::Closed, s.epoch, s.session_id, s.timeout)
             }
         });
+        // Dropping the last handle makes zookeeper-client send closeSession; wait (a little)
+        // for the session to end, so that our ephemeral nodes are gone when this returns.
+        // Handles the application still holds (from `client()`) keep the session open.
+        let mut states = client.state_watcher();
+        let limit = client.session_timeout().min(CLOSE_WAIT);
+        drop(client);
+        let _ = tokio::time::timeout(limit, async {
+            while !states.peek_state().is_terminated() {
+                states.changed().await;
+            }
+        })
+        .await;
     }
 
     async fn multi(&self, ops: &[Op]) -> ZkResult<Vec<OpResult>> {
