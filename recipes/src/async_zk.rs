@@ -1,11 +1,19 @@
-//! [`ZkClient`] over the zookeeper-async crate, the client the design names.
+//! [`ZkClient`] over the zookeeper-async crate (feature `zookeeper-async`, off by default;
+//! the primary backend is zookeeper-client, see [`ZookeeperClient`](crate::ZookeeperClient)).
 //!
 //! zookeeper-async gives create2 (so the lock node's czxid comes with the create), getData
-//! with a watch, getChildren and delete. It lacks three things the recipes need, and this
+//! with a watch, getChildren and delete. It lacks four things the recipes need, and this
 //! module supplies them:
 //! - `multi` (the fenced write) and real containers (it sends `CreateMode::Container` as a
 //!   plain create, which makes a persistent node): sent over [`JuteConnection`], a second
-//!   small session on this workspace's jute codec.
+//!   small session on this workspace's jute codec. That session is opened only when such a
+//!   request is sent, carries every auth given to [`AsyncZkClient::add_auth`], and creates
+//!   with the ACL the caller gives.
+//! - `sync`: not offered. A conditional `setData` that cannot succeed (version -2) is sent on
+//!   the main session instead: like every write it is ordered through the leader (Apache
+//!   ZooKeeper logs failed writes as error transactions), so its reply comes only after the
+//!   member applied everything committed before it, which is what the protection search
+//!   needs from a sync.
 //! - the session id: learned from the `ephemeralOwner` of the first ephemeral node we
 //!   create, and forgotten when the session expires. The session *epoch* (which session) is
 //!   tracked from its state events: zookeeper-async silently starts a new session after an
@@ -34,7 +42,7 @@ use crate::client::{
     ZkClient, ZkResult,
 };
 use crate::error::Error;
-use crate::wire::{ConnectString, JuteConnection};
+use crate::wire::{AuthList, ConnectString, JuteConnection};
 
 /// A zookeeper-async client with everything the recipes need.
 ///
@@ -52,6 +60,7 @@ use crate::wire::{ConnectString, JuteConnection};
 pub struct AsyncZkClient {
     zk: Arc<ZooKeeper>,
     side: JuteConnection,
+    auth: AuthList,
     state: Arc<watch::Sender<SessionState>>,
     closed: std::sync::atomic::AtomicBool,
 }
@@ -90,9 +99,11 @@ impl AsyncZkClient {
             .map_err(|e| Error::Connect(format!("{e:?}")))?;
         let listener_state = state.clone();
         zk.add_listener(move |s: ZkState| on_state(&listener_state, s));
+        let auth = Arc::new(std::sync::Mutex::new(Vec::new()));
         let client = Arc::new(AsyncZkClient {
             zk: Arc::new(zk),
-            side: JuteConnection::new(target, session_timeout),
+            side: JuteConnection::new(target, session_timeout, auth.clone()),
+            auth,
             state,
             closed: std::sync::atomic::AtomicBool::new(false),
         });
@@ -106,6 +117,8 @@ impl AsyncZkClient {
                 if let Ok(t) = client.side.negotiated_timeout().await {
                     client.state.send_modify(|s| s.timeout = s.timeout.min(t));
                 }
+                // The side session is opened again when a request needs it.
+                client.side.close().await;
                 client.state.send_if_modified(|s| {
                     if s.connection == Connection::Disconnected {
                         *s = SessionState::new(
@@ -146,7 +159,8 @@ impl AsyncZkClient {
     }
 
     /// Closes the session (its ephemeral nodes, and so its locks, go with it). Dropping the
-    /// last handle closes it too, in the background.
+    /// last handle closes it too, in the background. zookeeper-async returns once
+    /// closeSession is sent, without waiting for its reply: the nodes go a moment later.
     ///
     /// ```no_run
     /// # async fn f(client: std::sync::Arc<recipes::AsyncZkClient>) {
@@ -158,9 +172,32 @@ impl AsyncZkClient {
             return;
         }
         let _ = tokio::time::timeout(Duration::from_secs(5), self.zk.close()).await;
+        self.side.close().await;
         self.state.send_modify(|s| {
             *s = SessionState::new(Connection::Closed, s.epoch, s.session_id, s.timeout)
         });
+    }
+
+    /// Adds an identity (`addauth`) to the session, and to the side session that sends
+    /// multi and container creates: both act as the same user.
+    ///
+    /// ```no_run
+    /// # async fn f(client: std::sync::Arc<recipes::AsyncZkClient>) -> Result<(), recipes::Error> {
+    /// client.add_auth("digest", b"billing:secret").await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn add_auth(&self, scheme: &str, auth: &[u8]) -> Result<(), Error> {
+        self.zk
+            .add_auth(scheme, auth.to_vec())
+            .await
+            .map_err(|e| Error::Zk(code(e)))?;
+        self.auth
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((scheme.to_string(), auth.to_vec()));
+        // A side session opened before has not got it: the next request opens a new one.
+        self.side.close().await;
+        Ok(())
     }
 
     fn learn_session(&self, stat: &Stat) {
@@ -279,11 +316,16 @@ fn multi_op(side: &JuteConnection, op: &Op) -> MultiOp {
             path: side.server_path(path),
             version: *version,
         }),
-        Op::Create { path, data, mode } => {
+        Op::Create {
+            path,
+            data,
+            mode,
+            acl,
+        } => {
             let req = CreateRequest {
                 path: side.server_path(path),
                 data: Some(bytes::Bytes::copy_from_slice(data)),
-                acl: vec![Acl::open_unsafe()],
+                acl: jute_acl(acl),
                 flags: mode.flags(),
             };
             if mode.is_container() {
@@ -308,14 +350,56 @@ fn multi_op(side: &JuteConnection, op: &Op) -> MultiOp {
     }
 }
 
+/// The ACL to send: the caller's, or open to everyone when empty.
+fn jute_acl(acl: &[Acl]) -> Vec<Acl> {
+    if acl.is_empty() {
+        vec![Acl::open_unsafe()]
+    } else {
+        acl.to_vec()
+    }
+}
+
+/// The ACL in zookeeper-async's terms.
+fn async_acl(acl: &[Acl]) -> Vec<zookeeper_async::Acl> {
+    use zookeeper_async::Permission as P;
+    jute_acl(acl)
+        .iter()
+        .map(|a| {
+            let mut p = P::NONE;
+            for (bit, perm) in [
+                (jute::perms::READ, P::READ),
+                (jute::perms::WRITE, P::WRITE),
+                (jute::perms::CREATE, P::CREATE),
+                (jute::perms::DELETE, P::DELETE),
+                (jute::perms::ADMIN, P::ADMIN),
+            ] {
+                if a.perms & bit != 0 {
+                    p = p | perm;
+                }
+            }
+            zookeeper_async::Acl {
+                perms: p,
+                scheme: a.id.scheme.clone(),
+                id: a.id.id.clone(),
+            }
+        })
+        .collect()
+}
+
 #[async_trait]
 impl ZkClient for AsyncZkClient {
-    async fn create(&self, path: &str, data: &[u8], mode: CreateMode) -> ZkResult<(String, Stat)> {
+    async fn create_acl(
+        &self,
+        path: &str,
+        data: &[u8],
+        mode: CreateMode,
+        acl: &[Acl],
+    ) -> ZkResult<(String, Stat)> {
         if mode.is_container() {
             let req = CreateRequest {
                 path: self.side.server_path(path),
                 data: Some(bytes::Bytes::copy_from_slice(data)),
-                acl: vec![Acl::open_unsafe()],
+                acl: jute_acl(acl),
                 flags: mode.flags(),
             };
             return match self.side_call(Request::CreateContainer(req)).await? {
@@ -326,12 +410,7 @@ impl ZkClient for AsyncZkClient {
         }
         let (p, s) = self
             .zk
-            .create2(
-                path,
-                data.to_vec(),
-                zookeeper_async::Acl::open_unsafe().clone(),
-                async_mode(mode),
-            )
+            .create2(path, data.to_vec(), async_acl(acl), async_mode(mode))
             .await
             .map_err(code)?;
         let s = stat(s);
@@ -367,6 +446,33 @@ impl ZkClient for AsyncZkClient {
 
     async fn get_children(&self, path: &str) -> ZkResult<Vec<String>> {
         self.zk.get_children(path, false).await.map_err(code)
+    }
+
+    async fn get_children_watch(&self, path: &str) -> ZkResult<(Vec<String>, WatchReceiver)> {
+        let (tx, rx) = oneshot::channel();
+        let children = self
+            .zk
+            .get_children_w(path, move |ev: zookeeper_async::WatchedEvent| {
+                let _ = tx.send(event_type(ev.event_type));
+            })
+            .await
+            .map_err(code)?;
+        Ok((children, rx))
+    }
+
+    async fn sync(&self, path: &str) -> ZkResult<()> {
+        // A write that cannot succeed (no node has data version -2), ordered like a sync.
+        match self.zk.set_data(path, Vec::new(), Some(-2)).await {
+            Ok(_) => Ok(()),
+            Err(e) => match code(e) {
+                ErrorCode::BadVersion | ErrorCode::NoNode | ErrorCode::NoAuth => Ok(()),
+                other => Err(other),
+            },
+        }
+    }
+
+    async fn close(&self) {
+        AsyncZkClient::close(self).await
     }
 
     async fn multi(&self, ops: &[Op]) -> ZkResult<Vec<OpResult>> {

@@ -126,7 +126,12 @@ pub(crate) async fn find_and_delete(
         if session_gone(&rx.borrow(), epoch) {
             return DeleteOutcome::SessionGone;
         }
-        match client.get_children(base).await {
+        // Read from a member that has applied every create of ours the leader has.
+        let listed = match client.sync(base).await {
+            Ok(()) | Err(ErrorCode::NoNode) => client.get_children(base).await,
+            Err(e) => Err(e),
+        };
+        match listed {
             Ok(children) => {
                 return match children.iter().find(|c| c.starts_with(prefix)) {
                     Some(name) => guaranteed_delete(client, &join(base, name), epoch).await,

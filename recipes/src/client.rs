@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use tokio::sync::{oneshot, watch};
 
-pub use jute::{CreateMode, ErrorCode, EventType, Stat};
+pub use jute::{perms, Acl, CreateMode, ErrorCode, EventType, Id, Stat};
 
 /// The result of one ZooKeeper call: the value, or the error code ZooKeeper (or the client,
 /// for `ConnectionLoss`) gave.
@@ -33,6 +33,7 @@ pub type WatchReceiver = oneshot::Receiver<EventType>;
 /// assert_ne!(Connection::Connected, Connection::Disconnected);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Connection {
     /// Connected, with a live session.
     Connected,
@@ -94,6 +95,7 @@ impl SessionState {
 /// assert_eq!(op.path(), "/orders/next");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Op {
     /// Fails the transaction unless the node exists (and, if `version` is not -1, has that
     /// data version).
@@ -111,6 +113,8 @@ pub enum Op {
         data: Vec<u8>,
         /// Its mode.
         mode: CreateMode,
+        /// Its ACL (empty: `world:anyone` with every permission).
+        acl: Vec<Acl>,
     },
     /// Sets a node's data.
     SetData {
@@ -150,6 +154,7 @@ impl Op {
 /// assert_eq!(OpResult::Check.error(), None);
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum OpResult {
     /// The check passed.
     Check,
@@ -179,37 +184,83 @@ impl OpResult {
 /// Paths are absolute (relative to the client's chroot, if it has one). Every call returns
 /// ZooKeeper's error code on failure; `ConnectionLoss` means the outcome is unknown.
 ///
-/// Implemented for [`AsyncZkClient`](crate::AsyncZkClient) (zookeeper-async, with the calls
-/// it lacks sent over this workspace's jute codec). Any other client can implement it; the
-/// trait is object safe and the recipes hold an `Arc<dyn ZkClient>`.
+/// Implemented for [`ZookeeperClient`](crate::ZookeeperClient) (zookeeper-client, the primary
+/// backend) and, with the `zookeeper-async` feature, for `AsyncZkClient`. Any other client
+/// can implement it; the trait is object safe and the recipes hold an `Arc<dyn ZkClient>`.
 ///
 /// ```no_run
 /// use std::sync::Arc;
-/// use recipes::{AsyncZkClient, ZkClient};
+/// use recipes::{ZookeeperClient, ZkClient};
 /// # async fn f() -> Result<(), recipes::Error> {
-/// let client: Arc<dyn ZkClient> = AsyncZkClient::connect("127.0.0.1:2181", std::time::Duration::from_secs(10)).await?;
+/// let client: Arc<dyn ZkClient> = ZookeeperClient::connect("127.0.0.1:2181", std::time::Duration::from_secs(10)).await?;
 /// let children = client.get_children("/").await?;
 /// println!("{children:?}");
 /// # Ok(()) }
 /// ```
 #[async_trait]
 pub trait ZkClient: Send + Sync + 'static {
-    /// Creates a node and returns its path (with the sequence suffix, if sequential) and its
-    /// Stat (ZooKeeper's `create2`). `CreateMode::Container` must create a real container.
+    /// Creates a node with the given ACL and returns its path (with the sequence suffix, if
+    /// sequential) and its Stat (ZooKeeper's `create2`). `CreateMode::Container` must create a
+    /// real container. An empty `acl` means `world:anyone` with every permission.
     ///
     /// ```no_run
     /// # use recipes::ZkClient;
-    /// # async fn f(client: std::sync::Arc<recipes::AsyncZkClient>) -> Result<(), recipes::Error> {
+    /// # async fn f(client: std::sync::Arc<dyn ZkClient>) -> Result<(), recipes::Error> {
+    /// use recipes::{perms, Acl, Id};
+    /// let acl = [Acl { perms: perms::ALL, id: Id { scheme: "auth".into(), id: "".into() } }];
+    /// let (path, stat) = client.create_acl("/jobs/job-", b"x", recipes::CreateMode::EphemeralSequential, &acl).await?;
+    /// # Ok(()) }
+    /// ```
+    async fn create_acl(
+        &self,
+        path: &str,
+        data: &[u8],
+        mode: CreateMode,
+        acl: &[Acl],
+    ) -> ZkResult<(String, Stat)>;
+
+    /// Creates a node open to everyone (`world:anyone`, every permission): see
+    /// [`create_acl`](ZkClient::create_acl).
+    ///
+    /// ```no_run
+    /// # use recipes::ZkClient;
+    /// # async fn f(client: std::sync::Arc<dyn ZkClient>) -> Result<(), recipes::Error> {
     /// let (path, stat) = client.create("/jobs/job-", b"x", recipes::CreateMode::EphemeralSequential).await?;
     /// # Ok(()) }
     /// ```
-    async fn create(&self, path: &str, data: &[u8], mode: CreateMode) -> ZkResult<(String, Stat)>;
+    async fn create(&self, path: &str, data: &[u8], mode: CreateMode) -> ZkResult<(String, Stat)> {
+        self.create_acl(path, data, mode, &[]).await
+    }
+
+    /// Makes the member this client is connected to catch up with the leader (ZooKeeper's
+    /// `sync`): reads sent after it see every write committed before it. The protection
+    /// searches call it before they list the lock path.
+    ///
+    /// ```no_run
+    /// # use recipes::ZkClient;
+    /// # async fn f(client: std::sync::Arc<dyn ZkClient>) -> Result<(), recipes::Error> {
+    /// client.sync("/locks/orders").await?;
+    /// let fresh = client.get_children("/locks/orders").await?;
+    /// # Ok(()) }
+    /// ```
+    async fn sync(&self, path: &str) -> ZkResult<()>;
+
+    /// Closes the session (its ephemeral nodes, and so its locks, go with it) and publishes
+    /// [`Connection::Closed`]. The default does nothing, for clients closed by other means.
+    ///
+    /// ```no_run
+    /// # use recipes::ZkClient;
+    /// # async fn f(client: std::sync::Arc<dyn ZkClient>) {
+    /// client.close().await;
+    /// # }
+    /// ```
+    async fn close(&self) {}
 
     /// Deletes a node (`version` -1 matches any version).
     ///
     /// ```no_run
     /// # use recipes::ZkClient;
-    /// # async fn f(client: std::sync::Arc<recipes::AsyncZkClient>) -> Result<(), recipes::Error> {
+    /// # async fn f(client: std::sync::Arc<dyn ZkClient>) -> Result<(), recipes::Error> {
     /// client.delete("/jobs/job-0000000001", -1).await?;
     /// # Ok(()) }
     /// ```
@@ -219,7 +270,7 @@ pub trait ZkClient: Send + Sync + 'static {
     ///
     /// ```no_run
     /// # use recipes::ZkClient;
-    /// # async fn f(client: std::sync::Arc<recipes::AsyncZkClient>) -> Result<(), recipes::Error> {
+    /// # async fn f(client: std::sync::Arc<dyn ZkClient>) -> Result<(), recipes::Error> {
     /// let stat = client.exists("/jobs").await?;
     /// # Ok(()) }
     /// ```
@@ -229,7 +280,7 @@ pub trait ZkClient: Send + Sync + 'static {
     ///
     /// ```no_run
     /// # use recipes::ZkClient;
-    /// # async fn f(client: std::sync::Arc<recipes::AsyncZkClient>) -> Result<(), recipes::Error> {
+    /// # async fn f(client: std::sync::Arc<dyn ZkClient>) -> Result<(), recipes::Error> {
     /// let (data, stat) = client.get_data("/jobs").await?;
     /// # Ok(()) }
     /// ```
@@ -240,7 +291,7 @@ pub trait ZkClient: Send + Sync + 'static {
     ///
     /// ```no_run
     /// # use recipes::ZkClient;
-    /// # async fn f(client: std::sync::Arc<recipes::AsyncZkClient>) -> Result<(), recipes::Error> {
+    /// # async fn f(client: std::sync::Arc<dyn ZkClient>) -> Result<(), recipes::Error> {
     /// let (data, stat, watch) = client.get_data_watch("/jobs").await?;
     /// let event = watch.await;
     /// # Ok(()) }
@@ -251,11 +302,27 @@ pub trait ZkClient: Send + Sync + 'static {
     ///
     /// ```no_run
     /// # use recipes::ZkClient;
-    /// # async fn f(client: std::sync::Arc<recipes::AsyncZkClient>) -> Result<(), recipes::Error> {
+    /// # async fn f(client: std::sync::Arc<dyn ZkClient>) -> Result<(), recipes::Error> {
     /// let names = client.get_children("/jobs").await?;
     /// # Ok(()) }
     /// ```
     async fn get_children(&self, path: &str) -> ZkResult<Vec<String>>;
+
+    /// The names of the node's children, leaving a child watch on it (fires when a child is
+    /// added or removed, or the node is deleted). The default answers `Unimplemented`;
+    /// recipes that need it then poll.
+    ///
+    /// ```no_run
+    /// # use recipes::ZkClient;
+    /// # async fn f(client: std::sync::Arc<dyn ZkClient>) -> Result<(), recipes::Error> {
+    /// let (names, watch) = client.get_children_watch("/jobs").await?;
+    /// let event = watch.await;
+    /// # Ok(()) }
+    /// ```
+    async fn get_children_watch(&self, path: &str) -> ZkResult<(Vec<String>, WatchReceiver)> {
+        let _ = path;
+        Err(ErrorCode::Unimplemented)
+    }
 
     /// Runs the operations as one atomic transaction. `Err` means the request as a whole
     /// failed (e.g. `ConnectionLoss`); when one operation fails, the call returns `Ok` with
@@ -263,7 +330,7 @@ pub trait ZkClient: Send + Sync + 'static {
     ///
     /// ```no_run
     /// # use recipes::ZkClient;
-    /// # async fn f(client: std::sync::Arc<recipes::AsyncZkClient>) -> Result<(), recipes::Error> {
+    /// # async fn f(client: std::sync::Arc<dyn ZkClient>) -> Result<(), recipes::Error> {
     /// use recipes::Op;
     /// let results = client.multi(&[
     ///     Op::Check { path: "/jobs".into(), version: -1 },
@@ -277,7 +344,7 @@ pub trait ZkClient: Send + Sync + 'static {
     ///
     /// ```no_run
     /// # use recipes::ZkClient;
-    /// # async fn f(client: std::sync::Arc<recipes::AsyncZkClient>) -> Result<(), recipes::Error> {
+    /// # async fn f(client: std::sync::Arc<dyn ZkClient>) -> Result<(), recipes::Error> {
     /// let connected = client.session().borrow().connection == recipes::Connection::Connected;
     /// # Ok(()) }
     /// ```

@@ -10,6 +10,7 @@ use crate::client::ErrorCode;
 /// assert_eq!(LostReason::SessionExpired.to_string(), "the session expired");
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
+#[non_exhaustive]
 pub enum LostReason {
     /// The connection has been down longer than the configured fraction of the session
     /// timeout: the server may have expired the session and granted the lock to another.
@@ -27,6 +28,28 @@ pub enum LostReason {
     /// The lock was released through this guard.
     #[error("the lock was released")]
     Released,
+    /// The task that watches the lock stopped (it panicked, or its runtime shut down):
+    /// nothing can vouch for the lock any more.
+    #[error("the lock's monitor stopped")]
+    MonitorStopped,
+}
+
+impl LostReason {
+    /// A short stable name, for metrics labels.
+    ///
+    /// ```
+    /// assert_eq!(recipes::LostReason::NodeDeleted.as_str(), "node_deleted");
+    /// ```
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LostReason::ConnectionSuspended => "connection_suspended",
+            LostReason::SessionExpired => "session_expired",
+            LostReason::NodeDeleted => "node_deleted",
+            LostReason::ClientClosed => "client_closed",
+            LostReason::Released => "released",
+            LostReason::MonitorStopped => "monitor_stopped",
+        }
+    }
 }
 
 /// What can go wrong in a recipe.
@@ -37,6 +60,7 @@ pub enum LostReason {
 /// assert!(e.to_string().contains("ConnectionLoss"));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// ZooKeeper (or the client) answered with an error code.
     #[error("ZooKeeper error {0}")]
@@ -62,6 +86,22 @@ pub enum Error {
     /// The client was closed while the recipe was using it.
     #[error("the client is closed")]
     Closed,
+    /// The session the recipe was using expired (its ephemeral nodes are gone). Clients
+    /// that cannot start a new session (zookeeper-client) must be replaced; others may be
+    /// used again once reconnected.
+    #[error("the session expired")]
+    SessionExpired,
+    /// The deadline passed while the client was disconnected: the recipe could not tell
+    /// whether the lock is busy. For a release: the delete of the lock node goes on in the
+    /// background, and the next acquire through the handle finishes it first.
+    #[error("the connection is down")]
+    Disconnected,
+    /// The server gave no creation zxid for the lock node, so there is no fencing token.
+    #[error("no fencing token for {0}")]
+    NoFencingToken(String),
+    /// A recipe option is out of range.
+    #[error("invalid option: {0}")]
+    InvalidOption(String),
 }
 
 impl From<ErrorCode> for Error {

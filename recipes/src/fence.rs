@@ -53,7 +53,8 @@ impl std::fmt::Display for FencingToken {
     }
 }
 
-/// A write was refused because a later holder's token has already been seen.
+/// A write was refused because a later holder's token has already been seen (or it carried
+/// token 0, which no holder gets).
 ///
 /// ```
 /// use recipes::{Fence, FencingToken};
@@ -113,11 +114,17 @@ impl Fence {
     }
 
     /// Compare-and-advance: accepts `token` if no higher token has been seen, and records it
-    /// as the highest; refuses it otherwise.
+    /// as the highest; refuses it otherwise. Token 0 is no token (no ZooKeeper transaction
+    /// has zxid 0) and is always refused.
+    ///
+    /// ```
+    /// use recipes::{Fence, FencingToken};
+    /// assert!(Fence::new().check(FencingToken::new(0)).is_err());
+    /// ```
     pub fn check(&self, token: FencingToken) -> Result<(), StaleToken> {
         let mut current = self.highest.load(Ordering::Acquire);
         loop {
-            if token.0 < current {
+            if token.0 == 0 || token.0 < current {
                 return Err(StaleToken {
                     offered: token,
                     highest: FencingToken(current),

@@ -10,19 +10,31 @@
 //! - [`Fence`]: the resource side of fencing (compare-and-advance of the highest token).
 //! - [`InterProcessReadWriteLock`]: Curator's read-write lock.
 //!
-//! The recipes speak to ZooKeeper through the [`ZkClient`] trait; [`AsyncZkClient`]
-//! implements it over zookeeper-async (adding `multi` and containers over this workspace's
-//! jute codec).
+//! - [`InterProcessMutex::run`]: the critical section as a future, cancelled the moment the
+//!   lock is lost.
+//! - [`LeaderLatch`] and [`LeaderSelector`]: leader election compatible with Curator's on
+//!   the same path, with the leader's fencing token and `lost()`.
+//! - [`InterProcessSemaphoreV2`]: Curator's counting semaphore (leases, a fixed or shared
+//!   maximum).
+//!
+//! The recipes speak to ZooKeeper through the [`ZkClient`] trait. [`ZookeeperClient`]
+//! implements it over the zookeeper-client crate (the primary backend, feature
+//! `zookeeper-client`, on by default); `AsyncZkClient` implements it over zookeeper-async
+//! (feature `zookeeper-async`, off by default: it adds `multi` and containers over this
+//! workspace's jute codec on a second session).
+//!
+//! Locks held through one client share one heartbeat; lock events go to `tracing` (spans
+//! `lock_acquire`) and to an optional [`LockMetrics`].
 //!
 //! A fenced critical section:
 //!
 //! ```no_run
 //! use std::time::Duration;
-//! use recipes::{AsyncZkClient, InterProcessMutex};
+//! use recipes::{InterProcessMutex, ZookeeperClient};
 //!
 //! #[tokio::main]
 //! async fn main() -> Result<(), recipes::Error> {
-//!     let client = AsyncZkClient::connect("127.0.0.1:2181", Duration::from_secs(10)).await?;
+//!     let client = ZookeeperClient::connect("127.0.0.1:2181", Duration::from_secs(10)).await?;
 //!     let mutex = InterProcessMutex::new(client.clone(), "/locks/orders").with_label("billing");
 //!     let guard = mutex.acquire().await?;
 //!     // Writes to ZooKeeper: applied only while our lock node exists.
@@ -36,30 +48,43 @@
 
 #![deny(missing_docs)]
 
+#[cfg(feature = "zookeeper-async")]
 mod async_zk;
 mod cleanup;
 mod client;
 mod error;
 mod fence;
+mod guard;
+mod heartbeat;
+mod leader;
 mod lock;
+mod metrics;
 mod monitor;
 mod mutex;
 pub mod names;
+mod queue;
 mod rwlock;
+mod semaphore;
+#[cfg(feature = "zookeeper-async")]
 mod wire;
 #[cfg(feature = "zookeeper-client")]
 mod zk_client;
 
+#[cfg(feature = "zookeeper-async")]
 pub use async_zk::AsyncZkClient;
 pub use client::{
-    Connection, CreateMode, ErrorCode, EventType, Op, OpResult, SessionState, Stat, WatchReceiver,
-    ZkClient, ZkResult,
+    perms, Acl, Connection, CreateMode, ErrorCode, EventType, Id, Op, OpResult, SessionState, Stat,
+    WatchReceiver, ZkClient, ZkResult,
 };
 pub use error::{Error, LostReason};
 pub use fence::{Fence, FencingToken, StaleToken};
-pub use mutex::{InterProcessMutex, LockGuard, Participant};
+pub use guard::LockGuard;
+pub use leader::{LeaderLatch, LeaderSelector, Leadership};
+pub use metrics::{AcquireOutcome, LockMetrics};
+pub use mutex::{InterProcessMutex, Participant};
 pub use names::Owner;
 pub use rwlock::InterProcessReadWriteLock;
+pub use semaphore::{InterProcessSemaphoreV2, Lease};
 #[cfg(feature = "zookeeper-client")]
 pub use zk_client::ZookeeperClient;
 

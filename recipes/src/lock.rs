@@ -1,36 +1,30 @@
-//! The lock algorithm shared by the mutex and the read-write lock (Curator's
-//! `LockInternals`): create a protected ephemeral-sequential node, list the contenders in
-//! sequence order, hold the lock if the rules say so, otherwise watch the one node whose
-//! deletion can change that and wait.
+//! The lock core shared by every recipe (mutex, read-write lock, leader latch, semaphore
+//! lease; Curator's `LockInternals`): which node kinds there are and who holds, a handle's
+//! local turn, acquiring with distinct outcomes, holding (the monitor, the token) and
+//! releasing (a guaranteed delete, and a node whose delete failed for good remembered).
 //!
-//! Every node this module creates is owned by a [`Pending`] until it becomes a held lock, so
-//! a timeout, an error or a dropped future deletes it (in the background if need be).
+//! Creating the node and waiting in line is in [`queue`](crate::queue): create a protected
+//! ephemeral-sequential node, list the contenders in sequence order, hold the lock if the
+//! rules say so, otherwise watch the one node whose deletion can change that and wait.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex as StdMutex};
-use std::time::Duration;
 
-use tokio::sync::{oneshot, watch};
+use tokio::sync::{oneshot, watch, OwnedMutexGuard};
 use tokio::time::Instant;
+use tracing::Instrument;
 
-use crate::cleanup::{session_gone, spawn_delete, wait_connected, DeleteOutcome, Doomed};
-use crate::client::{is_transient, Connection, CreateMode, ErrorCode, Stat, ZkClient};
+use crate::cleanup::{guaranteed_delete, session_gone, DeleteOutcome};
+use crate::client::{Acl, Connection, ErrorCode, SessionState, ZkClient};
 use crate::error::{Error, LostReason};
 use crate::fence::FencingToken;
+use crate::metrics::{AcquireOutcome, LockMetrics};
 use crate::monitor::Monitor;
 use crate::names::{
-    ancestors_and_self, join, node_name, protected_prefix, protection_of, sequence_of,
-    sorted_contenders, Contender, Owner, MUTEX_LOCK_NAME, MUTEX_MARKERS, READ_LOCK_NAME,
-    RW_MARKERS, WRITE_LOCK_NAME,
+    Contender, Owner, LATCH_MARKERS, LATCH_NAME, LEASE_MARKERS, LEASE_NAME, MUTEX_LOCK_NAME,
+    MUTEX_MARKERS, READ_LOCK_NAME, RW_MARKERS, WRITE_LOCK_NAME,
 };
-
-/// How long a timed-out or failed acquire waits for its node's delete before returning
-/// (the delete goes on in the background after that).
-const CLEANUP_GRACE: Duration = Duration::from_secs(5);
-
-/// A pause after a call failed with a transient error, so that a client which fails fast
-/// while it still believes it is connected is not spun on.
-const TRANSIENT_BACKOFF: Duration = Duration::from_millis(20);
+use crate::queue::NodeInfo;
 
 /// Which recipe a lock core implements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,14 +32,20 @@ pub(crate) enum Kind {
     Mutex,
     Read,
     Write,
+    /// A leader latch participant: granted like a mutex.
+    Latch,
+    /// A semaphore lease: granted while the leases number at most the maximum.
+    Lease,
 }
 
 impl Kind {
-    fn lock_name(self) -> &'static str {
+    pub(crate) fn lock_name(self) -> &'static str {
         match self {
             Kind::Mutex => MUTEX_LOCK_NAME,
             Kind::Read => READ_LOCK_NAME,
             Kind::Write => WRITE_LOCK_NAME,
+            Kind::Latch => LATCH_NAME,
+            Kind::Lease => LEASE_NAME,
         }
     }
 
@@ -53,6 +53,8 @@ impl Kind {
         match self {
             Kind::Mutex => MUTEX_MARKERS,
             Kind::Read | Kind::Write => RW_MARKERS,
+            Kind::Latch => LATCH_MARKERS,
+            Kind::Lease => LEASE_MARKERS,
         }
     }
 }
@@ -72,13 +74,17 @@ pub(crate) enum Decision {
     Granted,
     /// Wait for this node to go.
     Watch(String),
+    /// Wait for the children to change (a semaphore with every lease taken).
+    WatchChildren,
 }
 
 /// Curator's `getsTheLock`: a mutex or a writer holds when it is first; a reader holds when
 /// no writer is before it, and otherwise watches the first writer.
 pub(crate) fn decide(kind: Kind, sorted: &[Contender], idx: usize) -> Decision {
     match kind {
-        Kind::Mutex | Kind::Write => {
+        // A lease is decided by counting (see `LockCore::decide_lease`), never by order.
+        Kind::Lease => Decision::Granted,
+        Kind::Mutex | Kind::Write | Kind::Latch => {
             if idx == 0 {
                 Decision::Granted
             } else {
@@ -93,31 +99,84 @@ pub(crate) fn decide(kind: Kind, sorted: &[Contender], idx: usize) -> Decision {
 }
 
 /// Options of a lock handle.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub(crate) struct Config {
     pub owner: Owner,
+    /// The lock node's data, instead of the owner line (Curator's `lockNodeBytes`).
+    pub node_data: Option<Vec<u8>>,
+    /// The ACL of the lock nodes and the containers above them (empty: open).
+    pub acl: Vec<Acl>,
     pub suspend_fraction: f64,
+    pub metrics: Option<Arc<dyn LockMetrics>>,
+    /// For a lease: how many leases may be held at once.
+    pub max_leases: MaxLeases,
+}
+
+/// How many leases a semaphore grants at once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum MaxLeases {
+    /// A fixed number.
+    Fixed(usize),
+    /// The number stored in this node (Curator's `SharedCount`: a 4-byte big-endian int).
+    Shared(String),
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("owner", &self.owner)
+            .field("node_data", &self.node_data)
+            .field("acl", &self.acl)
+            .field("suspend_fraction", &self.suspend_fraction)
+            .field("metrics", &self.metrics.is_some())
+            .field("max_leases", &self.max_leases)
+            .finish()
+    }
 }
 
 impl Default for Config {
     fn default() -> Config {
         Config {
             owner: Owner::current(""),
-            suspend_fraction: 0.5,
+            node_data: None,
+            acl: Vec::new(),
+            suspend_fraction: DEFAULT_SUSPEND_FRACTION,
+            metrics: None,
+            max_leases: MaxLeases::Fixed(1),
         }
     }
 }
 
-/// A lock node we created.
-#[derive(Debug, Clone)]
-pub(crate) struct NodeInfo {
-    pub path: String,
-    pub name: String,
-    pub stat: Stat,
-    pub epoch: u64,
+impl Config {
+    pub(crate) fn data(&self) -> Vec<u8> {
+        self.node_data
+            .clone()
+            .unwrap_or_else(|| self.owner.to_bytes())
+    }
 }
 
-/// A held lock: one node, held once or more (reentrancy) through one handle.
+/// The default fraction of the session timeout without an answer after which a held lock
+/// counts as lost.
+pub(crate) const DEFAULT_SUSPEND_FRACTION: f64 = 0.5;
+/// The largest fraction accepted: past it, the holder may still believe in its lock when the
+/// server, whose clock started earlier, has already expired the session.
+pub(crate) const MAX_SUSPEND_FRACTION: f64 = 0.8;
+/// The smallest fraction accepted (below it, a lock is lost at the first slow reply).
+pub(crate) const MIN_SUSPEND_FRACTION: f64 = 0.05;
+
+/// Checks a suspend fraction.
+pub(crate) fn check_suspend_fraction(fraction: f64) -> Result<f64, Error> {
+    if (MIN_SUSPEND_FRACTION..=MAX_SUSPEND_FRACTION).contains(&fraction) {
+        Ok(fraction)
+    } else {
+        Err(Error::InvalidOption(format!(
+            "suspend fraction {fraction} is outside {MIN_SUSPEND_FRACTION}..={MAX_SUSPEND_FRACTION}"
+        )))
+    }
+}
+
+/// A held lock: one node, held once or more (explicit reentrancy through
+/// [`LockGuard::reenter`](crate::LockGuard::reenter)).
 pub(crate) struct Holding {
     pub path: String,
     pub name: String,
@@ -126,67 +185,74 @@ pub(crate) struct Holding {
     pub count: AtomicUsize,
     pub lost: watch::Receiver<Option<LostReason>>,
     stop: StdMutex<Option<oneshot::Sender<()>>>,
+    /// The handle's local turn: kept until the node is deleted, so no other task of the
+    /// handle (or of its clones) can hold the lock meanwhile.
+    permit: StdMutex<Option<OwnedMutexGuard<()>>>,
+    released: AtomicBool,
+    since: Instant,
 }
 
 impl Holding {
+    /// Why the lock can no longer be trusted, if it cannot. A monitor that ended without a
+    /// verdict (its task panicked or was dropped) is a verdict too.
     pub fn lost_reason(&self) -> Option<LostReason> {
-        *self.lost.borrow()
+        if let Some(r) = *self.lost.borrow() {
+            return Some(r);
+        }
+        if self.released.load(Ordering::SeqCst) {
+            return Some(LostReason::Released);
+        }
+        if self.lost.has_changed().is_err() {
+            return Some(LostReason::MonitorStopped);
+        }
+        None
     }
 }
 
-/// One lock handle's shared state: which node it holds, and how many times.
+/// One lock handle's shared state (shared by the handle's clones).
 pub(crate) struct LockCore {
     pub client: Arc<dyn ZkClient>,
     pub path: String,
     pub kind: Kind,
     pub config: Config,
     pub held: StdMutex<Option<Arc<Holding>>>,
-    acquiring: tokio::sync::Mutex<()>,
-    /// For a read lock: the write lock of the same read-write lock handle.
-    pub write_core: Option<Arc<LockCore>>,
+    /// One holder at a time per handle: tasks sharing a handle exclude each other.
+    local: Arc<tokio::sync::Mutex<()>>,
+    /// A node of ours whose delete failed for good: the next acquire deletes it first.
+    orphan: StdMutex<Option<(String, u64)>>,
+    /// For the write lock of a read-write lock: its read lock (for a downgrade).
+    pub read_sibling: Option<Arc<LockCore>>,
 }
 
-/// Owns a node that is not (yet) a held lock: deletes it unless disarmed.
-struct Pending {
-    client: Arc<dyn ZkClient>,
-    doomed: Option<(Doomed, u64)>,
-}
-
-impl Pending {
-    fn arm(&mut self, doomed: Doomed, epoch: u64) {
-        self.doomed = Some((doomed, epoch));
-    }
-
-    fn disarm(&mut self) {
-        self.doomed = None;
-    }
-
-    /// Deletes the node now, waiting a little for the delete (it goes on in the background).
-    async fn cleanup(&mut self) {
-        if let Some((d, e)) = self.doomed.take() {
-            if let Some(h) = spawn_delete(self.client.clone(), d, e) {
-                let _ = tokio::time::timeout(CLEANUP_GRACE, h).await;
-            }
-        }
+/// The error that ends an acquire because its session is gone (or the client closed).
+pub(crate) fn session_error(state: &SessionState, epoch: u64) -> Option<Error> {
+    if state.connection == Connection::Closed {
+        Some(Error::Closed)
+    } else if session_gone(state, epoch) {
+        Some(Error::SessionExpired)
+    } else {
+        None
     }
 }
 
-impl Drop for Pending {
-    fn drop(&mut self) {
-        if let Some((d, e)) = self.doomed.take() {
-            spawn_delete(self.client.clone(), d, e);
-        }
+/// What an acquire that stopped waiting reports: the session's fate, the connection being
+/// down, or (connected) that the lock is busy.
+fn stopped(state: &SessionState, epoch: u64) -> Result<(), Error> {
+    match session_error(state, epoch) {
+        Some(e) => Err(e),
+        None if state.connection != Connection::Connected => Err(Error::Disconnected),
+        None => Ok(()),
     }
 }
 
-fn deadline_passed(deadline: Option<Instant>) -> bool {
-    deadline.is_some_and(|d| Instant::now() >= d)
-}
-
-async fn sleep_until_opt(deadline: Option<Instant>) {
-    match deadline {
-        Some(d) => tokio::time::sleep_until(d).await,
-        None => std::future::pending().await,
+fn outcome_of(result: &Result<Option<Arc<Holding>>, Error>) -> Option<AcquireOutcome> {
+    match result {
+        Ok(Some(_)) => None,
+        Ok(None) => Some(AcquireOutcome::Busy),
+        Err(Error::Disconnected) => Some(AcquireOutcome::Disconnected),
+        Err(Error::SessionExpired) => Some(AcquireOutcome::SessionExpired),
+        Err(Error::Closed) => Some(AcquireOutcome::Closed),
+        Err(_) => Some(AcquireOutcome::Error),
     }
 }
 
@@ -196,7 +262,7 @@ impl LockCore {
         path: String,
         kind: Kind,
         config: Config,
-        write_core: Option<Arc<LockCore>>,
+        read_sibling: Option<Arc<LockCore>>,
     ) -> LockCore {
         LockCore {
             client,
@@ -204,107 +270,185 @@ impl LockCore {
             kind,
             config,
             held: StdMutex::new(None),
-            acquiring: tokio::sync::Mutex::new(()),
-            write_core,
+            local: Arc::new(tokio::sync::Mutex::new(())),
+            orphan: StdMutex::new(None),
+            read_sibling,
         }
     }
 
-    fn held(&self) -> Option<Arc<Holding>> {
+    pub fn held(&self) -> Option<Arc<Holding>> {
         self.held.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    /// Reentrant acquire: the handle already holds the lock.
-    fn reenter(&self) -> Result<Option<Arc<Holding>>, Error> {
-        let guard = self.held.lock().unwrap_or_else(|e| e.into_inner());
-        match guard.as_ref() {
-            Some(h) => {
-                if let Some(reason) = h.lost_reason() {
-                    return Err(Error::Lost(reason));
-                }
-                h.count.fetch_add(1, Ordering::SeqCst);
-                Ok(Some(h.clone()))
-            }
-            None => Ok(None),
-        }
-    }
-
-    /// Acquires (or re-enters). `deadline` None waits for ever; `wait` false never waits for
-    /// another holder.
+    /// Acquires. `deadline` None waits for ever; `wait` false never waits for another holder
+    /// (nor for another task of this handle). `via_write`: the read lock taken by the holder
+    /// of the same read-write lock's write lock (a downgrade).
+    ///
+    /// `Ok(None)`: busy (the deadline passed, connected, with another holder before us).
     pub async fn acquire(
         self: &Arc<Self>,
         deadline: Option<Instant>,
         wait: bool,
+        via_write: Option<&Arc<Holding>>,
+    ) -> Result<Option<Arc<Holding>>, Error> {
+        let started = Instant::now();
+        let span = tracing::debug_span!("lock_acquire", path = %self.path, kind = ?self.kind);
+        let result = self
+            .acquire_inner(deadline, wait, via_write)
+            .instrument(span)
+            .await;
+        let waited = started.elapsed();
+        match outcome_of(&result) {
+            None => {
+                tracing::debug!(path = %self.path, ?waited, "lock acquired");
+                if let Some(m) = &self.config.metrics {
+                    m.acquired(&self.path, waited);
+                }
+            }
+            Some(outcome) => {
+                tracing::debug!(path = %self.path, ?waited, outcome = outcome.as_str(), "lock not acquired");
+                if let Some(m) = &self.config.metrics {
+                    m.acquire_failed(&self.path, waited, outcome);
+                }
+            }
+        }
+        result
+    }
+
+    async fn acquire_inner(
+        self: &Arc<Self>,
+        deadline: Option<Instant>,
+        wait: bool,
+        via_write: Option<&Arc<Holding>>,
     ) -> Result<Option<Arc<Holding>>, Error> {
         if !crate::names::validate_path(&self.path) {
             return Err(Error::InvalidPath(self.path.clone()));
         }
-        if let Some(h) = self.reenter()? {
-            return Ok(Some(h));
-        }
-        // One acquire at a time per handle: a second one re-enters once the first holds.
-        let _serial = if !wait {
-            match self.acquiring.try_lock() {
-                Ok(g) => g,
-                Err(_) => return Ok(None),
+        let mut rx = self.client.session();
+        let (epoch, timeout) = {
+            let state = rx.borrow_and_update();
+            if let Some(e) = session_error(&state, state.epoch) {
+                return Err(e);
+            }
+            if !wait && state.connection != Connection::Connected {
+                return Err(Error::Disconnected);
+            }
+            (state.epoch, state.timeout)
+        };
+        // A try never waits for a holder, nor more than a session timeout for the connection.
+        let deadline = match deadline {
+            None if !wait => Some(Instant::now() + timeout),
+            d => d,
+        };
+        // One holder at a time per handle: clones and tasks sharing the handle queue here.
+        let local = self.local.clone();
+        let permit = if !wait {
+            match local.try_lock_owned() {
+                Ok(p) => p,
+                Err(_) => return stopped(&rx.borrow(), epoch).map(|()| None),
             }
         } else {
             match deadline {
-                Some(d) => match tokio::time::timeout_at(d, self.acquiring.lock()).await {
-                    Ok(g) => g,
-                    Err(_) => return Ok(None),
+                Some(d) => match tokio::time::timeout_at(d, local.lock_owned()).await {
+                    Ok(p) => p,
+                    Err(_) => return stopped(&rx.borrow(), epoch).map(|()| None),
                 },
-                None => self.acquiring.lock().await,
+                None => local.lock_owned().await,
             }
         };
-        if let Some(h) = self.reenter()? {
-            return Ok(Some(h));
+        if !self.finish_orphan(deadline).await? {
+            return stopped(&rx.borrow(), epoch).map(|()| None);
         }
-        let Some(node) = self.attempt(deadline, wait).await? else {
-            return Ok(None);
+        let Some(node) = self
+            .attempt(&mut rx, epoch, deadline, wait, via_write)
+            .await?
+        else {
+            return stopped(&rx.borrow(), epoch).map(|()| None);
         };
-        let holding = self.start_holding(node);
+        let token = match via_write {
+            // A read lock taken by the writer carries the writer's token: its own node is
+            // newer than the writers queued behind, and must not fence them out.
+            Some(w) => w.token,
+            None => FencingToken::from_czxid(node.stat.czxid),
+        };
+        let holding = self.start_holding(node, token, permit);
         *self.held.lock().unwrap_or_else(|e| e.into_inner()) = Some(holding.clone());
         Ok(Some(holding))
     }
 
-    fn start_holding(&self, node: NodeInfo) -> Arc<Holding> {
+    /// Deletes a node of ours whose earlier delete failed for good. False when the deadline
+    /// passed first.
+    async fn finish_orphan(&self, deadline: Option<Instant>) -> Result<bool, Error> {
+        let orphan = self
+            .orphan
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let Some((path, epoch)) = orphan else {
+            return Ok(true);
+        };
+        let delete = guaranteed_delete(&self.client, &path, epoch);
+        let outcome = match deadline {
+            Some(d) => match tokio::time::timeout_at(d, delete).await {
+                Ok(o) => o,
+                Err(_) => return Ok(false),
+            },
+            None => delete.await,
+        };
+        match outcome {
+            DeleteOutcome::Deleted | DeleteOutcome::SessionGone => {
+                *self.orphan.lock().unwrap_or_else(|e| e.into_inner()) = None;
+                Ok(true)
+            }
+            DeleteOutcome::Failed(code) => Err(Error::Zk(code)),
+        }
+    }
+
+    fn start_holding(
+        &self,
+        node: NodeInfo,
+        token: FencingToken,
+        permit: OwnedMutexGuard<()>,
+    ) -> Arc<Holding> {
         let (lost_tx, lost_rx) = watch::channel(None);
         let (stop_tx, stop_rx) = oneshot::channel();
         let monitor = Monitor {
             client: self.client.clone(),
+            lock_path: self.path.clone(),
             path: node.path.clone(),
             epoch: node.epoch,
             suspend_fraction: self.config.suspend_fraction,
             lost: lost_tx,
+            metrics: self.config.metrics.clone(),
         };
         tokio::spawn(monitor.run(stop_rx));
         Arc::new(Holding {
-            token: FencingToken::from_czxid(node.stat.czxid),
+            token,
             path: node.path,
             name: node.name,
             epoch: node.epoch,
             count: AtomicUsize::new(1),
             lost: lost_rx,
             stop: StdMutex::new(Some(stop_tx)),
+            permit: StdMutex::new(Some(permit)),
+            released: AtomicBool::new(false),
+            since: Instant::now(),
         })
     }
 
-    /// Gives back one acquisition. When the count reaches zero, the node is deleted
-    /// (guaranteed, in the background) and the returned handle says when.
+    /// Gives back one acquisition. When the count reaches zero, the monitor stops and the
+    /// node is deleted (guaranteed, in the background); the returned handle says when. The
+    /// handle's turn is given back only once the delete is done, or failed for good (then
+    /// the node is remembered and the next acquire deletes it first).
     pub fn release(
-        &self,
+        self: &Arc<Self>,
         holding: &Arc<Holding>,
     ) -> Option<tokio::task::JoinHandle<DeleteOutcome>> {
-        {
-            let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-            let before = holding.count.fetch_sub(1, Ordering::SeqCst);
-            if before > 1 {
-                return None;
-            }
-            if held.as_ref().is_some_and(|h| Arc::ptr_eq(h, holding)) {
-                *held = None;
-            }
+        let before = holding.count.fetch_sub(1, Ordering::SeqCst);
+        if before > 1 {
+            return None;
         }
+        holding.released.store(true, Ordering::SeqCst);
         if let Some(stop) = holding
             .stop
             .lock()
@@ -313,324 +457,51 @@ impl LockCore {
         {
             let _ = stop.send(());
         }
-        spawn_delete(
-            self.client.clone(),
-            Doomed::Path(holding.path.clone()),
-            holding.epoch,
-        )
-    }
-
-    /// The node to create for one attempt: its path and mode. A read lock taken while the
-    /// same read-write handle holds the write lock gets a plain ephemeral node carrying the
-    /// writer's sequence, so it keeps the writer's place in the queue after a downgrade.
-    fn node_to_create(&self, prefix: &str) -> (String, CreateMode, bool) {
-        if self.kind == Kind::Read {
-            if let Some(w) = self.write_core.as_ref().and_then(|w| w.held()) {
-                if let Some(seq) = sequence_of(&w.name, RW_MARKERS) {
-                    let name = format!("{prefix}{READ_LOCK_NAME}{seq:010}");
-                    return (join(&self.path, &name), CreateMode::Ephemeral, true);
-                }
-            }
+        if let Some(m) = &self.config.metrics {
+            m.released(&self.path, holding.since.elapsed());
         }
-        let name = format!("{prefix}{}", self.kind.lock_name());
-        (
-            join(&self.path, &name),
-            CreateMode::EphemeralSequential,
-            false,
-        )
-    }
-
-    /// Creates every missing ancestor of the lock path, and the path, as containers.
-    async fn ensure_parents(&self) -> Result<(), ErrorCode> {
-        for p in ancestors_and_self(&self.path) {
-            match self.client.create(&p, &[], CreateMode::Container).await {
-                Ok(_) | Err(ErrorCode::NodeExists) => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(())
-    }
-
-    /// Looks for the child of the lock path that carries `prefix`.
-    async fn find_protected(&self, prefix: &str) -> Result<Option<(String, Stat)>, ErrorCode> {
-        let children = match self.client.get_children(&self.path).await {
-            Ok(c) => c,
-            Err(ErrorCode::NoNode) => return Ok(None),
-            Err(e) => return Err(e),
+        tracing::debug!(path = %self.path, node = %holding.path, "releasing");
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            tracing::warn!(
+                "no tokio runtime to delete {}; the session end will",
+                holding.path
+            );
+            self.finish_release(holding, DeleteOutcome::Failed(ErrorCode::SystemError));
+            return None;
         };
-        let Some(name) = children.into_iter().find(|c| c.starts_with(prefix)) else {
-            return Ok(None);
-        };
-        match self.client.exists(&join(&self.path, &name)).await? {
-            Some(stat) => Ok(Some((name, stat))),
-            None => Ok(None),
-        }
+        let core = self.clone();
+        let holding = holding.clone();
+        Some(rt.spawn(async move {
+            let outcome = guaranteed_delete(&core.client, &holding.path, holding.epoch).await;
+            core.finish_release(&holding, outcome);
+            outcome
+        }))
     }
 
-    /// Creates our node with Curator's protection: a create whose reply was lost is found
-    /// again by its `_c_<uuid>-` prefix, unless the session that made it is gone.
-    /// `None` when the deadline passed first.
-    async fn create_protected(
-        &self,
-        pending: &mut Pending,
-        rx: &mut watch::Receiver<SessionState>,
-        deadline: Option<Instant>,
-    ) -> Result<Option<NodeInfo>, Error> {
-        let data = self.config.owner.to_bytes();
-        'fresh: loop {
-            if !wait_connected(rx, None, deadline).await {
-                if rx.borrow().connection == Connection::Closed {
-                    return Err(Error::Closed);
-                }
-                return Ok(None);
-            }
-            let uuid = uuid::Uuid::new_v4();
-            let prefix = protected_prefix(&uuid);
-            let (create_path, mode, plain) = self.node_to_create(&prefix);
-            let epoch = rx.borrow().epoch;
-            let doomed = Doomed::Prefix {
-                base: self.path.clone(),
-                prefix: prefix.clone(),
-            };
-            let mut unknown = false;
-            let mut parent_tries = 0;
-            loop {
-                if deadline_passed(deadline) {
-                    if unknown {
-                        pending.arm(doomed, epoch);
-                    }
-                    return Ok(None);
-                }
-                let state = rx.borrow_and_update().clone();
-                if state.connection == Connection::Closed {
-                    return Err(Error::Closed);
-                }
-                if session_gone(&state, epoch) {
-                    // Whatever we may have created went with that session.
-                    pending.disarm();
-                    continue 'fresh;
-                }
-                if unknown {
-                    match self.find_protected(&prefix).await {
-                        Ok(Some((name, stat))) => {
-                            let now = rx.borrow().clone();
-                            let ours = stat.ephemeral_owner != 0
-                                && now.epoch == epoch
-                                && now.session_id.is_none_or(|s| s == stat.ephemeral_owner);
-                            let path = join(&self.path, &name);
-                            if !ours {
-                                // Left by an earlier session of ours: not our node.
-                                tracing::info!("protected node {path} belongs to an old session");
-                                spawn_delete(self.client.clone(), Doomed::Path(path), epoch);
-                                pending.disarm();
-                                continue 'fresh;
-                            }
-                            tracing::info!("found protected node {path} after a lost reply");
-                            pending.arm(Doomed::Path(path.clone()), epoch);
-                            return Ok(Some(NodeInfo {
-                                path,
-                                name,
-                                stat,
-                                epoch,
-                            }));
-                        }
-                        Ok(None) => unknown = false,
-                        Err(e) if is_transient(e) => {
-                            tokio::time::sleep(TRANSIENT_BACKOFF).await;
-                            wait_connected(rx, Some(epoch), deadline).await;
-                            continue;
-                        }
-                        Err(e) => return Err(e.into()),
-                    }
-                }
-                // While the create is in flight, a drop must look for the node by prefix.
-                pending.arm(doomed.clone(), epoch);
-                match self.client.create(&create_path, &data, mode).await {
-                    Ok((path, stat)) => {
-                        let now = rx.borrow().clone();
-                        if now.epoch != epoch {
-                            spawn_delete(self.client.clone(), Doomed::Path(path), now.epoch);
-                            pending.disarm();
-                            continue 'fresh;
-                        }
-                        let name = node_name(&path).to_string();
-                        pending.arm(Doomed::Path(path.clone()), epoch);
-                        return Ok(Some(NodeInfo {
-                            path,
-                            name,
-                            stat,
-                            epoch,
-                        }));
-                    }
-                    Err(ErrorCode::NoNode) => {
-                        pending.disarm();
-                        parent_tries += 1;
-                        if parent_tries > 10 {
-                            return Err(Error::Zk(ErrorCode::NoNode));
-                        }
-                        match self.ensure_parents().await {
-                            Ok(()) => {}
-                            Err(e) if is_transient(e) => {
-                                tokio::time::sleep(TRANSIENT_BACKOFF).await;
-                                wait_connected(rx, None, deadline).await;
-                            }
-                            Err(e) => return Err(e.into()),
-                        }
-                    }
-                    Err(ErrorCode::NodeExists) if plain => {
-                        // A plain node of ours may exist from an attempt whose reply was lost.
-                        unknown = true;
-                    }
-                    Err(e) if is_transient(e) || e == ErrorCode::SessionExpired => {
-                        unknown = true;
-                        tokio::time::sleep(TRANSIENT_BACKOFF).await;
-                        wait_connected(rx, Some(epoch), deadline).await;
-                    }
-                    Err(e) => {
-                        pending.disarm();
-                        return Err(e.into());
-                    }
-                }
+    fn finish_release(&self, holding: &Arc<Holding>, outcome: DeleteOutcome) {
+        {
+            let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+            if held.as_ref().is_some_and(|h| Arc::ptr_eq(h, holding)) {
+                *held = None;
             }
         }
-    }
-
-    /// One acquisition: create, then wait in line. `None` on timeout (or, without `wait`,
-    /// when another holds the lock); the node is gone by then.
-    async fn attempt(
-        &self,
-        deadline: Option<Instant>,
-        wait: bool,
-    ) -> Result<Option<NodeInfo>, Error> {
-        let mut rx = self.client.session();
-        let mut pending = Pending {
-            client: self.client.clone(),
-            doomed: None,
-        };
-        let markers = self.kind.markers();
-        'create: loop {
-            let Some(node) = self
-                .create_protected(&mut pending, &mut rx, deadline)
-                .await?
-            else {
-                pending.cleanup().await;
-                return Ok(None);
-            };
-            let read_in_write = self.kind == Kind::Read
-                && self.write_core.as_ref().is_some_and(|w| w.held().is_some());
-            loop {
-                rx.borrow_and_update();
-                if session_gone(&rx.borrow(), node.epoch) {
-                    if rx.borrow().connection == Connection::Closed {
-                        return Err(Error::Closed);
-                    }
-                    pending.disarm();
-                    continue 'create;
-                }
-                if read_in_write {
-                    pending.disarm();
-                    return Ok(Some(node));
-                }
-                let children = match self.client.get_children(&self.path).await {
-                    Ok(c) => c,
-                    Err(ErrorCode::NoNode) => Vec::new(),
-                    Err(e) if is_transient(e) => {
-                        tokio::time::sleep(TRANSIENT_BACKOFF).await;
-                        if !wait_connected(&mut rx, None, deadline).await {
-                            if rx.borrow().connection == Connection::Closed {
-                                return Err(Error::Closed);
-                            }
-                            pending.cleanup().await;
-                            return Ok(None);
-                        }
-                        continue;
-                    }
-                    Err(e) => {
-                        pending.cleanup().await;
-                        return Err(e.into());
-                    }
-                };
-                // A create whose reply was lost, and that the protection search missed (the
-                // member asked had not applied it yet), leaves a second node with our prefix
-                // and our session: nobody else would ever delete it, and whoever queues
-                // behind it would wait for as long as we live. It is ours: delete it.
-                if let Some(prefix) = protection_of(&node.name) {
-                    let twins: Vec<String> = children
-                        .iter()
-                        .filter(|c| **c != node.name && c.starts_with(prefix))
-                        .cloned()
-                        .collect();
-                    if !twins.is_empty() {
-                        for twin in twins {
-                            let path = join(&self.path, &twin);
-                            tracing::info!("deleting {path}: a second node of ours, from a create whose reply was lost");
-                            if let Err(e) = self.client.delete(&path, -1).await {
-                                if e != ErrorCode::NoNode {
-                                    tokio::time::sleep(TRANSIENT_BACKOFF).await;
-                                }
-                            }
-                        }
-                        continue;
-                    }
-                }
-                let sorted = sorted_contenders(children, markers);
-                let Some(idx) = sorted.iter().position(|c| c.name == node.name) else {
-                    // Our node is gone (deleted, or with an expired session): queue again.
-                    tracing::info!("lock node {} vanished while waiting", node.path);
-                    pending.disarm();
-                    if deadline_passed(deadline) {
-                        return Ok(None);
-                    }
-                    continue 'create;
-                };
-                let pred = match decide(self.kind, &sorted, idx) {
-                    Decision::Granted => {
-                        let mut node = node;
-                        if node.stat.czxid == 0 {
-                            // A client that does not return the create's Stat: read it.
-                            if let Ok(Some(stat)) = self.client.exists(&node.path).await {
-                                node.stat = stat;
-                            }
-                        }
-                        pending.disarm();
-                        return Ok(Some(node));
-                    }
-                    Decision::Watch(p) => p,
-                };
-                if !wait || deadline_passed(deadline) {
-                    pending.cleanup().await;
-                    return Ok(None);
-                }
-                let w = match self.client.get_data_watch(&join(&self.path, &pred)).await {
-                    Ok((_, _, w)) => w,
-                    Err(ErrorCode::NoNode) => continue,
-                    Err(e) if is_transient(e) => {
-                        tokio::time::sleep(TRANSIENT_BACKOFF).await;
-                        continue;
-                    }
-                    Err(e) => {
-                        pending.cleanup().await;
-                        return Err(e.into());
-                    }
-                };
-                tokio::select! {
-                    _ = w => {}
-                    changed = rx.changed() => {
-                        if changed.is_err() {
-                            return Err(Error::Closed);
-                        }
-                    }
-                    _ = sleep_until_opt(deadline) => {
-                        pending.cleanup().await;
-                        return Ok(None);
-                    }
-                }
-            }
+        if let DeleteOutcome::Failed(code) = outcome {
+            tracing::warn!(
+                "lock node {} stays ({code}); the next acquire deletes it first",
+                holding.path
+            );
+            *self.orphan.lock().unwrap_or_else(|e| e.into_inner()) =
+                Some((holding.path.clone(), holding.epoch));
         }
+        drop(
+            holding
+                .permit
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take(),
+        );
     }
 }
-
-use crate::client::SessionState;
 
 #[cfg(test)]
 mod tests {

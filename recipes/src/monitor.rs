@@ -4,14 +4,19 @@
 //! The lock is lost when (whichever comes first):
 //! - the server has not been heard from for longer than a fraction of the session timeout
 //!   (the server may be about to expire the session and grant the lock to the next waiter:
-//!   Curator's SUSPENDED treated as an error, and its simulated expiry). The monitor sends a
-//!   small read (`exists` on our node) three times per such interval and measures from the
-//!   moment the last answered one was sent, so it does not depend on when the client library
-//!   notices a dead connection;
+//!   Curator's SUSPENDED treated as an error, and its simulated expiry). The session's
+//!   [`Heartbeat`](crate::heartbeat) sends a small read three times per such interval (one
+//!   for all the locks of a client), and the time is measured from the moment the last
+//!   answered one was sent, so it does not depend on when the client library notices a dead
+//!   connection;
 //! - the session expired or the client was closed;
 //! - the lock node disappeared (an operator deleted it, or the session went with it). A
 //!   data watch on our own node says so; it is re-armed after every reconnect because a
 //!   client may lose watches across connections.
+//!
+//! If the monitor task itself ends without publishing (it panicked, or the runtime shut
+//! down), the channel's sender is gone: the holder reads that as
+//! [`LostReason::MonitorStopped`], never as "still valid".
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,14 +26,20 @@ use tokio::time::Instant;
 
 use crate::client::{is_transient, Connection, ErrorCode, EventType, WatchReceiver, ZkClient};
 use crate::error::LostReason;
+use crate::heartbeat::heartbeat;
+use crate::metrics::LockMetrics;
 
 /// Everything the monitor of one held lock needs.
 pub(crate) struct Monitor {
     pub client: Arc<dyn ZkClient>,
+    /// The lock's path (for metrics and logs).
+    pub lock_path: String,
+    /// Our lock node.
     pub path: String,
     pub epoch: u64,
     pub suspend_fraction: f64,
     pub lost: watch::Sender<Option<LostReason>>,
+    pub metrics: Option<Arc<dyn LockMetrics>>,
 }
 
 async fn next_event(w: &mut Option<WatchReceiver>) -> Result<EventType, ()> {
@@ -46,7 +57,10 @@ impl Monitor {
             r = self.watch() => r,
             _ = &mut stop => return,
         };
-        tracing::info!("lock {} lost: {reason}", self.path);
+        tracing::info!(lock = %self.lock_path, node = %self.path, %reason, "lock lost");
+        if let Some(m) = &self.metrics {
+            m.lost(&self.lock_path, reason);
+        }
         let _ = self.lost.send(Some(reason));
     }
 
@@ -56,7 +70,9 @@ impl Monitor {
         let mut need_arm = true;
         // The last time the server answered us (a lower bound: when that request was sent).
         let mut last_heard = Instant::now();
-        let mut next_beat = Instant::now();
+        let first = rx.borrow().timeout.mul_f64(self.suspend_fraction);
+        let hb = heartbeat(&self.client, first / 3);
+        let mut beats = hb.subscribe();
         loop {
             let state = rx.borrow_and_update().clone();
             match state.connection {
@@ -67,7 +83,7 @@ impl Monitor {
             if state.epoch != self.epoch {
                 return LostReason::SessionExpired;
             }
-            let grace = state.timeout.mul_f64(self.suspend_fraction.clamp(0.0, 1.0));
+            let grace = state.timeout.mul_f64(self.suspend_fraction);
             let suspend_at = last_heard + grace;
             if Instant::now() >= suspend_at {
                 return LostReason::ConnectionSuspended;
@@ -101,6 +117,10 @@ impl Monitor {
                     node_watch = None;
                     need_arm = true;
                     if ev == Ok(EventType::NodeDeleted) {
+                        // A close deletes our node too: that is the client closing.
+                        if rx.borrow().connection == Connection::Closed {
+                            return LostReason::ClientClosed;
+                        }
                         return LostReason::NodeDeleted;
                     }
                     if ev.is_err() {
@@ -118,18 +138,11 @@ impl Monitor {
                         need_arm = true;
                     }
                 }
-                _ = tokio::time::sleep_until(next_beat) => {
-                    // A heartbeat: proves the server still hears us (and our node exists),
-                    // whatever the client library believes about its connection.
-                    let sent = Instant::now();
-                    next_beat = sent + (grace / 3).max(Duration::from_millis(20));
-                    match tokio::time::timeout_at(suspend_at, self.client.exists(&self.path)).await {
-                        Ok(Ok(Some(_))) => last_heard = last_heard.max(sent),
-                        Ok(Ok(None)) => return LostReason::NodeDeleted,
-                        Ok(Err(ErrorCode::SessionExpired)) => return LostReason::SessionExpired,
-                        Ok(Err(_)) => {}
-                        Err(_) => return LostReason::ConnectionSuspended,
+                changed = beats.changed() => {
+                    if changed.is_err() {
+                        return LostReason::MonitorStopped;
                     }
+                    last_heard = last_heard.max(*beats.borrow_and_update());
                 }
                 _ = tokio::time::sleep_until(suspend_at) => {
                     return LostReason::ConnectionSuspended;

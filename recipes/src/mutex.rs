@@ -1,43 +1,52 @@
-//! The public lock handles: [`InterProcessMutex`] and its [`LockGuard`].
+//! [`InterProcessMutex`], the lock handle (its options, its acquires, `run`), and the
+//! participants listing every recipe shares. The held lock is a [`LockGuard`].
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::cleanup::DeleteOutcome;
-use crate::client::{ErrorCode, Op, OpResult, Stat, ZkClient};
-use crate::error::{Error, LostReason};
+use crate::client::Acl;
+use crate::client::{ErrorCode, ZkClient};
+use crate::error::Error;
 use crate::fence::FencingToken;
-use crate::lock::{decide, Config, Decision, Holding, Kind, LockCore};
+use crate::guard::LockGuard;
+use crate::lock::{check_suspend_fraction, decide, Config, Decision, Holding, Kind, LockCore};
+use crate::metrics::LockMetrics;
 use crate::names::{join, sorted_contenders, Owner};
 
-/// A fair, herd-free, reentrant lock across processes, compatible with Curator's
-/// `InterProcessMutex` on the same path.
+/// A fair, herd-free lock across processes, compatible with Curator's `InterProcessMutex` on
+/// the same path.
 ///
 /// Contenders queue in the order their lock nodes were created; each waits for the node just
 /// before its own, so a release wakes exactly one waiter. The holder gets a [`LockGuard`]
 /// with a [`FencingToken`] and a [`lost`](LockGuard::lost) signal.
 ///
-/// # Reentrancy
+/// # Tasks, clones and reentrancy
 ///
-/// The reentrant identity is the **handle**: acquiring again through a handle (or a clone of
-/// it) that holds the lock succeeds at once, without asking the server, and increments a
-/// count; each guard gives one back, and the node is deleted when the count reaches zero.
-/// Async tasks have no thread identity, so two tasks that must exclude each other need two
-/// handles (`InterProcessMutex::new` twice), exactly like two processes.
+/// A handle, its clones, and every task sharing it exclude each other exactly like separate
+/// processes: an acquire through a handle whose lock is held by another task waits for that
+/// task to release it (locally, without a second lock node). Cloning the handle into many
+/// tasks is therefore safe. Reentrancy is explicit: the holder calls
+/// [`LockGuard::reenter`] to get a second guard on the same acquisition (no request is sent);
+/// the node is deleted when the last guard is released. Acquiring again through the handle
+/// from the task that holds it waits for itself, like `std::sync::Mutex`.
 ///
 /// ```no_run
 /// use std::time::Duration;
-/// use recipes::{AsyncZkClient, InterProcessMutex};
+/// use recipes::{InterProcessMutex, ZookeeperClient};
 ///
 /// #[tokio::main]
 /// async fn main() -> Result<(), recipes::Error> {
-///     let client = AsyncZkClient::connect("127.0.0.1:2181", Duration::from_secs(10)).await?;
+///     let client = ZookeeperClient::connect("127.0.0.1:2181", Duration::from_secs(10)).await?;
 ///     let mutex = InterProcessMutex::new(client.clone(), "/locks/orders");
-///     let guard = mutex.acquire().await?;
-///     println!("holding with token {}", guard.fencing_token());
-///     guard.release().await?;
+///     let total = mutex
+///         .run(|guard| async move {
+///             // Cancelled (dropped) the moment the lock is lost.
+///             guard.fenced_set_data("/orders/next", b"43", -1).await
+///         })
+///         .await??;
+///     println!("{total:?}");
 ///     Ok(())
 /// }
 /// ```
@@ -60,7 +69,7 @@ impl InterProcessMutex {
     /// needed). Nothing is sent until the first acquire.
     ///
     /// ```no_run
-    /// # async fn f(client: std::sync::Arc<recipes::AsyncZkClient>) {
+    /// # async fn f(client: std::sync::Arc<recipes::ZookeeperClient>) {
     /// let mutex = recipes::InterProcessMutex::new(client, "/locks/orders");
     /// # }
     /// ```
@@ -85,7 +94,7 @@ impl InterProcessMutex {
                 self.core.path.clone(),
                 self.core.kind,
                 config,
-                self.core.write_core.clone(),
+                self.core.read_sibling.clone(),
             )),
         }
     }
@@ -94,7 +103,7 @@ impl InterProcessMutex {
     /// before acquiring: it makes a new handle.
     ///
     /// ```no_run
-    /// # async fn f(client: std::sync::Arc<recipes::AsyncZkClient>) {
+    /// # async fn f(client: std::sync::Arc<recipes::ZookeeperClient>) {
     /// let mutex = recipes::InterProcessMutex::new(client, "/locks/orders").with_label("billing");
     /// # }
     /// ```
@@ -103,16 +112,61 @@ impl InterProcessMutex {
         self.reconfigured(|c| c.owner = Owner::current(&label))
     }
 
-    /// Sets after what fraction of the session timeout without a connection a held lock
-    /// counts as lost (default 0.5; clamped to 0..=1). Call it before acquiring.
+    /// Stores `data` in the lock node instead of the owner line (Curator's `lockNodeBytes`;
+    /// Curator itself stores the client's IP address). [`Participant::owner`] is then `None`
+    /// unless `data` parses as an owner line. Call it before acquiring: it makes a new handle.
     ///
     /// ```no_run
-    /// # async fn f(client: std::sync::Arc<recipes::AsyncZkClient>) {
-    /// let mutex = recipes::InterProcessMutex::new(client, "/locks/orders").with_suspend_fraction(0.3);
+    /// # async fn f(client: std::sync::Arc<recipes::ZookeeperClient>) {
+    /// let mutex = recipes::InterProcessMutex::new(client, "/locks/orders").with_node_data(b"10.0.0.7");
     /// # }
     /// ```
-    pub fn with_suspend_fraction(self, fraction: f64) -> InterProcessMutex {
-        self.reconfigured(|c| c.suspend_fraction = fraction.clamp(0.0, 1.0))
+    pub fn with_node_data(self, data: &[u8]) -> InterProcessMutex {
+        let data = data.to_vec();
+        self.reconfigured(|c| c.node_data = Some(data))
+    }
+
+    /// Sets the ACL of the lock nodes and of the containers created above them (default:
+    /// open to everyone). The client must carry the matching auth (for zookeeper-client,
+    /// `Connector::with_auth`; see [`ZookeeperClient::connect_with`](crate::ZookeeperClient::connect_with)).
+    ///
+    /// ```no_run
+    /// # async fn f(client: std::sync::Arc<recipes::ZookeeperClient>) {
+    /// use recipes::{perms, Acl, Id};
+    /// let creator_only = vec![Acl { perms: perms::ALL, id: Id { scheme: "auth".into(), id: "".into() } }];
+    /// let mutex = recipes::InterProcessMutex::new(client, "/locks/orders").with_acl(creator_only);
+    /// # }
+    /// ```
+    pub fn with_acl(self, acl: Vec<Acl>) -> InterProcessMutex {
+        self.reconfigured(|c| c.acl = acl)
+    }
+
+    /// Reports wait times, hold times and lost locks to `metrics`.
+    ///
+    /// ```no_run
+    /// # async fn f(client: std::sync::Arc<recipes::ZookeeperClient>) {
+    /// struct Quiet;
+    /// impl recipes::LockMetrics for Quiet {}
+    /// let mutex = recipes::InterProcessMutex::new(client, "/locks/orders")
+    ///     .with_metrics(std::sync::Arc::new(Quiet));
+    /// # }
+    /// ```
+    pub fn with_metrics(self, metrics: Arc<dyn LockMetrics>) -> InterProcessMutex {
+        self.reconfigured(|c| c.metrics = Some(metrics))
+    }
+
+    /// Sets after what fraction of the session timeout without an answer from the server a
+    /// held lock counts as lost (default 0.5). Fractions outside 0.05..=0.8 are refused: past
+    /// 0.8 the holder may still trust its lock after the server expired its session.
+    ///
+    /// ```no_run
+    /// # async fn f(client: std::sync::Arc<recipes::ZookeeperClient>) -> Result<(), recipes::Error> {
+    /// let mutex = recipes::InterProcessMutex::new(client, "/locks/orders").with_suspend_fraction(0.3)?;
+    /// # Ok(()) }
+    /// ```
+    pub fn with_suspend_fraction(self, fraction: f64) -> Result<InterProcessMutex, Error> {
+        let fraction = check_suspend_fraction(fraction)?;
+        Ok(self.reconfigured(|c| c.suspend_fraction = fraction))
     }
 
     /// The lock path.
@@ -121,15 +175,13 @@ impl InterProcessMutex {
     }
 
     fn guard(&self, holding: Arc<Holding>) -> LockGuard {
-        LockGuard {
-            core: self.core.clone(),
-            holding,
-            done: false,
-        }
+        LockGuard::new(self.core.clone(), holding)
     }
 
-    /// Waits until the lock is ours. Fails only on a non-transient error or a closed client;
-    /// connection problems are waited out, and a waiter whose node vanished queues again.
+    /// Waits until the lock is ours. Connection problems are waited out, and a waiter whose
+    /// node vanished queues again. Fails with [`Error::SessionExpired`] when the session
+    /// expires meanwhile, [`Error::Closed`] when the client is closed, or a ZooKeeper error
+    /// that retrying cannot cure.
     ///
     /// ```no_run
     /// # async fn f(mutex: recipes::InterProcessMutex) -> Result<(), recipes::Error> {
@@ -137,14 +189,16 @@ impl InterProcessMutex {
     /// # Ok(()) }
     /// ```
     pub async fn acquire(&self) -> Result<LockGuard, Error> {
-        match self.core.acquire(None, true).await? {
+        match self.core.acquire(None, true, None).await? {
             Some(h) => Ok(self.guard(h)),
             None => Err(Error::Closed),
         }
     }
 
     /// Takes the lock if no one else holds it, without waiting for a holder: `None` when it
-    /// is taken (our node is deleted again before this returns).
+    /// is taken (our node is deleted again before this returns). Fails with
+    /// [`Error::Disconnected`] rather than answering `None` when the connection is down (at
+    /// the call, or for a whole session timeout during it).
     ///
     /// ```no_run
     /// # async fn f(mutex: recipes::InterProcessMutex) -> Result<(), recipes::Error> {
@@ -154,17 +208,26 @@ impl InterProcessMutex {
     /// # Ok(()) }
     /// ```
     pub async fn try_acquire(&self) -> Result<Option<LockGuard>, Error> {
-        Ok(self.core.acquire(None, false).await?.map(|h| self.guard(h)))
+        Ok(self
+            .core
+            .acquire(None, false, None)
+            .await?
+            .map(|h| self.guard(h)))
     }
 
-    /// Waits at most `timeout` (measured from the call, node creation included): `None` on
-    /// timeout, and then no node of ours is left behind.
+    /// Waits at most `timeout` (measured from the call, node creation included), and then no
+    /// node of ours is left behind. `Ok(None)` means busy: connected, with another holder
+    /// until the deadline. The deadline passing while disconnected is
+    /// [`Error::Disconnected`]; an expired session is [`Error::SessionExpired`]; a closed
+    /// client [`Error::Closed`].
     ///
     /// ```no_run
     /// # async fn f(mutex: recipes::InterProcessMutex) -> Result<(), recipes::Error> {
-    /// match mutex.acquire_timeout(std::time::Duration::from_secs(2)).await? {
-    ///     Some(guard) => guard.release().await?,
-    ///     None => println!("busy"),
+    /// match mutex.acquire_timeout(std::time::Duration::from_secs(2)).await {
+    ///     Ok(Some(guard)) => guard.release().await?,
+    ///     Ok(None) => println!("busy"),
+    ///     Err(recipes::Error::Disconnected) => println!("cannot tell: the connection is down"),
+    ///     Err(e) => return Err(e),
     /// }
     /// # Ok(()) }
     /// ```
@@ -172,12 +235,46 @@ impl InterProcessMutex {
         let deadline = Instant::now() + timeout;
         Ok(self
             .core
-            .acquire(Some(deadline), true)
+            .acquire(Some(deadline), true, None)
             .await?
             .map(|h| self.guard(h)))
     }
 
-    /// Whether this handle holds the lock now.
+    /// Acquires, runs `f` with the guard while the lock is held, and releases. If the lock is
+    /// lost first, `f`'s future is dropped at once (cancelled at its current `.await`) and
+    /// the result is [`Error::Lost`]; otherwise it is what `f` returned. The guard `f` gets
+    /// is a [`reenter`](LockGuard::reenter)ed one: if `f` keeps it beyond its future, the
+    /// lock stays held until that guard is released too.
+    ///
+    /// This is the safe way to use a lock in async Rust: no code of the critical section runs
+    /// after the lock is known lost.
+    ///
+    /// ```no_run
+    /// # async fn f(mutex: recipes::InterProcessMutex) -> Result<(), recipes::Error> {
+    /// let token = mutex.run(|guard| async move { guard.fencing_token() }).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn run<F, Fut, T>(&self, f: F) -> Result<T, Error>
+    where
+        F: FnOnce(LockGuard) -> Fut,
+        Fut: std::future::Future<Output = T>,
+    {
+        let guard = self.acquire().await?;
+        let inner = guard.reenter();
+        let result = tokio::select! {
+            biased;
+            reason = guard.lost() => Err(Error::Lost(reason)),
+            out = f(inner) => Ok(out),
+        };
+        match (result, guard.release().await) {
+            (Ok(out), Ok(())) => Ok(out),
+            (Ok(_), Err(e)) => Err(e),
+            // Once lost, the release cannot fail in a way that matters more than the loss.
+            (Err(e), _) => Err(e),
+        }
+    }
+
+    /// Whether this handle (or a clone of it) holds the lock now.
     ///
     /// ```no_run
     /// # async fn f(mutex: recipes::InterProcessMutex) -> Result<(), recipes::Error> {
@@ -186,11 +283,7 @@ impl InterProcessMutex {
     /// # Ok(()) }
     /// ```
     pub fn is_held_by_this_handle(&self) -> bool {
-        self.core
-            .held
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .is_some()
+        self.core.held().is_some()
     }
 
     /// The holder and the queue, in lock order, for operators.
@@ -215,7 +308,8 @@ pub struct Participant {
     pub node: String,
     /// Its sequence number (the lock order).
     pub sequence: i64,
-    /// Whether it holds the lock (for a read lock, every reader before the first writer).
+    /// Whether it holds the lock (for a read lock, every reader before the first writer; for
+    /// a leader latch, the leader; for a semaphore, every lease node).
     pub holder: bool,
     /// Whether it is a writer (read-write lock) or a mutex node (always true for a mutex).
     pub exclusive: bool,
@@ -245,9 +339,13 @@ pub(crate) async fn participants(
             Err(ErrorCode::NoNode) => continue,
             Err(e) => return Err(e.into()),
         };
-        let exclusive = kind == Kind::Mutex || crate::lock::is_write_node(&c.name);
+        let exclusive = match kind {
+            Kind::Mutex | Kind::Latch => true,
+            Kind::Lease => false,
+            Kind::Read | Kind::Write => crate::lock::is_write_node(&c.name),
+        };
         let node_kind = match kind {
-            Kind::Mutex => Kind::Mutex,
+            Kind::Mutex | Kind::Latch | Kind::Lease => kind,
             _ if exclusive => Kind::Write,
             _ => Kind::Read,
         };
@@ -262,223 +360,4 @@ pub(crate) async fn participants(
         });
     }
     Ok(out)
-}
-
-/// A held lock. Release it with [`release`](LockGuard::release); dropping it releases in
-/// the background (the delete is retried until it succeeds or the session is gone).
-///
-/// ```no_run
-/// # async fn f(mutex: recipes::InterProcessMutex) -> Result<(), recipes::Error> {
-/// let guard = mutex.acquire().await?;
-/// tokio::select! {
-///     reason = guard.lost() => eprintln!("lost the lock: {reason}"),
-///     _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {
-///         guard.fenced_set_data("/orders/last", b"42", -1).await?;
-///     }
-/// }
-/// # Ok(()) }
-/// ```
-pub struct LockGuard {
-    core: Arc<LockCore>,
-    holding: Arc<Holding>,
-    done: bool,
-}
-
-impl std::fmt::Debug for LockGuard {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LockGuard")
-            .field("node", &self.holding.path)
-            .field("token", &self.holding.token)
-            .field("lost", &self.holding.lost_reason())
-            .finish()
-    }
-}
-
-impl LockGuard {
-    /// This holder's fencing token (the lock node's czxid): larger than every earlier
-    /// holder's. Pass it with every write to the protected resource (see [`Fence`](crate::Fence)).
-    ///
-    /// ```no_run
-    /// # async fn f(guard: recipes::LockGuard, fence: recipes::Fence) {
-    /// fence.check(guard.fencing_token()).expect("a later holder wrote already");
-    /// # }
-    /// ```
-    pub fn fencing_token(&self) -> FencingToken {
-        self.holding.token
-    }
-
-    /// The full path of our lock node.
-    ///
-    /// ```no_run
-    /// # fn f(guard: recipes::LockGuard) {
-    /// assert!(guard.node_path().contains("-lock-"));
-    /// # }
-    /// ```
-    pub fn node_path(&self) -> &str {
-        &self.holding.path
-    }
-
-    /// How many acquisitions through this handle are outstanding (reentrancy count).
-    ///
-    /// ```no_run
-    /// # async fn f(mutex: recipes::InterProcessMutex) -> Result<(), recipes::Error> {
-    /// let a = mutex.acquire().await?;
-    /// let b = mutex.acquire().await?; // same handle: re-enters
-    /// assert_eq!(b.hold_count(), 2);
-    /// # Ok(()) }
-    /// ```
-    pub fn hold_count(&self) -> usize {
-        self.holding.count.load(std::sync::atomic::Ordering::SeqCst)
-    }
-
-    /// Completes when the lock can no longer be trusted, with the reason: the connection
-    /// was down longer than the configured fraction of the session timeout, the session
-    /// expired, the client closed, or the lock node vanished.
-    ///
-    /// ```no_run
-    /// # async fn f(guard: recipes::LockGuard) {
-    /// let reason = guard.lost().await;
-    /// eprintln!("stop writing: {reason}");
-    /// # }
-    /// ```
-    pub async fn lost(&self) -> LostReason {
-        let mut rx = self.holding.lost.clone();
-        let seen = rx.wait_for(|v| v.is_some()).await.ok().and_then(|v| *v);
-        seen.or_else(|| self.holding.lost_reason())
-            .unwrap_or(LostReason::Released)
-    }
-
-    /// Why the lock was lost, if it was.
-    ///
-    /// ```no_run
-    /// # fn f(guard: recipes::LockGuard) {
-    /// if let Some(reason) = guard.lost_reason() { eprintln!("{reason}"); }
-    /// # }
-    /// ```
-    pub fn lost_reason(&self) -> Option<LostReason> {
-        self.holding.lost_reason()
-    }
-
-    /// Whether the lock is still trusted (it has not been lost).
-    ///
-    /// ```no_run
-    /// # fn f(guard: recipes::LockGuard) {
-    /// assert!(guard.is_valid());
-    /// # }
-    /// ```
-    pub fn is_valid(&self) -> bool {
-        self.holding.lost_reason().is_none()
-    }
-
-    /// A fenced write to ZooKeeper itself: runs `ops` in one multi after a check that our
-    /// lock node still exists, so nothing is written once the lock is gone. Returns the
-    /// results of `ops` (without the check's).
-    ///
-    /// Fails with [`Error::Lost`] when the lock node is gone (or the lock is already known
-    /// lost), with [`Error::OpFailed`] when one of `ops` fails (nothing is applied).
-    ///
-    /// ```no_run
-    /// # async fn f(guard: recipes::LockGuard) -> Result<(), recipes::Error> {
-    /// use recipes::Op;
-    /// guard.fenced(vec![
-    ///     Op::SetData { path: "/orders/last".into(), data: b"42".to_vec(), version: -1 },
-    ///     Op::Delete { path: "/orders/pending-42".into(), version: -1 },
-    /// ]).await?;
-    /// # Ok(()) }
-    /// ```
-    pub async fn fenced(&self, ops: Vec<Op>) -> Result<Vec<OpResult>, Error> {
-        if let Some(reason) = self.holding.lost_reason() {
-            return Err(Error::Lost(reason));
-        }
-        let mut all = Vec::with_capacity(ops.len() + 1);
-        all.push(Op::Check {
-            path: self.holding.path.clone(),
-            version: -1,
-        });
-        all.extend(ops);
-        let mut results = self.core.client.multi(&all).await?;
-        if let Some(OpResult::Error(code)) = results.first() {
-            if *code == ErrorCode::NoNode {
-                return Err(Error::Lost(LostReason::NodeDeleted));
-            }
-            if *code != ErrorCode::Ok {
-                return Err(Error::OpFailed {
-                    index: 0,
-                    code: *code,
-                });
-            }
-        }
-        for (i, r) in results.iter().enumerate().skip(1) {
-            if let OpResult::Error(code) = r {
-                if *code != ErrorCode::Ok && *code != ErrorCode::RuntimeInconsistency {
-                    return Err(Error::OpFailed {
-                        index: i - 1,
-                        code: *code,
-                    });
-                }
-            }
-        }
-        if results.len() != all.len() {
-            return Err(Error::Zk(ErrorCode::MarshallingError));
-        }
-        results.remove(0);
-        Ok(results)
-    }
-
-    /// A fenced `setData`: see [`fenced`](LockGuard::fenced).
-    ///
-    /// ```no_run
-    /// # async fn f(guard: recipes::LockGuard) -> Result<(), recipes::Error> {
-    /// let stat = guard.fenced_set_data("/orders/last", b"42", -1).await?;
-    /// # Ok(()) }
-    /// ```
-    pub async fn fenced_set_data(
-        &self,
-        path: &str,
-        data: &[u8],
-        version: i32,
-    ) -> Result<Stat, Error> {
-        let results = self
-            .fenced(vec![Op::SetData {
-                path: path.to_string(),
-                data: data.to_vec(),
-                version,
-            }])
-            .await?;
-        match results.into_iter().next() {
-            Some(OpResult::SetData(stat)) => Ok(stat),
-            _ => Err(Error::Zk(ErrorCode::MarshallingError)),
-        }
-    }
-
-    /// Releases this acquisition. At a reentrancy count of zero the lock node is deleted;
-    /// the delete is retried until it succeeds or the session is gone, and this waits for it.
-    ///
-    /// ```no_run
-    /// # async fn f(mutex: recipes::InterProcessMutex) -> Result<(), recipes::Error> {
-    /// let guard = mutex.acquire().await?;
-    /// guard.release().await?;
-    /// # Ok(()) }
-    /// ```
-    pub async fn release(mut self) -> Result<(), Error> {
-        self.done = true;
-        let Some(handle) = self.core.release(&self.holding) else {
-            return Ok(());
-        };
-        match handle.await {
-            Ok(DeleteOutcome::Deleted) | Ok(DeleteOutcome::SessionGone) => Ok(()),
-            Ok(DeleteOutcome::Failed(code)) => Err(Error::Zk(code)),
-            Err(_) => Err(Error::Closed),
-        }
-    }
-}
-
-impl Drop for LockGuard {
-    fn drop(&mut self) {
-        if !self.done {
-            self.done = true;
-            // The delete runs in the background; its handle is not needed.
-            drop(self.core.release(&self.holding));
-        }
-    }
 }

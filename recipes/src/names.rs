@@ -40,6 +40,24 @@ pub const READ_LOCK_NAME: &str = "__READ__";
 /// ```
 pub const WRITE_LOCK_NAME: &str = "__WRIT__";
 
+/// The node name of Curator's `LeaderLatch` participants (`LeaderLatch.LOCK_NAME`).
+///
+/// ```
+/// assert_eq!(recipes::names::LATCH_NAME, "latch-");
+/// ```
+pub const LATCH_NAME: &str = "latch-";
+/// The node name of Curator's `InterProcessSemaphoreV2` leases.
+///
+/// ```
+/// assert_eq!(recipes::names::LEASE_NAME, "lease-");
+/// ```
+pub const LEASE_NAME: &str = "lease-";
+
+/// The names a leader latch treats as participants.
+pub(crate) const LATCH_MARKERS: &[&str] = &[LATCH_NAME];
+/// The names a semaphore treats as leases.
+pub(crate) const LEASE_MARKERS: &[&str] = &[LEASE_NAME];
+
 /// The names a mutex treats as contenders.
 pub(crate) const MUTEX_MARKERS: &[&str] = &[MUTEX_LOCK_NAME, KAZOO_LOCK_NAME];
 /// The names a read-write lock treats as contenders.

@@ -12,17 +12,24 @@
 //! a request never lands on a session the server is about to expire.
 
 use std::net::SocketAddr;
+use std::sync::{Arc, Mutex as StdMutex};
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use jute::{
-    split_frame, write_frame, ConnectRequest, ConnectResponse, ErrorCode, OpCode, Reader, Record,
-    ReplyHeader, Request, Response, DEFAULT_MAX_BUFFER,
+    split_frame, write_frame, AuthPacket, ConnectRequest, ConnectResponse, ErrorCode, OpCode,
+    Reader, Record, ReplyHeader, Request, Response, DEFAULT_MAX_BUFFER,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::client::ZkResult;
+
+/// Identities (scheme, auth) shared by a client's sessions.
+pub(crate) type AuthList = Arc<StdMutex<Vec<(String, Vec<u8>)>>>;
+
+/// The xid of auth requests and their replies.
+const AUTH_XID: i32 = -4;
 
 /// A connect string split into its hosts and optional chroot (`"h1:p1,h2:p2/chroot"`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,15 +73,25 @@ struct Conn {
 pub(crate) struct JuteConnection {
     target: ConnectString,
     timeout: Duration,
+    /// Identities added to the main session: sent on every session this opens.
+    auth: AuthList,
     conn: tokio::sync::Mutex<Option<Conn>>,
 }
 
 impl JuteConnection {
-    pub fn new(target: ConnectString, timeout: Duration) -> JuteConnection {
+    pub fn new(target: ConnectString, timeout: Duration, auth: AuthList) -> JuteConnection {
         JuteConnection {
             target,
             timeout,
+            auth,
             conn: tokio::sync::Mutex::new(None),
+        }
+    }
+
+    /// Closes the session, if one is open; the next request opens a new one.
+    pub async fn close(&self) {
+        if let Some(old) = self.conn.lock().await.take() {
+            old.close().await;
         }
     }
 
@@ -147,7 +164,26 @@ impl JuteConnection {
         }
     }
 
+    /// Opens a session and authenticates it like the main one.
     async fn open(&self) -> ZkResult<Conn> {
+        let mut conn = self.connect().await?;
+        let auth = self.auth.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        for (scheme, auth) in auth {
+            let req = Request::Auth(AuthPacket {
+                auth_type: 0,
+                scheme,
+                auth: Some(Bytes::from(auth)),
+            });
+            match tokio::time::timeout(self.timeout, conn.exchange(OpCode::Auth, &req)).await {
+                Ok(Ok(Ok(_))) => {}
+                Ok(Ok(Err(e))) => return Err(e),
+                _ => return Err(ErrorCode::ConnectionLoss),
+            }
+        }
+        Ok(conn)
+    }
+
+    async fn connect(&self) -> ZkResult<Conn> {
         for host in &self.target.hosts {
             let addrs: Vec<SocketAddr> = match tokio::net::lookup_host(host.as_str()).await {
                 Ok(a) => a.collect(),
@@ -216,8 +252,14 @@ impl Conn {
     }
 
     async fn exchange(&mut self, op: OpCode, req: &Request) -> std::io::Result<ZkResult<Response>> {
-        let xid = self.next_xid;
-        self.next_xid = self.next_xid.wrapping_add(1).max(1);
+        let xid = if op == OpCode::Auth {
+            // ZooKeeper answers auth packets with this xid.
+            AUTH_XID
+        } else {
+            let x = self.next_xid;
+            self.next_xid = self.next_xid.wrapping_add(1).max(1);
+            x
+        };
         let mut out = BytesMut::new();
         write_frame(&mut out, |b| req.encode(xid, b));
         self.stream.write_all(&out).await?;
@@ -233,6 +275,9 @@ impl Conn {
                 return Ok(Err(
                     ErrorCode::from_code(header.err).unwrap_or(ErrorCode::SystemError)
                 ));
+            }
+            if op == OpCode::Auth {
+                return Ok(Ok(Response::Empty));
             }
             return Ok(Ok(Response::decode(op, &mut r).map_err(invalid)?));
         }
@@ -270,6 +315,7 @@ mod tests {
         let c = JuteConnection::new(
             ConnectString::parse("h:1/app").unwrap(),
             Duration::from_secs(1),
+            Arc::default(),
         );
         assert_eq!(c.server_path("/x"), "/app/x");
         assert_eq!(c.server_path("/"), "/app");

@@ -1,8 +1,10 @@
-//! [`ZkClient`] over the zookeeper-client crate (feature `zookeeper-client`, on by default).
+//! [`ZkClient`] over the zookeeper-client crate: the primary backend (feature
+//! `zookeeper-client`, on by default).
 //!
 //! zookeeper-client has everything the recipes need natively: create2 with the Stat,
-//! containers, multi, the session id, the negotiated timeout, a terminal `Expired` state, and
-//! watches re-registered across reconnects. This module only translates types.
+//! containers, multi, sync, the session id, the negotiated timeout, a terminal `Expired`
+//! state, watches re-registered across reconnects, auth, TLS and SASL (through its
+//! `Connector`). This module only translates types, and publishes the session state.
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -12,10 +14,13 @@ use tokio::sync::{oneshot, watch};
 use zookeeper_client as zkc;
 
 use crate::client::{
-    Connection, CreateMode, ErrorCode, EventType, Op, OpResult, SessionState, Stat, WatchReceiver,
-    ZkClient, ZkResult,
+    perms, Acl, Connection, CreateMode, ErrorCode, EventType, Op, OpResult, SessionState, Stat,
+    WatchReceiver, ZkClient, ZkResult,
 };
 use crate::error::Error;
+
+/// How long [`ZkClient::close`] waits for the server to end the session.
+const CLOSE_WAIT: Duration = Duration::from_secs(5);
 
 /// A zookeeper-client (`zookeeper_client::Client`) handle for the recipes.
 ///
@@ -29,7 +34,8 @@ use crate::error::Error;
 /// # Ok(()) }
 /// ```
 pub struct ZookeeperClient {
-    client: zkc::Client,
+    /// `None` once closed (dropping the last `zkc::Client` closes the session).
+    client: std::sync::Mutex<Option<zkc::Client>>,
     state: Arc<watch::Sender<SessionState>>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -54,8 +60,29 @@ impl ZookeeperClient {
         connect_string: &str,
         session_timeout: Duration,
     ) -> Result<Arc<ZookeeperClient>, Error> {
-        let client = zkc::Client::connector()
-            .with_session_timeout(session_timeout)
+        Self::connect_with(
+            zkc::Client::connector().with_session_timeout(session_timeout),
+            connect_string,
+        )
+        .await
+    }
+
+    /// Connects with a zookeeper-client `Connector`, for auth, TLS, SASL, read-only mode...
+    /// Auth given with `Connector::with_auth` is sent again on every reconnect.
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), recipes::Error> {
+    /// let connector = zookeeper_client::Client::connector()
+    ///     .with_session_timeout(std::time::Duration::from_secs(10))
+    ///     .with_auth("digest", b"billing:secret");
+    /// let client = recipes::ZookeeperClient::connect_with(connector, "127.0.0.1:2181").await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn connect_with(
+        connector: zkc::Connector,
+        connect_string: &str,
+    ) -> Result<Arc<ZookeeperClient>, Error> {
+        let client = connector
             .connect(connect_string)
             .await
             .map_err(|e| Error::Connect(e.to_string()))?;
@@ -85,6 +112,10 @@ impl ZookeeperClient {
                 let Some(tx) = weak.upgrade() else { return };
                 let connection = map_state(s);
                 tx.send_modify(|cur| {
+                    if cur.connection == Connection::Closed {
+                        // Closed through `close`: nothing changes that.
+                        return;
+                    }
                     let epoch = if connection == Connection::Expired {
                         cur.epoch + 1
                     } else {
@@ -98,21 +129,29 @@ impl ZookeeperClient {
             }
         });
         Arc::new(ZookeeperClient {
-            client,
+            client: std::sync::Mutex::new(Some(client)),
             state,
             task,
         })
     }
 
-    /// The zookeeper-client handle, for everything else.
+    /// The zookeeper-client handle, for everything else (`None` once closed).
     ///
     /// ```no_run
     /// # async fn f(client: std::sync::Arc<recipes::ZookeeperClient>) {
-    /// let id = client.client().session_id();
+    /// let id = client.client().map(|c| c.session_id());
     /// # }
     /// ```
-    pub fn client(&self) -> &zkc::Client {
-        &self.client
+    pub fn client(&self) -> Option<zkc::Client> {
+        self.client
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// The handle, or `ConnectionLoss` once closed (the state channel says `Closed`).
+    fn zk(&self) -> ZkResult<zkc::Client> {
+        self.client().ok_or(ErrorCode::ConnectionLoss)
     }
 }
 
@@ -142,7 +181,7 @@ fn code(e: zkc::Error) -> ErrorCode {
         E::NoChildrenForEphemerals => ErrorCode::NoChildrenForEphemerals,
         E::NodeExists => ErrorCode::NodeExists,
         E::NotEmpty => ErrorCode::NotEmpty,
-        E::SessionExpired | E::ClientClosed => ErrorCode::SessionExpired,
+        E::SessionExpired => ErrorCode::SessionExpired,
         E::InvalidAcl => ErrorCode::InvalidAcl,
         E::AuthFailed => ErrorCode::AuthFailed,
         E::SessionMoved => ErrorCode::SessionMoved,
@@ -158,7 +197,11 @@ fn code(e: zkc::Error) -> ErrorCode {
         E::BadArguments(_) => ErrorCode::BadArguments,
         E::RuntimeInconsistent => ErrorCode::RuntimeInconsistency,
         E::UnexpectedErrorCode(c) => ErrorCode::from_code(c).unwrap_or(ErrorCode::SystemError),
-        _ => ErrorCode::SystemError,
+        E::UnmarshalError { .. } => ErrorCode::MarshallingError,
+        // No host left to try: the session is over.
+        E::NoHosts => ErrorCode::SessionExpired,
+        // I/O and other client-side failures: the request's outcome is unknown.
+        _ => ErrorCode::ConnectionLoss,
     }
 }
 
@@ -210,16 +253,45 @@ fn version(v: i32) -> Option<i32> {
     }
 }
 
+/// The recipes' ACL in zookeeper-client's terms.
+fn acl(a: &Acl) -> zkc::Acl {
+    use zkc::Permission as P;
+    let mut p = P::NONE;
+    for (bit, perm) in [
+        (perms::READ, P::READ),
+        (perms::WRITE, P::WRITE),
+        (perms::CREATE, P::CREATE),
+        (perms::DELETE, P::DELETE),
+        (perms::ADMIN, P::ADMIN),
+    ] {
+        if a.perms & bit != 0 {
+            p = p | perm;
+        }
+    }
+    zkc::Acl::new(p, zkc::AuthId::new(&a.id.scheme, &a.id.id))
+}
+
+fn acls(list: &[Acl]) -> Vec<zkc::Acl> {
+    if list.is_empty() {
+        zkc::Acls::anyone_all().iter().cloned().collect()
+    } else {
+        list.iter().map(acl).collect()
+    }
+}
+
 #[async_trait]
 impl ZkClient for ZookeeperClient {
-    async fn create(&self, path: &str, data: &[u8], m: CreateMode) -> ZkResult<(String, Stat)> {
-        let acls = zkc::Acls::anyone_all();
-        let options = mode(m).with_acls(acls);
-        let (s, seq) = self
-            .client
-            .create(path, data, &options)
-            .await
-            .map_err(code)?;
+    async fn create_acl(
+        &self,
+        path: &str,
+        data: &[u8],
+        m: CreateMode,
+        list: &[Acl],
+    ) -> ZkResult<(String, Stat)> {
+        let zk = self.zk()?;
+        let list = acls(list);
+        let options = mode(m).with_acls(zkc::Acls::new(&list));
+        let (s, seq) = zk.create(path, data, &options).await.map_err(code)?;
         let created = if m.is_sequential() {
             format!("{path}{seq}")
         } else {
@@ -229,20 +301,20 @@ impl ZkClient for ZookeeperClient {
     }
 
     async fn delete(&self, path: &str, v: i32) -> ZkResult<()> {
-        self.client.delete(path, version(v)).await.map_err(code)
+        self.zk()?.delete(path, version(v)).await.map_err(code)
     }
 
     async fn exists(&self, path: &str) -> ZkResult<Option<Stat>> {
-        Ok(self.client.check_stat(path).await.map_err(code)?.map(stat))
+        Ok(self.zk()?.check_stat(path).await.map_err(code)?.map(stat))
     }
 
     async fn get_data(&self, path: &str) -> ZkResult<(Vec<u8>, Stat)> {
-        let (d, s) = self.client.get_data(path).await.map_err(code)?;
+        let (d, s) = self.zk()?.get_data(path).await.map_err(code)?;
         Ok((d, stat(s)))
     }
 
     async fn get_data_watch(&self, path: &str) -> ZkResult<(Vec<u8>, Stat, WatchReceiver)> {
-        let (d, s, w) = self.client.get_and_watch_data(path).await.map_err(code)?;
+        let (d, s, w) = self.zk()?.get_and_watch_data(path).await.map_err(code)?;
         let (tx, rx) = oneshot::channel();
         tokio::spawn(async move {
             let ev = w.changed().await;
@@ -252,20 +324,70 @@ impl ZkClient for ZookeeperClient {
     }
 
     async fn get_children(&self, path: &str) -> ZkResult<Vec<String>> {
-        self.client.list_children(path).await.map_err(code)
+        self.zk()?.list_children(path).await.map_err(code)
+    }
+
+    async fn get_children_watch(&self, path: &str) -> ZkResult<(Vec<String>, WatchReceiver)> {
+        let (children, w) = self
+            .zk()?
+            .list_and_watch_children(path)
+            .await
+            .map_err(code)?;
+        let (tx, rx) = oneshot::channel();
+        tokio::spawn(async move {
+            let ev = w.changed().await;
+            let _ = tx.send(event(ev.event_type));
+        });
+        Ok((children, rx))
+    }
+
+    async fn sync(&self, path: &str) -> ZkResult<()> {
+        self.zk()?.sync(path).await.map_err(code)
+    }
+
+    async fn close(&self) {
+        let taken = self.client.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let Some(client) = taken else { return };
+        // Closed from now on: what happens to our nodes while the session ends (their
+        // deletion, its watch events) is the close, not a lost lock of another kind.
+        self.state.send_modify(|s| {
+            if s.connection != Connection::Expired {
+                *s = SessionState::new(Connection::Closed, s.epoch, s.session_id, s.timeout)
+            }
+        });
+        // Dropping the last handle makes zookeeper-client send closeSession; wait (a little)
+        // for the session to end, so that our ephemeral nodes are gone when this returns.
+        // Handles the application still holds (from `client()`) keep the session open.
+        let mut states = client.state_watcher();
+        let limit = client.session_timeout().min(CLOSE_WAIT);
+        drop(client);
+        let _ = tokio::time::timeout(limit, async {
+            while !states.peek_state().is_terminated() {
+                states.changed().await;
+            }
+        })
+        .await;
     }
 
     async fn multi(&self, ops: &[Op]) -> ZkResult<Vec<OpResult>> {
-        let acls = zkc::Acls::anyone_all();
-        let mut w = self.client.new_multi_writer();
-        for op in ops {
+        let zk = self.zk()?;
+        let create_acls: Vec<Vec<zkc::Acl>> = ops
+            .iter()
+            .map(|op| match op {
+                Op::Create { acl: list, .. } => acls(list),
+                _ => Vec::new(),
+            })
+            .collect();
+        let mut w = zk.new_multi_writer();
+        for (op, list) in ops.iter().zip(&create_acls) {
             match op {
                 Op::Check { path, version } => w.add_check_version(path, *version),
                 Op::Create {
                     path,
                     data,
                     mode: m,
-                } => w.add_create(path, data, &mode(*m).with_acls(acls)),
+                    ..
+                } => w.add_create(path, data, &mode(*m).with_acls(zkc::Acls::new(list))),
                 Op::SetData {
                     path,
                     data,

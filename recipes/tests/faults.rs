@@ -1,5 +1,7 @@
 //! The mutex under injected faults (a proxy between client and server): a create reply lost
 //! to a connection drop, a release while the connection is down, a partition, an expiry.
+//! Every scenario runs on both backends (zookeeper-client and zookeeper-async) against both
+//! servers.
 
 mod common;
 
@@ -7,9 +9,9 @@ use std::time::Duration;
 
 use harness::proxy::{Direction, Proxy};
 use harness::ServerKind;
-use recipes::{Connection, InterProcessMutex, LostReason, ZkClient};
+use recipes::{Connection, Error, InterProcessMutex, LostReason};
 
-use common::{children, client, client_with_timeout, connected, eventually, server};
+use common::{children, client, connect, connected, eventually, server, Backend};
 
 /// True for a reply frame (xid, zxid, err = 0, ...) that carries a lock node's path: the
 /// reply to our create (getChildren replies come later, when there is something to list).
@@ -20,11 +22,11 @@ fn is_lock_create_reply(frame: &[u8]) -> bool {
         && frame.windows(6).any(|w| w == b"-lock-")
 }
 
-async fn protection_recovers_lost_create_reply(kind: ServerKind) {
+async fn protection_recovers_lost_create_reply(kind: ServerKind, backend: Backend) {
     let server = server(kind);
     let proxy = Proxy::start(server.addr());
     let observer = client(&server.connect_string()).await;
-    let c = client(&proxy.connect_string()).await;
+    let c = connect(backend, &proxy.connect_string(), Duration::from_secs(8)).await;
     let epoch = c.session().borrow().epoch;
     let path = "/locks/protected";
     // Make the parent first, so the first create is the one whose reply is lost.
@@ -65,17 +67,16 @@ async fn protection_recovers_lost_create_reply(kind: ServerKind) {
     observer.close().await;
 }
 
-both_servers!(
-    protection_recovers_lost_create_reply_apache,
-    protection_recovers_lost_create_reply_zooraft,
+every_backend!(
+    protection_recovers_lost_create_reply_on,
     protection_recovers_lost_create_reply
 );
 
-async fn lost_reply_then_expiry_makes_a_fresh_node(kind: ServerKind) {
+async fn lost_reply_then_expiry_makes_a_fresh_node(kind: ServerKind, backend: Backend) {
     let server = server(kind);
     let proxy = Proxy::start(server.addr());
     let observer = client(&server.connect_string()).await;
-    let c = client_with_timeout(&proxy.connect_string(), Duration::from_secs(2)).await;
+    let c = connect(backend, &proxy.connect_string(), Duration::from_secs(2)).await;
     let first_epoch = c.session().borrow().epoch;
     let path = "/locks/protected-expiry";
     let warm = InterProcessMutex::new(c.clone(), path);
@@ -109,16 +110,29 @@ async fn lost_reply_then_expiry_makes_a_fresh_node(kind: ServerKind) {
         },
     )
     .await;
-    // Stay away a little longer than the session timeout, then let the client back.
+    // Stay away a little longer than the session timeout, then let the client back: it
+    // learns that its session expired, and so does the acquire.
     tokio::time::sleep(Duration::from_secs(3)).await;
     proxy.refuse_connections(false);
-    let (_mutex, guard) = tokio::time::timeout(Duration::from_secs(60), acquiring)
+    let result = tokio::time::timeout(Duration::from_secs(60), acquiring)
         .await
         .expect("acquire finished")
-        .expect("task")
-        .expect("acquire");
-    let state = c.session().borrow().clone();
-    assert!(state.epoch > first_epoch, "a new session was expected");
+        .expect("task");
+    assert_eq!(
+        result.err(),
+        Some(Error::SessionExpired),
+        "the acquire must fail with a distinct error"
+    );
+    assert!(
+        c.session().borrow().epoch > first_epoch,
+        "a new session was expected"
+    );
+    // A new client takes the lock with a node of its own; nothing of the old session is left.
+    let fresh = connect(backend, &server.connect_string(), Duration::from_secs(8)).await;
+    let guard = InterProcessMutex::new(fresh.clone(), path)
+        .acquire()
+        .await
+        .expect("a new client acquires");
     let kids = children(&observer, path).await;
     assert_eq!(kids.len(), 1, "{kids:?}");
     let stat = observer.exists(guard.node_path()).await.unwrap().unwrap();
@@ -126,25 +140,25 @@ async fn lost_reply_then_expiry_makes_a_fresh_node(kind: ServerKind) {
         stat.ephemeral_owner, old_session,
         "a node of the old session was taken as ours"
     );
-    if let Some(sid) = state.session_id {
+    if let Some(sid) = fresh.session().borrow().session_id {
         assert_eq!(stat.ephemeral_owner, sid);
     }
     guard.release().await.expect("release");
+    fresh.close().await;
     c.close().await;
     observer.close().await;
 }
 
-both_servers!(
-    lost_reply_then_expiry_makes_a_fresh_node_apache,
-    lost_reply_then_expiry_makes_a_fresh_node_zooraft,
+every_backend!(
+    lost_reply_then_expiry_makes_a_fresh_node_on,
     lost_reply_then_expiry_makes_a_fresh_node
 );
 
-async fn guaranteed_delete_after_dropped_connection(kind: ServerKind) {
+async fn guaranteed_delete_after_dropped_connection(kind: ServerKind, backend: Backend) {
     let server = server(kind);
     let proxy = Proxy::start(server.addr());
     let observer = client(&server.connect_string()).await;
-    let c = client_with_timeout(&proxy.connect_string(), Duration::from_secs(8)).await;
+    let c = connect(backend, &proxy.connect_string(), Duration::from_secs(8)).await;
     let epoch = c.session().borrow().epoch;
     let path = "/locks/guaranteed";
     let mutex = InterProcessMutex::new(c.clone(), path);
@@ -195,19 +209,20 @@ async fn guaranteed_delete_after_dropped_connection(kind: ServerKind) {
     observer.close().await;
 }
 
-both_servers!(
-    guaranteed_delete_after_dropped_connection_apache,
-    guaranteed_delete_after_dropped_connection_zooraft,
+every_backend!(
+    guaranteed_delete_after_dropped_connection_on,
     guaranteed_delete_after_dropped_connection
 );
 
-async fn partition_and_expiry_signal_lost(kind: ServerKind) {
+async fn partition_and_expiry_signal_lost(kind: ServerKind, backend: Backend) {
     let server = server(kind);
     let proxy = Proxy::start(server.addr());
     let observer = client(&server.connect_string()).await;
-    let c = client_with_timeout(&proxy.connect_string(), Duration::from_secs(4)).await;
+    let c = connect(backend, &proxy.connect_string(), Duration::from_secs(4)).await;
     let path = "/locks/partition";
-    let mutex = InterProcessMutex::new(c.clone(), path).with_suspend_fraction(0.5);
+    let mutex = InterProcessMutex::new(c.clone(), path)
+        .with_suspend_fraction(0.5)
+        .expect("fraction");
     let guard = mutex.acquire().await.expect("acquire");
     assert!(guard.is_valid());
 
@@ -234,7 +249,13 @@ async fn partition_and_expiry_signal_lost(kind: ServerKind) {
         "old client reconnects",
         move || {
             let cc = cc.clone();
-            async move { cc.session().borrow().connection == Connection::Connected }
+            // zookeeper-client's expiry is terminal; zookeeper-async starts a new session.
+            async move {
+                matches!(
+                    cc.session().borrow().connection,
+                    Connection::Connected | Connection::Expired
+                )
+            }
         },
     )
     .await;
@@ -245,8 +266,7 @@ async fn partition_and_expiry_signal_lost(kind: ServerKind) {
     observer.close().await;
 }
 
-both_servers!(
-    partition_and_expiry_signal_lost_apache,
-    partition_and_expiry_signal_lost_zooraft,
+every_backend!(
+    partition_and_expiry_signal_lost_on,
     partition_and_expiry_signal_lost
 );

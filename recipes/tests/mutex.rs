@@ -11,11 +11,11 @@ use async_trait::async_trait;
 use harness::proxy::{Direction, Proxy};
 use harness::ServerKind;
 use recipes::{
-    AsyncZkClient, CreateMode, Error, ErrorCode, InterProcessMutex, LostReason, Op, OpResult,
-    Owner, SessionState, Stat, WatchReceiver, ZkClient, ZkResult,
+    CreateMode, Error, ErrorCode, InterProcessMutex, LostReason, Op, OpResult, Owner, ZkClient,
+    ZkResult,
 };
 
-use common::{children, client, client_with_timeout, eventually, server};
+use common::{children, client, client_with_timeout, eventually, server, Forward, Forwarding};
 
 async fn basic_acquire_release(kind: ServerKind) {
     let server = server(kind);
@@ -123,11 +123,13 @@ async fn try_acquire_and_timeouts(kind: ServerKind) {
 
     held.release().await.expect("release");
     let g = b.try_acquire().await.expect("try").expect("free now");
-    let r = b
+    // The handle that holds the lock does not enter it again: reentrancy is explicit.
+    assert!(b
         .acquire_timeout(Duration::from_millis(100))
         .await
-        .expect("reenter")
-        .expect("reentrant acquire never waits");
+        .expect("busy")
+        .is_none());
+    let r = g.reenter();
     assert_eq!(r.hold_count(), 2);
     drop(r);
     g.release().await.expect("release");
@@ -167,13 +169,8 @@ async fn reentrancy_does_not_touch_the_server(kind: ServerKind) {
     // The lock's monitor arms a watch on the node just after the acquire returns (its own
     // request, not the reentrant acquires'): count from when the client has gone quiet.
     let before = settled_frames(&proxy).await;
-    let second = mutex.acquire().await.expect("reenter");
-    let third = mutex
-        .clone()
-        .try_acquire()
-        .await
-        .expect("reenter")
-        .expect("held");
+    let second = first.reenter();
+    let third = second.reenter();
     assert_eq!(
         proxy.frames_forwarded(Direction::ClientToServer),
         before,
@@ -183,9 +180,22 @@ async fn reentrancy_does_not_touch_the_server(kind: ServerKind) {
     assert_eq!(first.node_path(), second.node_path());
     assert_eq!(first.fencing_token(), third.fencing_token());
 
-    // Another handle in the same process is excluded.
+    // Another handle in the same process is excluded, and so is a clone of this one:
+    // reentrancy goes through the guard, never through the handle.
     let other = InterProcessMutex::new(c.clone(), path);
     assert!(other.try_acquire().await.expect("try").is_none());
+    assert!(
+        mutex.clone().try_acquire().await.expect("try").is_none(),
+        "a clone of the handle entered the held lock"
+    );
+    assert!(
+        mutex
+            .acquire_timeout(Duration::from_millis(300))
+            .await
+            .expect("timeout")
+            .is_none(),
+        "the handle itself entered the held lock"
+    );
 
     second.release().await.expect("release");
     drop(third);
@@ -209,36 +219,18 @@ both_servers!(
 
 /// A client that counts the calls each waiter makes.
 struct Counting {
-    inner: Arc<AsyncZkClient>,
+    inner: Arc<dyn ZkClient>,
     lists: AtomicUsize,
 }
 
 #[async_trait]
-impl ZkClient for Counting {
-    async fn create(&self, path: &str, data: &[u8], mode: CreateMode) -> ZkResult<(String, Stat)> {
-        self.inner.create(path, data, mode).await
-    }
-    async fn delete(&self, path: &str, version: i32) -> ZkResult<()> {
-        self.inner.delete(path, version).await
-    }
-    async fn exists(&self, path: &str) -> ZkResult<Option<Stat>> {
-        self.inner.exists(path).await
-    }
-    async fn get_data(&self, path: &str) -> ZkResult<(Vec<u8>, Stat)> {
-        self.inner.get_data(path).await
-    }
-    async fn get_data_watch(&self, path: &str) -> ZkResult<(Vec<u8>, Stat, WatchReceiver)> {
-        self.inner.get_data_watch(path).await
+impl Forward for Counting {
+    fn inner(&self) -> &Arc<dyn ZkClient> {
+        &self.inner
     }
     async fn get_children(&self, path: &str) -> ZkResult<Vec<String>> {
         self.lists.fetch_add(1, Ordering::SeqCst);
         self.inner.get_children(path).await
-    }
-    async fn multi(&self, ops: &[Op]) -> ZkResult<Vec<OpResult>> {
-        self.inner.multi(ops).await
-    }
-    fn session(&self) -> tokio::sync::watch::Receiver<SessionState> {
-        self.inner.session()
     }
 }
 
@@ -251,9 +243,9 @@ async fn fifo_without_herd(kind: ServerKind) {
     let first_token = guard.as_ref().unwrap().fencing_token();
 
     // Five waiters, queued one after the other, each through its own counting client.
-    let waiters: Vec<Arc<Counting>> = (0..5)
+    let waiters: Vec<Arc<Forwarding<Counting>>> = (0..5)
         .map(|_| {
-            Arc::new(Counting {
+            Forwarding::client(Counting {
                 inner: c.clone(),
                 lists: AtomicUsize::new(0),
             })
@@ -295,7 +287,7 @@ async fn fifo_without_herd(kind: ServerKind) {
     for expected in 0..5 {
         let before: Vec<usize> = waiters
             .iter()
-            .map(|w| w.lists.load(Ordering::SeqCst))
+            .map(|w| w.0.lists.load(Ordering::SeqCst))
             .collect();
         if expected == 0 {
             let g = guard.take().unwrap();
@@ -313,7 +305,7 @@ async fn fifo_without_herd(kind: ServerKind) {
         tokio::time::sleep(Duration::from_millis(200)).await;
         // Only the next waiter looked at the lock again: no herd.
         for (j, w) in waiters.iter().enumerate() {
-            let woke = w.lists.load(Ordering::SeqCst) - before[j];
+            let woke = w.0.lists.load(Ordering::SeqCst) - before[j];
             if j == expected {
                 assert!(woke >= 1, "the next waiter did not look");
             } else if j > expected {
@@ -422,6 +414,7 @@ async fn fenced_writes_and_node_deletion(kind: ServerKind) {
             path: "/orders/o-".into(),
             data: b"x".to_vec(),
             mode: CreateMode::PersistentSequential,
+            acl: Vec::new(),
         }])
         .await
         .expect("fenced create");
@@ -441,8 +434,11 @@ async fn fenced_writes_and_node_deletion(kind: ServerKind) {
         guard.fenced_set_data("/orders/last", b"9", -1).await,
         Err(Error::Lost(_))
     ));
-    // Reentering a lost lock is refused, not silently granted.
-    assert!(matches!(mutex.acquire().await, Err(Error::Lost(_))));
+    // Reentering a lost lock gives a guard that knows it is lost.
+    let again = guard.reenter();
+    assert!(!again.is_valid());
+    assert!(matches!(again.fenced(vec![]).await, Err(Error::Lost(_))));
+    drop(again);
     guard.release().await.expect("release a lost lock");
     // The server-side check fences even a holder that did not notice: a new holder's node,
     // deleted behind its back, fails the multi.

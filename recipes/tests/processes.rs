@@ -13,11 +13,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use harness::ServerKind;
-use recipes::{CreateMode, Fence, FencingToken, InterProcessMutex, ZkClient};
+use recipes::{CreateMode, Fence, FencingToken, InterProcessMutex};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::Command;
 
-use common::{check_log, children, client, read_log, server};
+use common::{check_log, children, client, read_log, run_all, server};
 
 const CONTENDER: &str = env!("CARGO_BIN_EXE_lock-contender");
 
@@ -109,51 +109,7 @@ fn kazoo_contender(
     c
 }
 
-/// Runs every command to completion (at most `max`), failing the test with its output if
-/// one fails.
-async fn run_all(cmds: Vec<Command>, max: Duration) {
-    let mut children = Vec::new();
-    for mut c in cmds {
-        c.stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        children.push(c.spawn().expect("spawn contender"));
-    }
-    let waits = children.into_iter().map(|c| c.wait_with_output());
-    let outputs = tokio::time::timeout(max, futures_join_all(waits))
-        .await
-        .expect("contenders finished in time");
-    for out in outputs {
-        let out = out.expect("contender output");
-        assert!(
-            out.status.success(),
-            "a contender failed ({}):\n{}\n{}",
-            out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-}
-
-async fn futures_join_all<F>(futs: impl Iterator<Item = F>) -> Vec<F::Output>
-where
-    F: std::future::Future + Send + 'static,
-    F::Output: Send + 'static,
-{
-    let handles: Vec<_> = futs.map(tokio::spawn).collect();
-    let mut out = Vec::new();
-    for h in handles {
-        out.push(h.await.expect("join"));
-    }
-    out
-}
-
-/// Creates the lock path as a persistent node. Left to the recipes it would be a container,
-/// which the server reaps whenever the queue is momentarily empty; its re-creation restarts
-/// the sequence numbers (tokens, the czxids, still increase), and kazoo, which makes the path
-/// only once, would fail its next create.
-async fn persistent_lock_path(admin: &Arc<recipes::AsyncZkClient>, path: &str) {
+async fn persistent_lock_path(admin: &Arc<dyn recipes::ZkClient>, path: &str) {
     for p in ["/locks", path] {
         match admin.create(p, b"", CreateMode::Persistent).await {
             Ok(_) | Err(recipes::ErrorCode::NodeExists) => {}

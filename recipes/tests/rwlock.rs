@@ -95,7 +95,7 @@ async fn writer_takes_read_lock_and_downgrades(kind: ServerKind) {
     let other_reader = InterProcessReadWriteLock::new(c.clone(), path);
 
     let w = mine.write_lock().acquire().await.expect("write");
-    let r = tokio::time::timeout(Duration::from_secs(5), mine.read_lock().acquire())
+    let r = tokio::time::timeout(Duration::from_secs(5), w.acquire_read())
         .await
         .expect("a writer takes the read lock without waiting")
         .expect("read");

@@ -11,7 +11,7 @@ use harness::proxy::{Direction, Proxy};
 use harness::ServerKind;
 use recipes::{CreateMode, Error, InterProcessMutex, LostReason, Owner, ZkClient, ZookeeperClient};
 
-use common::{children, client, server};
+use common::{children, client, connect, server, Backend};
 
 async fn zk_client(connect: &str) -> Arc<ZookeeperClient> {
     ZookeeperClient::connect(connect, Duration::from_secs(8))
@@ -22,7 +22,12 @@ async fn zk_client(connect: &str) -> Arc<ZookeeperClient> {
 async fn mixed_clients_share_one_lock(kind: ServerKind) {
     let server = server(kind);
     let zc = zk_client(&server.connect_string()).await;
-    let za = client(&server.connect_string()).await;
+    let za = connect(
+        Backend::ZookeeperAsync,
+        &server.connect_string(),
+        Duration::from_secs(8),
+    )
+    .await;
     let path = "/locks/mixed";
     let m1 = InterProcessMutex::new(zc.clone(), path).with_label("zookeeper-client");
     let m2 = InterProcessMutex::new(za.clone(), path).with_label("zookeeper-async");

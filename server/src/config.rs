@@ -28,9 +28,6 @@ const IGNORED_KEYS: &[&str] = &[
     "dataLogDir",
     "standaloneEnabled",
     "reconfigEnabled",
-    "admin.enableServer",
-    "admin.serverPort",
-    "admin.serverAddress",
     "autopurge.snapRetainCount",
     "autopurge.purgeInterval",
     "electionAlg",
@@ -158,6 +155,12 @@ pub struct Config {
     pub metrics_address: IpAddr,
     /// `DigestAuthenticationProvider.superDigest` (`super:<base64 sha1>`).
     pub super_digest: Option<String>,
+    /// `admin.serverPort`: online backups (`migrate::serve_admin`); off unless set.
+    pub admin_port: Option<u16>,
+    /// `admin.serverAddress`; loopback unless set.
+    pub admin_address: IpAddr,
+    /// `admin.enableServer` (true unless set to false).
+    pub admin_enabled: bool,
     /// Take a snapshot after this many applied entries.
     pub snapshot_entries: u64,
     /// Log entries kept behind a snapshot, so a follower slightly behind catches up from the
@@ -225,6 +228,9 @@ impl Default for Config {
             metrics_port: None,
             metrics_address: IpAddr::from([127, 0, 0, 1]),
             super_digest: None,
+            admin_port: None,
+            admin_address: IpAddr::from([127, 0, 0, 1]),
+            admin_enabled: true,
             snapshot_entries: 100_000,
             snapshot_retain_entries: 10_000,
             raft_tick: Duration::from_millis(100),
@@ -413,6 +419,15 @@ impl Config {
                 "DigestAuthenticationProvider.superDigest"
                 | "zookeeper.DigestAuthenticationProvider.superDigest" => {
                     cfg.super_digest = Some(value.to_string())
+                }
+                "admin.enableServer" => cfg.admin_enabled = parse_bool(key, value).map_err(err)?,
+                "admin.serverPort" => cfg.admin_port = Some(parse_num(key, value).map_err(err)?),
+                "admin.serverAddress" => {
+                    cfg.admin_address = value.parse().map_err(|_| {
+                        err(format!(
+                            "admin.serverAddress: '{value}' is not an IP address"
+                        ))
+                    })?
                 }
                 "peerType" => match value {
                     "observer" => peer_type_observer = true,

@@ -19,6 +19,9 @@
 //!   `Connections` implementation (`delivery.rs`).
 //! - `ops/` — the operator surface: four-letter words and the Prometheus endpoint, both from
 //!   one gathered view of the metrics (`view.rs`).
+//! - `migrate/` — moving state in and out: `import` from and `export` to Apache
+//!   ZooKeeper's data directory (the format itself is the `zkdata` crate), online `backup`
+//!   served on the admin port, and `restore`. Uses `state`, `raft` and `config`.
 //! - `config.rs` (zoo.cfg, `myid`, flags), `critical.rs` (critical threads, fatal exits)
 //!   and `stats.rs` (the count/min/max/percentile summaries behind `mntr`) are leaves every
 //!   layer may use; so is `tls/` (TLS settings, key and trust stores, rustls configurations
@@ -52,6 +55,7 @@
 
 pub mod config;
 mod critical;
+pub mod migrate;
 mod net;
 mod ops;
 mod raft;
@@ -60,3 +64,8 @@ pub mod server;
 mod state;
 mod stats;
 mod tls;
+
+/// Counts what each thread allocates, for the memory-per-znode test.
+#[cfg(test)]
+#[global_allocator]
+static ALLOCATOR: state::tree::memory::CountingAlloc = state::tree::memory::CountingAlloc;

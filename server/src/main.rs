@@ -2,6 +2,12 @@
 //!
 //! `zooraft` alone serves on 127.0.0.1:2181 with its data under ./data. `zooraft zoo.cfg`
 //! or `zooraft --config zoo.cfg` reads a ZooKeeper configuration; flags override it.
+//!
+//! Subcommands move state in and out (see `zooraft::migrate`): `import` (from an Apache
+//! ZooKeeper data directory), `export` (to one), `backup` (from a running member) and
+//! `restore` (from a backup).
+
+use std::path::PathBuf;
 
 use clap::Parser;
 use zooraft::config::{Config, Overrides};
@@ -13,9 +19,105 @@ use zooraft::server::Server;
     version,
     about = "A ZooKeeper-compatible coordination service on Raft and RocksDB"
 )]
+#[command(args_conflicts_with_subcommands = true)]
 struct Cli {
     #[command(flatten)]
     overrides: Overrides,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(clap::Subcommand)]
+enum Command {
+    /// Import a stopped Apache ZooKeeper's data directory into a new zooraft store.
+    Import {
+        /// ZooKeeper's dataDir (or its version-2 folder).
+        #[arg(long, value_name = "DIR")]
+        from: PathBuf,
+        /// ZooKeeper's dataLogDir, if the logs are kept apart from the snapshots.
+        #[arg(long = "log-dir", value_name = "DIR")]
+        log_dir: Option<PathBuf>,
+        #[command(flatten)]
+        overrides: Overrides,
+    },
+    /// Export a stopped member's state as a ZooKeeper data directory (the way back).
+    Export {
+        /// Directory to write (dataDir for ZooKeeper; version-2/ is created inside).
+        #[arg(long, value_name = "DIR")]
+        to: PathBuf,
+        /// Snapshot compression: none, gz or snappy.
+        #[arg(long, default_value = "none")]
+        compression: String,
+        #[command(flatten)]
+        overrides: Overrides,
+    },
+    /// Take a consistent backup of a running member over its admin port.
+    Backup {
+        /// The member's admin address (admin.serverAddress:admin.serverPort).
+        #[arg(long, value_name = "HOST:PORT")]
+        server: String,
+        /// File to write.
+        #[arg(long, value_name = "FILE")]
+        out: PathBuf,
+        /// `super:<password>`, when the member has a superDigest.
+        #[arg(long, value_name = "USER:PASSWORD")]
+        auth: Option<String>,
+    },
+    /// Write a new store from a backup (the member stopped, its store empty).
+    Restore {
+        /// The backup file.
+        file: PathBuf,
+        #[command(flatten)]
+        overrides: Overrides,
+    },
+}
+
+/// Runs a subcommand; its report goes to stdout.
+fn run_command(command: Command) -> std::process::ExitCode {
+    let config = |o: &Overrides| Config::load(o).map_err(|e| anyhow::anyhow!("{e}"));
+    let mut out = std::io::stdout();
+    let result = match command {
+        Command::Import {
+            from,
+            log_dir,
+            overrides,
+        } => config(&overrides).and_then(|c| {
+            zooraft::migrate::import(
+                &c,
+                &zooraft::migrate::ImportOptions { from, log_dir },
+                &mut out,
+            )
+        }),
+        Command::Export {
+            to,
+            compression,
+            overrides,
+        } => match zkdata::Compression::from_method(if compression == "none" {
+            ""
+        } else {
+            &compression
+        }) {
+            Some(kind) => {
+                config(&overrides).and_then(|c| zooraft::migrate::export(&c, &to, kind, &mut out))
+            }
+            None => Err(anyhow::anyhow!("--compression must be none, gz or snappy")),
+        },
+        Command::Backup {
+            server,
+            out: file,
+            auth,
+        } => zooraft::migrate::backup(&server, auth.as_deref(), &file, &mut out),
+        Command::Restore { file, overrides } => {
+            config(&overrides).and_then(|c| zooraft::migrate::restore(&c, &file, &mut out))
+        }
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("zooraft: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
 }
 
 fn main() -> std::process::ExitCode {
@@ -27,6 +129,9 @@ fn main() -> std::process::ExitCode {
         .with_target(false)
         .init();
     let cli = Cli::parse();
+    if let Some(command) = cli.command {
+        return run_command(command);
+    }
     let config = match Config::load(&cli.overrides) {
         Ok(c) => c,
         Err(e) => {

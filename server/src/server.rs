@@ -94,9 +94,21 @@ impl Server {
         };
         let metrics_port = config.metrics_port;
         let metrics_addr = config.metrics_address;
+        let admin = match config.admin_port {
+            Some(port) if config.admin_enabled => {
+                let addr = SocketAddr::new(config.admin_address, port);
+                Some(
+                    TcpListener::bind(addr)
+                        .await
+                        .with_context(|| format!("cannot listen for admin requests on {addr}"))?,
+                )
+            }
+            _ => None,
+        };
         let snapshot_load = loading.elapsed();
         let replica = Arc::new(Replica::new(config, state, tx));
         replica.counters.snap_load_time.record_ms(snapshot_load);
+        let admin_replica = replica.clone();
         let shared = Arc::new(Shared::new(
             replica.clone(),
             crate::ops::four_letter::answer,
@@ -105,6 +117,13 @@ impl Server {
         let thread = raft::start(replica, shared.clone(), storage, rx, peers)
             .context("cannot start Raft")?;
         let (shutdown, shutdown_rx) = watch::channel(false);
+        if let Some(l) = admin {
+            tokio::spawn(crate::migrate::serve_admin(
+                admin_replica,
+                l,
+                shutdown_rx.clone(),
+            ));
+        }
         for (listener, listen) in listeners {
             tokio::spawn(crate::net::accept_clients(
                 shared.clone(),

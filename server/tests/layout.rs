@@ -268,6 +268,10 @@ fn each_layer_uses_only_the_layers_below_it() {
                 "net", "raft", "state", "config", "critical", "stats", "tls", "sasl",
             ][..],
         ),
+        (
+            "migrate",
+            &["raft", "state", "config", "critical", "stats"][..],
+        ),
     ]);
     let mut violations = Vec::new();
     for (m, targets) in &c.imports {

@@ -118,6 +118,7 @@ pub struct TestServerBuilder {
     port: Option<u16>,
     myid: Option<u64>,
     wait: bool,
+    quorum_peer: bool,
 }
 
 impl TestServerBuilder {
@@ -138,6 +139,13 @@ impl TestServerBuilder {
     /// (ensemble members cannot serve until a quorum is up); see [`TestServer::wait_ready`].
     pub fn no_wait(mut self) -> Self {
         self.wait = false;
+        self
+    }
+
+    /// Run Apache ZooKeeper as a quorum peer (`QuorumPeerMain`, for `server.N` lines,
+    /// `standaloneEnabled=false`, reconfig) instead of `ZooKeeperServerMain`.
+    pub fn quorum_peer(mut self) -> Self {
+        self.quorum_peer = true;
         self
     }
 
@@ -165,20 +173,29 @@ impl TestServerBuilder {
         self
     }
 
-    /// Starts the server and waits until it serves (`srvr` reports a Mode).
-    pub fn start(self) -> TestServer {
+    /// Sets up the server's directory and zoo.cfg without starting it (to put data in
+    /// place first, e.g. with `zooraft import`); start it with [`TestServer::restart`] or
+    /// [`TestServer::respawn`].
+    pub fn prepare(self) -> TestServer {
         let dir = tempfile::Builder::new()
             .prefix(&format!("{}-test-", self.kind.name()))
             .tempdir()
             .expect("temporary directory");
         let port = self.port.unwrap_or_else(free_port);
-        let wait = self.wait;
-        let mut server = TestServer {
+        let server = TestServer {
             builder: self,
             dir,
             port,
             child: None,
         };
+        server.write_config();
+        server
+    }
+
+    /// Starts the server and waits until it serves (`srvr` reports a Mode).
+    pub fn start(self) -> TestServer {
+        let wait = self.wait;
+        let mut server = self.prepare();
         server.spawn();
         if wait {
             server.wait_ready();
@@ -211,6 +228,7 @@ impl TestServer {
             port: None,
             myid: None,
             wait: true,
+            quorum_peer: false,
         }
     }
 
@@ -234,6 +252,11 @@ impl TestServer {
     /// The server's data directory.
     pub fn data_dir(&self) -> PathBuf {
         self.dir.path().join("data")
+    }
+
+    /// The server's zoo.cfg (written when it is started or prepared).
+    pub fn config_path(&self) -> PathBuf {
+        self.dir.path().join("zoo.cfg")
     }
 
     /// The file the server's stdout and stderr go to.
@@ -312,7 +335,7 @@ impl TestServer {
                 }
                 // An ensemble member (it has a myid) runs the quorum peer; a lone server
                 // the standalone main, which ignores `server.N` lines.
-                let main = if self.builder.myid.is_some() {
+                let main = if self.builder.myid.is_some() || self.builder.quorum_peer {
                     "org.apache.zookeeper.server.quorum.QuorumPeerMain"
                 } else {
                     "org.apache.zookeeper.server.ZooKeeperServerMain"

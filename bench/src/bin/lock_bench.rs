@@ -1,6 +1,9 @@
 //! Lock throughput and handoff latency of the recipes' `InterProcessMutex`.
 //!
-//! `lock_bench [--contenders N] [--seconds S] [--path P] ADDR [ADDR...]`
+//! `lock_bench [--contenders N] [--seconds S] [--path P] [--backend B] ADDR [ADDR...]`
+//!
+//! `--backend` picks the recipes' client: `zookeeper-client` (the default, the primary
+//! backend) or `zookeeper-async`.
 //!
 //! Against each server in turn, N contenders (each with its own session and its own lock
 //! handle, default 16) acquire and release one lock path for S seconds (default 10), with an
@@ -13,12 +16,13 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use recipes::{AsyncZkClient, InterProcessMutex};
+use recipes::{AsyncZkClient, InterProcessMutex, ZkClient, ZookeeperClient};
 
 struct Options {
     contenders: usize,
     seconds: f64,
     path: String,
+    backend: String,
     addrs: Vec<String>,
 }
 
@@ -27,6 +31,7 @@ fn parse() -> Options {
         contenders: 16,
         seconds: 10.0,
         path: "/bench/lock".to_string(),
+        backend: "zookeeper-client".to_string(),
         addrs: Vec::new(),
     };
     let mut args = std::env::args().skip(1);
@@ -41,12 +46,20 @@ fn parse() -> Options {
             "--contenders" => o.contenders = value("--contenders").parse().unwrap_or(16),
             "--seconds" => o.seconds = value("--seconds").parse().unwrap_or(10.0),
             "--path" => o.path = value("--path"),
+            "--backend" => o.backend = value("--backend"),
             "-h" | "--help" => {
-                println!("lock_bench [--contenders N] [--seconds S] [--path P] ADDR [ADDR...]");
+                println!(
+                    "lock_bench [--contenders N] [--seconds S] [--path P] \
+                     [--backend zookeeper-client|zookeeper-async] ADDR [ADDR...]"
+                );
                 std::process::exit(0)
             }
             _ => o.addrs.push(a),
         }
+    }
+    if !matches!(o.backend.as_str(), "zookeeper-client" | "zookeeper-async") {
+        eprintln!("lock_bench: unknown backend {:?}", o.backend);
+        std::process::exit(2)
     }
     if o.addrs.is_empty() {
         eprintln!("lock_bench: give at least one server address (host:port)");
@@ -94,11 +107,17 @@ struct Handoff {
 async fn run(addr: &str, o: &Options) -> Result<Figures, String> {
     let mut clients = Vec::new();
     for _ in 0..o.contenders {
-        clients.push(
-            AsyncZkClient::connect(addr, Duration::from_secs(10))
+        let session = Duration::from_secs(10);
+        let client: Arc<dyn ZkClient> = if o.backend == "zookeeper-async" {
+            AsyncZkClient::connect(addr, session)
                 .await
-                .map_err(|e| format!("{addr}: {e}"))?,
-        );
+                .map_err(|e| format!("{addr}: {e}"))?
+        } else {
+            ZookeeperClient::connect(addr, session)
+                .await
+                .map_err(|e| format!("{addr}: {e}"))?
+        };
+        clients.push(client);
     }
     let path = format!("{}-{}", o.path, std::process::id());
     let shared = Arc::new(Handoff::default());
@@ -153,8 +172,8 @@ async fn run(addr: &str, o: &Options) -> Result<Figures, String> {
 async fn main() {
     let o = parse();
     println!(
-        "lock_bench: {} contenders, {:.1} s per server, empty critical section",
-        o.contenders, o.seconds
+        "lock_bench: {} contenders ({}), {:.1} s per server, empty critical section",
+        o.contenders, o.backend, o.seconds
     );
     let mut all = Vec::new();
     for addr in &o.addrs {

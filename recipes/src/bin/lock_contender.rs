@@ -12,17 +12,43 @@
 //! `InterProcessReadWriteLock`: even tasks write, odd tasks read; lines start with `rust-w`
 //! or `rust-r`.
 //!
+//! `lock-contender latch CONNECT PATH TASKS TERMS LOG`: TASKS participants, each with its own
+//! `LeaderLatch` on PATH, lead TERMS times each (a term is one log line `rust-latch ...`,
+//! then the participant steps down and joins again).
+//!
+//! `lock-contender semaphore CONNECT PATH MAX TASKS ITERATIONS LOG`: TASKS tasks, each with
+//! its own `InterProcessSemaphoreV2` (MAX leases) on PATH, take a lease ITERATIONS times and
+//! hold it 20 ms (lines `rust-lease ...`).
+//!
 //! `lock-contender hold CONNECT PATH SESSION_MS RESOURCE`: acquires once and prints
 //! `ACQUIRED <token>`; on a line `WRITE` on stdin it sends `WRITE <token>` to the TCP
 //! resource at RESOURCE (a fence) and prints its answer as `WRITE <answer>`; then it waits
 //! (at most 60 s) for the lock to be lost and prints `LOST <reason>`.
+//!
+//! The client is zookeeper-client (`ZookeeperClient`); with `LOCK_CONTENDER_BACKEND=async`
+//! (and the `zookeeper-async` feature built in) it is zookeeper-async (`AsyncZkClient`).
 
 use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
 
-use recipes::{AsyncZkClient, InterProcessMutex, LockGuard, ZkClient};
+use recipes::{InterProcessMutex, LockGuard, ZkClient, ZookeeperClient};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+/// A client of the backend `LOCK_CONTENDER_BACKEND` names (zookeeper-client by default).
+async fn connect_client(connect: &str, session: Duration) -> Result<Arc<dyn ZkClient>, String> {
+    let backend = std::env::var("LOCK_CONTENDER_BACKEND").unwrap_or_default();
+    match backend.as_str() {
+        "" | "zookeeper-client" => Ok(ZookeeperClient::connect(connect, session)
+            .await
+            .map_err(|e| e.to_string())?),
+        #[cfg(feature = "zookeeper-async")]
+        "async" | "zookeeper-async" => Ok(recipes::AsyncZkClient::connect(connect, session)
+            .await
+            .map_err(|e| e.to_string())?),
+        other => Err(format!("unknown LOCK_CONTENDER_BACKEND {other:?}")),
+    }
+}
 
 fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec {
@@ -38,6 +64,8 @@ fn usage() -> ! {
     eprintln!(
         "usage: lock-contender contend CONNECT PATH TASKS ITERATIONS LOG [COUNTER]\n       \
          lock-contender rw CONNECT PATH TASKS ITERATIONS LOG\n       \
+         lock-contender latch CONNECT PATH TASKS TERMS LOG\n       \
+         lock-contender semaphore CONNECT PATH MAX TASKS ITERATIONS LOG\n       \
          lock-contender hold CONNECT PATH SESSION_MS RESOURCE"
     );
     std::process::exit(2)
@@ -56,6 +84,8 @@ async fn main() {
         Some("contend") => contend(&args).await,
         Some("rw") => read_write(&args).await,
         Some("hold") => hold(&args).await,
+        Some("latch") => latch(&args).await,
+        Some("semaphore") => semaphore(&args).await,
         _ => usage(),
     };
     if let Err(e) = result {
@@ -70,7 +100,7 @@ async fn critical_section(
     task: usize,
     log: &std::fs::File,
     counter: Option<&str>,
-    client: &Arc<AsyncZkClient>,
+    client: &Arc<dyn ZkClient>,
 ) -> Result<(), String> {
     let start = monotonic_ns();
     if let Some(counter) = counter {
@@ -84,11 +114,14 @@ async fn critical_section(
             .await
             .map_err(|e| format!("fenced increment: {e}"))?;
     }
-    tokio::time::sleep(Duration::from_millis(2)).await;
+    let hold = if kind == "rust-lease" { 20 } else { 2 };
+    tokio::time::sleep(Duration::from_millis(hold)).await;
     let end = monotonic_ns();
     let node = recipes::names::sequence_of(
         guard.node_path(),
-        &["lock-", "__lock__", "__READ__", "__WRIT__"],
+        &[
+            "lock-", "__lock__", "__READ__", "__WRIT__", "latch-", "lease-",
+        ],
     );
     let line = format!(
         "{kind} {} {} {} {} {} {} {}\n",
@@ -111,25 +144,13 @@ async fn contend(args: &[String]) -> Result<(), String> {
     let path: String = arg(args, 3);
     let tasks: usize = arg(args, 4);
     let iterations: usize = arg(args, 5);
-    let log_path: String = arg(args, 6);
+    let log = open_log(&arg::<String>(args, 6))?;
     let counter: Option<String> = args.get(7).cloned();
-    let log = Arc::new(
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log_path)
-            .map_err(|e| format!("open {log_path}: {e}"))?,
-    );
-    let client = AsyncZkClient::connect(&connect, Duration::from_secs(10))
-        .await
-        .map_err(|e| e.to_string())?;
-    let mut handles = Vec::new();
-    for task in 0..tasks {
-        let client = client.clone();
-        let log = log.clone();
-        let path = path.clone();
-        let counter = counter.clone();
-        handles.push(tokio::spawn(async move {
+    let client = connect_client(&connect, Duration::from_secs(10)).await?;
+    run_tasks(tasks, |task| {
+        let (client, log, path, counter) =
+            (client.clone(), log.clone(), path.clone(), counter.clone());
+        async move {
             let mutex = InterProcessMutex::new(client.clone(), &path)
                 .with_label(&format!("contender-{}-{task}", std::process::id()));
             for _ in 0..iterations {
@@ -137,12 +158,10 @@ async fn contend(args: &[String]) -> Result<(), String> {
                 critical_section("rust", &guard, task, &log, counter.as_deref(), &client).await?;
                 guard.release().await.map_err(|e| e.to_string())?;
             }
-            Ok::<(), String>(())
-        }));
-    }
-    for h in handles {
-        h.await.map_err(|e| e.to_string())??;
-    }
+            Ok(())
+        }
+    })
+    .await?;
     client.close().await;
     Ok(())
 }
@@ -152,23 +171,11 @@ async fn read_write(args: &[String]) -> Result<(), String> {
     let path: String = arg(args, 3);
     let tasks: usize = arg(args, 4);
     let iterations: usize = arg(args, 5);
-    let log_path: String = arg(args, 6);
-    let log = Arc::new(
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log_path)
-            .map_err(|e| format!("open {log_path}: {e}"))?,
-    );
-    let client = AsyncZkClient::connect(&connect, Duration::from_secs(10))
-        .await
-        .map_err(|e| e.to_string())?;
-    let mut handles = Vec::new();
-    for task in 0..tasks {
-        let client = client.clone();
-        let log = log.clone();
-        let path = path.clone();
-        handles.push(tokio::spawn(async move {
+    let log = open_log(&arg::<String>(args, 6))?;
+    let client = connect_client(&connect, Duration::from_secs(10)).await?;
+    run_tasks(tasks, |task| {
+        let (client, log, path) = (client.clone(), log.clone(), path.clone());
+        async move {
             let rw = recipes::InterProcessReadWriteLock::new(client.clone(), &path);
             let (kind, lock) = if task % 2 == 0 {
                 ("rust-w", rw.write_lock())
@@ -180,12 +187,85 @@ async fn read_write(args: &[String]) -> Result<(), String> {
                 critical_section(kind, &guard, task, &log, None, &client).await?;
                 guard.release().await.map_err(|e| e.to_string())?;
             }
-            Ok::<(), String>(())
-        }));
-    }
+            Ok(())
+        }
+    })
+    .await?;
+    client.close().await;
+    Ok(())
+}
+
+/// Opens the shared log (appending) at `path`.
+fn open_log(path: &str) -> Result<Arc<std::fs::File>, String> {
+    Ok(Arc::new(
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(|e| format!("open {path}: {e}"))?,
+    ))
+}
+
+/// Runs `body(task)` for each of `tasks` tasks and waits for all; the first error wins.
+async fn run_tasks<F, Fut>(tasks: usize, body: F) -> Result<(), String>
+where
+    F: Fn(usize) -> Fut,
+    Fut: std::future::Future<Output = Result<(), String>> + Send + 'static,
+{
+    let handles: Vec<_> = (0..tasks).map(|t| tokio::spawn(body(t))).collect();
     for h in handles {
         h.await.map_err(|e| e.to_string())??;
     }
+    Ok(())
+}
+
+async fn latch(args: &[String]) -> Result<(), String> {
+    let connect: String = arg(args, 2);
+    let path: String = arg(args, 3);
+    let tasks: usize = arg(args, 4);
+    let terms: usize = arg(args, 5);
+    let log = open_log(&arg::<String>(args, 6))?;
+    let client = connect_client(&connect, Duration::from_secs(10)).await?;
+    run_tasks(tasks, |task| {
+        let (client, log, path) = (client.clone(), log.clone(), path.clone());
+        async move {
+            let id = format!("rust-{}-{task}", std::process::id());
+            let latch = recipes::LeaderLatch::new(client.clone(), &path, &id);
+            for _ in 0..terms {
+                let leadership = latch.await_leadership().await.map_err(|e| e.to_string())?;
+                critical_section("rust-latch", &leadership, task, &log, None, &client).await?;
+                leadership.release().await.map_err(|e| e.to_string())?;
+            }
+            Ok(())
+        }
+    })
+    .await?;
+    client.close().await;
+    Ok(())
+}
+
+async fn semaphore(args: &[String]) -> Result<(), String> {
+    let connect: String = arg(args, 2);
+    let path: String = arg(args, 3);
+    let max: usize = arg(args, 4);
+    let tasks: usize = arg(args, 5);
+    let iterations: usize = arg(args, 6);
+    let log = open_log(&arg::<String>(args, 7))?;
+    let client = connect_client(&connect, Duration::from_secs(10)).await?;
+    run_tasks(tasks, |task| {
+        let (client, log, path) = (client.clone(), log.clone(), path.clone());
+        async move {
+            let sem = recipes::InterProcessSemaphoreV2::new(client.clone(), &path, max)
+                .with_node_data(format!("rust-{}-{task}", std::process::id()).as_bytes());
+            for _ in 0..iterations {
+                let lease = sem.acquire().await.map_err(|e| e.to_string())?;
+                critical_section("rust-lease", &lease, task, &log, None, &client).await?;
+                lease.release().await.map_err(|e| e.to_string())?;
+            }
+            Ok(())
+        }
+    })
+    .await?;
     client.close().await;
     Ok(())
 }
@@ -195,9 +275,7 @@ async fn hold(args: &[String]) -> Result<(), String> {
     let path: String = arg(args, 3);
     let session_ms: u64 = arg(args, 4);
     let resource: String = arg(args, 5);
-    let client = AsyncZkClient::connect(&connect, Duration::from_millis(session_ms))
-        .await
-        .map_err(|e| e.to_string())?;
+    let client = connect_client(&connect, Duration::from_millis(session_ms)).await?;
     let mutex = InterProcessMutex::new(client.clone(), &path).with_label("paused-holder");
     let guard = mutex.acquire().await.map_err(|e| e.to_string())?;
     let token = guard.fencing_token().get();

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use harness::{ServerKind, TestServer};
-use recipes::{AsyncZkClient, Connection, ZkClient};
+use recipes::{Connection, ZkClient, ZookeeperClient};
 
 /// Every scenario must finish within this.
 pub const SCENARIO_TIMEOUT: Duration = Duration::from_secs(180);
@@ -22,10 +22,40 @@ pub fn server(kind: ServerKind) -> TestServer {
         .start()
 }
 
+/// Which [`ZkClient`] implementation a scenario's lock clients use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// zookeeper-client (`ZookeeperClient`), the primary backend.
+    ZookeeperClient,
+    /// zookeeper-async (`AsyncZkClient`, feature `zookeeper-async`).
+    ZookeeperAsync,
+}
+
+/// A client of `backend`.
+pub async fn connect(backend: Backend, connect: &str, timeout: Duration) -> Arc<dyn ZkClient> {
+    match backend {
+        Backend::ZookeeperClient => ZookeeperClient::connect(connect, timeout)
+            .await
+            .expect("connect zookeeper-client"),
+        Backend::ZookeeperAsync => recipes::AsyncZkClient::connect(connect, timeout)
+            .await
+            .expect("connect zookeeper-async"),
+    }
+}
+
 /// Runs an async scenario on a fresh runtime, bounded in time.
 pub fn run<F, Fut>(kind: ServerKind, scenario: F)
 where
     F: FnOnce(ServerKind) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    run_with(kind, Backend::ZookeeperClient, move |k, _| scenario(k))
+}
+
+/// Runs an async scenario for one server kind and one backend, bounded in time.
+pub fn run_with<F, Fut>(kind: ServerKind, backend: Backend, scenario: F)
+where
+    F: FnOnce(ServerKind, Backend) -> Fut,
     Fut: Future<Output = ()>,
 {
     let _ = tracing_subscriber::fmt()
@@ -41,7 +71,7 @@ where
         .build()
         .expect("tokio runtime");
     rt.block_on(async {
-        tokio::time::timeout(SCENARIO_TIMEOUT, scenario(kind))
+        tokio::time::timeout(SCENARIO_TIMEOUT, scenario(kind, backend))
             .await
             .expect("scenario timed out");
     });
@@ -64,14 +94,39 @@ macro_rules! both_servers {
     };
 }
 
-pub async fn client(connect: &str) -> Arc<AsyncZkClient> {
+/// Declares four tests running `scenario(kind, backend)`: Apache ZooKeeper and zooraft,
+/// each with the zookeeper-client and the zookeeper-async backend.
+#[macro_export]
+macro_rules! every_backend {
+    ($name:ident, $scenario:path) => {
+        mod $name {
+            use super::*;
+            $crate::every_backend!(@one apache_zookeeper_client, Apache, ZookeeperClient, $scenario);
+            $crate::every_backend!(@one zooraft_zookeeper_client, Zooraft, ZookeeperClient, $scenario);
+            $crate::every_backend!(@one apache_zookeeper_async, Apache, ZookeeperAsync, $scenario);
+            $crate::every_backend!(@one zooraft_zookeeper_async, Zooraft, ZookeeperAsync, $scenario);
+        }
+    };
+    (@one $test:ident, $kind:ident, $backend:ident, $scenario:path) => {
+        #[test]
+        fn $test() {
+            common::run_with(
+                harness::ServerKind::$kind,
+                common::Backend::$backend,
+                $scenario,
+            )
+        }
+    };
+}
+
+/// A client of the primary backend (zookeeper-client), 8 s sessions.
+pub async fn client(connect: &str) -> Arc<dyn ZkClient> {
     client_with_timeout(connect, Duration::from_secs(8)).await
 }
 
-pub async fn client_with_timeout(connect: &str, timeout: Duration) -> Arc<AsyncZkClient> {
-    AsyncZkClient::connect(connect, timeout)
-        .await
-        .expect("connect a client")
+/// A client of the primary backend with the given session timeout.
+pub async fn client_with_timeout(connect: &str, timeout: Duration) -> Arc<dyn ZkClient> {
+    self::connect(Backend::ZookeeperClient, connect, timeout).await
 }
 
 /// Polls `check` every 50 ms until it is true; panics with `what` after `max`.
@@ -93,7 +148,7 @@ where
 }
 
 /// The children of `path` (empty if it does not exist).
-pub async fn children(client: &Arc<AsyncZkClient>, path: &str) -> Vec<String> {
+pub async fn children(client: &Arc<dyn ZkClient>, path: &str) -> Vec<String> {
     match client.get_children(path).await {
         Ok(c) => c,
         Err(recipes::ErrorCode::NoNode) => Vec::new(),
@@ -102,7 +157,7 @@ pub async fn children(client: &Arc<AsyncZkClient>, path: &str) -> Vec<String> {
 }
 
 /// Waits until the client is connected.
-pub async fn connected(client: &Arc<AsyncZkClient>) {
+pub async fn connected(client: &Arc<dyn ZkClient>) {
     let c = client.clone();
     eventually(Duration::from_secs(30), "client connected", move || {
         let c = c.clone();
@@ -174,6 +229,130 @@ pub fn check_log(entries: &mut [Entry]) {
             a.token < b.token,
             "fencing tokens do not increase:\n  {a:?}\n  {b:?}\nlog:\n{}",
             dump()
+        );
+    }
+}
+
+/// A test client that forwards every call to another client: implement [`Forward`] and
+/// override only the calls a scenario changes, then wrap it in [`Forwarding`].
+#[async_trait::async_trait]
+pub trait Forward: Send + Sync + 'static {
+    /// The client calls go to.
+    fn inner(&self) -> &Arc<dyn ZkClient>;
+
+    async fn create_acl(
+        &self,
+        path: &str,
+        data: &[u8],
+        mode: recipes::CreateMode,
+        acl: &[recipes::Acl],
+    ) -> recipes::ZkResult<(String, recipes::Stat)> {
+        self.inner().create_acl(path, data, mode, acl).await
+    }
+    async fn sync(&self, path: &str) -> recipes::ZkResult<()> {
+        self.inner().sync(path).await
+    }
+    async fn delete(&self, path: &str, version: i32) -> recipes::ZkResult<()> {
+        self.inner().delete(path, version).await
+    }
+    async fn exists(&self, path: &str) -> recipes::ZkResult<Option<recipes::Stat>> {
+        self.inner().exists(path).await
+    }
+    async fn get_data(&self, path: &str) -> recipes::ZkResult<(Vec<u8>, recipes::Stat)> {
+        self.inner().get_data(path).await
+    }
+    async fn get_data_watch(
+        &self,
+        path: &str,
+    ) -> recipes::ZkResult<(Vec<u8>, recipes::Stat, recipes::WatchReceiver)> {
+        self.inner().get_data_watch(path).await
+    }
+    async fn get_children(&self, path: &str) -> recipes::ZkResult<Vec<String>> {
+        self.inner().get_children(path).await
+    }
+    async fn multi(&self, ops: &[recipes::Op]) -> recipes::ZkResult<Vec<recipes::OpResult>> {
+        self.inner().multi(ops).await
+    }
+}
+
+/// The [`ZkClient`] of a [`Forward`] implementation.
+pub struct Forwarding<T>(pub T);
+
+impl<T: Forward> Forwarding<T> {
+    /// `forward` as a client the recipes take.
+    pub fn client(forward: T) -> Arc<Forwarding<T>> {
+        Arc::new(Forwarding(forward))
+    }
+}
+
+#[async_trait::async_trait]
+impl<T: Forward> ZkClient for Forwarding<T> {
+    async fn create_acl(
+        &self,
+        path: &str,
+        data: &[u8],
+        mode: recipes::CreateMode,
+        acl: &[recipes::Acl],
+    ) -> recipes::ZkResult<(String, recipes::Stat)> {
+        self.0.create_acl(path, data, mode, acl).await
+    }
+    async fn sync(&self, path: &str) -> recipes::ZkResult<()> {
+        self.0.sync(path).await
+    }
+    async fn delete(&self, path: &str, version: i32) -> recipes::ZkResult<()> {
+        self.0.delete(path, version).await
+    }
+    async fn exists(&self, path: &str) -> recipes::ZkResult<Option<recipes::Stat>> {
+        self.0.exists(path).await
+    }
+    async fn get_data(&self, path: &str) -> recipes::ZkResult<(Vec<u8>, recipes::Stat)> {
+        self.0.get_data(path).await
+    }
+    async fn get_data_watch(
+        &self,
+        path: &str,
+    ) -> recipes::ZkResult<(Vec<u8>, recipes::Stat, recipes::WatchReceiver)> {
+        self.0.get_data_watch(path).await
+    }
+    async fn get_children(&self, path: &str) -> recipes::ZkResult<Vec<String>> {
+        self.0.get_children(path).await
+    }
+    async fn multi(&self, ops: &[recipes::Op]) -> recipes::ZkResult<Vec<recipes::OpResult>> {
+        self.0.multi(ops).await
+    }
+    async fn close(&self) {
+        self.0.inner().close().await
+    }
+    fn session(&self) -> tokio::sync::watch::Receiver<recipes::SessionState> {
+        self.0.inner().session()
+    }
+}
+
+/// Runs every command to completion (at most `max`), failing the test with its output if
+/// one fails.
+pub async fn run_all(cmds: Vec<tokio::process::Command>, max: Duration) {
+    let mut waits = Vec::new();
+    for mut c in cmds {
+        c.stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true);
+        let child = c.spawn().expect("spawn contender");
+        waits.push(tokio::spawn(child.wait_with_output()));
+    }
+    let deadline = tokio::time::Instant::now() + max;
+    for w in waits {
+        let out = tokio::time::timeout_at(deadline, w)
+            .await
+            .expect("contenders finished in time")
+            .expect("task")
+            .expect("contender output");
+        assert!(
+            out.status.success(),
+            "a contender failed ({}):\n{}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
         );
     }
 }

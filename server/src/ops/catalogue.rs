@@ -62,6 +62,11 @@ fn counter(key: &'static str, help: &'static str, v: &AtomicU64) -> Figure {
     }
 }
 
+/// A gauge kept in an unsigned atomic.
+fn counter_gauge(key: &'static str, help: &'static str, v: &AtomicU64) -> Figure {
+    gauge(key, help, v.load(Ordering::Relaxed))
+}
+
 fn signed(key: &'static str, help: &'static str, v: &AtomicI64) -> Figure {
     gauge(key, help, v.load(Ordering::Relaxed))
 }
@@ -356,6 +361,26 @@ pub fn gather(shared: &Shared, version: &str) -> Vec<Figure> {
             "1 if this member serves clients",
             v.serving as u8,
         ),
+        gauge(
+            "resident_memory_bytes",
+            "Memory the process holds (resident set)",
+            super::environment::proc_number("/proc/self/status", "VmRSS:", 0).unwrap_or(0) * 1024,
+        ),
+        counter_gauge(
+            "rocksdb_memtable_bytes",
+            "RocksDB memtables",
+            &r.store_memtables,
+        ),
+        counter_gauge(
+            "rocksdb_table_readers_bytes",
+            "RocksDB index and filter blocks of open files",
+            &r.store_table_readers,
+        ),
+        counter_gauge(
+            "rocksdb_block_cache_bytes",
+            "RocksDB block cache",
+            &r.store_block_cache,
+        ),
     ]);
     let in_quorum = v.role != Role::Standalone;
     if in_quorum {
@@ -446,12 +471,6 @@ fn open_fds() -> usize {
 }
 
 fn max_fds() -> u64 {
-    std::fs::read_to_string("/proc/self/limits")
-        .ok()
-        .and_then(|t| {
-            t.lines()
-                .find(|l| l.starts_with("Max open files"))
-                .and_then(|l| l.split_whitespace().nth(3).and_then(|v| v.parse().ok()))
-        })
-        .unwrap_or(0)
+    // "Max open files  <soft>  <hard>  files": the soft limit.
+    super::environment::proc_number("/proc/self/limits", "Max open files", 0).unwrap_or(0)
 }

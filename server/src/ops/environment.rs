@@ -134,24 +134,22 @@ fn memory_limit() -> u64 {
 }
 
 fn meminfo_kb(key: &str) -> Option<u64> {
-    std::fs::read_to_string("/proc/meminfo")
-        .ok()?
-        .lines()
-        .find_map(|l| l.strip_prefix(key))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
+    proc_number("/proc/meminfo", key, 0)
 }
 
 fn resident_bytes() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
-                .and_then(|v| v.split_whitespace().next())
-                .and_then(|v| v.parse::<u64>().ok())
-        })
-        .map_or(0, |kb| kb * 1024)
+    proc_number("/proc/self/status", "VmRSS:", 0).map_or(0, |kb| kb * 1024)
+}
+
+/// The number that is word `nth` after `prefix` on the first line of a `/proc` file that
+/// starts with it.
+pub fn proc_number(path: &str, prefix: &str, nth: usize) -> Option<u64> {
+    std::fs::read_to_string(path)
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix(prefix))
+        .and_then(|v| v.split_whitespace().nth(nth))
+        .and_then(|v| v.parse().ok())
 }
 
 #[cfg(test)]

@@ -412,6 +412,7 @@ impl Consensus {
             self.timers.next_touch = now + self.timers.touch_interval;
             self.session_round(now);
             self.retry_reads(now);
+            self.replica.counters.store_memory(self.storage.memory());
             self.publish_status();
         }
         if self.leads() && now >= self.timers.next_cleanup {

@@ -61,6 +61,11 @@ pub struct RaftCounters {
     pub sessions_expired: AtomicU64,
     /// Since when this member leads, in milliseconds since the Unix epoch (0: it does not).
     pub leading_since_unix_ms: AtomicU64,
+    /// The store's memory (RocksDB memtables, table readers, block cache), sampled by the
+    /// Raft thread every session round.
+    pub store_memtables: AtomicU64,
+    pub store_table_readers: AtomicU64,
+    pub store_block_cache: AtomicU64,
 }
 
 impl Default for RaftCounters {
@@ -92,6 +97,9 @@ impl Default for RaftCounters {
             proposal_size_max: AtomicI64::new(-1),
             sessions_expired: AtomicU64::new(0),
             leading_since_unix_ms: AtomicU64::new(0),
+            store_memtables: AtomicU64::new(0),
+            store_table_readers: AtomicU64::new(0),
+            store_block_cache: AtomicU64::new(0),
         }
     }
 }
@@ -106,6 +114,15 @@ impl RaftCounters {
             self.proposal_size_min.store(bytes, Ordering::Relaxed);
         }
         self.proposal_size_max.fetch_max(bytes, Ordering::Relaxed);
+    }
+
+    /// Publishes the store's memory figures.
+    pub fn store_memory(&self, m: super::storage::StoreMemory) {
+        self.store_memtables.store(m.memtables, Ordering::Relaxed);
+        self.store_table_readers
+            .store(m.table_readers, Ordering::Relaxed);
+        self.store_block_cache
+            .store(m.block_cache, Ordering::Relaxed);
     }
 
     /// `srst`: forgets the summaries and the counters of events (not the start-up figures,
@@ -169,35 +186,50 @@ impl ProposalClock {
 
     /// The commit index reached `committed` at `now`.
     pub fn committed(&mut self, committed: u64, now: Instant, counters: &RaftCounters) {
-        while let Some(&(index, at)) = self.proposed.front() {
-            if index > committed {
-                break;
-            }
-            self.proposed.pop_front();
-            counters
-                .quorum_ack_latency
-                .record_ms(now.saturating_duration_since(at));
-            self.committed.push_back((index, at));
-        }
+        let done = &mut self.committed;
+        take_upto(
+            &mut self.proposed,
+            committed,
+            now,
+            &counters.quorum_ack_latency,
+            |e| done.push_back(e),
+        );
     }
 
     /// Entries up to `applied` were applied at `now`.
     pub fn applied(&mut self, applied: u64, now: Instant, counters: &RaftCounters) {
-        while let Some(&(index, at)) = self.committed.front() {
-            if index > applied {
-                break;
-            }
-            self.committed.pop_front();
-            counters
-                .proposal_latency
-                .record_ms(now.saturating_duration_since(at));
-        }
+        take_upto(
+            &mut self.committed,
+            applied,
+            now,
+            &counters.proposal_latency,
+            |_| {},
+        );
     }
 
     /// Leadership ended: what was proposed may commit under the next leader, or never.
     pub fn clear(&mut self) {
         self.proposed.clear();
         self.committed.clear();
+    }
+}
+
+/// Takes the entries up to `index` off the front of `queue`, recording how long ago each was
+/// proposed in `summary` and handing it to `then`.
+fn take_upto(
+    queue: &mut VecDeque<(u64, Instant)>,
+    index: u64,
+    now: Instant,
+    summary: &Summary,
+    mut then: impl FnMut((u64, Instant)),
+) {
+    while let Some(&(i, at)) = queue.front() {
+        if i > index {
+            break;
+        }
+        queue.pop_front();
+        summary.record_ms(now.saturating_duration_since(at));
+        then((i, at));
     }
 }
 

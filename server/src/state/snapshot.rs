@@ -15,7 +15,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use jute::{Acl, DecodeError, Reader, Record, WriteExt};
 
 use super::path;
-use super::tree::{DataTree, Name, NodeKind, TreeOptions, Znode};
+use super::tree::{owned, DataTree, Name, NodeKind, TreeOptions, Znode};
 use super::{SessionInfo, StateMachine};
 
 const MAGIC: &[u8; 4] = b"ZRSM";
@@ -188,7 +188,7 @@ pub fn decode(bytes: Bytes, options: TreeOptions) -> Result<StateMachine, Snapsh
         tree.load_node(
             p,
             Znode {
-                data,
+                data: owned(data),
                 acl,
                 czxid,
                 mzxid,

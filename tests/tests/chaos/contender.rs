@@ -12,7 +12,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use recipes::{AsyncZkClient, ErrorCode, Fence, FencingToken, InterProcessMutex, ZkClient};
+use recipes::{
+    AsyncZkClient, Connection, ErrorCode, Fence, FencingToken, InterProcessMutex, ZkClient,
+    ZookeeperClient,
+};
 
 use crate::links::ClientLink;
 use crate::util::{bounded, lock, mono_ns, Rng};
@@ -122,6 +125,8 @@ pub(crate) struct ContenderConfig {
     pub(crate) state: PathBuf,
     pub(crate) stop: PathBuf,
     pub(crate) session: Duration,
+    /// The recipes backend: `zookeeper-client` or `zookeeper-async`.
+    pub(crate) backend: String,
 }
 
 impl ContenderConfig {
@@ -136,6 +141,7 @@ impl ContenderConfig {
             self.state.display().to_string(),
             self.stop.display().to_string(),
             self.session.as_millis().to_string(),
+            self.backend.clone(),
         ]
         .join("\n");
         vec![(ROLE_ENV.to_string(), spec)]
@@ -144,7 +150,7 @@ impl ContenderConfig {
     pub(crate) fn from_env() -> Option<ContenderConfig> {
         let spec = std::env::var(ROLE_ENV).ok()?;
         let f: Vec<&str> = spec.split('\n').collect();
-        if f.len() != 9 {
+        if f.len() != 10 {
             return None;
         }
         Some(ContenderConfig {
@@ -157,6 +163,7 @@ impl ContenderConfig {
             state: PathBuf::from(f[6]),
             stop: PathBuf::from(f[7]),
             session: Duration::from_millis(f[8].parse().ok()?),
+            backend: f[9].to_string(),
         })
     }
 }
@@ -225,24 +232,43 @@ pub(crate) async fn wait_for_file(path: &Path) {
     }
 }
 
-/// The contender: acquire, critical section, release, until the stop file appears. Every
-/// critical section is one `CS` line in the shared log (see [`CsEntry`]).
-pub(crate) async fn contend(cfg: ContenderConfig) {
-    let pid = std::process::id();
-    let client = loop {
+/// A client of the contender's backend, retried until it connects (`None`: stop first).
+async fn connect(cfg: &ContenderConfig) -> Option<Arc<dyn ZkClient>> {
+    loop {
         if cfg.stop.exists() {
-            return;
+            return None;
         }
-        match AsyncZkClient::connect(&cfg.connect, cfg.session).await {
-            Ok(c) => break c,
+        let client: Result<Arc<dyn ZkClient>, recipes::Error> = match cfg.backend.as_str() {
+            "zookeeper-async" => AsyncZkClient::connect(&cfg.connect, cfg.session)
+                .await
+                .map(|c| c as Arc<dyn ZkClient>),
+            _ => ZookeeperClient::connect(&cfg.connect, cfg.session)
+                .await
+                .map(|c| c as Arc<dyn ZkClient>),
+        };
+        match client {
+            Ok(c) => return Some(c),
             Err(e) => {
                 append(&cfg.log, &format!("NOTE {} connect: {e}\n", cfg.id));
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
         }
+    }
+}
+
+/// The contender: acquire, critical section, release, until the stop file appears. Every
+/// critical section is one `CS` line in the shared log (see [`CsEntry`]). zookeeper-async
+/// starts a new session itself after an expiry; a zookeeper-client whose session expired is
+/// replaced by a new client. The `EXIT` line counts the expiries either way.
+pub(crate) async fn contend(cfg: ContenderConfig) {
+    let pid = std::process::id();
+    let Some(mut client) = connect(&cfg).await else {
+        return;
     };
-    let mutex = InterProcessMutex::new(client.clone(), &cfg.lock_path)
-        .with_label(&format!("chaos-{}", cfg.id));
+    let label = format!("chaos-{}-{}", cfg.id, cfg.backend);
+    let mut mutex = InterProcessMutex::new(client.clone(), &cfg.lock_path).with_label(&label);
+    // Expiries seen by the clients replaced so far.
+    let mut replaced_epochs = 0u64;
     let mut fence = FenceClient {
         addr: cfg.fence.clone(),
         conn: None,
@@ -260,6 +286,19 @@ pub(crate) async fn contend(cfg: ContenderConfig) {
             Ok(g) => g,
             Err(e) => {
                 append(&cfg.log, &format!("NOTE {} acquire: {e}\n", cfg.id));
+                let terminal = matches!(
+                    client.session().borrow().connection,
+                    Connection::Expired | Connection::Closed
+                );
+                if cfg.backend != "zookeeper-async" && terminal {
+                    replaced_epochs += client.session().borrow().epoch;
+                    client.close().await;
+                    let Some(c) = connect(&cfg).await else { break };
+                    client = c;
+                    mutex =
+                        InterProcessMutex::new(client.clone(), &cfg.lock_path).with_label(&label);
+                    continue;
+                }
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 continue;
             }
@@ -272,7 +311,7 @@ pub(crate) async fn contend(cfg: ContenderConfig) {
             append(&cfg.log, &format!("NOTE {} release {cs}: {e}\n", cfg.id));
         }
     }
-    let epoch = client.session().borrow().epoch;
+    let epoch = replaced_epochs + client.session().borrow().epoch;
     append(&cfg.log, &format!("EXIT {} {pid} {epoch} {n}\n", cfg.id));
     client.close().await;
 }
@@ -283,7 +322,7 @@ pub(crate) async fn contend(cfg: ContenderConfig) {
 /// reads `W <cs>` knows fence write 2 and the increment are still to come.
 pub(crate) async fn critical_section(
     cfg: &ContenderConfig,
-    client: &Arc<AsyncZkClient>,
+    client: &Arc<dyn ZkClient>,
     guard: &recipes::LockGuard,
     cs: &str,
     fence: &mut FenceClient,

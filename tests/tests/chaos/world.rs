@@ -201,6 +201,12 @@ impl World {
                 state: self.dir.path().join(format!("state-{id}")),
                 stop: self.stop_path(),
                 session: CONTENDER_SESSION,
+                // Both recipes backends contend for the same lock.
+                backend: if id % 2 == 0 {
+                    "zookeeper-client".into()
+                } else {
+                    "zookeeper-async".into()
+                },
             };
             let out = std::fs::File::create(self.dir.path().join(format!("contender-{id}.out")))
                 .expect("contender output file");

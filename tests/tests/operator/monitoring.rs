@@ -221,6 +221,14 @@ fn mntr_figures(kind: ServerKind) {
         delta("updatelatency")
     );
     assert!(delta("fsynctime").0 >= 1, "writes were fsynced");
+    if kind == ServerKind::Zooraft {
+        // zooraft's memory figures: the process, and RocksDB's memtables holding the writes
+        // (sampled by the Raft thread about every second).
+        assert!(mntr_u64(&m1, "zk_resident_memory_bytes") > 1 << 20);
+        harness::rt::eventually("RocksDB's memtables to be counted", WAIT, || {
+            (mntr_u64(&mntr(&server), "zk_rocksdb_memtable_bytes") > 0).then_some(())
+        });
+    }
     // Exactly one watch fired by each event.
     assert_eq!(delta("node_changed_watch_count"), (1, 1));
     assert_eq!(delta("node_children_watch_count"), (1, 1));

@@ -296,7 +296,7 @@ impl raft::Storage for RaftStorage {
             ));
         }
         let mut snap = Snapshot {
-            data: self.snapshot_data().unwrap_or_default(),
+            data: self.snapshot_data_for_sending().unwrap_or_default(),
             ..Default::default()
         };
         snap.set_metadata(meta);
@@ -306,3 +306,36 @@ impl raft::Storage for RaftStorage {
 
 #[cfg(test)]
 mod tests;
+
+/// What the store holds in memory, in bytes (RocksDB's own accounting).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StoreMemory {
+    /// Memtables of every column family (bounded by `MEMTABLE_BUDGET` in `open.rs`).
+    pub memtables: u64,
+    /// Index and filter blocks of the open table files.
+    pub table_readers: u64,
+    /// The block cache.
+    pub block_cache: u64,
+}
+
+impl RaftStorage {
+    /// Reads RocksDB's memory figures now.
+    pub fn memory(&self) -> StoreMemory {
+        let mut m = StoreMemory::default();
+        for name in [CF_LOG, CF_STATE, CF_SNAPSHOT] {
+            let cf = self.cf(name);
+            let value = |property: &str| {
+                self.db
+                    .property_int_value_cf(cf, property)
+                    .ok()
+                    .flatten()
+                    .unwrap_or(0)
+            };
+            m.memtables += value("rocksdb.cur-size-all-mem-tables");
+            m.table_readers += value("rocksdb.estimate-table-readers-mem");
+            // One cache is shared by the column families: count it once.
+            m.block_cache = m.block_cache.max(value("rocksdb.block-cache-usage"));
+        }
+        m
+    }
+}

@@ -3,6 +3,9 @@
 
 use super::*;
 
+/// Bytes of memtables all column families may hold together.
+const MEMTABLE_BUDGET: usize = 64 * 1024 * 1024;
+
 impl RaftStorage {
     /// Opens (or creates) the store under `dir`. A new store starts with `initial_conf` (the
     /// static membership from zoo.cfg), as every member of a new ensemble must.
@@ -13,11 +16,19 @@ impl RaftStorage {
         opts.create_missing_column_families(true);
         opts.set_wal_recovery_mode(DBRecoveryMode::TolerateCorruptedTailRecords);
         opts.set_paranoid_checks(true);
-        opts.set_max_total_wal_size(256 * 1024 * 1024);
         opts.set_keep_log_file_num(4);
-        let cfs = [CF_LOG, CF_STATE, CF_SNAPSHOT]
-            .into_iter()
-            .map(|name| ColumnFamilyDescriptor::new(name, Options::default()));
+        // Memory: RocksDB's defaults let each column family hold up to 2 x 64 MiB of
+        // memtables, and a restart replays up to the WAL cap into them. The log is written
+        // once and read back rarely (by a lagging follower), the tree lives in our own
+        // memory: bound the memtables of all column families together.
+        opts.set_db_write_buffer_size(MEMTABLE_BUDGET);
+        opts.set_max_total_wal_size(2 * MEMTABLE_BUDGET as u64);
+        let cfs = [CF_LOG, CF_STATE, CF_SNAPSHOT].into_iter().map(|name| {
+            let mut cf = Options::default();
+            cf.set_write_buffer_size(MEMTABLE_BUDGET / 4);
+            cf.set_max_write_buffer_number(2);
+            ColumnFamilyDescriptor::new(name, cf)
+        });
         let db = DB::open_cf_descriptors(&opts, dir, cfs)?;
         let state = db
             .cf_handle(CF_STATE)

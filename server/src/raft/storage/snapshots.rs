@@ -86,22 +86,31 @@ impl RaftStorage {
         self.db.flush_cf_opt(cf, &fo)
     }
 
-    /// The stored state machine snapshot, if any.
+    /// The stored state machine snapshot, if any, read for loading it at start-up: not
+    /// kept (the state it decodes into holds copies of what it needs, and a cached copy
+    /// would double the memory of a member that never sends a snapshot).
     pub fn snapshot_data(&self) -> Option<bytes::Bytes> {
         let meta = self.snapshot_metadata();
         if meta.index == 0 {
             return None;
         }
-        if let Some((index, data)) = self.snapshot_cache.lock().as_ref() {
-            if *index == meta.index {
+        match read_snapshot(&self.db, meta.index, meta.term) {
+            Ok(d) => Some(d),
+            Err(e) => fatal("reading the stored snapshot", e),
+        }
+    }
+
+    /// The stored snapshot for sending to followers: kept after the first read, as a leader
+    /// often sends the same one to several members in a row (until the next snapshot).
+    pub(super) fn snapshot_data_for_sending(&self) -> Option<bytes::Bytes> {
+        let index = self.snapshot_metadata().index;
+        if let Some((cached, data)) = self.snapshot_cache.lock().as_ref() {
+            if *cached == index {
                 return Some(data.clone());
             }
         }
-        let data = match read_snapshot(&self.db, meta.index, meta.term) {
-            Ok(d) => d,
-            Err(e) => fatal("reading the stored snapshot", e),
-        };
-        *self.snapshot_cache.lock() = Some((meta.index, data.clone()));
+        let data = self.snapshot_data()?;
+        *self.snapshot_cache.lock() = Some((index, data.clone()));
         Some(data)
     }
 
@@ -174,6 +183,8 @@ impl RaftStorage {
         }
         drop(m);
         self.remove_old_snapshots(index);
+        // A newer snapshot replaces the one kept for sending.
+        *self.snapshot_cache.lock() = None;
     }
 
     /// Installs a snapshot received from the leader: replaces the log, the membership and

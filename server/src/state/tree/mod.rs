@@ -16,7 +16,7 @@
 //! encodes that frozen view while the tree goes on changing, a write copying a znode only
 //! if the snapshot still holds it (`Arc::make_mut`).
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -24,16 +24,17 @@ use jute::Acl;
 
 use crate::state::path;
 
+#[cfg(test)]
+pub mod memory;
 mod node;
 mod write;
 
 pub use node::{
-    CreateOp, CreateRecord, Name, NodeKind, Trigger, TxnContext, Undo, Znode, CONFIG, MAX_TTL_MS,
-    QUOTA, ZOOKEEPER,
+    owned, CreateOp, CreateRecord, Name, NodeKind, Trigger, TxnContext, Undo, Znode, CONFIG,
+    MAX_TTL_MS, QUOTA, ZOOKEEPER,
 };
 
 type FastMap<K, V> = HashMap<K, V, ahash::RandomState>;
-type FastSet<K> = HashSet<K, ahash::RandomState>;
 
 /// Tree-wide settings that change what writes accept.
 #[derive(Debug, Clone, Copy, Default)]
@@ -252,8 +253,8 @@ impl DataTree {
     }
 
     /// A new, empty children set (for snapshot loading).
-    pub fn new_children() -> FastSet<Name> {
-        FastSet::default()
+    pub fn new_children() -> node::ChildSet {
+        node::ChildSet::default()
     }
 
     /// Adds a loaded node to its parent's children; false if the parent is missing.

@@ -6,10 +6,44 @@ use std::sync::Arc;
 use bytes::Bytes;
 use jute::{Acl, Id, Stat};
 
-use super::FastSet;
+use std::collections::HashSet;
+use std::hash::BuildHasher;
+use std::sync::OnceLock;
 
 /// A path or a child's name, shared between the tree and snapshots.
 pub type Name = Arc<str>;
+
+/// The hasher of child sets: ahash keyed once per process. A keyed `RandomState` in every
+/// set would cost 32 bytes in each of millions of znodes; an unkeyed hash would let a client
+/// choose child names that collide.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ChildHasher;
+
+impl BuildHasher for ChildHasher {
+    type Hasher = ahash::AHasher;
+
+    fn build_hasher(&self) -> ahash::AHasher {
+        static KEYS: OnceLock<ahash::RandomState> = OnceLock::new();
+        KEYS.get_or_init(ahash::RandomState::new).build_hasher()
+    }
+}
+
+/// A znode's child names.
+pub type ChildSet = HashSet<Name, ChildHasher>;
+
+/// Data as the tree keeps it: in an allocation of its own, exactly its size. Data decoded
+/// from a Raft entry, a snapshot or a request is a slice of that whole buffer, and keeping
+/// the slice would keep the whole buffer (every other command, header and path in it) alive
+/// for as long as the znode lives.
+pub fn owned(data: Option<Bytes>) -> Option<Bytes> {
+    data.map(|d| {
+        if d.is_empty() {
+            Bytes::new()
+        } else {
+            Bytes::copy_from_slice(&d)
+        }
+    })
+}
 
 /// `/zookeeper` and its system children (ZooKeeper's `isSpecialPath`).
 pub const ZOOKEEPER: &str = "/zookeeper";
@@ -55,7 +89,7 @@ pub struct Znode {
     pub aversion: i32,
     pub kind: NodeKind,
     pub pzxid: i64,
-    pub children: FastSet<Name>,
+    pub children: ChildSet,
 }
 
 impl Znode {
@@ -67,7 +101,7 @@ impl Znode {
         kind: NodeKind,
     ) -> Znode {
         Znode {
-            data,
+            data: owned(data),
             acl,
             czxid: zxid,
             mzxid: zxid,
@@ -78,7 +112,7 @@ impl Znode {
             aversion: 0,
             kind,
             pzxid: zxid,
-            children: FastSet::default(),
+            children: ChildSet::default(),
         }
     }
 

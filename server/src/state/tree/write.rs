@@ -177,7 +177,7 @@ impl DataTree {
         let new_len = data.as_ref().map_or(0, |d| d.len() as u64);
         let node = self.get_mut(path_in).ok_or(ErrorCode::NoNode)?;
         let old_len = node.data_len();
-        let old_data = std::mem::replace(&mut node.data, data);
+        let old_data = std::mem::replace(&mut node.data, super::node::owned(data));
         if let Some(undo) = undo {
             undo.push(Undo::DataSet {
                 path: path_in.to_string(),

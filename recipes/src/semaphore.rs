@@ -1,0 +1,194 @@
+//! A counting semaphore compatible with Curator's `InterProcessSemaphoreV2`.
+//!
+//! Curator's layout under the semaphore path: `locks/`, an `InterProcessMutex` that
+//! serialises acquirers, and `leases/`, one protected ephemeral-sequential node
+//! `_c_<uuid>-lease-<seq>` per lease (its data the holder's node data). An acquirer takes the
+//! mutex, creates its lease node, and waits (watching `leases/`) until `leases/` has at most
+//! `max_leases` children; then it releases the mutex and holds the lease until it deletes the
+//! node. `max_leases` is fixed, or read from a `SharedCount` node (a 4-byte big-endian int)
+//! every time it is needed.
+//!
+//! Here the mutex is our [`InterProcessMutex`] and each lease runs the lock core with a
+//! counting rule: a lease is a [`LockGuard`] with protection, guaranteed deletes, a
+//! `lost()` signal and the lease node's czxid as token (for logs: holders of a semaphore
+//! are concurrent, so lease tokens are not for a [`Fence`](crate::Fence)).
+//!
+//! kazoo's `Semaphore` uses another layout (its lock at `<path>-__lock__`, leases named by
+//! uuid directly under the path, the maximum as decimal text in the path's data): the two do
+//! not agree, so a kazoo semaphore and this one on the same path do not count each other.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::client::ZkClient;
+use crate::error::Error;
+use crate::guard::LockGuard;
+use crate::lock::{Config, Kind, LockCore, MaxLeases};
+use crate::mutex::{InterProcessMutex, Participant};
+use crate::names::join;
+
+/// A lease of an [`InterProcessSemaphoreV2`]: held until released or dropped.
+pub type Lease = LockGuard;
+
+/// A semaphore across processes, compatible with Curator's `InterProcessSemaphoreV2` on the
+/// same path: at most `max_leases` leases are held at once, by Rust and Java holders alike.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use recipes::{InterProcessSemaphoreV2, ZookeeperClient};
+///
+/// #[tokio::main]
+/// async fn main() -> Result<(), recipes::Error> {
+///     let client = ZookeeperClient::connect("127.0.0.1:2181", Duration::from_secs(10)).await?;
+///     let sem = InterProcessSemaphoreV2::new(client.clone(), "/semaphores/exports", 3);
+///     let lease = sem.acquire().await?;
+///     // ... at most two others hold a lease now ...
+///     lease.release().await?;
+///     Ok(())
+/// }
+/// ```
+#[derive(Clone)]
+pub struct InterProcessSemaphoreV2 {
+    client: Arc<dyn ZkClient>,
+    leases_path: String,
+    lock: InterProcessMutex,
+    config: Config,
+}
+
+impl std::fmt::Debug for InterProcessSemaphoreV2 {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InterProcessSemaphoreV2")
+            .field("leases", &self.leases_path)
+            .field("max_leases", &self.config.max_leases)
+            .finish()
+    }
+}
+
+impl InterProcessSemaphoreV2 {
+    /// A semaphore at `path` granting at most `max_leases` leases.
+    ///
+    /// ```no_run
+    /// # fn f(client: std::sync::Arc<recipes::ZookeeperClient>) {
+    /// let sem = recipes::InterProcessSemaphoreV2::new(client, "/semaphores/exports", 3);
+    /// # }
+    /// ```
+    pub fn new(
+        client: Arc<dyn ZkClient>,
+        path: &str,
+        max_leases: usize,
+    ) -> InterProcessSemaphoreV2 {
+        Self::with(client, path, MaxLeases::Fixed(max_leases))
+    }
+
+    /// A semaphore at `path` whose maximum is the number in the node `count_path` (Curator's
+    /// `SharedCount`: a 4-byte big-endian int), read again whenever an acquirer waits.
+    ///
+    /// ```no_run
+    /// # fn f(client: std::sync::Arc<recipes::ZookeeperClient>) {
+    /// let sem = recipes::InterProcessSemaphoreV2::with_shared_count(client, "/semaphores/exports", "/semaphores/exports-max");
+    /// # }
+    /// ```
+    pub fn with_shared_count(
+        client: Arc<dyn ZkClient>,
+        path: &str,
+        count_path: &str,
+    ) -> InterProcessSemaphoreV2 {
+        Self::with(client, path, MaxLeases::Shared(count_path.to_string()))
+    }
+
+    fn with(client: Arc<dyn ZkClient>, path: &str, max: MaxLeases) -> InterProcessSemaphoreV2 {
+        InterProcessSemaphoreV2 {
+            lock: InterProcessMutex::new(client.clone(), &join(path, "locks")),
+            leases_path: join(path, "leases"),
+            client,
+            config: Config {
+                max_leases: max,
+                ..Config::default()
+            },
+        }
+    }
+
+    /// Stores `data` in the lease nodes (Curator's `setNodeData`). Call it before acquiring.
+    ///
+    /// ```no_run
+    /// # fn f(sem: recipes::InterProcessSemaphoreV2) {
+    /// let sem = sem.with_node_data(b"worker-7");
+    /// # }
+    /// ```
+    pub fn with_node_data(mut self, data: &[u8]) -> InterProcessSemaphoreV2 {
+        self.config.node_data = Some(data.to_vec());
+        self
+    }
+
+    /// Waits for a lease. Errors as [`InterProcessMutex::acquire`].
+    ///
+    /// ```no_run
+    /// # async fn f(sem: recipes::InterProcessSemaphoreV2) -> Result<(), recipes::Error> {
+    /// let lease = sem.acquire().await?;
+    /// lease.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn acquire(&self) -> Result<Lease, Error> {
+        match self.acquire_until(None).await? {
+            Some(lease) => Ok(lease),
+            None => Err(Error::Closed),
+        }
+    }
+
+    /// Waits at most `timeout` for a lease: `Ok(None)` when every lease stayed taken (and no
+    /// node of ours is left). Errors as [`InterProcessMutex::acquire_timeout`].
+    ///
+    /// ```no_run
+    /// # async fn f(sem: recipes::InterProcessSemaphoreV2) -> Result<(), recipes::Error> {
+    /// match sem.acquire_timeout(std::time::Duration::from_secs(2)).await? {
+    ///     Some(lease) => lease.release().await?,
+    ///     None => println!("all leases taken"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn acquire_timeout(&self, timeout: Duration) -> Result<Option<Lease>, Error> {
+        self.acquire_until(Some(Instant::now() + timeout)).await
+    }
+
+    async fn acquire_until(&self, deadline: Option<Instant>) -> Result<Option<Lease>, Error> {
+        let lock = match deadline {
+            None => self.lock.acquire().await?,
+            Some(d) => match self
+                .lock
+                .acquire_timeout(d.saturating_duration_since(Instant::now()))
+                .await?
+            {
+                Some(g) => g,
+                None => return Ok(None),
+            },
+        };
+        // Every acquire is its own holder: a semaphore handle may hold several leases.
+        let core = Arc::new(LockCore::new(
+            self.client.clone(),
+            self.leases_path.clone(),
+            Kind::Lease,
+            self.config.clone(),
+            None,
+        ));
+        let result = core.acquire(deadline, true, None).await;
+        let released = lock.release().await;
+        let lease = result?.map(|h| LockGuard::new(core, h));
+        if let Err(e) = released {
+            tracing::warn!("semaphore lock release: {e}");
+        }
+        Ok(lease)
+    }
+
+    /// The lease nodes (Curator's `getParticipantNodes`), with their data.
+    ///
+    /// ```no_run
+    /// # async fn f(sem: recipes::InterProcessSemaphoreV2) -> Result<(), recipes::Error> {
+    /// let held = sem.participants().await?.len();
+    /// # Ok(()) }
+    /// ```
+    pub async fn participants(&self) -> Result<Vec<Participant>, Error> {
+        crate::mutex::participants(&self.client, &self.leases_path, Kind::Lease).await
+    }
+}
