@@ -18,7 +18,7 @@ pub const DEFAULT_FOUR_LETTER_WORDS: &[&str] = &["srvr", "ruok", "mntr"];
 /// Every four-letter word zooraft implements.
 pub const ALL_FOUR_LETTER_WORDS: &[&str] = &[
     "ruok", "srvr", "stat", "mntr", "conf", "cons", "envi", "wchs", "isro", "dump", "wchc", "wchp",
-    "hash", "crst", "srst", "dirs",
+    "hash", "crst", "srst", "dirs", "ydld", "rqld",
 ];
 
 /// ZooKeeper keys that are valid but have no effect here.
@@ -166,6 +166,8 @@ pub struct Config {
     pub snapshot_retain_entries: u64,
     /// Raft tick interval (elections after 10 ticks, heartbeats every 2).
     pub raft_tick: Duration,
+    /// `leaderTransferOnShutdown` (zooraft's own): a leader stopped cleanly hands over first.
+    pub transfer_on_shutdown: bool,
     /// Warnings gathered while parsing (unknown keys), to log once logging is up.
     pub warnings: Vec<String>,
 }
@@ -199,6 +201,7 @@ impl Default for Config {
             snapshot_entries: 100_000,
             snapshot_retain_entries: 10_000,
             raft_tick: Duration::from_millis(100),
+            transfer_on_shutdown: true,
             warnings: Vec::new(),
         }
     }
@@ -396,6 +399,9 @@ impl Config {
                 "raftTickMs" => {
                     let ms: u64 = parse_num(key, value).map_err(err)?;
                     cfg.raft_tick = Duration::from_millis(ms.clamp(5, 10_000));
+                }
+                "leaderTransferOnShutdown" => {
+                    cfg.transfer_on_shutdown = parse_bool(key, value).map_err(err)?
                 }
                 k if k.starts_with("server.") => {
                     let member = parse_member(&k["server.".len()..], value).map_err(err)?;
@@ -606,6 +612,14 @@ mod tests {
                 .starts_with("zoo.cfg:1: readonlymode.enabled"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn leader_transfer_on_shutdown_key() {
+        assert!(Config::parse("\n", "zoo.cfg").unwrap().transfer_on_shutdown);
+        let c = Config::parse("leaderTransferOnShutdown=no\n", "zoo.cfg").unwrap();
+        assert!(!c.transfer_on_shutdown && c.warnings.is_empty());
+        assert!(Config::parse("leaderTransferOnShutdown=later\n", "zoo.cfg").is_err());
     }
 
     #[test]

@@ -375,6 +375,9 @@ impl Consensus {
             Input::Persisted(number) => self.node.on_persist_ready(number),
             Input::SnapshotWritten(Some(written)) => self.snapshot_written(written),
             Input::SnapshotWritten(None) => self.snapshots.in_progress = false,
+            Input::TransferLeader(what) => {
+                self.transfer_leadership(what);
+            }
             Input::Shutdown => return false,
         }
         true

@@ -79,7 +79,9 @@ impl Consensus {
             return;
         }
         let leader = self.leadership.leader;
-        if self.leads() {
+        if self.transferring() {
+            // raft-rs would drop them: they wait for the next leader (bounded below).
+        } else if self.leads() {
             let commands = self.proposals.take();
             let time = self.clock.wall_ms();
             let mut batch = Vec::new();

@@ -18,6 +18,7 @@
 //! | `snapshots.rs`, `snapshot_worker.rs` | when to snapshot; the thread that writes one |
 //! | `log_writer.rs` | the thread that fsyncs the log (group commit) |
 //! | `storage/` | raft-rs's `Storage` over RocksDB: log, hard and conf state, snapshots |
+//! | `transfer.rs` | leader transfer (rolling restarts, `ydld`/`rqld`) |
 //! | `transport.rs` | member-to-member TCP |
 //! | `expiry.rs` | session deadlines |
 //! | `clock.rs`, `timing.rs`, `raft_log.rs` | clocks; tick counts and the election timeout; raft-rs's logs into `tracing` |
@@ -40,6 +41,7 @@ mod snapshots;
 mod status;
 mod storage;
 mod timing;
+mod transfer;
 mod transport;
 
 #[cfg(test)]
@@ -52,7 +54,7 @@ use std::thread::JoinHandle;
 use raft::eraftpb::ConfState;
 
 pub use connections::{ApplyRound, Connections};
-pub use input::{Input, SyncWaiter};
+pub use input::{Input, SyncWaiter, Transfer};
 pub use metrics::RaftCounters;
 pub use replica::Replica;
 pub use status::Role;
