@@ -12,6 +12,7 @@ use super::catalogue::{self, Value};
 use super::view::View;
 use crate::net::Shared;
 use crate::raft::{Input, Role, Transfer};
+use crate::state::reconfig::{DynamicConfig, ServerSpec};
 use crate::state::snapshot::tree_digest;
 use crate::stats::QUANTILES;
 
@@ -288,23 +289,23 @@ fn conf(shared: &Shared) -> String {
                 "participant"
             }
         );
-        for m in c.members.values() {
-            let client = m
-                .client_port
-                .map(|p| format!(";{}:{p}", c.client_address))
-                .unwrap_or_default();
-            let role = if m.observer {
-                "observer"
-            } else {
-                "participant"
+        // zooraft has no election port: the peer port stands in for it.
+        let servers = c.members.values().map(|m| {
+            let spec = ServerSpec {
+                id: m.id,
+                host: m.host.clone(),
+                quorum_port: m.peer_port,
+                election_port: m.peer_port,
+                observer: m.observer,
+                client: m.client_port.map(|p| (c.client_address.to_string(), p)),
             };
-            let _ = writeln!(
-                out,
-                "server.{}={}:{}:{}:{role}{client}",
-                m.id, m.host, m.peer_port, m.peer_port
-            );
-        }
-        let _ = writeln!(out, "version=0");
+            (m.id, spec)
+        });
+        let dynamic = DynamicConfig {
+            servers: servers.collect(),
+            version: 0,
+        };
+        let _ = writeln!(out, "{}", dynamic.text());
     }
     out
 }

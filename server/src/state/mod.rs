@@ -28,6 +28,7 @@ pub mod acl;
 pub mod command;
 pub mod ops;
 pub mod path;
+pub mod reconfig;
 pub mod snapshot;
 pub mod tree;
 
