@@ -27,7 +27,6 @@ const IGNORED_KEYS: &[&str] = &[
     "syncLimit",
     "dataLogDir",
     "standaloneEnabled",
-    "reconfigEnabled",
     "admin.enableServer",
     "admin.serverPort",
     "admin.serverAddress",
@@ -41,7 +40,6 @@ const IGNORED_KEYS: &[&str] = &[
     "preAllocSize",
     "snapCount",
     "forceSync",
-    "skipACL",
     "secureClientPort",
     "secureClientPortAddress",
     "metricsProvider.className",
@@ -166,6 +164,11 @@ pub struct Config {
     pub snapshot_retain_entries: u64,
     /// Raft tick interval (elections after 10 ticks, heartbeats every 2).
     pub raft_tick: Duration,
+    /// `reconfigEnabled`: the reconfig op (16) changes the membership (else RECONFIGDISABLED).
+    pub reconfig_enabled: bool,
+    /// `skipACL`: no ACL checks on the reconfig op (ZooKeeper skips them everywhere; here
+    /// only reconfig honours it).
+    pub skip_acl: bool,
     /// `leaderTransferOnShutdown` (zooraft's own): a leader stopped cleanly hands over first.
     pub transfer_on_shutdown: bool,
     /// Warnings gathered while parsing (unknown keys), to log once logging is up.
@@ -202,6 +205,8 @@ impl Default for Config {
             snapshot_retain_entries: 10_000,
             raft_tick: Duration::from_millis(100),
             transfer_on_shutdown: true,
+            reconfig_enabled: false,
+            skip_acl: false,
             warnings: Vec::new(),
         }
     }
@@ -400,6 +405,8 @@ impl Config {
                     let ms: u64 = parse_num(key, value).map_err(err)?;
                     cfg.raft_tick = Duration::from_millis(ms.clamp(5, 10_000));
                 }
+                "reconfigEnabled" => cfg.reconfig_enabled = parse_bool(key, value).map_err(err)?,
+                "skipACL" => cfg.skip_acl = parse_bool(key, value).map_err(err)?,
                 "leaderTransferOnShutdown" => {
                     cfg.transfer_on_shutdown = parse_bool(key, value).map_err(err)?
                 }

@@ -40,7 +40,8 @@ impl Server {
         let storage = RaftStorage::open(&dir, conf.clone())
             .with_context(|| format!("cannot use data directory {}", dir.display()))?;
         let stored = storage.conf_state();
-        if !raft::same_membership(&stored, &conf) {
+        // With reconfig the committed membership rules, and zoo.cfg's is only the first one.
+        if !config.reconfig_enabled && !raft::same_membership(&stored, &conf) {
             bail!(
                 "the membership in the configuration (voters {:?}, observers {:?}) differs from the one \
                  recorded in {} (voters {:?}, observers {:?}); membership changes are not supported",

@@ -5,14 +5,18 @@
 //! the new voters have no synced quorum, and NOAUTH, checked last, for a non-super client).
 //! Requests are sent as the Java client and kazoo send them: absent strings are null.
 //!
-//! zooraft's side of reconfig is not built yet (issue 12, step 2: it still answers
-//! RECONFIGDISABLED), so its variant is ignored until it is.
+//! Then the changes themselves, under writes (5 members, `skipACL=yes`): shrinking 5 -> 3
+//! with the leader among the leaving members, a participant made an observer and back;
+//! each reply carries the new configuration versioned with its zxid, the data watch on
+//! `/zookeeper/config` fires, every member ends with the same configuration and tree, and
+//! no acknowledged write is lost.
 
 use std::time::Duration;
 
 use harness::raw_client::{ConnectOptions, RawClient, Reply};
 use harness::rt::block_on;
-use harness::{ServerKind, TestEnsemble};
+use harness::rt::eventually;
+use harness::{against_both, ServerKind, TestEnsemble};
 
 const CALL: Duration = Duration::from_secs(30);
 
@@ -52,16 +56,34 @@ fn config_text(r: &Reply) -> String {
     String::from_utf8_lossy(&b[4..4 + len]).into_owned()
 }
 
-#[test]
-fn reconfig_refusals_apache() {
-    reconfig_refusals(ServerKind::Apache);
+fn get_config(watch: bool) -> jute::Request {
+    jute::Request::GetData(jute::GetDataRequest {
+        path: "/zookeeper/config".into(),
+        watch,
+    })
 }
 
-#[test]
-#[ignore = "reconfig on Raft is not built yet (issue 12, step 2)"]
-fn reconfig_refusals_zooraft() {
-    reconfig_refusals(ServerKind::Zooraft);
+/// `/zookeeper/config` once there is one (zooraft's leader states the first one right
+/// after it is elected).
+async fn current_config(c: &mut RawClient) -> String {
+    let deadline = std::time::Instant::now() + CALL;
+    loop {
+        let r = c.call(&get_config(false), CALL).await.expect("getData");
+        assert_eq!(r.err, 0, "getData /zookeeper/config");
+        let text = config_text(&r);
+        if !text.is_empty() {
+            return text;
+        }
+        assert!(std::time::Instant::now() < deadline, "no /zookeeper/config");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
+
+against_both!(
+    reconfig_refusals_apache,
+    reconfig_refusals_zooraft,
+    reconfig_refusals
+);
 
 /// A refusal case: what, joining, leaving, newMembers, curConfigId, the error expected.
 type Case = (
@@ -84,13 +106,7 @@ fn reconfig_refusals(kind: ServerKind) {
         let (mut c, _) = RawClient::connect(e.member(0).addr(), &ConnectOptions::default(), CALL)
             .await
             .expect("a session");
-        let get = jute::Request::GetData(jute::GetDataRequest {
-            path: "/zookeeper/config".into(),
-            watch: false,
-        });
-        let r = c.call(&get, CALL).await.expect("getData /zookeeper/config");
-        assert_eq!(r.err, 0);
-        let text = config_text(&r);
+        let text = current_config(&mut c).await;
         let lines: Vec<&str> = text.split('\n').collect();
         assert_eq!(lines.len(), 4, "{text}");
         for (i, line) in lines[..3].iter().enumerate() {
@@ -132,7 +148,268 @@ fn reconfig_refusals(kind: ServerKind) {
             assert_eq!(r.err, err, "{what}");
         }
         // Nothing changed.
-        let r = c.call(&get, CALL).await.expect("getData /zookeeper/config");
-        assert_eq!(config_text(&r), text);
+        assert_eq!(current_config(&mut c).await, text);
     });
+}
+
+against_both!(
+    shrink_and_swap_roles_apache,
+    shrink_and_swap_roles_zooraft,
+    shrink_and_swap_roles
+);
+
+/// The server line of member `i` in a configuration text.
+fn line_of(text: &str, i: usize) -> String {
+    let prefix = format!("server.{}=", i + 1);
+    text.lines()
+        .find(|l| l.starts_with(&prefix))
+        .unwrap_or_else(|| panic!("no server.{} in {text}", i + 1))
+        .to_string()
+}
+
+fn shrink_and_swap_roles(kind: ServerKind) {
+    let mut e = TestEnsemble::start_kind(
+        kind,
+        5,
+        0,
+        &[
+            ("reconfigEnabled", "true"),
+            ("standaloneEnabled", "false"),
+            ("skipACL", "yes"),
+        ],
+    );
+    let leader = e.leader();
+    // The leader and one follower leave; the admin client talks to a member that stays.
+    let other = (0..5).find(|i| *i != leader).expect("a follower");
+    let leaving = [leader, other];
+    let stays: Vec<usize> = (0..5).filter(|i| !leaving.contains(i)).collect();
+    let admin = stays[0];
+    let mut acked = Vec::new();
+    block_on(async {
+        let mut c = Admin::open(e.member(admin).addr()).await;
+        let before = c.config().await;
+        let session = c.watch_config().await;
+        for k in 0..20 {
+            acked.push(c.write(&format!("/before-{k}")).await);
+        }
+        let ids = format!("{},{}", leaving[0] + 1, leaving[1] + 1);
+        let (after, zxid) = c.change(None, Some(&ids), -1).await;
+        assert_eq!(after.lines().count(), 4, "{after}");
+        assert_ne!(after, before);
+        if let Some(zxid) = zxid {
+            assert_eq!(
+                after.lines().last(),
+                Some(format!("version={zxid:x}").as_str()),
+                "the version is the reconfig's zxid"
+            );
+        }
+        c.expect_config_event(session).await;
+        for k in 0..20 {
+            acked.push(c.write(&format!("/shrunk-{k}")).await);
+        }
+        // A participant becomes an observer, then a participant again.
+        let target = stays[2];
+        let line = line_of(&after, target);
+        let as_observer = line.replace(":participant;", ":observer;");
+        let (text, _) = c.change(Some(&as_observer), None, -1).await;
+        assert_eq!(line_of(&text, target), as_observer);
+        let session = c.watch_config().await;
+        acked.push(c.write("/observer").await);
+        let version = c.config_version().await;
+        let (text, _) = c.change(Some(&line), None, version).await;
+        assert_eq!(line_of(&text, target), line);
+        c.expect_config_event(session).await;
+        acked.push(c.write("/participant").await);
+    });
+    for i in leaving {
+        e.member_mut(i).kill();
+    }
+    // Every remaining member: the same configuration, every acknowledged write.
+    let mut texts = Vec::new();
+    for i in stays.iter().copied() {
+        let addr = e.member(i).addr();
+        texts.push(block_on(async {
+            let mut c = Admin::open(addr).await;
+            let sync = jute::Request::Sync(jute::SyncRequest {
+                path: Some("/".into()),
+            });
+            c.call(&sync).await;
+            for p in &acked {
+                let exists = jute::Request::Exists(jute::ExistsRequest {
+                    path: p.clone(),
+                    watch: false,
+                });
+                let r = c.call(&exists).await;
+                assert_eq!(r.err, 0, "{p} on member {}", i + 1);
+            }
+            c.config().await
+        }));
+    }
+    assert!(texts.windows(2).all(|w| w[0] == w[1]), "{texts:?}");
+    eventually(
+        "one leader and no observer left",
+        Duration::from_secs(30),
+        || {
+            let modes: Vec<Option<String>> = stays.iter().map(|i| e.member(*i).mode()).collect();
+            let leaders = modes
+                .iter()
+                .filter(|m| m.as_deref() == Some("leader"))
+                .count();
+            let observers = modes
+                .iter()
+                .filter(|m| m.as_deref() == Some("observer"))
+                .count();
+            (leaders == 1 && observers == 0).then_some(())
+        },
+    );
+    if kind == ServerKind::Zooraft {
+        e.converged();
+    }
+}
+
+/// The operator's client: one session at a time, a new one when the connection is lost
+/// (ZooKeeper's members drop their clients when the leader leaves; zooraft's drop those with
+/// a write in flight across a leader change), as a real client would.
+struct Admin {
+    c: RawClient,
+    addr: std::net::SocketAddr,
+    /// How many sessions this client has had (a watch lives as long as its session).
+    sessions: u32,
+}
+
+impl Admin {
+    async fn open(addr: std::net::SocketAddr) -> Admin {
+        let deadline = std::time::Instant::now() + CALL;
+        loop {
+            match RawClient::connect(addr, &ConnectOptions::default(), CALL).await {
+                Ok((c, _)) => {
+                    return Admin {
+                        c,
+                        addr,
+                        sessions: 1,
+                    }
+                }
+                Err(e) => assert!(std::time::Instant::now() < deadline, "connect: {e:?}"),
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    async fn reconnect(&mut self) {
+        let sessions = self.sessions;
+        *self = Admin::open(self.addr).await;
+        self.sessions = sessions + 1;
+    }
+
+    /// A request answered (reconnecting as needed).
+    async fn call(&mut self, req: &jute::Request) -> Reply {
+        for _ in 0..20 {
+            match self.c.call(req, CALL).await {
+                Ok(r) => return r,
+                Err(_) => self.reconnect().await,
+            }
+        }
+        panic!("no answer to {req:?}");
+    }
+
+    async fn config(&mut self) -> String {
+        current_config(&mut self.c).await
+    }
+
+    async fn config_version(&mut self) -> i64 {
+        let text = self.config().await;
+        let v = text.lines().last().and_then(|l| l.strip_prefix("version="));
+        i64::from_str_radix(v.expect("a version line"), 16).expect("a hex version")
+    }
+
+    /// Sets a data watch on `/zookeeper/config`; returns the session it lives in.
+    async fn watch_config(&mut self) -> u32 {
+        let r = self.call(&get_config(true)).await;
+        assert_eq!(r.err, 0);
+        self.sessions
+    }
+
+    /// The watch set in `session` fired (unless that session is gone).
+    async fn expect_config_event(&mut self, session: u32) {
+        if session == self.sessions {
+            let event = wait_event(&mut self.c).await;
+            assert_eq!(event.event.path, "/zookeeper/config");
+            assert_eq!(event.event.event_type, 3, "NodeDataChanged");
+        }
+    }
+
+    /// A create that must succeed (NodeExists after a lost connection means it did).
+    async fn write(&mut self, path: &str) -> String {
+        let req = jute::Request::Create(jute::CreateRequest {
+            path: path.into(),
+            data: Some(bytes::Bytes::from_static(b"x")),
+            acl: vec![jute::Acl::open_unsafe()],
+            flags: 0,
+        });
+        let first = self.sessions;
+        let r = self.call(&req).await;
+        let retried = self.sessions != first;
+        assert!(
+            r.err == 0 || (retried && r.err == -110),
+            "create {path}: {}",
+            r.err
+        );
+        path.to_string()
+    }
+
+    /// A reconfig that must succeed: retried while the previous one is still being
+    /// carried out (RECONFIGINPROGRESS); if the connection is lost (ZooKeeper may drop it
+    /// when the leader leaves), a new session reads the configuration instead. Returns the
+    /// new configuration and, when the reply came, its zxid.
+    async fn change(
+        &mut self,
+        joining: Option<&str>,
+        leaving: Option<&str>,
+        from: i64,
+    ) -> (String, Option<i64>) {
+        let deadline = std::time::Instant::now() + CALL;
+        for xid in 600.. {
+            match reconfig_reply(&mut self.c, xid, joining, leaving, from).await {
+                Some(r) if r.err == 0 => return (config_text(&r), Some(r.zxid)),
+                Some(r) if r.err == -14 => {
+                    assert!(std::time::Instant::now() < deadline, "still in progress");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Some(r) => panic!("reconfig failed with {}", r.err),
+                None => {
+                    self.reconnect().await;
+                    return (self.config().await, None);
+                }
+            }
+        }
+        unreachable!()
+    }
+}
+
+/// A reconfig's reply, or `None` if the connection was lost.
+async fn reconfig_reply(
+    c: &mut RawClient,
+    xid: i32,
+    joining: Option<&str>,
+    leaving: Option<&str>,
+    from: i64,
+) -> Option<Reply> {
+    let mut body = Vec::new();
+    put_opt(&mut body, joining);
+    put_opt(&mut body, leaving);
+    put_opt(&mut body, None);
+    body.extend_from_slice(&from.to_be_bytes());
+    c.send_op(xid, 16, &body).await.ok()?;
+    c.wait_reply(xid, CALL).await.ok()
+}
+
+async fn wait_event(c: &mut RawClient) -> harness::raw_client::Event {
+    let deadline = std::time::Instant::now() + CALL;
+    loop {
+        assert!(std::time::Instant::now() < deadline, "no watch event");
+        match c.recv(CALL).await.expect("receive") {
+            harness::raw_client::Incoming::Event(ev) => return ev,
+            _ => continue,
+        }
+    }
 }

@@ -12,7 +12,6 @@ use super::catalogue::{self, Value};
 use super::view::View;
 use crate::net::Shared;
 use crate::raft::{Input, Role, Transfer};
-use crate::state::reconfig::{DynamicConfig, ServerSpec};
 use crate::state::snapshot::tree_digest;
 use crate::stats::QUANTILES;
 
@@ -289,23 +288,8 @@ fn conf(shared: &Shared) -> String {
                 "participant"
             }
         );
-        // zooraft has no election port: the peer port stands in for it.
-        let servers = c.members.values().map(|m| {
-            let spec = ServerSpec {
-                id: m.id,
-                host: m.host.clone(),
-                quorum_port: m.peer_port,
-                election_port: m.peer_port,
-                observer: m.observer,
-                client: m.client_port.map(|p| (c.client_address.to_string(), p)),
-            };
-            (m.id, spec)
-        });
-        let dynamic = DynamicConfig {
-            servers: servers.collect(),
-            version: 0,
-        };
-        let _ = writeln!(out, "{}", dynamic.text());
+        // As /zookeeper/config would state it first (version 0: zoo.cfg's, not committed).
+        let _ = writeln!(out, "{}", crate::raft::initial_config(c, 0).text());
     }
     out
 }

@@ -18,6 +18,7 @@
 //! | `snapshots.rs`, `snapshot_worker.rs` | when to snapshot; the thread that writes one |
 //! | `log_writer.rs` | the thread that fsyncs the log (group commit) |
 //! | `storage/` | raft-rs's `Storage` over RocksDB: log, hard and conf state, snapshots |
+//! | `membership.rs` | reconfig: Raft's membership follows `/zookeeper/config` |
 //! | `transfer.rs` | leader transfer (rolling restarts, `ydld`/`rqld`) |
 //! | `transport.rs` | member-to-member TCP |
 //! | `expiry.rs` | session deadlines |
@@ -30,6 +31,7 @@ mod expiry;
 mod input;
 mod leader;
 mod log_writer;
+mod membership;
 mod metrics;
 mod raft_log;
 mod read_index;
@@ -55,6 +57,7 @@ use raft::eraftpb::ConfState;
 
 pub use connections::{ApplyRound, Connections};
 pub use input::{Input, SyncWaiter, Transfer};
+pub use membership::initial_config;
 pub use metrics::RaftCounters;
 pub use replica::Replica;
 pub use status::Role;

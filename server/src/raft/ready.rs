@@ -207,10 +207,7 @@ impl Consensus {
                 }
                 EntryType::EntryNormal => {}
                 EntryType::EntryConfChange | EntryType::EntryConfChangeV2 => {
-                    tracing::warn!(
-                        "ignoring membership change entry {}: membership is static",
-                        e.index
-                    );
+                    self.apply_conf_change(&e);
                 }
             }
             self.applied.index = e.index;

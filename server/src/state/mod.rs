@@ -62,6 +62,8 @@ pub enum WriteResult {
     /// A multi failed as a whole: the header carries the error, the body an empty list of
     /// results (ZooKeeper's answer to a null path in one of its ops).
     MultiAborted(ErrorCode),
+    /// reconfig (16): the new `/zookeeper/config` data and its Stat (a getData reply).
+    Config(Bytes, Stat),
 }
 
 /// Receives what applying a batch did.
@@ -181,6 +183,30 @@ impl StateMachine {
                     obs.triggers(zxid, &triggers);
                 }
                 obs.session_closed(*session, zxid, *reason);
+            }
+            Command::Reconfig { write, stamp } => {
+                let mut triggers = Vec::new();
+                let result = if self.sessions.contains_key(&write.session) {
+                    let ctx = TxnContext {
+                        zxid,
+                        time,
+                        session: write.session,
+                        auth: &write.auth,
+                    };
+                    reconfig::apply(&mut self.tree, &ctx, &write.body, stamp, &mut triggers)
+                } else {
+                    WriteResult::Error(ErrorCode::SessionExpired)
+                };
+                if !triggers.is_empty() {
+                    obs.triggers(zxid, &triggers);
+                }
+                obs.write_done(write, zxid, result);
+            }
+            Command::SetConfig { text } => {
+                let mut triggers = Vec::new();
+                let data = Bytes::from(text.clone().into_bytes());
+                self.tree.replace_config(zxid, time, data, 0, &mut triggers);
+                obs.triggers(zxid, &triggers);
             }
             Command::DeleteNode { path } => {
                 let mut triggers = Vec::new();
@@ -330,7 +356,8 @@ fn apply_write_inner(
             tree.delete_container_request(ctx.zxid, &path, triggers)?;
             WriteResult::Delete
         }
-        // Dynamic reconfiguration is disabled, as in a default ZooKeeper.
+        // A reconfig reaches the log as `Command::Reconfig`, stamped by the leader; one
+        // that was not is refused as a default ZooKeeper refuses them all.
         OpCode::Reconfig => return Err(ErrorCode::ReconfigDisabled.into()),
         _ => return Err(ErrorCode::Unimplemented.into()),
     })

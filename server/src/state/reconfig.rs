@@ -19,18 +19,17 @@
 //!   malformed strings or no voter left (BADARGUMENTS), no connected and synced quorum in
 //!   the new voters (NEWCONFIGNOQUORUM), and only then the ACL of `/zookeeper/config`
 //!   (NOAUTH; the caller checks it, as it holds the tree).
-//!
-//! Status (issue 12, step 2): `conf` prints the membership with this module; the reconfig
-//! op itself still answers RECONFIGDISABLED, because the Raft side (joint consensus, the
-//! peer set following the committed configuration, `zoo.cfg.dynamic.<version>`) is not
-//! built yet. Until it is, the parts only it will call are allowed to be unused.
-#![cfg_attr(not(test), allow(dead_code))]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
 use bytes::Bytes;
-use jute::{ErrorCode, Reader};
+use jute::{perms, ErrorCode, Reader};
+
+use super::acl;
+use super::command::ReconfigStamp;
+use super::tree::{DataTree, Trigger, TxnContext, CONFIG};
+use super::WriteResult;
 
 /// One member, as a `server.N` line gives it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -209,6 +208,60 @@ pub trait LeaderView {
     fn in_progress(&self) -> bool;
     /// Whether a quorum of `voters` is connected to the leader and caught up.
     fn quorum_synced(&self, voters: &BTreeSet<u64>) -> bool;
+}
+
+impl LeaderView for ReconfigStamp {
+    fn in_progress(&self) -> bool {
+        self.in_progress
+    }
+
+    fn quorum_synced(&self, voters: &BTreeSet<u64>) -> bool {
+        voters.iter().filter(|v| self.synced.contains(v)).count() * 2 > voters.len()
+    }
+}
+
+/// The committed configuration, from `/zookeeper/config` (empty until the leader stated
+/// the first one).
+pub fn committed(tree: &DataTree) -> Option<DynamicConfig> {
+    let data = tree.get(CONFIG)?.data.clone()?;
+    let text = std::str::from_utf8(&data).ok()?;
+    let c = DynamicConfig::parse(text).ok()?;
+    (!c.servers.is_empty()).then_some(c)
+}
+
+/// Applies a reconfig: [`next_config`]'s checks, then (unless `skipACL`) WRITE on
+/// `/zookeeper/config`'s ACL, which only the super user has; then the new configuration,
+/// versioned with this zxid, becomes the node's data (node version -1, as ZooKeeper's
+/// SetDataTxn leaves it) and its data watches fire.
+pub fn apply(
+    tree: &mut DataTree,
+    ctx: &TxnContext,
+    body: &Bytes,
+    stamp: &ReconfigStamp,
+    triggers: &mut Vec<Trigger>,
+) -> WriteResult {
+    let result = (|| {
+        if !stamp.enabled {
+            return Err(ErrorCode::ReconfigDisabled);
+        }
+        let args = ReconfigArgs::decode(body.clone())?;
+        let current = committed(tree).ok_or(ErrorCode::ReconfigInProgress)?;
+        let servers = next_config(&current, &args, stamp)?;
+        if !stamp.skip_acl {
+            let node = tree.get(CONFIG).ok_or(ErrorCode::NoNode)?;
+            acl::check(&node.acl, perms::WRITE, ctx.auth)?;
+        }
+        let next = DynamicConfig {
+            servers,
+            version: ctx.zxid,
+        };
+        let data = Bytes::from(next.text().into_bytes());
+        let stat = tree
+            .replace_config(ctx.zxid, ctx.time, data.clone(), -1, triggers)
+            .ok_or(ErrorCode::NoNode)?;
+        Ok(WriteResult::Config(data, stat))
+    })();
+    result.unwrap_or_else(WriteResult::Error)
 }
 
 fn split_list(s: &str) -> impl Iterator<Item = &str> {
