@@ -156,6 +156,8 @@ pub(super) struct LeaderDuties {
 pub(super) struct MembershipWork {
     /// When `/zookeeper/config`'s first content was last proposed.
     pub stated_at: Option<Instant>,
+    /// The configuration version the peer transport was last given.
+    pub peers_version: Option<i64>,
 }
 
 /// See the module docs.

@@ -18,7 +18,8 @@
 //! A reconfig that arrives while Raft has not caught up with the last one gets
 //! RECONFIGINPROGRESS, as in ZooKeeper.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
 use protobuf::Message as _;
@@ -122,8 +123,39 @@ impl Consensus {
                 .is_some_and(|(tv, tl)| tv != voters || tl != learners)
     }
 
-    /// The leader's membership duties, run with the session round.
+    /// Every member: the peer transport follows the committed configuration.
+    fn follow_peers(&mut self) {
+        let committed = {
+            let state = self.replica.state.read();
+            reconfig::committed(&state.tree)
+        };
+        let Some(c) = committed else { return };
+        if self.membership.peers_version == Some(c.version) {
+            return;
+        }
+        self.membership.peers_version = Some(c.version);
+        let Some(peers) = &self.peers else { return };
+        let addrs: HashMap<u64, SocketAddr> = c
+            .servers
+            .values()
+            .filter_map(|s| {
+                let addr = (s.host.as_str(), s.quorum_port)
+                    .to_socket_addrs()
+                    .ok()?
+                    .next();
+                if addr.is_none() {
+                    tracing::warn!("cannot resolve {}:{}", s.host, s.quorum_port);
+                }
+                Some((s.id, addr?))
+            })
+            .collect();
+        peers.set_members(&addrs);
+    }
+
+    /// The membership duties, run with the session round: every member's transport follows
+    /// the committed configuration; the leader moves Raft's membership toward it.
     pub(super) fn membership_round(&mut self, now: Instant) {
+        self.follow_peers();
         if !self.leads() || self.transferring() || self.member.standalone {
             return;
         }
