@@ -164,6 +164,10 @@ pub struct Config {
     pub snapshot_retain_entries: u64,
     /// Raft tick interval (elections after 10 ticks, heartbeats every 2).
     pub raft_tick: Duration,
+    /// The zoo.cfg read (a reconfig rewrites it to name the current dynamic file).
+    pub config_file: Option<PathBuf>,
+    /// `dynamicConfigFile`: where the server lines are (ZooKeeper 3.5+'s split).
+    pub dynamic_config_file: Option<PathBuf>,
     /// `reconfigEnabled`: the reconfig op (16) changes the membership (else RECONFIGDISABLED).
     pub reconfig_enabled: bool,
     /// `skipACL`: no ACL checks on the reconfig op (ZooKeeper skips them everywhere; here
@@ -205,6 +209,8 @@ impl Default for Config {
             snapshot_retain_entries: 10_000,
             raft_tick: Duration::from_millis(100),
             transfer_on_shutdown: true,
+            config_file: None,
+            dynamic_config_file: None,
             reconfig_enabled: false,
             skip_acl: false,
             warnings: Vec::new(),
@@ -405,6 +411,7 @@ impl Config {
                     let ms: u64 = parse_num(key, value).map_err(err)?;
                     cfg.raft_tick = Duration::from_millis(ms.clamp(5, 10_000));
                 }
+                "dynamicConfigFile" => cfg.dynamic_config_file = Some(PathBuf::from(value)),
                 "reconfigEnabled" => cfg.reconfig_enabled = parse_bool(key, value).map_err(err)?,
                 "skipACL" => cfg.skip_acl = parse_bool(key, value).map_err(err)?,
                 "leaderTransferOnShutdown" => {
@@ -441,7 +448,10 @@ impl Config {
                     path: path.clone(),
                     source,
                 })?;
-                Config::parse(&text, &path.display().to_string())?
+                let mut cfg = Config::parse(&text, &path.display().to_string())?;
+                cfg.config_file = Some(path.clone());
+                cfg.read_dynamic_file()?;
+                cfg
             }
             None => Config::default(),
         };
@@ -495,6 +505,22 @@ impl Config {
     }
 
     /// Fills derived defaults and checks the whole.
+    /// The server lines of `dynamicConfigFile` (relative to zoo.cfg's directory) replace
+    /// any in zoo.cfg.
+    fn read_dynamic_file(&mut self) -> Result<(), ConfigError> {
+        let Some(file) = &self.dynamic_config_file else {
+            return Ok(());
+        };
+        let dir = self.config_file.as_deref().and_then(Path::parent);
+        let path = dir.map_or(file.clone(), |d| d.join(file));
+        let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Read {
+            path: path.clone(),
+            source,
+        })?;
+        self.members = Config::parse(&text, &path.display().to_string())?.members;
+        Ok(())
+    }
+
     pub fn finish(&mut self) -> Result<(), ConfigError> {
         if self.tick_time_ms == 0 {
             return Err(ConfigError::Invalid("tickTime must be positive".into()));

@@ -531,6 +531,22 @@ fn grow_and_replace(kind: ServerKind) {
         }));
     }
     assert!(texts.windows(2).all(|w| w[0] == w[1]), "{texts:?}");
+    // The committed configuration is on disk beside zoo.cfg, as ZooKeeper keeps it.
+    let last = texts[0].clone();
+    let version = last.lines().last().and_then(|l| l.strip_prefix("version="));
+    let version = version.expect("a version line");
+    let original = e.member(admin);
+    let dir = original
+        .data_dir()
+        .parent()
+        .expect("the server's directory")
+        .to_path_buf();
+    let dynamic = dir.join(format!("zoo.cfg.dynamic.{version}"));
+    let written = std::fs::read_to_string(&dynamic)
+        .unwrap_or_else(|err| panic!("{}: {err}", dynamic.display()));
+    for line in last.lines().filter(|l| l.starts_with("server.")) {
+        assert!(written.contains(line), "{line} not in {written}");
+    }
     if kind == ServerKind::Zooraft {
         let digests = eventually("equal digests", Duration::from_secs(30), || {
             let d: Vec<String> = survivors
@@ -540,5 +556,15 @@ fn grow_and_replace(kind: ServerKind) {
             (d.len() == survivors.len() && d.windows(2).all(|w| w[0] == w[1])).then_some(d)
         });
         assert!(!digests.is_empty());
+        // A restart with the stale zoo.cfg (servers 1-3 only, as the harness writes it
+        // again) uses the committed membership.
+        e.member_mut(admin).stop();
+        e.member_mut(admin).restart();
+        let addr = e.member(admin).addr();
+        block_on(async {
+            let mut c = Admin::open(addr).await;
+            assert_eq!(&c.config().await, &last);
+            c.write("/after-restart").await;
+        });
     }
 }

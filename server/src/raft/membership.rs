@@ -134,6 +134,21 @@ impl Consensus {
             return;
         }
         self.membership.peers_version = Some(c.version);
+        let settings = &self.replica.config;
+        if let Some(file) = settings
+            .config_file
+            .as_ref()
+            .filter(|_| settings.reconfig_enabled)
+        {
+            match super::dynamic_file::persist(file, &c) {
+                Ok(path) => tracing::info!(
+                    "configuration {:x} written to {}",
+                    c.version,
+                    path.display()
+                ),
+                Err(e) => tracing::warn!("cannot write the dynamic configuration file: {e}"),
+            }
+        }
         let Some(peers) = &self.peers else { return };
         let addrs: HashMap<u64, SocketAddr> = c
             .servers

@@ -18,6 +18,7 @@
 //! | `snapshots.rs`, `snapshot_worker.rs` | when to snapshot; the thread that writes one |
 //! | `log_writer.rs` | the thread that fsyncs the log (group commit) |
 //! | `storage/` | raft-rs's `Storage` over RocksDB: log, hard and conf state, snapshots |
+//! | `dynamic_file.rs` | `zoo.cfg.dynamic.<version>` and `dynamicConfigFile` |
 //! | `membership.rs` | reconfig: Raft's membership follows `/zookeeper/config` |
 //! | `transfer.rs` | leader transfer (rolling restarts, `ydld`/`rqld`) |
 //! | `transport.rs` | member-to-member TCP |
@@ -27,6 +28,7 @@
 mod clock;
 mod connections;
 mod driver;
+mod dynamic_file;
 mod expiry;
 mod input;
 mod leader;
