@@ -568,3 +568,74 @@ fn grow_and_replace(kind: ServerKind) {
         });
     }
 }
+
+against_both!(
+    leader_killed_mid_reconfig_apache,
+    leader_killed_mid_reconfig_zooraft,
+    leader_killed_mid_reconfig
+);
+
+/// The leader is killed right after a reconfig (grow 3 -> 5) is sent, and again in a new
+/// ensemble a moment later (once the change may have committed): the ensemble keeps
+/// serving, and every member ends with the old configuration or the new one, the same on
+/// all.
+fn leader_killed_mid_reconfig(kind: ServerKind) {
+    for delay_ms in [0u64, 300] {
+        let mut e = TestEnsemble::start_kind(
+            kind,
+            3,
+            0,
+            &[
+                ("reconfigEnabled", "true"),
+                ("standaloneEnabled", "false"),
+                ("skipACL", "yes"),
+            ],
+        );
+        let leader = e.leader();
+        let admin = (leader + 1) % 3;
+        let addr = e.member(admin).addr();
+        let mut joiners = Vec::new();
+        let (before, after) = block_on(async {
+            let mut c = Admin::open(addr).await;
+            let before = c.config().await;
+            let (s4, spec4) = joiner(kind, 4, &before);
+            let (s5, spec5) = joiner(kind, 5, &before);
+            joiners.push(s4);
+            joiners.push(s5);
+            let mut body = Vec::new();
+            put_opt(&mut body, Some(&format!("{spec4},{spec5}")));
+            put_opt(&mut body, None);
+            put_opt(&mut body, None);
+            body.extend_from_slice(&(-1i64).to_be_bytes());
+            c.c.send_op(900, 16, &body).await.expect("send reconfig");
+            tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+            e.member_mut(leader).kill();
+            let answer = c.c.wait_reply(900, CALL).await.map(|r| r.err);
+            eprintln!("leader killed after {delay_ms} ms: the reconfig's answer {answer:?}");
+            c.reconnect().await;
+            c.write("/after-the-kill").await;
+            let after = c.config().await;
+            (before, after)
+        });
+        let grown = after.lines().count() == 6;
+        assert!(after == before || grown, "neither old nor new: {after}");
+        // The same configuration everywhere, and the joiners serve if they were added.
+        let members: Vec<&TestServer> = (0..3)
+            .filter(|i| *i != leader)
+            .map(|i| e.member(i))
+            .chain(joiners.iter().filter(|_| grown))
+            .collect();
+        for s in members {
+            let addr = s.addr();
+            let text = block_on(async {
+                let mut c = Admin::open(addr).await;
+                let sync = jute::Request::Sync(jute::SyncRequest {
+                    path: Some("/".into()),
+                });
+                c.call(&sync).await;
+                c.config().await
+            });
+            assert_eq!(text, after, "on {addr}");
+        }
+    }
+}
