@@ -204,8 +204,7 @@ impl StateMachine {
             }
             Command::SetConfig { text } => {
                 let mut triggers = Vec::new();
-                let data = Bytes::from(text.clone().into_bytes());
-                self.tree.replace_config(zxid, time, data, 0, &mut triggers);
+                reconfig::state_first(&mut self.tree, time, text, &mut triggers);
                 obs.triggers(zxid, &triggers);
             }
             Command::DeleteNode { path } => {

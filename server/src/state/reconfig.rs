@@ -229,6 +229,15 @@ pub fn committed(tree: &DataTree) -> Option<DynamicConfig> {
     (!c.servers.is_empty()).then_some(c)
 }
 
+/// The first configuration, as the first leader stated it: its mzxid is its version
+/// (ZooKeeper's first zxid of epoch 1), so that `getData`'s mzxid is the `fromConfig` a
+/// client passes, as on ZooKeeper.
+pub fn state_first(tree: &mut DataTree, time: i64, text: &str, triggers: &mut Vec<Trigger>) {
+    let version = DynamicConfig::parse(text).map_or(INITIAL_VERSION, |c| c.version);
+    let data = Bytes::from(text.to_string().into_bytes());
+    tree.replace_config(version, time, data, 0, triggers);
+}
+
 /// Applies a reconfig: [`next_config`]'s checks, then (unless `skipACL`) WRITE on
 /// `/zookeeper/config`'s ACL, which only the super user has; then the new configuration,
 /// versioned with this zxid, becomes the node's data (node version -1, as ZooKeeper's
