@@ -639,3 +639,43 @@ fn leader_killed_mid_reconfig(kind: ServerKind) {
         }
     }
 }
+
+against_both!(
+    a_member_that_never_starts_apache,
+    a_member_that_never_starts_zooraft,
+    a_member_that_never_starts
+);
+
+/// Adding a member that never starts: three synced voters of four are still a quorum, so
+/// the reconfig commits; the ensemble keeps serving, and the member can be removed again.
+fn a_member_that_never_starts(kind: ServerKind) {
+    let e = TestEnsemble::start_kind(
+        kind,
+        3,
+        0,
+        &[
+            ("reconfigEnabled", "true"),
+            ("standaloneEnabled", "false"),
+            ("skipACL", "yes"),
+        ],
+    );
+    let leader = e.leader();
+    let addr = e.member((leader + 1) % 3).addr();
+    block_on(async {
+        let mut c = Admin::open(addr).await;
+        let before = c.config().await;
+        let ghost = format!(
+            "server.4=127.0.0.1:{}:{}:participant;127.0.0.1:{}",
+            free_port(),
+            free_port(),
+            free_port()
+        );
+        let (text, _) = c.change(Some(&ghost), None, -1).await;
+        assert!(text.contains(&ghost), "{text}");
+        c.write("/with-a-ghost").await;
+        let (text, _) = c.change(None, Some("4"), -1).await;
+        assert!(!text.contains("server.4="), "{text}");
+        assert_eq!(text.lines().count(), before.lines().count());
+        c.write("/ghost-gone").await;
+    });
+}

@@ -113,14 +113,20 @@ impl Consensus {
         )
     }
 
-    /// Whether Raft has not yet caught up with the committed configuration.
+    /// Whether a membership change is being carried out: Raft is in a joint configuration
+    /// or has a conf change not applied yet, or members the committed configuration
+    /// removes or demotes are still voters. (A new voter that has not caught up is not
+    /// waited for: it may never start, and the operator must be able to remove it.)
     fn change_under_way(&self) -> bool {
         let (voters, learners, joint) = self.current();
+        let known: BTreeSet<u64> = voters.union(&learners).copied().collect();
         joint
             || self.node.raft.pending_conf_index > self.applied.index
-            || self
-                .target()
-                .is_some_and(|(tv, tl)| tv != voters || tl != learners)
+            || self.target().is_some_and(|(tv, tl)| {
+                voters.iter().any(|id| !tv.contains(id))
+                    || known.iter().any(|id| !tv.contains(id) && !tl.contains(id))
+                    || tv.union(&tl).any(|id| !known.contains(id))
+            })
     }
 
     /// Every member: the peer transport follows the committed configuration.
@@ -214,10 +220,9 @@ impl Consensus {
                 .get(*id)
                 .is_some_and(|pr| pr.recent_active && pr.matched + CAUGHT_UP_SLACK >= last)
         };
-        let promote: Vec<u64> = tv.difference(&cv).copied().collect();
-        if !promote.iter().all(caught_up) {
-            return;
-        }
+        // Learners are promoted once caught up; one that never catches up (a member that
+        // never started) stays a learner and holds nothing else back.
+        let promote: Vec<u64> = tv.difference(&cv).copied().filter(caught_up).collect();
         let mut changes: Vec<ConfChangeSingle> = promote
             .iter()
             .map(|id| single(ConfChangeType::AddNode, *id))
@@ -232,6 +237,10 @@ impl Consensus {
                 .filter(|id| !tv.contains(id) && !tl.contains(id))
                 .map(|id| single(ConfChangeType::RemoveNode, *id)),
         );
+        let voters_after = cv.iter().filter(|id| tv.contains(id)).count() + promote.len();
+        if voters_after == 0 {
+            return;
+        }
         if !changes.is_empty() {
             self.propose_change(
                 changes,
