@@ -11,6 +11,7 @@ pub mod checks;
 pub mod conformance;
 pub mod ensemble;
 pub mod java;
+pub mod load;
 pub mod patroni;
 pub mod proxy;
 pub mod raw_client;

@@ -460,8 +460,10 @@ fn joiner(kind: ServerKind, id: u64, committed: &str) -> (TestServer, String) {
 }
 
 /// Grows 3 -> 5 with two empty servers, then replaces a kill -9'd member by a third empty
-/// server under a new id, writing between the steps: every change commits, every member
-/// of the final configuration serves the same configuration and every acknowledged write.
+/// server under a new id, under a write load from three clients (and the operator's own
+/// writes between the steps): every change commits, no write fails but by ConnectionLoss,
+/// no session expires, and every member of the final configuration serves the same
+/// configuration, tree and every acknowledged write.
 fn grow_and_replace(kind: ServerKind) {
     let mut e = TestEnsemble::start_kind(
         kind,
@@ -478,7 +480,10 @@ fn grow_and_replace(kind: ServerKind) {
     let dead = (leader + 2) % 3;
     let mut acked = Vec::new();
     let mut joiners = Vec::new();
-    block_on(async {
+    // Several clients write all along (they know the first three members only).
+    let rt = harness::rt::runtime();
+    let (load, writers) = harness::load::start(&rt, &e.connect_string(), "/load", 3);
+    rt.block_on(async {
         let mut c = Admin::open(e.member(admin).addr()).await;
         let committed = c.config().await;
         for k in 0..20 {
@@ -505,6 +510,14 @@ fn grow_and_replace(kind: ServerKind) {
             acked.push(c.write(&format!("/replaced-{k}")).await);
         }
     });
+    let report = harness::load::finish(&rt, &load, writers);
+    assert!(
+        report.failed.is_empty(),
+        "writes failed: {:?}",
+        report.failed
+    );
+    assert_eq!(report.expired, 0, "sessions expired");
+    assert!(!report.acked.is_empty(), "no write acknowledged under load");
     // Every member of the final configuration: serving, the same configuration and tree.
     let survivors: Vec<&TestServer> = (0..3)
         .filter(|i| *i != dead)
@@ -531,6 +544,14 @@ fn grow_and_replace(kind: ServerKind) {
         }));
     }
     assert!(texts.windows(2).all(|w| w[0] == w[1]), "{texts:?}");
+    for s in &survivors {
+        let missing = harness::load::missing(&rt, &s.connect_string(), "/load", &report.acked);
+        assert!(
+            missing.is_empty(),
+            "acknowledged but missing on {}: {missing:?}",
+            s.addr()
+        );
+    }
     // The committed configuration is on disk beside zoo.cfg, as ZooKeeper keeps it.
     let last = texts[0].clone();
     let version = last.lines().last().and_then(|l| l.strip_prefix("version="));
