@@ -559,16 +559,7 @@ const RECONFIG_CHECKS: &[&str] = &[
 
 /// reconfig() and getConfig() against a 3-member ensemble with `reconfigEnabled=true`.
 fn reconfig(kind: ServerKind) {
-    let e = harness::TestEnsemble::start_kind(
-        kind,
-        3,
-        0,
-        &[
-            ("reconfigEnabled", "true"),
-            ("standaloneEnabled", "false"),
-            ("skipACL", "yes"),
-        ],
-    );
+    let e = harness::TestEnsemble::start_kind(kind, 3, 0, harness::ensemble::RECONFIG);
     let leader = e.leader();
     let connected = e.member((leader + 1) % 3);
     let removed = (leader + 2) % 3 + 1;

@@ -73,16 +73,7 @@ const RECONFIG_CHECKS: usize = 4;
 /// kazoo's `client.reconfig` against a 3-member ensemble with `reconfigEnabled=true`.
 fn reconfig_scenario(kind: ServerKind) {
     kazoo_is_installed();
-    let e = harness::TestEnsemble::start_kind(
-        kind,
-        3,
-        0,
-        &[
-            ("reconfigEnabled", "true"),
-            ("standaloneEnabled", "false"),
-            ("skipACL", "yes"),
-        ],
-    );
+    let e = harness::TestEnsemble::start_kind(kind, 3, 0, harness::ensemble::RECONFIG);
     let leader = e.leader();
     let connected = (leader + 1) % 3;
     let removed = (leader + 2) % 3;

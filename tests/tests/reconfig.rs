@@ -168,16 +168,7 @@ fn line_of(text: &str, i: usize) -> String {
 }
 
 fn shrink_and_swap_roles(kind: ServerKind) {
-    let mut e = TestEnsemble::start_kind(
-        kind,
-        5,
-        0,
-        &[
-            ("reconfigEnabled", "true"),
-            ("standaloneEnabled", "false"),
-            ("skipACL", "yes"),
-        ],
-    );
+    let mut e = TestEnsemble::start_kind(kind, 5, 0, harness::ensemble::RECONFIG);
     let leader = e.leader();
     // The leader and one follower leave; the admin client talks to a member that stays.
     let other = (0..5).find(|i| *i != leader).expect("a follower");
@@ -230,10 +221,7 @@ fn shrink_and_swap_roles(kind: ServerKind) {
         let addr = e.member(i).addr();
         texts.push(block_on(async {
             let mut c = Admin::open(addr).await;
-            let sync = jute::Request::Sync(jute::SyncRequest {
-                path: Some("/".into()),
-            });
-            c.call(&sync).await;
+            c.sync().await;
             for p in &acked {
                 let exists = jute::Request::Exists(jute::ExistsRequest {
                     path: p.clone(),
@@ -310,6 +298,14 @@ impl Admin {
             }
         }
         panic!("no answer to {req:?}");
+    }
+
+    /// Waits until this member has applied everything the leader had committed.
+    async fn sync(&mut self) {
+        let sync = jute::Request::Sync(jute::SyncRequest {
+            path: Some("/".into()),
+        });
+        assert_eq!(self.call(&sync).await.err, 0, "sync");
     }
 
     async fn config(&mut self) -> String {
@@ -442,10 +438,10 @@ fn joiner(kind: ServerKind, id: u64, committed: &str) -> (TestServer, String) {
         .myid(id)
         .tick_time_ms(500)
         .config("4lw.commands.whitelist", "*")
-        .config("reconfigEnabled", "true")
-        .config("standaloneEnabled", "false")
-        .config("skipACL", "yes")
         .no_wait();
+    for (k, v) in harness::ensemble::RECONFIG {
+        b = b.config(k, v);
+    }
     b = match kind {
         ServerKind::Zooraft => b.config("raftTickMs", "100"),
         ServerKind::Apache => b.config("initLimit", "20").config("syncLimit", "4"),
@@ -465,16 +461,7 @@ fn joiner(kind: ServerKind, id: u64, committed: &str) -> (TestServer, String) {
 /// no session expires, and every member of the final configuration serves the same
 /// configuration, tree and every acknowledged write.
 fn grow_and_replace(kind: ServerKind) {
-    let mut e = TestEnsemble::start_kind(
-        kind,
-        3,
-        0,
-        &[
-            ("reconfigEnabled", "true"),
-            ("standaloneEnabled", "false"),
-            ("skipACL", "yes"),
-        ],
-    );
+    let mut e = TestEnsemble::start_kind(kind, 3, 0, harness::ensemble::RECONFIG);
     let leader = e.leader();
     let admin = (leader + 1) % 3;
     let dead = (leader + 2) % 3;
@@ -529,10 +516,7 @@ fn grow_and_replace(kind: ServerKind) {
         let addr = s.addr();
         texts.push(block_on(async {
             let mut c = Admin::open(addr).await;
-            let sync = jute::Request::Sync(jute::SyncRequest {
-                path: Some("/".into()),
-            });
-            c.call(&sync).await;
+            c.sync().await;
             for p in &acked {
                 let exists = jute::Request::Exists(jute::ExistsRequest {
                     path: p.clone(),
@@ -602,16 +586,7 @@ against_both!(
 /// all.
 fn leader_killed_mid_reconfig(kind: ServerKind) {
     for delay_ms in [0u64, 300] {
-        let mut e = TestEnsemble::start_kind(
-            kind,
-            3,
-            0,
-            &[
-                ("reconfigEnabled", "true"),
-                ("standaloneEnabled", "false"),
-                ("skipACL", "yes"),
-            ],
-        );
+        let mut e = TestEnsemble::start_kind(kind, 3, 0, harness::ensemble::RECONFIG);
         let leader = e.leader();
         let admin = (leader + 1) % 3;
         let addr = e.member(admin).addr();
@@ -650,10 +625,7 @@ fn leader_killed_mid_reconfig(kind: ServerKind) {
             let addr = s.addr();
             let text = block_on(async {
                 let mut c = Admin::open(addr).await;
-                let sync = jute::Request::Sync(jute::SyncRequest {
-                    path: Some("/".into()),
-                });
-                c.call(&sync).await;
+                c.sync().await;
                 c.config().await
             });
             assert_eq!(text, after, "on {addr}");
@@ -670,16 +642,7 @@ against_both!(
 /// Adding a member that never starts: three synced voters of four are still a quorum, so
 /// the reconfig commits; the ensemble keeps serving, and the member can be removed again.
 fn a_member_that_never_starts(kind: ServerKind) {
-    let e = TestEnsemble::start_kind(
-        kind,
-        3,
-        0,
-        &[
-            ("reconfigEnabled", "true"),
-            ("standaloneEnabled", "false"),
-            ("skipACL", "yes"),
-        ],
-    );
+    let e = TestEnsemble::start_kind(kind, 3, 0, harness::ensemble::RECONFIG);
     let leader = e.leader();
     let addr = e.member((leader + 1) % 3).addr();
     block_on(async {
@@ -709,16 +672,7 @@ against_both!(
 
 /// zkCli.sh's `config` and `reconfig -remove/-add`, as an operator types them.
 fn zkcli_reconfig(kind: ServerKind) {
-    let e = TestEnsemble::start_kind(
-        kind,
-        3,
-        0,
-        &[
-            ("reconfigEnabled", "true"),
-            ("standaloneEnabled", "false"),
-            ("skipACL", "yes"),
-        ],
-    );
+    let e = TestEnsemble::start_kind(kind, 3, 0, harness::ensemble::RECONFIG);
     let leader = e.leader();
     let connected = e.member((leader + 1) % 3);
     let gone = (leader + 2) % 3 + 1;

@@ -132,6 +132,34 @@ impl StateMachine {
         self.apply_command(command, zxid, time, obs);
     }
 
+    /// A client's write: applied by `f` if its session is alive (else SESSIONEXPIRED), its
+    /// watch triggers and answer handed to the observer.
+    fn client_write(
+        &mut self,
+        w: &ClientWrite,
+        zxid: i64,
+        time: i64,
+        obs: &mut impl ApplyObserver,
+        f: impl FnOnce(&mut DataTree, &TxnContext, &mut Vec<Trigger>) -> WriteResult,
+    ) {
+        let mut triggers = Vec::new();
+        let result = if self.sessions.contains_key(&w.session) {
+            let ctx = TxnContext {
+                zxid,
+                time,
+                session: w.session,
+                auth: &w.auth,
+            };
+            f(&mut self.tree, &ctx, &mut triggers)
+        } else {
+            WriteResult::Error(ErrorCode::SessionExpired)
+        };
+        if !triggers.is_empty() {
+            obs.triggers(zxid, &triggers);
+        }
+        obs.write_done(w, zxid, result);
+    }
+
     fn apply_command(
         &mut self,
         command: &Command,
@@ -140,24 +168,9 @@ impl StateMachine {
         obs: &mut impl ApplyObserver,
     ) {
         match command {
-            Command::Write(w) => {
-                let mut triggers = Vec::new();
-                let result = if self.sessions.contains_key(&w.session) {
-                    let ctx = TxnContext {
-                        zxid,
-                        time,
-                        session: w.session,
-                        auth: &w.auth,
-                    };
-                    apply_write(&mut self.tree, &ctx, w.op, &w.body, &mut triggers)
-                } else {
-                    WriteResult::Error(ErrorCode::SessionExpired)
-                };
-                if !triggers.is_empty() {
-                    obs.triggers(zxid, &triggers);
-                }
-                obs.write_done(w, zxid, result);
-            }
+            Command::Write(w) => self.client_write(w, zxid, time, obs, |tree, ctx, tr| {
+                apply_write(tree, ctx, w.op, &w.body, tr)
+            }),
             Command::CreateSession {
                 session,
                 timeout,
@@ -185,22 +198,9 @@ impl StateMachine {
                 obs.session_closed(*session, zxid, *reason);
             }
             Command::Reconfig { write, stamp } => {
-                let mut triggers = Vec::new();
-                let result = if self.sessions.contains_key(&write.session) {
-                    let ctx = TxnContext {
-                        zxid,
-                        time,
-                        session: write.session,
-                        auth: &write.auth,
-                    };
-                    reconfig::apply(&mut self.tree, &ctx, &write.body, stamp, &mut triggers)
-                } else {
-                    WriteResult::Error(ErrorCode::SessionExpired)
-                };
-                if !triggers.is_empty() {
-                    obs.triggers(zxid, &triggers);
-                }
-                obs.write_done(write, zxid, result);
+                self.client_write(write, zxid, time, obs, |tree, ctx, tr| {
+                    reconfig::apply(tree, ctx, &write.body, stamp, tr)
+                })
             }
             Command::SetConfig { text } => {
                 let mut triggers = Vec::new();
