@@ -44,7 +44,7 @@ impl Server {
         if !config.reconfig_enabled && !raft::same_membership(&stored, &conf) {
             bail!(
                 "the membership in the configuration (voters {:?}, observers {:?}) differs from the one \
-                 recorded in {} (voters {:?}, observers {:?}); membership changes are not supported",
+                 recorded in {} (voters {:?}, observers {:?}); change the membership with reconfigEnabled=true and reconfig",
                 conf.voters,
                 conf.learners,
                 dir.display(),
