@@ -21,6 +21,14 @@ public class CuratorReconfig {
         try {
             CuratorFramework c = CuratorSupport.client(args[0]);
             String gone = args[1];
+            // zooraft's first leader states the configuration right after its election.
+            CuratorSupport.waitFor(30000, () -> {
+                try {
+                    return c.getConfig().forEnsemble().length > 0;
+                } catch (Exception e) {
+                    return false;
+                }
+            });
             Stat stat = new Stat();
             List<String> lines = lines(c.getConfig().storingStatIn(stat).forEnsemble());
             String version = lines.get(lines.size() - 1);

@@ -23,10 +23,17 @@ def config_lines(data):
     return data.decode().split("\n")
 
 
+def stated_config(c, watch=None):
+    """/zookeeper/config once stated (zooraft's first leader states it right after its
+    election; ZooKeeper has it from the start)."""
+    wait_until(lambda: c.get(CONFIG)[0] != b"", "a first configuration")
+    return c.get(CONFIG, watch=watch)
+
+
 @check
 def config_node_format():
     c = new_client()
-    data, _ = c.get(CONFIG)
+    data, _ = stated_config(c)
     lines = config_lines(data)
     expect_eq(len(lines), 4, "three server lines and the version")
     for n, line in enumerate(lines[:3], start=1):
@@ -38,12 +45,14 @@ def config_node_format():
 @check
 def stale_from_config_is_bad_version():
     c = new_client()
+    stated_config(c)
     expect_raises(BadVersionError, c.reconfig, None, os.environ["REMOVE_ID"], None, 12345)
 
 
 @check
 def no_synced_quorum():
     c = new_client()
+    stated_config(c)
     dead = ",".join(
         "server.%d=127.0.0.1:%d:%d;%d" % (n, 1000 + n, 2000 + n, 3000 + n) for n in (7, 8, 9)
     )
@@ -65,7 +74,7 @@ def remove_and_add_back():
     c = new_client()
     gone = os.environ["REMOVE_ID"]
     fired = threading.Event()
-    data, stat = c.get(CONFIG, watch=lambda event: fired.set())
+    data, stat = stated_config(c, watch=lambda event: fired.set())
     line = [l for l in config_lines(data) if l.startswith("server.%s=" % gone)][0]
     data, stat = reconfig_retrying(c, None, gone, None, stat.mzxid)
     lines = config_lines(data)

@@ -249,6 +249,16 @@ impl Consensus {
         }
     }
 
+    /// [`state_first_config`](Self::state_first_config) unless there is a configuration.
+    pub(super) fn state_first_config_if_none(&mut self, now: Instant) {
+        if self.replica.config.reconfig_enabled
+            && !self.member.standalone
+            && self.target().is_none()
+        {
+            self.state_first_config(now);
+        }
+    }
+
     /// Proposes `/zookeeper/config`'s first content, from zoo.cfg (reconfigEnabled only).
     fn state_first_config(&mut self, now: Instant) {
         if !self.replica.config.reconfig_enabled
