@@ -7,6 +7,7 @@
 //! `TestServer` kills its process and removes its data directory when dropped, so a failing
 //! test leaves nothing behind.
 
+pub mod admin;
 pub mod checks;
 pub mod conformance;
 pub mod ensemble;
