@@ -2,7 +2,8 @@
 //! with `reconfigEnabled=true`: `/zookeeper/config`'s format and first version, and the
 //! refusals (MARSHALLINGERROR for an empty `newMembers` or a non-numeric id, BADVERSION
 //! for a stale `curConfigId`, BADARGUMENTS when no voter is left, NEWCONFIGNOQUORUM when
-//! the new voters have no synced quorum, and NOAUTH, checked last, for a non-super client).
+//! the new voters have no synced quorum, and NOAUTH, checked last, for a non-super client;
+//! the super user (`DigestAuthenticationProvider.superDigest`) may).
 //! Requests are sent as the Java client and kazoo send them: absent strings are null.
 //!
 //! Then the changes themselves, under writes (5 members, `skipACL=yes`): shrinking 5 -> 3
@@ -35,13 +36,24 @@ type Case = (
     i32,
 );
 
+/// `super:test` (ZooKeeper's administrator guide's example) as the digest provider hashes it.
+const SUPER_DIGEST: &str = "super:D/InIHSb7yEEbrWz8b9l71RjZJU=";
+
 fn reconfig_refusals(kind: ServerKind) {
     let e = TestEnsemble::start_kind(
         kind,
         3,
         0,
-        &[("reconfigEnabled", "true"), ("standaloneEnabled", "false")],
+        &[
+            ("reconfigEnabled", "true"),
+            ("standaloneEnabled", "false"),
+            // ZooKeeper turns zoo.cfg keys it does not know into `zookeeper.*` properties.
+            ("DigestAuthenticationProvider.superDigest", SUPER_DIGEST),
+        ],
     );
+    // The super user removes a follower other than the member the client is on.
+    let leader = e.leader();
+    let gone = (1..3).find(|i| *i != leader).expect("a follower") + 1;
     block_on(async {
         let (mut c, _) = RawClient::connect(e.member(0).addr(), &ConnectOptions::default(), CALL)
             .await
@@ -89,6 +101,15 @@ fn reconfig_refusals(kind: ServerKind) {
         }
         // Nothing changed.
         assert_eq!(current_config(&mut c).await, text);
+        // The super user may.
+        c.auth("digest", b"super:test")
+            .await
+            .expect("addauth super");
+        let leaving = gone.to_string();
+        let r = reconfig(&mut c, 200, None, Some(&leaving), None, -1).await;
+        assert_eq!(r.err, 0, "the super user's reconfig");
+        let after = current_config(&mut c).await;
+        assert!(!after.contains(&format!("server.{gone}=")), "{after}");
     });
 }
 
