@@ -18,7 +18,7 @@ pub const DEFAULT_FOUR_LETTER_WORDS: &[&str] = &["srvr", "ruok", "mntr"];
 /// Every four-letter word zooraft implements.
 pub const ALL_FOUR_LETTER_WORDS: &[&str] = &[
     "ruok", "srvr", "stat", "mntr", "conf", "cons", "envi", "wchs", "isro", "dump", "wchc", "wchp",
-    "hash", "crst", "srst", "dirs",
+    "hash", "crst", "srst", "dirs", "ydld", "rqld",
 ];
 
 /// ZooKeeper keys that are valid but have no effect here.
@@ -27,7 +27,6 @@ const IGNORED_KEYS: &[&str] = &[
     "syncLimit",
     "dataLogDir",
     "standaloneEnabled",
-    "reconfigEnabled",
     "autopurge.snapRetainCount",
     "autopurge.purgeInterval",
     "electionAlg",
@@ -38,7 +37,6 @@ const IGNORED_KEYS: &[&str] = &[
     "preAllocSize",
     "snapCount",
     "forceSync",
-    "skipACL",
     "metricsProvider.className",
     "metricsProvider.exportJvmInfo",
     "localSessionsUpgradingEnabled",
@@ -171,6 +169,17 @@ pub struct Config {
     /// The security keys (TLS, authentication providers, enforced auth), kept as written:
     /// the `tls` module and the network layer read them (see [`is_security_key`]).
     pub security: BTreeMap<String, String>,
+    /// The zoo.cfg read (a reconfig rewrites it to name the current dynamic file).
+    pub config_file: Option<PathBuf>,
+    /// `dynamicConfigFile`: where the server lines are (ZooKeeper 3.5+'s split).
+    pub dynamic_config_file: Option<PathBuf>,
+    /// `reconfigEnabled`: the reconfig op (16) changes the membership (else RECONFIGDISABLED).
+    pub reconfig_enabled: bool,
+    /// `skipACL`: no ACL checks on the reconfig op (ZooKeeper skips them everywhere; here
+    /// only reconfig honours it).
+    pub skip_acl: bool,
+    /// `leaderTransferOnShutdown` (zooraft's own): a leader stopped cleanly hands over first.
+    pub transfer_on_shutdown: bool,
     /// Warnings gathered while parsing (unknown keys), to log once logging is up.
     pub warnings: Vec<String>,
 }
@@ -235,6 +244,11 @@ impl Default for Config {
             snapshot_retain_entries: 10_000,
             raft_tick: Duration::from_millis(100),
             security: BTreeMap::new(),
+            transfer_on_shutdown: true,
+            config_file: None,
+            dynamic_config_file: None,
+            reconfig_enabled: false,
+            skip_acl: false,
             warnings: Vec::new(),
         }
     }
@@ -448,6 +462,12 @@ impl Config {
                     let ms: u64 = parse_num(key, value).map_err(err)?;
                     cfg.raft_tick = Duration::from_millis(ms.clamp(5, 10_000));
                 }
+                "dynamicConfigFile" => cfg.dynamic_config_file = Some(PathBuf::from(value)),
+                "reconfigEnabled" => cfg.reconfig_enabled = parse_bool(key, value).map_err(err)?,
+                "skipACL" => cfg.skip_acl = parse_bool(key, value).map_err(err)?,
+                "leaderTransferOnShutdown" => {
+                    cfg.transfer_on_shutdown = parse_bool(key, value).map_err(err)?
+                }
                 k if k.starts_with("server.") => {
                     let member = parse_member(&k["server.".len()..], value).map_err(err)?;
                     cfg.members.insert(member.id, member);
@@ -480,7 +500,10 @@ impl Config {
                     path: path.clone(),
                     source,
                 })?;
-                Config::parse(&text, &path.display().to_string())?
+                let mut cfg = Config::parse(&text, &path.display().to_string())?;
+                cfg.config_file = Some(path.clone());
+                cfg.read_dynamic_file()?;
+                cfg
             }
             None => Config::default(),
         };
@@ -539,6 +562,22 @@ impl Config {
     }
 
     /// Fills derived defaults and checks the whole.
+    /// The server lines of `dynamicConfigFile` (relative to zoo.cfg's directory) replace
+    /// any in zoo.cfg.
+    fn read_dynamic_file(&mut self) -> Result<(), ConfigError> {
+        let Some(file) = &self.dynamic_config_file else {
+            return Ok(());
+        };
+        let dir = self.config_file.as_deref().and_then(Path::parent);
+        let path = dir.map_or(file.clone(), |d| d.join(file));
+        let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Read {
+            path: path.clone(),
+            source,
+        })?;
+        self.members = Config::parse(&text, &path.display().to_string())?.members;
+        Ok(())
+    }
+
     pub fn finish(&mut self) -> Result<(), ConfigError> {
         if self.tick_time_ms == 0 {
             return Err(ConfigError::Invalid("tickTime must be positive".into()));
@@ -663,6 +702,14 @@ mod tests {
                 .starts_with("zoo.cfg:1: readonlymode.enabled"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn leader_transfer_on_shutdown_key() {
+        assert!(Config::parse("\n", "zoo.cfg").unwrap().transfer_on_shutdown);
+        let c = Config::parse("leaderTransferOnShutdown=no\n", "zoo.cfg").unwrap();
+        assert!(!c.transfer_on_shutdown && c.warnings.is_empty());
+        assert!(Config::parse("leaderTransferOnShutdown=later\n", "zoo.cfg").is_err());
     }
 
     #[test]

@@ -8,11 +8,13 @@
 //!
 //! - `state/` — the replicated state machine alone: the tree (`tree/`), commands and
 //!   batches (`command.rs`), sessions and `apply_one` (`mod.rs`), ACLs, paths, the opcode
-//!   table (`ops.rs`) and snapshot encoding. Depends on `jute` and nothing of the server.
+//!   table (`ops.rs`), snapshot encoding, and ZooKeeper's dynamic configuration with the
+//!   reconfig op's checks (`reconfig.rs`). Depends on `jute` and nothing of the server.
 //! - `raft/` — raft-rs's driver and everything around it: the messages into the Raft thread
 //!   (`input.rs`), the loop (`driver.rs`, `ready.rs`, `leader.rs`, `read_index.rs`,
-//!   `serving.rs`, `snapshots.rs`), the log writer, RocksDB storage (`storage/`) and the
-//!   peer transport. It reaches client connections only through the `raft::Connections`
+//!   `serving.rs`, `snapshots.rs`), membership changes and leader transfer
+//!   (`membership.rs`, `dynamic_file.rs`, `transfer.rs`), the log writer, RocksDB storage
+//!   (`storage/`) and the peer transport. It reaches client connections only through the `raft::Connections`
 //!   trait it declares and the network layer implements.
 //! - `net/` — the client port: listener, connections and handshakes, each connection's
 //!   in-order pipeline and outbox, local reads, watches, reply encoding, and the

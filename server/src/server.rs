@@ -40,10 +40,11 @@ impl Server {
         let storage = RaftStorage::open(&dir, conf.clone())
             .with_context(|| format!("cannot use data directory {}", dir.display()))?;
         let stored = storage.conf_state();
-        if !raft::same_membership(&stored, &conf) {
+        // With reconfig the committed membership rules, and zoo.cfg's is only the first one.
+        if !config.reconfig_enabled && !raft::same_membership(&stored, &conf) {
             bail!(
                 "the membership in the configuration (voters {:?}, observers {:?}) differs from the one \
-                 recorded in {} (voters {:?}, observers {:?}); membership changes are not supported",
+                 recorded in {} (voters {:?}, observers {:?}); change the membership with reconfigEnabled=true and reconfig",
                 conf.voters,
                 conf.learners,
                 dir.display(),
@@ -153,13 +154,40 @@ impl Server {
     }
 
     /// Stops accepting clients, closes connections, and stops Raft (whatever was
-    /// acknowledged is already on disk).
+    /// acknowledged is already on disk). A leader first hands leadership over to its most
+    /// up-to-date follower, so the others need not wait out an election timeout.
     pub async fn stop(mut self) {
+        self.hand_over().await;
         let _ = self.shutdown.send(true);
         self.shared.replica.submit(Input::Shutdown);
         if let Some(thread) = self.raft_thread.take() {
             let _ = tokio::task::spawn_blocking(move || thread.join()).await;
         }
         tracing::info!("zooraft stopped");
+    }
+
+    /// Leader transfer before a clean shutdown; waits at most two election timeouts (raft-rs
+    /// gives up on a transfer after one).
+    async fn hand_over(&self) {
+        let replica = &self.shared.replica;
+        if !replica.config.transfer_on_shutdown
+            || replica.status.role() != raft::Role::Leader
+            || !replica.submit(Input::TransferLeader(raft::Transfer::Yield))
+        {
+            return;
+        }
+        let deadline = tokio::time::Instant::now() + replica.election_timeouts(2);
+        while tokio::time::Instant::now() < deadline {
+            let leader = replica
+                .status
+                .leader
+                .load(std::sync::atomic::Ordering::Relaxed);
+            if leader != replica.me && leader != 0 {
+                tracing::info!("leadership handed over to {leader}");
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        tracing::warn!("leadership was not handed over; stopping anyway");
     }
 }

@@ -20,6 +20,15 @@ const READY_TIMEOUT: Duration = Duration::from_secs(60);
 /// Settings Apache ZooKeeper takes as JVM system properties rather than zoo.cfg keys.
 const JVM_PROPERTIES: [&str; 1] = ["readonlymode.enabled"];
 
+/// zoo.cfg settings for dynamic reconfiguration, the same for both kinds: ZooKeeper needs
+/// `standaloneEnabled=false` too; `skipACL=yes` lets the tests reconfig without the super
+/// user.
+pub const RECONFIG: &[(&str, &str)] = &[
+    ("reconfigEnabled", "true"),
+    ("standaloneEnabled", "false"),
+    ("skipACL", "yes"),
+];
+
 /// See the module docs.
 pub struct TestEnsemble {
     members: Vec<TestServer>,

@@ -7,10 +7,12 @@
 //! `TestServer` kills its process and removes its data directory when dropped, so a failing
 //! test leaves nothing behind.
 
+pub mod admin;
 pub mod checks;
 pub mod conformance;
 pub mod ensemble;
 pub mod java;
+pub mod load;
 pub mod patroni;
 pub mod pki;
 pub mod proxy;

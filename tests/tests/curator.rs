@@ -546,3 +546,28 @@ harness::against_both!(
     curator_connection_state_zooraft,
     connection_state
 );
+
+// ------------------------------------------------------------------------------------------
+
+const RECONFIG_CHECKS: &[&str] = &[
+    "reconfig_get_config",
+    "reconfig_stale_version",
+    "reconfig_remove",
+    "reconfig_watch_fires",
+    "reconfig_add_back",
+];
+
+/// reconfig() and getConfig() against a 3-member ensemble with `reconfigEnabled=true`.
+fn reconfig(kind: ServerKind) {
+    let e = harness::TestEnsemble::start_kind(kind, 3, 0, harness::ensemble::RECONFIG);
+    let leader = e.leader();
+    let connected = e.member((leader + 1) % 3);
+    let removed = (leader + 2) % 3 + 1;
+    let run = run_java(
+        "CuratorReconfig",
+        &args(&[&connected.connect_string(), &removed.to_string()]),
+    );
+    assert_all_passed(&run, RECONFIG_CHECKS, connected);
+}
+
+harness::against_both!(curator_reconfig_apache, curator_reconfig_zooraft, reconfig);

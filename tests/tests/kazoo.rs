@@ -67,3 +67,37 @@ fn kazoo_recipes_apache() {
 fn kazoo_recipes_zooraft() {
     scenario(ServerKind::Zooraft, "kazoo_recipes.py", RECIPE_CHECKS);
 }
+
+const RECONFIG_CHECKS: usize = 4;
+
+/// kazoo's `client.reconfig` against a 3-member ensemble with `reconfigEnabled=true`.
+fn reconfig_scenario(kind: ServerKind) {
+    kazoo_is_installed();
+    let e = harness::TestEnsemble::start_kind(kind, 3, 0, harness::ensemble::RECONFIG);
+    let leader = e.leader();
+    let connected = (leader + 1) % 3;
+    let removed = (leader + 2) % 3;
+    let mut python = Command::new("python3");
+    python
+        .arg("-u")
+        .arg(python_dir().join("kazoo_reconfig.py"))
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env("REMOVE_ID", (removed + 1).to_string());
+    harness::checks::demand(
+        "kazoo_reconfig.py",
+        python,
+        e.member(connected),
+        PROGRAM_TIMEOUT,
+        RECONFIG_CHECKS,
+    );
+}
+
+#[test]
+fn kazoo_reconfig_apache() {
+    reconfig_scenario(ServerKind::Apache);
+}
+
+#[test]
+fn kazoo_reconfig_zooraft() {
+    reconfig_scenario(ServerKind::Zooraft);
+}

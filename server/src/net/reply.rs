@@ -64,5 +64,9 @@ pub fn encode_write(buf: &mut BytesMut, xid: i32, zxid: i64, result: &WriteResul
             jute::MULTI_END.encode(b);
         }
         WriteResult::MultiAborted(_) => jute::MULTI_END.encode(b),
+        WriteResult::Config(data, s) => {
+            jute::WriteExt::put_buffer(b, Some(data));
+            s.encode(b);
+        }
     })
 }

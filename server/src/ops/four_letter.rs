@@ -11,7 +11,7 @@ use std::time::UNIX_EPOCH;
 use super::catalogue::{self, Value};
 use super::view::View;
 use crate::net::Shared;
-use crate::raft::Role;
+use crate::raft::{Input, Role, Transfer};
 use crate::state::snapshot::tree_digest;
 use crate::stats::QUANTILES;
 
@@ -107,6 +107,7 @@ pub fn answer(shared: &Shared, word: &[u8; 4], peer: SocketAddr) -> String {
             out
         }
         "dump" => dump(shared),
+        "ydld" | "rqld" => leadership(shared, &word),
         "hash" => {
             let state = shared.replica.state.read();
             format!("{:x}: {:x}\n", state.last_zxid, tree_digest(&state.tree))
@@ -116,6 +117,36 @@ pub fn answer(shared: &Shared, word: &[u8; 4], peer: SocketAddr) -> String {
             format!("datadir_size: {size}\nlogdir_size: 0\n")
         }
         _ => String::new(),
+    }
+}
+
+/// `ydld` (the leader hands over to its most up-to-date follower) and `rqld` (this member
+/// asks the leader for leadership). The Raft thread carries it out; `srvr` on the members
+/// shows who leads afterwards (a transfer that cannot finish is dropped after an election
+/// timeout, and the old leader stays).
+fn leadership(shared: &Shared, word: &str) -> String {
+    let replica = &shared.replica;
+    let role = replica.status.role();
+    let leader = replica.status.leader.load(Ordering::Relaxed);
+    let (what, requested) = match (word, role) {
+        (_, Role::Standalone) => return "A standalone server has nobody to transfer to.\n".into(),
+        ("ydld", Role::Leader) => (
+            Transfer::Yield,
+            "Leadership transfer requested: the leader hands over to its most up-to-date follower.\n"
+                .to_string(),
+        ),
+        ("ydld", _) => return format!("Not the leader; the leader is server {leader}.\n"),
+        (_, Role::Leader) => return "Already the leader.\n".into(),
+        (_, Role::Observer) => return "An observer cannot lead.\n".into(),
+        _ => (
+            Transfer::Request,
+            format!("Leadership requested from the leader, server {leader}.\n"),
+        ),
+    };
+    if replica.submit(Input::TransferLeader(what)) {
+        requested
+    } else {
+        NOT_SERVING.to_string()
     }
 }
 
@@ -257,23 +288,8 @@ fn conf(shared: &Shared) -> String {
                 "participant"
             }
         );
-        for m in c.members.values() {
-            let client = m
-                .client_port
-                .map(|p| format!(";{}:{p}", c.client_address))
-                .unwrap_or_default();
-            let role = if m.observer {
-                "observer"
-            } else {
-                "participant"
-            };
-            let _ = writeln!(
-                out,
-                "server.{}={}:{}:{}:{role}{client}",
-                m.id, m.host, m.peer_port, m.peer_port
-            );
-        }
-        let _ = writeln!(out, "version=0");
+        // As /zookeeper/config would state it first (version 0: zoo.cfg's, not committed).
+        let _ = writeln!(out, "{}", crate::raft::initial_config(c, 0).text());
     }
     out
 }

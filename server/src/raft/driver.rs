@@ -151,6 +151,15 @@ pub(super) struct LeaderDuties {
     pub cleanup_inflight: HashSet<String>,
 }
 
+/// The leader's bookkeeping for membership changes (`membership.rs`).
+#[derive(Default)]
+pub(super) struct MembershipWork {
+    /// When `/zookeeper/config`'s first content was last proposed.
+    pub stated_at: Option<Instant>,
+    /// The configuration version the peer transport was last given.
+    pub peers_version: Option<i64>,
+}
+
 /// See the module docs.
 pub struct Consensus {
     /// raft-rs's node, over the same RocksDB store as `storage`.
@@ -171,6 +180,7 @@ pub struct Consensus {
     pub(super) proposals: Proposals,
     pub(super) reads: ReadIndex,
     pub(super) duties: LeaderDuties,
+    pub(super) membership: MembershipWork,
     pub(super) applied: Applied,
     pub(super) snapshots: SnapshotSchedule,
     pub(super) serving: ServingPolicy,
@@ -221,6 +231,8 @@ impl Consensus {
         let logger = super::raft_log::logger(me);
         let node = RawNode::new(&config, storage.clone(), &logger)?;
         let committed_at_start = node.raft.raft_log.committed;
+        // Raft's own view: a reconfig may have made this member one (or not) since zoo.cfg.
+        let observer = node.raft.prs().conf().learners().contains(&me);
         let settings = &replica.config;
         let tick = settings.raft_tick;
         let touch_interval =
@@ -232,7 +244,7 @@ impl Consensus {
             member: Member {
                 me,
                 standalone: settings.is_standalone(),
-                observer: settings.is_observer(),
+                observer,
             },
             timers: Timers {
                 tick,
@@ -250,6 +262,7 @@ impl Consensus {
             proposals: Proposals::default(),
             reads: ReadIndex::default(),
             duties: LeaderDuties::default(),
+            membership: MembershipWork::default(),
             applied: Applied {
                 index: snap.index,
                 term: snap.term,
@@ -375,6 +388,9 @@ impl Consensus {
             Input::Persisted(number) => self.node.on_persist_ready(number),
             Input::SnapshotWritten(Some(written)) => self.snapshot_written(written),
             Input::SnapshotWritten(None) => self.snapshots.in_progress = false,
+            Input::TransferLeader(what) => {
+                self.transfer_leadership(what);
+            }
             Input::Shutdown => return false,
         }
         true
@@ -411,6 +427,7 @@ impl Consensus {
         if now >= self.timers.next_touch {
             self.timers.next_touch = now + self.timers.touch_interval;
             self.session_round(now);
+            self.membership_round(now);
             self.retry_reads(now);
             self.replica.counters.store_memory(self.storage.memory());
             self.publish_status();

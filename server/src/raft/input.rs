@@ -29,8 +29,19 @@ pub enum Input {
     Unreachable(u64),
     /// The log writer made everything up to this ready number durable.
     Persisted(u64),
+    /// Hand leadership over, or ask for it (`ydld`, `rqld`, a leader's clean shutdown).
+    TransferLeader(Transfer),
     /// Stop the thread (the member is shutting down).
     Shutdown,
+}
+
+/// What a leader-transfer request asks for (`transfer.rs` carries it out).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transfer {
+    /// The leader yields to the voter that has most of its log (`ydld`, shutdown).
+    Yield,
+    /// This member asks to lead (`rqld`); a follower passes the request to the leader.
+    Request,
 }
 
 /// Who waits for a ReadIndex round.

@@ -79,8 +79,11 @@ impl Consensus {
             return;
         }
         let leader = self.leadership.leader;
-        if self.leads() {
-            let commands = self.proposals.take();
+        if self.transferring() {
+            // raft-rs would drop them: they wait for the next leader (bounded below).
+        } else if self.leads() {
+            let taken = self.proposals.take();
+            let commands = self.stamp_reconfigs(taken);
             let time = self.clock.wall_ms();
             let mut batch = Vec::new();
             let mut size = 0;

@@ -18,6 +18,9 @@
 //! | `snapshots.rs`, `snapshot_worker.rs` | when to snapshot; the thread that writes one |
 //! | `log_writer.rs` | the thread that fsyncs the log (group commit) |
 //! | `storage/` | raft-rs's `Storage` over RocksDB: log, hard and conf state, snapshots |
+//! | `dynamic_file.rs` | `zoo.cfg.dynamic.<version>` and `dynamicConfigFile` |
+//! | `membership.rs` | reconfig: Raft's membership follows `/zookeeper/config` |
+//! | `transfer.rs` | leader transfer (rolling restarts, `ydld`/`rqld`) |
 //! | `transport.rs` | member-to-member TCP |
 //! | `transport_tls.rs` | TLS between members (`sslQuorum`, `ssl.quorum.*`) |
 //! | `expiry.rs` | session deadlines |
@@ -26,10 +29,12 @@
 mod clock;
 mod connections;
 mod driver;
+mod dynamic_file;
 mod expiry;
 mod input;
 mod leader;
 mod log_writer;
+mod membership;
 mod metrics;
 mod raft_log;
 mod read_index;
@@ -41,6 +46,7 @@ mod snapshots;
 mod status;
 mod storage;
 mod timing;
+mod transfer;
 mod transport;
 mod transport_tls;
 
@@ -54,7 +60,8 @@ use std::thread::JoinHandle;
 use raft::eraftpb::ConfState;
 
 pub use connections::{ApplyRound, Connections};
-pub use input::{Input, SyncWaiter};
+pub use input::{Input, SyncWaiter, Transfer};
+pub use membership::initial_config;
 pub use metrics::RaftCounters;
 pub use replica::Replica;
 pub use status::Role;

@@ -167,6 +167,9 @@ impl Consensus {
             // A new leader gives every session a full timeout (ZooKeeper does the same).
             self.rearm_sessions(now);
             self.timers.next_cleanup = now + self.replica.config.container_check_interval;
+            // A fresh ensemble's `/zookeeper/config` right away (only queued here: no
+            // proposal may reach raft-rs in the middle of a Ready).
+            self.state_first_config_if_none(now);
         }
         self.replica.status.leader.store(leader, Ordering::Relaxed);
     }
@@ -207,10 +210,7 @@ impl Consensus {
                 }
                 EntryType::EntryNormal => {}
                 EntryType::EntryConfChange | EntryType::EntryConfChangeV2 => {
-                    tracing::warn!(
-                        "ignoring membership change entry {}: membership is static",
-                        e.index
-                    );
+                    self.apply_conf_change(&e);
                 }
             }
             self.applied.index = e.index;

@@ -37,7 +37,8 @@ impl Consensus {
         let job = SnapshotJob {
             index: self.applied.index,
             term: self.applied.term,
-            conf: self.storage.conf_state(),
+            // Raft's membership as of the applied index (conf changes apply in order).
+            conf: self.node.raft.prs().conf().to_conf_state(),
             view,
             captured_in: started.elapsed(),
         };

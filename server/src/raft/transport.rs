@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
+use parking_lot::RwLock;
 use protobuf::Message as _;
 use raft::eraftpb::{Message, MessageType};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -36,6 +37,10 @@ pub trait Peers: Send + Sync {
     fn forward(&self, to: u64, commands: &[Command]) -> bool;
     /// Reports sessions with traffic on this member to the leader.
     fn touch(&self, to: u64, sessions: &[i64]);
+    /// The members of the committed configuration and their peer addresses (a reconfig
+    /// changed them): new ones become reachable, moved ones are reached at their new
+    /// address.
+    fn set_members(&self, _members: &HashMap<u64, SocketAddr>) {}
 }
 
 impl Peers for Transport {
@@ -49,6 +54,23 @@ impl Peers for Transport {
 
     fn touch(&self, to: u64, sessions: &[i64]) {
         self.touch_sessions(to, sessions);
+    }
+
+    fn set_members(&self, members: &HashMap<u64, SocketAddr>) {
+        let mut peers = self.peers.write();
+        for (id, addr) in members {
+            if *id == self.me || peers.get(id).is_some_and(|(a, _)| a == addr) {
+                continue;
+            }
+            tracing::info!(peer = id, %addr, "peer address from the committed configuration");
+            let (tx, rx) = mpsc::channel(QUEUE);
+            // Replacing the sender ends the old sender task.
+            peers.insert(*id, (*addr, tx));
+            let inbox = self.inbox.clone();
+            let tls = self.tls.clone();
+            self.runtime
+                .spawn(sender_loop(self.me, *id, *addr, rx, inbox, tls));
+        }
     }
 }
 
@@ -77,11 +99,20 @@ fn frame(kind: u8, payload: impl FnOnce(&mut BytesMut)) -> Bytes {
     b.freeze()
 }
 
+/// A peer's address and the queue of its sender task.
+type PeerQueue = (SocketAddr, mpsc::Sender<OutFrame>);
+
 /// Handle for sending to peers; cheap to clone.
 #[derive(Clone)]
 pub struct Transport {
-    peers: Arc<HashMap<u64, mpsc::Sender<OutFrame>>>,
+    me: u64,
+    /// Each peer's address and the queue of its sender task.
+    peers: Arc<RwLock<HashMap<u64, PeerQueue>>>,
     inbox: Sender<Input>,
+    /// Where sender tasks for peers added later run (the Raft thread is no tokio thread).
+    runtime: tokio::runtime::Handle,
+    /// Quorum TLS (`sslQuorum`), for peers added later too.
+    tls: Option<Arc<QuorumTls>>,
 }
 
 impl Transport {
@@ -101,18 +132,21 @@ impl Transport {
                 continue;
             }
             let (tx, rx) = mpsc::channel(QUEUE);
-            senders.insert(id, tx);
+            senders.insert(id, (addr, tx));
             tokio::spawn(sender_loop(me, id, addr, rx, inbox.clone(), tls.clone()));
         }
         Ok(Transport {
-            peers: Arc::new(senders),
+            me,
+            peers: Arc::new(RwLock::new(senders)),
             inbox,
+            runtime: tokio::runtime::Handle::current(),
+            tls,
         })
     }
 
     fn push(&self, to: u64, out: OutFrame) -> bool {
-        match self.peers.get(&to) {
-            Some(tx) => tx.try_send(out).is_ok(),
+        match self.peers.read().get(&to) {
+            Some((_, tx)) => tx.try_send(out).is_ok(),
             None => false,
         }
     }

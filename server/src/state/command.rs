@@ -18,6 +18,8 @@ const TAG_REQUEST: u8 = 1;
 const TAG_CREATE_SESSION: u8 = 2;
 const TAG_CLOSE_SESSION: u8 = 3;
 const TAG_DELETE_NODE: u8 = 4;
+const TAG_RECONFIG: u8 = 5;
+const TAG_SET_CONFIG: u8 = 6;
 
 /// A connection on a member: replies are addressed to it.
 pub type ConnId = u64;
@@ -67,6 +69,29 @@ pub enum Command {
     DeleteNode {
         path: String,
     },
+    /// A client's reconfig (op 16), with what only the leader knew when it proposed it.
+    Reconfig {
+        write: ClientWrite,
+        stamp: ReconfigStamp,
+    },
+    /// The leader's first statement of the membership (`/zookeeper/config`).
+    SetConfig {
+        text: String,
+    },
+}
+
+/// What the leader knew when it proposed a reconfig, so that every member decides it alike
+/// (`state::reconfig`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ReconfigStamp {
+    /// `reconfigEnabled` on the leader.
+    pub enabled: bool,
+    /// `skipACL` on the leader.
+    pub skip_acl: bool,
+    /// The previous reconfig is not carried out yet.
+    pub in_progress: bool,
+    /// Members connected to the leader and caught up (the leader included).
+    pub synced: Vec<u64>,
 }
 
 /// One Raft entry's worth of commands.
@@ -88,21 +113,71 @@ fn get_origin(r: &mut Reader) -> Result<Origin, DecodeError> {
     })
 }
 
+fn put_write(out: &mut BytesMut, w: &ClientWrite) {
+    out.put_i64(w.session);
+    out.put_i32(w.xid);
+    out.put_i32(w.op);
+    put_origin(out, &w.origin);
+    out.put_i32(w.auth.len() as i32);
+    for id in &w.auth {
+        id.encode(out);
+    }
+    out.put_buffer(Some(&w.body));
+}
+
+fn get_write(r: &mut Reader) -> Result<ClientWrite, DecodeError> {
+    Ok(ClientWrite {
+        session: r.read_i64()?,
+        xid: r.read_i32()?,
+        op: r.read_i32()?,
+        origin: get_origin(r)?,
+        auth: r.read_vec(8, Id::decode)?,
+        body: r.read_buffer()?.unwrap_or_default(),
+    })
+}
+
+fn get_stamp(r: &mut Reader) -> Result<ReconfigStamp, DecodeError> {
+    let flags = r.read_u8()?;
+    let n = r.read_i32()?;
+    if !(0..=1024).contains(&n) {
+        return Err(DecodeError::BadMulti("too many synced members"));
+    }
+    let mut synced = Vec::with_capacity(n as usize);
+    for _ in 0..n {
+        synced.push(r.read_i64()? as u64);
+    }
+    Ok(ReconfigStamp {
+        enabled: flags & 1 != 0,
+        skip_acl: flags & 2 != 0,
+        in_progress: flags & 4 != 0,
+        synced,
+    })
+}
+
 impl Command {
     /// Appends this command's encoding.
     pub fn encode(&self, out: &mut BytesMut) {
         match self {
             Command::Write(w) => {
                 out.put_u8(TAG_REQUEST);
-                out.put_i64(w.session);
-                out.put_i32(w.xid);
-                out.put_i32(w.op);
-                put_origin(out, &w.origin);
-                out.put_i32(w.auth.len() as i32);
-                for id in &w.auth {
-                    id.encode(out);
+                put_write(out, w);
+            }
+            Command::Reconfig { write, stamp } => {
+                out.put_u8(TAG_RECONFIG);
+                put_write(out, write);
+                out.put_u8(
+                    u8::from(stamp.enabled)
+                        | (u8::from(stamp.skip_acl) << 1)
+                        | (u8::from(stamp.in_progress) << 2),
+                );
+                out.put_i32(stamp.synced.len() as i32);
+                for id in &stamp.synced {
+                    out.put_u64(*id);
                 }
-                out.put_buffer(Some(&w.body));
+            }
+            Command::SetConfig { text } => {
+                out.put_u8(TAG_SET_CONFIG);
+                out.put_ustring(text);
             }
             Command::CreateSession {
                 session,
@@ -137,22 +212,14 @@ impl Command {
 
     pub fn decode(r: &mut Reader) -> Result<Command, DecodeError> {
         match r.read_u8()? {
-            TAG_REQUEST => {
-                let session = r.read_i64()?;
-                let xid = r.read_i32()?;
-                let op = r.read_i32()?;
-                let origin = get_origin(r)?;
-                let auth = r.read_vec(8, Id::decode)?;
-                let body = r.read_buffer()?.unwrap_or_default();
-                Ok(Command::Write(ClientWrite {
-                    session,
-                    xid,
-                    op,
-                    origin,
-                    auth,
-                    body,
-                }))
-            }
+            TAG_REQUEST => Ok(Command::Write(get_write(r)?)),
+            TAG_RECONFIG => Ok(Command::Reconfig {
+                write: get_write(r)?,
+                stamp: get_stamp(r)?,
+            }),
+            TAG_SET_CONFIG => Ok(Command::SetConfig {
+                text: r.read_ustring()?,
+            }),
             TAG_CREATE_SESSION => {
                 let session = r.read_i64()?;
                 let timeout = r.read_i32()?;
@@ -253,6 +320,25 @@ mod tests {
                     reason: CloseReason::Expired,
                 },
                 Command::DeleteNode { path: "/c".into() },
+                Command::Reconfig {
+                    write: ClientWrite {
+                        session: 7,
+                        xid: 13,
+                        op: 16,
+                        origin,
+                        auth: vec![],
+                        body: Bytes::from_static(b"\xff\xff\xff\xff"),
+                    },
+                    stamp: ReconfigStamp {
+                        enabled: true,
+                        skip_acl: false,
+                        in_progress: true,
+                        synced: vec![1, 3],
+                    },
+                },
+                Command::SetConfig {
+                    text: "server.1=h:1:1:participant\nversion=100000000".into(),
+                },
             ],
         };
         let bytes = Bytes::from(batch.encode());

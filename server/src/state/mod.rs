@@ -28,6 +28,7 @@ pub mod acl;
 pub mod command;
 pub mod ops;
 pub mod path;
+pub mod reconfig;
 pub mod snapshot;
 pub mod tree;
 
@@ -61,6 +62,8 @@ pub enum WriteResult {
     /// A multi failed as a whole: the header carries the error, the body an empty list of
     /// results (ZooKeeper's answer to a null path in one of its ops).
     MultiAborted(ErrorCode),
+    /// reconfig (16): the new `/zookeeper/config` data and its Stat (a getData reply).
+    Config(Bytes, Stat),
 }
 
 /// Receives what applying a batch did.
@@ -129,6 +132,34 @@ impl StateMachine {
         self.apply_command(command, zxid, time, obs);
     }
 
+    /// A client's write: applied by `f` if its session is alive (else SESSIONEXPIRED), its
+    /// watch triggers and answer handed to the observer.
+    fn client_write(
+        &mut self,
+        w: &ClientWrite,
+        zxid: i64,
+        time: i64,
+        obs: &mut impl ApplyObserver,
+        f: impl FnOnce(&mut DataTree, &TxnContext, &mut Vec<Trigger>) -> WriteResult,
+    ) {
+        let mut triggers = Vec::new();
+        let result = if self.sessions.contains_key(&w.session) {
+            let ctx = TxnContext {
+                zxid,
+                time,
+                session: w.session,
+                auth: &w.auth,
+            };
+            f(&mut self.tree, &ctx, &mut triggers)
+        } else {
+            WriteResult::Error(ErrorCode::SessionExpired)
+        };
+        if !triggers.is_empty() {
+            obs.triggers(zxid, &triggers);
+        }
+        obs.write_done(w, zxid, result);
+    }
+
     fn apply_command(
         &mut self,
         command: &Command,
@@ -137,24 +168,9 @@ impl StateMachine {
         obs: &mut impl ApplyObserver,
     ) {
         match command {
-            Command::Write(w) => {
-                let mut triggers = Vec::new();
-                let result = if self.sessions.contains_key(&w.session) {
-                    let ctx = TxnContext {
-                        zxid,
-                        time,
-                        session: w.session,
-                        auth: &w.auth,
-                    };
-                    apply_write(&mut self.tree, &ctx, w.op, &w.body, &mut triggers)
-                } else {
-                    WriteResult::Error(ErrorCode::SessionExpired)
-                };
-                if !triggers.is_empty() {
-                    obs.triggers(zxid, &triggers);
-                }
-                obs.write_done(w, zxid, result);
-            }
+            Command::Write(w) => self.client_write(w, zxid, time, obs, |tree, ctx, tr| {
+                apply_write(tree, ctx, w.op, &w.body, tr)
+            }),
             Command::CreateSession {
                 session,
                 timeout,
@@ -180,6 +196,16 @@ impl StateMachine {
                     obs.triggers(zxid, &triggers);
                 }
                 obs.session_closed(*session, zxid, *reason);
+            }
+            Command::Reconfig { write, stamp } => {
+                self.client_write(write, zxid, time, obs, |tree, ctx, tr| {
+                    reconfig::apply(tree, ctx, &write.body, stamp, tr)
+                })
+            }
+            Command::SetConfig { text } => {
+                let mut triggers = Vec::new();
+                reconfig::state_first(&mut self.tree, time, text, &mut triggers);
+                obs.triggers(zxid, &triggers);
             }
             Command::DeleteNode { path } => {
                 let mut triggers = Vec::new();
@@ -329,7 +355,8 @@ fn apply_write_inner(
             tree.delete_container_request(ctx.zxid, &path, triggers)?;
             WriteResult::Delete
         }
-        // Dynamic reconfiguration is disabled, as in a default ZooKeeper.
+        // A reconfig reaches the log as `Command::Reconfig`, stamped by the leader; one
+        // that was not is refused as a default ZooKeeper refuses them all.
         OpCode::Reconfig => return Err(ErrorCode::ReconfigDisabled.into()),
         _ => return Err(ErrorCode::Unimplemented.into()),
     })

@@ -53,6 +53,10 @@ pub(crate) enum Fault {
     /// A session left alone for longer than its timeout in total, during which the leader
     /// is killed: the new leader re-arms it with a full timeout, so it survives.
     RearmAcrossFailover,
+    /// Reconfig: remove a member from the configuration, kill -9 the leader (or another
+    /// member) for the given time meanwhile, then add the removed member back. Needs an
+    /// ensemble started with reconfig ([`World::with_reconfig`]).
+    ReconfigOut(Target, Duration),
 }
 
 /// A paused holder: the contender and the critical section it was stopped in.
@@ -110,11 +114,23 @@ impl World {
 
     /// A world whose members have extra zoo.cfg lines (quorum TLS, for one).
     pub(crate) fn with_config(name: &str, members: usize, extra: &[(&str, &str)]) -> World {
+        let ensemble = TestEnsemble::start_partitionable(members, 0, extra);
+        World::around(name, members, ensemble)
+    }
+
+    /// A world whose members take reconfigs (`reconfigEnabled`). Not partitionable: the
+    /// committed configuration gives every member the same peer addresses, which would
+    /// route around the per-link proxies isolation relies on.
+    pub(crate) fn with_reconfig(name: &str, members: usize) -> World {
+        let ensemble = TestEnsemble::start(members, 0, harness::ensemble::RECONFIG);
+        World::around(name, members, ensemble)
+    }
+
+    fn around(name: &str, members: usize, ensemble: TestEnsemble) -> World {
         let seed = scenario_seed(name);
         println!(
             "chaos {name}: seed {seed:#x} (replay with CHAOS_SEED={seed:#x}), {members} members"
         );
-        let ensemble = TestEnsemble::start_partitionable(members, 0, extra);
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
@@ -426,7 +442,53 @@ impl World {
             Fault::CutFragile { blackhole, time } => self.cut_fragile(blackhole, time),
             Fault::CutSteady { blackhole, time } => self.cut_steady(blackhole, time),
             Fault::RearmAcrossFailover => self.rearm_across_failover(),
+            Fault::ReconfigOut(target, down) => self.reconfig_out(target, down),
         }
+    }
+
+    fn reconfig_out(&mut self, target: Target, down: Duration) {
+        let out = self.pick(target);
+        let leader = self.pick(Target::Leader);
+        let n = self.ensemble.len();
+        let victim = if leader != out {
+            leader
+        } else {
+            (0..n).find(|j| *j != out).unwrap_or(0)
+        };
+        let Some(admin) = (0..n).find(|j| *j != out && *j != victim) else {
+            return;
+        };
+        self.event(&format!(
+            "reconfig: remove member {}, kill -9 member {} for {down:?}, add member {} back",
+            out + 1,
+            victim + 1,
+            out + 1
+        ));
+        let addr = self.ensemble.member(admin).addr();
+        let mut c = self.rt.block_on(harness::admin::Admin::open(addr));
+        let line = self.rt.block_on(async {
+            let text = c.config().await;
+            let line = harness::admin::line_of(&text, out);
+            let leaving = (out + 1).to_string();
+            let (after, _) = c.change(None, Some(&leaving), -1).await;
+            assert!(
+                !after.contains(&line),
+                "member {} still in {after}",
+                out + 1
+            );
+            line
+        });
+        self.ensemble.member_mut(victim).kill();
+        std::thread::sleep(down);
+        self.ensemble.member_mut(victim).respawn();
+        self.rt.block_on(async {
+            let (back, _) = c.change(Some(&line), None, -1).await;
+            assert!(
+                back.contains(&line),
+                "member {} not back in {back}",
+                out + 1
+            );
+        });
     }
 
     /// Stops a contender that is inside its critical section, before its second fence write

@@ -6,7 +6,7 @@ use jute::{perms, Acl, CreateMode, ErrorCode, Stat};
 
 use super::{
     is_special_path, CreateOp, CreateRecord, DataTree, Name, NodeKind, Trigger, TxnContext, Undo,
-    Znode, MAX_TTL_MS,
+    Znode, CONFIG, MAX_TTL_MS,
 };
 use crate::state::{acl, path};
 
@@ -194,6 +194,29 @@ impl DataTree {
         self.data_size = (self.data_size + new_len).saturating_sub(old_len);
         triggers.push(Trigger::DataChanged(path_in.to_string()));
         Ok(stat)
+    }
+
+    /// Replaces `/zookeeper/config`'s data as a reconfig does (no ACL check here: the
+    /// reconfig did its own), with `version` as the node's version; its data watches fire.
+    pub fn replace_config(
+        &mut self,
+        zxid: i64,
+        time: i64,
+        data: Bytes,
+        version: i32,
+        triggers: &mut Vec<Trigger>,
+    ) -> Option<Stat> {
+        let new_len = data.len() as u64;
+        let node = self.get_mut(CONFIG)?;
+        let old_len = node.data_len();
+        node.data = Some(data);
+        node.version = version;
+        node.mzxid = zxid;
+        node.mtime = time;
+        let stat = node.stat();
+        self.data_size = (self.data_size + new_len).saturating_sub(old_len);
+        triggers.push(Trigger::DataChanged(CONFIG.to_string()));
+        Some(stat)
     }
 
     /// setACL: path validation → ACL fixup → node exists → ADMIN permission → aversion.

@@ -1,0 +1,326 @@
+//! Membership changes: ZooKeeper's reconfig carried out with raft-rs's conf changes.
+//!
+//! With `reconfigEnabled=true` the committed configuration is `/zookeeper/config`
+//! (`state::reconfig`): the leader states the first one from zoo.cfg, and every reconfig
+//! is an ordinary replicated command that replaces it, decided alike on every member
+//! from what the leader stamped on it (whether a change is still under way, which members
+//! are caught up). Raft's own membership then follows the committed configuration, driven
+//! by whoever leads, one conf change at a time:
+//!
+//! 1. a member Raft does not know yet joins as a learner (it never votes while it catches
+//!    up, so a slow or empty newcomer costs no availability);
+//! 2. if the leader itself leaves the voters, it hands leadership to a remaining voter
+//!    first (the new leader carries on);
+//! 3. once every new voter has caught up, one `ConfChangeV2` promotes them, demotes new
+//!    observers and removes the leaving members: joint consensus when more than one voter
+//!    changes, left automatically (or by an empty change, if a leader died in between).
+//!
+//! A reconfig that arrives while Raft has not caught up with the last one gets
+//! RECONFIGINPROGRESS, as in ZooKeeper.
+
+use std::collections::{BTreeSet, HashMap};
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::time::{Duration, Instant};
+
+use protobuf::Message as _;
+use raft::eraftpb::{ConfChange, ConfChangeSingle, ConfChangeType, ConfChangeV2, Entry, EntryType};
+
+use super::driver::Consensus;
+use crate::config::Config;
+use crate::state::command::{Command, ReconfigStamp};
+use crate::state::reconfig::{self, DynamicConfig, ServerSpec, INITIAL_VERSION};
+
+/// How far behind the leader's log a member may be and still count as caught up.
+const CAUGHT_UP_SLACK: u64 = 64;
+/// How long the leader waits for its first statement of the membership to commit before
+/// proposing it again.
+const RESTATE_AFTER: Duration = Duration::from_secs(5);
+
+/// The configuration zoo.cfg describes, as `/zookeeper/config` writes it (zooraft has no
+/// election port: the peer port stands in for it).
+pub fn initial_config(config: &Config, version: i64) -> DynamicConfig {
+    let servers = config.members.values().map(|m| {
+        let spec = ServerSpec {
+            id: m.id,
+            host: m.host.clone(),
+            quorum_port: m.peer_port,
+            election_port: m.peer_port,
+            observer: m.observer,
+            client: m
+                .client_port
+                .map(|p| (config.client_address.to_string(), p)),
+        };
+        (m.id, spec)
+    });
+    DynamicConfig {
+        servers: servers.collect(),
+        version,
+    }
+}
+
+impl Consensus {
+    /// Stamps the reconfigs among `commands` with what only the leader knows.
+    pub(super) fn stamp_reconfigs(&self, commands: Vec<Command>) -> Vec<Command> {
+        commands
+            .into_iter()
+            .map(|c| match c {
+                Command::Write(w) if w.op == jute::OpCode::Reconfig as i32 => Command::Reconfig {
+                    write: w,
+                    stamp: self.reconfig_stamp(),
+                },
+                other => other,
+            })
+            .collect()
+    }
+
+    fn reconfig_stamp(&self) -> ReconfigStamp {
+        let settings = &self.replica.config;
+        let raft = &self.node.raft;
+        let committed = raft.raft_log.committed;
+        let mut synced: Vec<u64> = raft
+            .prs()
+            .iter()
+            .filter(|(id, pr)| {
+                **id == self.member.me
+                    || (pr.recent_active && pr.matched + CAUGHT_UP_SLACK >= committed)
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        synced.sort_unstable();
+        ReconfigStamp {
+            enabled: settings.reconfig_enabled && !self.member.standalone,
+            skip_acl: settings.skip_acl,
+            in_progress: self.change_under_way(),
+            synced,
+        }
+    }
+
+    /// The committed configuration's voters and observers, if there is one.
+    fn target(&self) -> Option<(BTreeSet<u64>, BTreeSet<u64>)> {
+        let state = self.replica.state.read();
+        let c = reconfig::committed(&state.tree)?;
+        Some((c.voters(), c.observers()))
+    }
+
+    /// Raft's voters and learners, and whether it is in a joint configuration.
+    fn current(&self) -> (BTreeSet<u64>, BTreeSet<u64>, bool) {
+        let cs = self.node.raft.prs().conf().to_conf_state();
+        let joint = !cs.voters_outgoing.is_empty();
+        (
+            cs.voters.into_iter().collect(),
+            cs.learners.into_iter().chain(cs.learners_next).collect(),
+            joint,
+        )
+    }
+
+    /// Whether a membership change is being carried out: Raft is in a joint configuration
+    /// or has a conf change not applied yet, or members the committed configuration
+    /// removes or demotes are still voters. (A new voter that has not caught up is not
+    /// waited for: it may never start, and the operator must be able to remove it.)
+    fn change_under_way(&self) -> bool {
+        let (voters, learners, joint) = self.current();
+        let known: BTreeSet<u64> = voters.union(&learners).copied().collect();
+        joint
+            || self.node.raft.pending_conf_index > self.applied.index
+            || self.target().is_some_and(|(tv, tl)| {
+                voters.iter().any(|id| !tv.contains(id))
+                    || known.iter().any(|id| !tv.contains(id) && !tl.contains(id))
+                    || tv.union(&tl).any(|id| !known.contains(id))
+            })
+    }
+
+    /// Every member: the peer transport follows the committed configuration.
+    fn follow_peers(&mut self) {
+        let committed = {
+            let state = self.replica.state.read();
+            reconfig::committed(&state.tree)
+        };
+        let Some(c) = committed else { return };
+        if self.membership.peers_version == Some(c.version) {
+            return;
+        }
+        self.membership.peers_version = Some(c.version);
+        let settings = &self.replica.config;
+        if let Some(file) = settings
+            .config_file
+            .as_ref()
+            .filter(|_| settings.reconfig_enabled)
+        {
+            match super::dynamic_file::persist(file, &c) {
+                Ok(path) => tracing::info!(
+                    "configuration {:x} written to {}",
+                    c.version,
+                    path.display()
+                ),
+                Err(e) => tracing::warn!("cannot write the dynamic configuration file: {e}"),
+            }
+        }
+        let Some(peers) = &self.peers else { return };
+        let addrs: HashMap<u64, SocketAddr> = c
+            .servers
+            .values()
+            .filter_map(|s| {
+                let addr = (s.host.as_str(), s.quorum_port)
+                    .to_socket_addrs()
+                    .ok()?
+                    .next();
+                if addr.is_none() {
+                    tracing::warn!("cannot resolve {}:{}", s.host, s.quorum_port);
+                }
+                Some((s.id, addr?))
+            })
+            .collect();
+        peers.set_members(&addrs);
+    }
+
+    /// The membership duties, run with the session round: every member's transport follows
+    /// the committed configuration; the leader moves Raft's membership toward it.
+    pub(super) fn membership_round(&mut self, now: Instant) {
+        self.follow_peers();
+        if !self.leads() || self.transferring() || self.member.standalone {
+            return;
+        }
+        let Some((tv, tl)) = self.target() else {
+            self.state_first_config(now);
+            return;
+        };
+        if self.node.raft.pending_conf_index > self.applied.index {
+            return;
+        }
+        let (cv, cl, joint) = self.current();
+        if joint {
+            // A leader that entered the joint configuration died before leaving it.
+            self.propose_change(Vec::new(), "leave the joint configuration");
+            return;
+        }
+        let known: BTreeSet<u64> = cv.union(&cl).copied().collect();
+        if let Some(new) = tv.union(&tl).find(|id| !known.contains(id)) {
+            let change = single(ConfChangeType::AddLearnerNode, *new);
+            self.propose_change(vec![change], "a new member joins as a learner");
+            return;
+        }
+        let me = self.member.me;
+        if !tv.contains(&me) {
+            let to = tv
+                .iter()
+                .filter(|id| cv.contains(id))
+                .filter_map(|id| self.node.raft.prs().get(*id).map(|pr| (*id, pr.matched)))
+                .max_by_key(|(_, matched)| *matched);
+            if let Some((to, _)) = to {
+                tracing::info!(member = me, "leaving the voters: leadership goes to {to}");
+                self.node.transfer_leader(to);
+            }
+            return;
+        }
+        let last = self.node.raft.raft_log.last_index();
+        let caught_up = |id: &u64| {
+            self.node
+                .raft
+                .prs()
+                .get(*id)
+                .is_some_and(|pr| pr.recent_active && pr.matched + CAUGHT_UP_SLACK >= last)
+        };
+        // Learners are promoted once caught up; one that never catches up (a member that
+        // never started) stays a learner and holds nothing else back.
+        let promote: Vec<u64> = tv.difference(&cv).copied().filter(caught_up).collect();
+        let mut changes: Vec<ConfChangeSingle> = promote
+            .iter()
+            .map(|id| single(ConfChangeType::AddNode, *id))
+            .collect();
+        changes.extend(
+            tl.intersection(&cv)
+                .map(|id| single(ConfChangeType::AddLearnerNode, *id)),
+        );
+        changes.extend(
+            known
+                .iter()
+                .filter(|id| !tv.contains(id) && !tl.contains(id))
+                .map(|id| single(ConfChangeType::RemoveNode, *id)),
+        );
+        let voters_after = cv.iter().filter(|id| tv.contains(id)).count() + promote.len();
+        if voters_after == 0 {
+            return;
+        }
+        if !changes.is_empty() {
+            self.propose_change(
+                changes,
+                "Raft's membership follows the committed configuration",
+            );
+        }
+    }
+
+    /// [`state_first_config`](Self::state_first_config) unless there is a configuration.
+    pub(super) fn state_first_config_if_none(&mut self, now: Instant) {
+        if self.replica.config.reconfig_enabled
+            && !self.member.standalone
+            && self.target().is_none()
+        {
+            self.state_first_config(now);
+        }
+    }
+
+    /// Proposes `/zookeeper/config`'s first content, from zoo.cfg (reconfigEnabled only).
+    fn state_first_config(&mut self, now: Instant) {
+        if !self.replica.config.reconfig_enabled
+            || self
+                .membership
+                .stated_at
+                .is_some_and(|t| now.saturating_duration_since(t) < RESTATE_AFTER)
+        {
+            return;
+        }
+        self.membership.stated_at = Some(now);
+        let text = initial_config(&self.replica.config, INITIAL_VERSION).text();
+        self.proposals.push(Command::SetConfig { text }, now);
+    }
+
+    fn propose_change(&mut self, changes: Vec<ConfChangeSingle>, why: &str) {
+        let mut cc = ConfChangeV2::default();
+        cc.set_changes(changes.into());
+        tracing::info!(member = self.member.me, "proposing {cc:?}: {why}");
+        if let Err(e) = self.node.propose_conf_change(Vec::new(), cc) {
+            tracing::warn!("membership change not proposed: {e}");
+        }
+    }
+
+    /// Applies a committed conf change entry to raft-rs (every member, in log order).
+    pub(super) fn apply_conf_change(&mut self, e: &Entry) {
+        let result = match e.get_entry_type() {
+            EntryType::EntryConfChangeV2 => ConfChangeV2::parse_from_bytes(&e.data)
+                .map_err(|err| err.to_string())
+                .and_then(|cc| {
+                    self.node
+                        .apply_conf_change(&cc)
+                        .map_err(|err| err.to_string())
+                }),
+            _ => ConfChange::parse_from_bytes(&e.data)
+                .map_err(|err| err.to_string())
+                .and_then(|cc| {
+                    self.node
+                        .apply_conf_change(&cc)
+                        .map_err(|err| err.to_string())
+                }),
+        };
+        match result {
+            Ok(cs) => {
+                tracing::info!(
+                    member = self.member.me,
+                    index = e.index,
+                    "membership is now voters {:?} (outgoing {:?}), learners {:?}",
+                    cs.voters,
+                    cs.voters_outgoing,
+                    cs.learners
+                );
+                self.member.observer = cs.learners.contains(&self.member.me);
+            }
+            Err(err) => tracing::error!(index = e.index, "membership change not applied: {err}"),
+        }
+    }
+}
+
+fn single(change_type: ConfChangeType, node_id: u64) -> ConfChangeSingle {
+    let mut c = ConfChangeSingle::default();
+    c.set_change_type(change_type);
+    c.node_id = node_id;
+    c
+}

@@ -1,0 +1,178 @@
+//! Rolling restarts and leader transfer.
+//!
+//! - A rolling restart of all three members (SIGTERM, start again, one at a time) under a
+//!   write load from several clients: no session expires, no write fails other than by
+//!   ConnectionLoss (retried), every acknowledged write is there at the end and the members
+//!   agree. The longest stall (the longest interval in which no write was acknowledged by
+//!   anyone) is measured and printed, never asserted: zooraft with leader transfer on
+//!   shutdown (the default), zooraft without it (`leaderTransferOnShutdown=no`, so the
+//!   others wait out an election timeout, as in ZooKeeper), and Apache ZooKeeper 3.8.
+//! - `ydld` and `rqld` (zooraft's leader-transfer four-letter words) move leadership.
+
+use std::time::Duration;
+
+use harness::rt::{block_on, eventually, runtime};
+use harness::zc::{connect, persistent};
+use harness::{load, ServerKind, TestEnsemble, TestServer};
+
+const WRITERS: usize = 4;
+const SESSION: Duration = Duration::from_secs(15);
+
+/// Restarts every member in turn under load; returns the longest write stall.
+fn rolling_restart(kind: ServerKind, extra: &[(&str, &str)], label: &str) -> Duration {
+    let mut ensemble = TestEnsemble::start_kind(kind, 3, 0, extra);
+    let hosts = ensemble.connect_string();
+    let rt = runtime();
+    let (load, writers) = load::start(&rt, &hosts, "/rolling", WRITERS);
+    std::thread::sleep(Duration::from_secs(2));
+    load.measure(true);
+    let first_leader = ensemble.leader();
+    // Followers first, the leader last (as an operator would), each back and serving before
+    // the next goes.
+    let mut order: Vec<usize> = (0..3).filter(|i| *i != first_leader).collect();
+    order.push(first_leader);
+    for i in order {
+        let exited = ensemble.member_mut(i).stop();
+        assert!(exited, "{label}: member {} did not stop on SIGTERM", i + 1);
+        std::thread::sleep(Duration::from_millis(500));
+        ensemble.member_mut(i).restart();
+        ensemble.wait_all_serving();
+        std::thread::sleep(Duration::from_secs(2));
+    }
+    load.measure(false);
+    std::thread::sleep(Duration::from_secs(1));
+    let report = load::finish(&rt, &load, writers);
+    assert!(
+        report.failed.is_empty(),
+        "{label}: writes failed: {:?}",
+        report.failed
+    );
+    assert_eq!(report.expired, 0, "{label}: sessions expired");
+    let acked = report.acked;
+    assert!(!acked.is_empty(), "{label}: no write was acknowledged");
+    // Every acknowledged write is on every member.
+    for i in 0..3 {
+        let addr = ensemble.member(i).connect_string();
+        let missing = load::missing(&rt, &addr, "/rolling", &acked);
+        assert!(
+            missing.is_empty(),
+            "{label}: acknowledged but missing on member {}: {missing:?}",
+            i + 1
+        );
+    }
+    if kind == ServerKind::Zooraft {
+        ensemble.converged();
+    }
+    let stall = report.longest_stall;
+    eprintln!(
+        "MEASURED {label}: longest write stall {} ms; {} writes acknowledged, {} ConnectionLoss retries, 0 expired",
+        stall.as_millis(),
+        acked.len(),
+        report.connection_losses
+    );
+    stall
+}
+
+#[test]
+fn rolling_restart_with_leader_transfer_zooraft() {
+    rolling_restart(
+        ServerKind::Zooraft,
+        &[],
+        "zooraft, leader transfer on shutdown",
+    );
+}
+
+#[test]
+fn rolling_restart_without_leader_transfer_zooraft() {
+    rolling_restart(
+        ServerKind::Zooraft,
+        &[("leaderTransferOnShutdown", "no")],
+        "zooraft, no leader transfer",
+    );
+}
+
+#[test]
+fn rolling_restart_apache() {
+    rolling_restart(ServerKind::Apache, &[], "Apache ZooKeeper 3.8");
+}
+
+/// The leader-transfer words: `ydld` on the leader hands over, `ydld` elsewhere says who
+/// leads, `rqld` on a follower makes it the leader.
+#[test]
+fn ydld_and_rqld_move_leadership() {
+    let ensemble = TestEnsemble::start(3, 0, &[]);
+    let leader = ensemble.leader();
+    let follower = (leader + 1) % 3;
+    let answer = ensemble
+        .member(follower)
+        .four_letter_word("ydld")
+        .expect("ydld on a follower");
+    assert_eq!(
+        answer,
+        format!("Not the leader; the leader is server {}.\n", leader + 1)
+    );
+    let answer = ensemble
+        .member(leader)
+        .four_letter_word("ydld")
+        .expect("ydld on the leader");
+    assert!(
+        answer.starts_with("Leadership transfer requested"),
+        "{answer}"
+    );
+    let next = eventually("a new leader after ydld", Duration::from_secs(30), || {
+        let l = ensemble.leader();
+        (l != leader).then_some(l)
+    });
+    // rqld on a member that does not lead makes it the leader.
+    let wants = (0..3).find(|i| *i != next).expect("a follower");
+    let answer = ensemble
+        .member(wants)
+        .four_letter_word("rqld")
+        .expect("rqld on a follower");
+    assert_eq!(
+        answer,
+        format!(
+            "Leadership requested from the leader, server {}.\n",
+            next + 1
+        )
+    );
+    eventually("the requester leads", Duration::from_secs(30), || {
+        (ensemble.leader() == wants).then_some(())
+    });
+    let answer = ensemble
+        .member(wants)
+        .four_letter_word("rqld")
+        .expect("rqld on the leader");
+    assert_eq!(answer, "Already the leader.\n");
+    // The ensemble still takes writes.
+    let hosts = ensemble.connect_string();
+    block_on(async {
+        let c = connect(&hosts, SESSION, Duration::from_secs(30)).await;
+        c.create("/after-transfer", b"", &persistent())
+            .await
+            .expect("a write after the transfers");
+    });
+    ensemble.converged();
+}
+
+/// The leader-transfer words are whitelisted like the others; a standalone server has
+/// nobody to hand over to.
+#[test]
+fn leader_transfer_words_follow_the_whitelist() {
+    let server = TestServer::builder(ServerKind::Zooraft).start();
+    for word in ["ydld", "rqld"] {
+        assert_eq!(
+            server.four_letter_word(word).expect(word),
+            format!("{word} is not executed because it is not in the whitelist.\n")
+        );
+    }
+    let server = TestServer::builder(ServerKind::Zooraft)
+        .config("4lw.commands.whitelist", "srvr, ydld, rqld")
+        .start();
+    for word in ["ydld", "rqld"] {
+        assert_eq!(
+            server.four_letter_word(word).expect(word),
+            "A standalone server has nobody to transfer to.\n"
+        );
+    }
+}
