@@ -7,10 +7,16 @@
 //! malformed value is an error that names the line. With no file and no flags, zooraft is a
 //! standalone server on 127.0.0.1:2181 with its data under `./data`.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+mod members;
+mod whitelist;
+
+pub use members::{parse_member, Member};
+pub use whitelist::Whitelist;
 
 /// The four-letter words a default server answers (the rest must be whitelisted).
 pub const DEFAULT_FOUR_LETTER_WORDS: &[&str] = &["srvr", "ruok", "mntr"];
@@ -64,58 +70,6 @@ pub enum ConfigError {
     },
     #[error("{0}")]
     Invalid(String),
-}
-
-/// One member of an ensemble.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Member {
-    pub id: u64,
-    pub host: String,
-    pub peer_port: u16,
-    pub client_port: Option<u16>,
-    pub observer: bool,
-}
-
-impl Member {
-    /// The member's peer address, resolved.
-    pub fn peer_addr(&self) -> Result<SocketAddr, ConfigError> {
-        (self.host.as_str(), self.peer_port)
-            .to_socket_addrs()
-            .ok()
-            .and_then(|mut a| a.next())
-            .ok_or_else(|| {
-                ConfigError::Invalid(format!("server.{}: cannot resolve {}", self.id, self.host))
-            })
-    }
-}
-
-/// Which four-letter words are enabled.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Whitelist {
-    All,
-    Only(BTreeSet<String>),
-}
-
-impl Whitelist {
-    pub fn allows(&self, word: &str) -> bool {
-        match self {
-            Whitelist::All => true,
-            Whitelist::Only(s) => s.contains(word),
-        }
-    }
-
-    fn parse(value: &str) -> Whitelist {
-        let words: BTreeSet<String> = value
-            .split(',')
-            .map(|w| w.trim().to_string())
-            .filter(|w| !w.is_empty())
-            .collect();
-        if words.contains("*") {
-            Whitelist::All
-        } else {
-            Whitelist::Only(words)
-        }
-    }
 }
 
 /// The server's settings, resolved.
@@ -318,53 +272,6 @@ fn parse_bool(key: &str, value: &str) -> Result<bool, String> {
         "false" | "no" => Ok(false),
         _ => Err(format!("{key}: '{value}' is not true or false")),
     }
-}
-
-/// Parses `N=host:peerPort[:electionPort][:participant|:observer][;[clientAddr:]clientPort]`.
-pub fn parse_member(id_text: &str, spec: &str) -> Result<Member, String> {
-    let id: u64 = id_text
-        .parse()
-        .map_err(|_| format!("server.{id_text}: the member id must be a number"))?;
-    if id == 0 {
-        return Err("server.0: member ids start at 1".into());
-    }
-    let (addr_part, client_part) = match spec.split_once(';') {
-        Some((a, c)) => (a, Some(c)),
-        None => (spec, None),
-    };
-    let fields: Vec<&str> = addr_part.split(':').collect();
-    if fields.len() < 2 {
-        return Err(format!("server.{id}: expected host:peerPort, got '{spec}'"));
-    }
-    let host = fields[0].trim().to_string();
-    if host.is_empty() {
-        return Err(format!("server.{id}: empty host"));
-    }
-    let peer_port: u16 = parse_num(&format!("server.{id} peer port"), fields[1])?;
-    let mut observer = false;
-    for f in &fields[2..] {
-        match f.trim() {
-            "observer" => observer = true,
-            "participant" => observer = false,
-            other => {
-                let _: u16 = parse_num(&format!("server.{id} election port"), other)?;
-            }
-        }
-    }
-    let client_port = match client_part {
-        None => None,
-        Some(c) => {
-            let port = c.rsplit(':').next().unwrap_or(c);
-            Some(parse_num(&format!("server.{id} client port"), port)?)
-        }
-    };
-    Ok(Member {
-        id,
-        host,
-        peer_port,
-        client_port,
-        observer,
-    })
 }
 
 impl Config {
