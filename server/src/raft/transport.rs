@@ -1,5 +1,5 @@
-//! Member-to-member TCP (TLS with `sslQuorum`, see `transport_tls.rs`): Raft messages, writes forwarded from followers to the leader, and
-//! session touches.
+//! Member-to-member TCP (TLS with `sslQuorum`, see `transport_tls.rs`): Raft messages,
+//! writes forwarded from followers to the leader, and session touches.
 //!
 //! Each member listens on its peer port and keeps one outbound connection per peer, opened
 //! lazily and reopened with back-off after a failure. Frames are `u32 length | u8 kind |
