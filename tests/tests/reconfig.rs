@@ -498,3 +498,27 @@ fn zkcli_reconfig(kind: ServerKind) {
     assert!(added.contains(&line), "{added:?}");
     cli.quit();
 }
+
+against_both!(
+    standalone_reconfig_apache,
+    standalone_reconfig_zooraft,
+    standalone_reconfig
+);
+
+/// A standalone server has no quorum to reconfigure: with `reconfigEnabled` a reconfig is
+/// UNIMPLEMENTED (even for a client that is not the super user), without it
+/// RECONFIGDISABLED, as ZooKeeper's standalone answers.
+fn standalone_reconfig(kind: ServerKind) {
+    for (enabled, err) in [("true", -6), ("false", -123)] {
+        let server = TestServer::builder(kind)
+            .config("reconfigEnabled", enabled)
+            .start();
+        block_on(async {
+            let (mut c, _) = RawClient::connect(server.addr(), &ConnectOptions::default(), CALL)
+                .await
+                .expect("a session");
+            let r = reconfig(&mut c, 1, None, Some("2"), None, -1).await;
+            assert_eq!(r.err, err, "reconfigEnabled={enabled}");
+        });
+    }
+}

@@ -89,6 +89,7 @@ impl Consensus {
         synced.sort_unstable();
         ReconfigStamp {
             enabled: settings.reconfig_enabled && !self.member.standalone,
+            standalone: settings.reconfig_enabled && self.member.standalone,
             skip_acl: settings.skip_acl,
             in_progress: self.change_under_way(),
             synced,

@@ -86,6 +86,9 @@ pub enum Command {
 pub struct ReconfigStamp {
     /// `reconfigEnabled` on the leader.
     pub enabled: bool,
+    /// `reconfigEnabled` on a standalone server, which has no quorum to reconfigure:
+    /// ZooKeeper answers UNIMPLEMENTED there (RECONFIGDISABLED without `reconfigEnabled`).
+    pub standalone: bool,
     /// `skipACL` on the leader.
     pub skip_acl: bool,
     /// The previous reconfig is not carried out yet.
@@ -150,6 +153,7 @@ fn get_stamp(r: &mut Reader) -> Result<ReconfigStamp, DecodeError> {
         enabled: flags & 1 != 0,
         skip_acl: flags & 2 != 0,
         in_progress: flags & 4 != 0,
+        standalone: flags & 8 != 0,
         synced,
     })
 }
@@ -168,7 +172,8 @@ impl Command {
                 out.put_u8(
                     u8::from(stamp.enabled)
                         | (u8::from(stamp.skip_acl) << 1)
-                        | (u8::from(stamp.in_progress) << 2),
+                        | (u8::from(stamp.in_progress) << 2)
+                        | (u8::from(stamp.standalone) << 3),
                 );
                 out.put_i32(stamp.synced.len() as i32);
                 for id in &stamp.synced {
@@ -333,6 +338,7 @@ mod tests {
                         enabled: true,
                         skip_acl: false,
                         in_progress: true,
+                        standalone: true,
                         synced: vec![1, 3],
                     },
                 },

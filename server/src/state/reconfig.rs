@@ -250,6 +250,9 @@ pub fn apply(
     triggers: &mut Vec<Trigger>,
 ) -> WriteResult {
     let result = (|| {
+        if stamp.standalone {
+            return Err(ErrorCode::Unimplemented);
+        }
         if !stamp.enabled {
             return Err(ErrorCode::ReconfigDisabled);
         }
