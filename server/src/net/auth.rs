@@ -130,6 +130,9 @@ pub struct Guard {
     auth: Arc<Auth>,
     peer: IpAddr,
     exchange: Option<DigestMd5>,
+    /// The connection has an id of an enforced scheme: ids are only ever added, so every
+    /// later request passes without looking again.
+    enforced_met: bool,
 }
 
 /// A SASL reply: the header, then the token buffer (-1 for none) even after an error, as
@@ -153,6 +156,7 @@ impl Guard {
             auth,
             peer,
             exchange: None,
+            enforced_met: false,
         }
     }
 
@@ -172,11 +176,17 @@ impl Guard {
         let Some(schemes) = &self.auth.enforced else {
             return Verdict::Pass;
         };
-        let ids = pipeline.lock().auth.clone();
-        if ids.iter().any(|id| schemes.contains(&id.scheme)) {
+        if self.enforced_met {
             return Verdict::Pass;
         }
-        let have: Vec<&str> = ids.iter().map(|id| id.scheme.as_str()).collect();
+        let have: Vec<String> = {
+            let p = pipeline.lock();
+            if p.auth.iter().any(|id| schemes.contains(&id.scheme)) {
+                self.enforced_met = true;
+                return Verdict::Pass;
+            }
+            p.auth.iter().map(|id| id.scheme.clone()).collect()
+        };
         tracing::warn!(
             "client authentication scheme(s) {have:?} match none of the required {schemes:?}: closing the session's connection"
         );
