@@ -14,7 +14,7 @@ use std::process::Command;
 use harness::rt::{eventually, eventually_async, runtime, within};
 use harness::{ServerKind, TestServer};
 
-use crate::{connect, ephemeral, flw, mntr, mntr_u64, persistent, WAIT};
+use crate::{connect, ephemeral, flw, mntr, mntr_u64, pairs, persistent, WAIT};
 
 fn hex(v: &str) -> i64 {
     let digits = v
@@ -114,13 +114,7 @@ struct Srvr {
 /// Checks `srvr`'s shape line by line and returns its values.
 #[track_caller]
 fn parse_srvr(lines: &[&str]) -> Srvr {
-    let fields: Vec<(&str, &str)> = lines
-        .iter()
-        .map(|l| {
-            l.split_once(": ")
-                .unwrap_or_else(|| panic!("srvr line without `: `: {l:?}"))
-        })
-        .collect();
+    let fields = pairs(lines.iter().copied(), ": ", "srvr");
     let keys: Vec<&str> = fields.iter().map(|(k, _)| *k).collect();
     assert_eq!(keys, SRVR_KEYS, "srvr keys");
     let value = |i: usize| fields[i].1;
@@ -321,13 +315,7 @@ fn four_letter_words(kind: ServerKind) {
 
     // conf: the same keys as a standalone ZooKeeper, with this server's settings.
     let conf = flw(&server, "conf");
-    let conf_kv: Vec<(&str, &str)> = conf
-        .lines()
-        .map(|l| {
-            l.split_once('=')
-                .unwrap_or_else(|| panic!("conf line {l:?}"))
-        })
-        .collect();
+    let conf_kv = pairs(conf.lines(), "=", "conf");
     let keys: Vec<&str> = conf_kv.iter().map(|(k, _)| *k).collect();
     assert_eq!(keys, CONF_KEYS, "conf keys: {conf}");
     let conf_map: BTreeMap<&str, &str> = conf_kv.into_iter().collect();
@@ -347,12 +335,7 @@ fn four_letter_words(kind: ServerKind) {
     let envi = flw(&server, "envi");
     let mut envi_lines = envi.lines();
     assert_eq!(envi_lines.next(), Some("Environment:"));
-    let envi_map: BTreeMap<&str, &str> = envi_lines
-        .map(|l| {
-            l.split_once('=')
-                .unwrap_or_else(|| panic!("envi line {l:?}"))
-        })
-        .collect();
+    let envi_map: BTreeMap<&str, &str> = pairs(envi_lines, "=", "envi").into_iter().collect();
     assert_version(envi_map["zookeeper.version"]);
     for key in ["host.name", "os.name", "os.arch", "user.dir"] {
         assert!(envi_map.contains_key(key), "envi lacks {key}: {envi}");

@@ -38,16 +38,26 @@ fn flw(server: &TestServer, word: &str) -> String {
         .unwrap_or_else(|e| panic!("{word} on {}: {e}", server.kind().name()))
 }
 
+/// A four-letter word's `key<sep>value` lines, in order; a line without `sep` fails the test.
+fn pairs<'a>(
+    lines: impl Iterator<Item = &'a str>,
+    sep: &str,
+    word: &str,
+) -> Vec<(&'a str, &'a str)> {
+    lines
+        .map(|l| {
+            l.split_once(sep)
+                .unwrap_or_else(|| panic!("{word} line without {sep:?}: {l:?}"))
+        })
+        .collect()
+}
+
 /// `mntr` as key → value.
 fn mntr(server: &TestServer) -> BTreeMap<String, String> {
     let text = flw(server, "mntr");
-    text.lines()
-        .map(|l| {
-            let (k, v) = l
-                .split_once('\t')
-                .unwrap_or_else(|| panic!("mntr line without a tab: {l:?}"));
-            (k.to_string(), v.to_string())
-        })
+    pairs(text.lines(), "\t", "mntr")
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect()
 }
 

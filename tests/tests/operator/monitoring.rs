@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use harness::rt::{runtime, within};
 use harness::{ServerKind, TestServer};
 
-use crate::{connect, flw, mntr, mntr_u64, persistent, WAIT};
+use crate::{connect, flw, mntr, mntr_u64, pairs, persistent, WAIT};
 
 /// Plain keys of ZooKeeper 3.8's standalone `mntr` that zooraft reports too.
 const PLAIN_KEYS: [&str; 36] = [
@@ -265,12 +265,9 @@ harness::against_both!(srst_resets_apache, srst_resets_zooraft, srst_resets_figu
 fn envi_map(server: &TestServer) -> BTreeMap<String, String> {
     let text = flw(server, "envi");
     assert!(text.starts_with("Environment:\n"), "{text}");
-    text.lines()
-        .skip(1)
-        .filter_map(|l| {
-            l.split_once('=')
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-        })
+    pairs(text.lines().skip(1), "=", "envi")
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect()
 }
 
