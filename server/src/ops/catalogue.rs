@@ -354,8 +354,17 @@ pub fn gather(shared: &Shared, version: &str) -> Vec<Figure> {
             "Raft entries proposed (batches of commands)",
             &r.batches,
         ),
-        counter("raft_fsyncs", "Log fsyncs", &r.fsyncs),
-        counter("snapshot_count", "Snapshots taken", &r.snapshots),
+        // Counts of the fsync and snapshot summaries, under the names zooraft had first.
+        Figure {
+            key: "raft_fsyncs",
+            help: "Log fsyncs",
+            value: Value::Int(r.fsync_time.view().count as i64, Kind::Counter),
+        },
+        Figure {
+            key: "snapshot_count",
+            help: "Snapshots taken",
+            value: Value::Int(r.snapshot_time.view().count as i64, Kind::Counter),
+        },
         gauge(
             "serving",
             "1 if this member serves clients",

@@ -19,15 +19,11 @@ pub struct RaftCounters {
     pub proposals: AtomicU64,
     /// Raft entries proposed: one batch of commands each.
     pub batches: AtomicU64,
-    /// Log fsyncs (one per log writer round that needed one).
-    pub fsyncs: AtomicU64,
-    /// Snapshots taken by this member.
-    pub snapshots: AtomicU64,
-    /// Milliseconds per log write round that fsynced.
+    /// Milliseconds per log write round that fsynced (its count: the fsyncs).
     pub fsync_time: Summary,
     /// Ready rounds written per log write (group commit).
     pub fsync_batch: Summary,
-    /// Milliseconds to capture and write a snapshot.
+    /// Milliseconds to capture and write a snapshot (its count: the snapshots taken).
     pub snapshot_time: Summary,
     /// Start-up: loading the snapshot, replaying the log after it, both, and entries replayed.
     pub snap_load_time: Summary,
@@ -73,8 +69,6 @@ impl Default for RaftCounters {
         RaftCounters {
             proposals: AtomicU64::new(0),
             batches: AtomicU64::new(0),
-            fsyncs: AtomicU64::new(0),
-            snapshots: AtomicU64::new(0),
             fsync_time: Summary::new(),
             fsync_batch: Summary::new(),
             snapshot_time: Summary::new(),
@@ -143,8 +137,6 @@ impl RaftCounters {
         for c in [
             &self.proposals,
             &self.batches,
-            &self.fsyncs,
-            &self.snapshots,
             &self.looking,
             &self.commits,
             &self.learner_commits,

@@ -64,7 +64,6 @@ impl Consensus {
         self.storage.save_snapshot(index, term, &conf, compact_to);
         self.snapshots.last_bytes = bytes;
         let counters = &self.replica.counters;
-        counters.snapshots.fetch_add(1, Ordering::Relaxed);
         counters.snapshot_time.record_ms(captured_in + written_in);
         self.replica
             .status

@@ -1,6 +1,6 @@
 //! What the Raft thread publishes about this member for everyone else to read without a
-//! lock: its role, leader, whether it serves clients, its Raft indexes, and the counters
-//! of its write path. Written only by the Raft thread (and the log writer's fsync count).
+//! lock: its role, leader, whether it serves clients and its Raft indexes (the write
+//! path's counters are in `metrics.rs`). Written only by the Raft thread.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 
