@@ -12,8 +12,8 @@ use harness::proxy::Proxy;
 use harness::ServerKind;
 use recipes::{
     perms, Acl, AcquireOutcome, Connection, CreateMode, Error, ErrorCode, Id, InterProcessMutex,
-    InterProcessReadWriteLock, LockMetrics, LostReason, Stat, WatchReceiver, ZkClient, ZkResult,
-    ZookeeperClient,
+    InterProcessReadWriteLock, LockMetrics, LostReason, SessionState, Stat, WatchReceiver,
+    ZkClient, ZkResult, ZookeeperClient,
 };
 
 use common::{
@@ -255,6 +255,100 @@ fn protection_search_syncs_first_async_apache() {
         protection_search_syncs_first,
     )
 }
+
+/// A client whose first lock create reaches the server and then, before its reply, the
+/// client "starts a new session" in which the create was (re)sent: the recipe sees
+/// `ConnectionLoss` for the create and a new epoch, while the node exists under the session
+/// the client has now (the real one underneath, whose id the new epoch keeps).
+struct NewSession {
+    inner: Arc<dyn ZkClient>,
+    state: tokio::sync::watch::Sender<SessionState>,
+    created: Arc<StdMutex<Option<String>>>,
+}
+
+#[async_trait]
+impl Forward for NewSession {
+    fn inner(&self) -> &Arc<dyn ZkClient> {
+        &self.inner
+    }
+    async fn create_acl(
+        &self,
+        path: &str,
+        data: &[u8],
+        mode: CreateMode,
+        acl: &[Acl],
+    ) -> ZkResult<(String, Stat)> {
+        let (created, stat) = self.inner.create_acl(path, data, mode, acl).await?;
+        if created.contains("-lock-") && self.created.lock().unwrap().is_none() {
+            *self.created.lock().unwrap() = Some(created);
+            self.state.send_modify(|s| {
+                s.epoch += 1;
+                s.since = std::time::Instant::now();
+            });
+            return Err(ErrorCode::ConnectionLoss);
+        }
+        Ok((created, stat))
+    }
+    fn session(&self) -> tokio::sync::watch::Receiver<SessionState> {
+        self.state.subscribe()
+    }
+}
+
+/// Defect 4: a session change while a create's outcome is unknown runs the protection
+/// search under the new session (the node may have been created in it), so the node is
+/// found and deleted; disarming the cleanup instead left it as a ghost holder for as long as
+/// the new session lives. The acquire itself reports the session change.
+async fn session_change_searches_under_the_new_session(kind: ServerKind, backend: Backend) {
+    let server = server(kind);
+    let observer = client(&server.connect_string()).await;
+    let path = "/locks/session-change";
+    let inner = connect(backend, &server.connect_string(), Duration::from_secs(8)).await;
+    let now = inner.session().borrow().clone();
+    let created = Arc::new(StdMutex::new(None));
+    let c: Arc<dyn ZkClient> = Forwarding::client(NewSession {
+        inner: inner.clone(),
+        state: tokio::sync::watch::Sender::new(now),
+        created: created.clone(),
+    });
+    let mutex = InterProcessMutex::new(c.clone(), path);
+    let r = tokio::time::timeout(Duration::from_secs(30), mutex.acquire())
+        .await
+        .expect("the acquire returns");
+    assert_eq!(r.err(), Some(Error::SessionExpired));
+    let created = created.lock().unwrap().clone();
+    let created = created.expect("the scripted create reached the server");
+    let o = observer.clone();
+    eventually(
+        Duration::from_secs(15),
+        &format!("{created}, created in the new session, is deleted"),
+        move || {
+            let o = o.clone();
+            async move { children(&o, path).await.is_empty() }
+        },
+    )
+    .await;
+    // No ghost holder: another client, and the handle in its new session, take the lock.
+    let g = InterProcessMutex::new(observer.clone(), path)
+        .acquire_timeout(Duration::from_secs(10))
+        .await
+        .expect("acquire")
+        .expect("another client takes the lock");
+    g.release().await.expect("release");
+    let g = mutex
+        .acquire_timeout(Duration::from_secs(10))
+        .await
+        .expect("acquire")
+        .expect("the handle takes the lock in its new session");
+    g.release().await.expect("release");
+    assert!(children(&observer, path).await.is_empty());
+    inner.close().await;
+    observer.close().await;
+}
+
+every_backend!(
+    session_change_search,
+    session_change_searches_under_the_new_session
+);
 
 /// A client whose first lock create "loses" its reply and whose member shows that node only
 /// after the retried create (it was applied late), and that may not delete it.

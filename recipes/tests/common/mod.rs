@@ -273,6 +273,9 @@ pub trait Forward: Send + Sync + 'static {
     async fn multi(&self, ops: &[recipes::Op]) -> recipes::ZkResult<Vec<recipes::OpResult>> {
         self.inner().multi(ops).await
     }
+    fn session(&self) -> tokio::sync::watch::Receiver<recipes::SessionState> {
+        self.inner().session()
+    }
 }
 
 /// The [`ZkClient`] of a [`Forward`] implementation.
@@ -324,7 +327,7 @@ impl<T: Forward> ZkClient for Forwarding<T> {
         self.0.inner().close().await
     }
     fn session(&self) -> tokio::sync::watch::Receiver<recipes::SessionState> {
-        self.0.inner().session()
+        self.0.session()
     }
 }
 
