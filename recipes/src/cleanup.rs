@@ -26,6 +26,17 @@ pub(crate) enum DeleteOutcome {
     Failed(ErrorCode),
 }
 
+impl DeleteOutcome {
+    /// A short name, for logs and spans.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            DeleteOutcome::Deleted => "deleted",
+            DeleteOutcome::SessionGone => "session_gone",
+            DeleteOutcome::Failed(_) => "failed",
+        }
+    }
+}
+
 /// True when the session of `epoch` no longer exists, so its ephemeral nodes are gone.
 pub(crate) fn session_gone(state: &SessionState, epoch: u64) -> bool {
     state.epoch != epoch || matches!(state.connection, Connection::Expired | Connection::Closed)

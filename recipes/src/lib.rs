@@ -24,7 +24,8 @@
 //! workspace's jute codec on a second session).
 //!
 //! Locks held through one client share one heartbeat; lock events go to `tracing` (spans
-//! `lock_acquire`) and to an optional [`LockMetrics`].
+//! `lock_acquire`, `lock_release` and `lock_lost`, each with the lock path) and to an
+//! optional [`LockMetrics`].
 //!
 //! A fenced critical section:
 //!

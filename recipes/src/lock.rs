@@ -457,11 +457,20 @@ impl LockCore {
         {
             let _ = stop.send(());
         }
+        let held = holding.since.elapsed();
         if let Some(m) = &self.config.metrics {
-            m.released(&self.path, holding.since.elapsed());
+            m.released(&self.path, held);
         }
-        tracing::debug!(path = %self.path, node = %holding.path, "releasing");
+        // The release's span covers the guaranteed delete, which outlives the caller.
+        let span = tracing::debug_span!(
+            "lock_release",
+            path = %self.path,
+            node = %holding.path,
+            held_ms = held.as_millis() as u64,
+            outcome = tracing::field::Empty,
+        );
         let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            let _entered = span.enter();
             tracing::warn!(
                 "no tokio runtime to delete {}; the session end will",
                 holding.path
@@ -471,11 +480,19 @@ impl LockCore {
         };
         let core = self.clone();
         let holding = holding.clone();
-        Some(rt.spawn(async move {
-            let outcome = guaranteed_delete(&core.client, &holding.path, holding.epoch).await;
-            core.finish_release(&holding, outcome);
-            outcome
-        }))
+        Some(
+            rt.spawn(
+                async move {
+                    tracing::debug!("releasing");
+                    let outcome =
+                        guaranteed_delete(&core.client, &holding.path, holding.epoch).await;
+                    tracing::Span::current().record("outcome", outcome.as_str());
+                    core.finish_release(&holding, outcome);
+                    outcome
+                }
+                .instrument(span),
+            ),
+        )
     }
 
     fn finish_release(&self, holding: &Arc<Holding>, outcome: DeleteOutcome) {

@@ -57,7 +57,14 @@ impl Monitor {
             r = self.watch() => r,
             _ = &mut stop => return,
         };
-        tracing::info!(lock = %self.lock_path, node = %self.path, %reason, "lock lost");
+        let span = tracing::info_span!(
+            "lock_lost",
+            path = %self.lock_path,
+            node = %self.path,
+            reason = reason.as_str(),
+        );
+        let _entered = span.enter();
+        tracing::info!(%reason, "lock lost");
         if let Some(m) = &self.metrics {
             m.lost(&self.lock_path, reason);
         }
