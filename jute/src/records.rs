@@ -162,7 +162,9 @@ fn null_as_empty(r: &mut Reader) -> Result<String, DecodeError> {
 /// scheme fails the request with MARSHALLINGERROR (ZooKeeper's providers dereference it).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub struct Id {
+    /// The authentication scheme (`world`, `auth`, `digest`, `ip`, `x509`, `sasl`, ...).
     pub scheme: String,
+    /// The identity within the scheme (`anyone`, `user:base64(sha1)`, an address...).
     pub id: String,
 }
 
@@ -197,21 +199,37 @@ impl Record for Id {
 
 record!(
     /// An ACL entry: permission bits and identity.
-    Acl { perms: i32, id: Id }
+    Acl {
+        /// The permission bits granted (see [`perms`]).
+        perms: i32,
+        /// Who they are granted to.
+        id: Id,
+    }
 );
 record!(
     /// A znode's metadata as clients see it.
     Stat {
+        /// The zxid of the transaction that created the node.
         czxid: i64,
+        /// The zxid of the transaction that last changed its data.
         mzxid: i64,
+        /// When it was created (ms since the epoch, the leader's clock).
         ctime: i64,
+        /// When its data last changed (ms since the epoch).
         mtime: i64,
+        /// How many times its data changed.
         version: i32,
+        /// How many times its children changed.
         cversion: i32,
+        /// How many times its ACL changed.
         aversion: i32,
+        /// The session that owns it if it is ephemeral, otherwise 0.
         ephemeral_owner: i64,
+        /// The length of its data.
         data_length: i32,
+        /// How many children it has.
         num_children: i32,
+        /// The zxid of the transaction that last changed its children.
         pzxid: i64,
     }
 );
@@ -450,11 +468,17 @@ record!(WhoAmIResponse { client_info: Vec<ClientInfo> });
 
 /// ACL permission bits (`ZooDefs.Perms`).
 pub mod perms {
+    /// Read the data and list the children.
     pub const READ: i32 = 1;
+    /// Set the data.
     pub const WRITE: i32 = 2;
+    /// Create children.
     pub const CREATE: i32 = 4;
+    /// Delete children.
     pub const DELETE: i32 = 8;
+    /// Set the ACL.
     pub const ADMIN: i32 = 16;
+    /// Every permission.
     pub const ALL: i32 = READ | WRITE | CREATE | DELETE | ADMIN;
 }
 

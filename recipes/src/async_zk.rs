@@ -264,7 +264,7 @@ fn on_state(state: &watch::Sender<SessionState>, s: ZkState) {
 }
 
 fn code(e: ZkError) -> ErrorCode {
-    ErrorCode::from_code(e as i32).unwrap_or(ErrorCode::SystemError)
+    ErrorCode::from_wire(e as i32)
 }
 
 fn stat(s: zookeeper_async::Stat) -> Stat {
@@ -291,8 +291,6 @@ fn async_mode(mode: CreateMode) -> zookeeper_async::CreateMode {
         CreateMode::PersistentSequential => M::PersistentSequential,
         CreateMode::EphemeralSequential => M::EphemeralSequential,
         CreateMode::Container => M::Container,
-        CreateMode::PersistentWithTtl => M::PersistentWithTTL,
-        CreateMode::PersistentSequentialWithTtl => M::PersistentSequentialWithTTL,
     }
 }
 
@@ -488,9 +486,7 @@ impl ZkClient for AsyncZkClient {
                 MultiResult::Delete => OpResult::Delete,
                 MultiResult::SetData(s) => OpResult::SetData(s),
                 MultiResult::Check => OpResult::Check,
-                MultiResult::Error(e) => {
-                    OpResult::Error(ErrorCode::from_code(e).unwrap_or(ErrorCode::SystemError))
-                }
+                MultiResult::Error(e) => OpResult::Error(ErrorCode::from_wire(e)),
                 MultiResult::GetChildren(_) | MultiResult::GetData(..) => {
                     OpResult::Error(ErrorCode::MarshallingError)
                 }

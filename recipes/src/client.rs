@@ -2,8 +2,10 @@
 //!
 //! The recipes never talk to a client library directly: they call [`ZkClient`], so the same
 //! lock works over any client that can provide these operations (see the crate README for
-//! which client gives what). The trait speaks in `jute` types ([`Stat`], [`ErrorCode`],
-//! [`CreateMode`]) so that no client library's types leak into the recipes.
+//! which client gives what). The trait speaks in the recipes' own enums ([`ErrorCode`],
+//! [`CreateMode`], [`EventType`]: see [`codes`](crate::codes) for why they are not the
+//! codec's) and the `jute` codec's records ([`Stat`], [`Acl`], [`Id`]), so that no client
+//! library's types leak into the recipes.
 //!
 //! Besides the operations, a client reports its session through a
 //! [`tokio::sync::watch`] channel of [`SessionState`]: whether the connection is up, which
@@ -15,7 +17,8 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use tokio::sync::{oneshot, watch};
 
-pub use jute::{perms, Acl, CreateMode, ErrorCode, EventType, Id, Stat};
+pub use crate::codes::{CreateMode, ErrorCode, EventType};
+pub use jute::{perms, Acl, Id, Stat};
 
 /// The result of one ZooKeeper call: the value, or the error code ZooKeeper (or the client,
 /// for `ConnectionLoss`) gave.

@@ -53,6 +53,7 @@
 mod async_zk;
 mod cleanup;
 mod client;
+mod codes;
 mod error;
 mod fence;
 mod guard;

@@ -17,13 +17,13 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use jute::{
-    split_frame, write_frame, AuthPacket, ConnectRequest, ConnectResponse, ErrorCode, OpCode,
-    Reader, Record, ReplyHeader, Request, Response, DEFAULT_MAX_BUFFER,
+    split_frame, write_frame, AuthPacket, ConnectRequest, ConnectResponse, OpCode, Reader, Record,
+    ReplyHeader, Request, Response, DEFAULT_MAX_BUFFER,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::client::ZkResult;
+use crate::client::{ErrorCode, ZkResult};
 
 /// Identities (scheme, auth) shared by a client's sessions.
 pub(crate) type AuthList = Arc<StdMutex<Vec<(String, Vec<u8>)>>>;
@@ -272,9 +272,7 @@ impl Conn {
                 continue;
             }
             if header.err != 0 && !(op == OpCode::Multi && r.remaining() > 0) {
-                return Ok(Err(
-                    ErrorCode::from_code(header.err).unwrap_or(ErrorCode::SystemError)
-                ));
+                return Ok(Err(ErrorCode::from_wire(header.err)));
             }
             if op == OpCode::Auth {
                 return Ok(Ok(Response::Empty));

@@ -196,7 +196,7 @@ fn code(e: zkc::Error) -> ErrorCode {
         E::ReconfigDisabled => ErrorCode::ReconfigDisabled,
         E::BadArguments(_) => ErrorCode::BadArguments,
         E::RuntimeInconsistent => ErrorCode::RuntimeInconsistency,
-        E::UnexpectedErrorCode(c) => ErrorCode::from_code(c).unwrap_or(ErrorCode::SystemError),
+        E::UnexpectedErrorCode(c) => ErrorCode::from_wire(c),
         E::UnmarshalError { .. } => ErrorCode::MarshallingError,
         // No host left to try: the session is over.
         E::NoHosts => ErrorCode::SessionExpired,
@@ -221,14 +221,10 @@ fn stat(s: zkc::Stat) -> Stat {
     }
 }
 
-/// zookeeper-client has no TTL modes in `CreateMode` (they are options); the recipes never
-/// use them.
 fn mode(m: CreateMode) -> zkc::CreateMode {
     match m {
-        CreateMode::Persistent | CreateMode::PersistentWithTtl => zkc::CreateMode::Persistent,
-        CreateMode::PersistentSequential | CreateMode::PersistentSequentialWithTtl => {
-            zkc::CreateMode::PersistentSequential
-        }
+        CreateMode::Persistent => zkc::CreateMode::Persistent,
+        CreateMode::PersistentSequential => zkc::CreateMode::PersistentSequential,
         CreateMode::Ephemeral => zkc::CreateMode::Ephemeral,
         CreateMode::EphemeralSequential => zkc::CreateMode::EphemeralSequential,
         CreateMode::Container => zkc::CreateMode::Container,
