@@ -16,9 +16,17 @@ use common::{check_log, children, client, eventually, read_log, run_all, server,
 
 const CONTENDER: &str = env!("CARGO_BIN_EXE_lock-contender");
 
-fn rust_latch(connect: &str, path: &str, tasks: usize, terms: usize, log: &Path) -> Command {
+/// A Rust election process: `mode` is `latch` or `selector`.
+fn rust_latch(
+    mode: &str,
+    connect: &str,
+    path: &str,
+    tasks: usize,
+    terms: usize,
+    log: &Path,
+) -> Command {
     let mut c = Command::new(CONTENDER);
-    c.arg("latch")
+    c.arg(mode)
         .arg(connect)
         .arg(path)
         .arg(tasks.to_string())
@@ -27,8 +35,16 @@ fn rust_latch(connect: &str, path: &str, tasks: usize, terms: usize, log: &Path)
     c
 }
 
-fn curator_latch(connect: &str, path: &str, tasks: usize, terms: usize, log: &Path) -> Command {
-    let mut c: Command = harness::java::java_command("LatchContender").into();
+/// A Java election process: `class` is `LatchContender` or `SelectorContender`.
+fn curator_latch(
+    class: &str,
+    connect: &str,
+    path: &str,
+    tasks: usize,
+    terms: usize,
+    log: &Path,
+) -> Command {
+    let mut c: Command = harness::java::java_command(class).into();
     c.arg(connect)
         .arg(path)
         .arg(tasks.to_string())
@@ -70,35 +86,53 @@ fn count(entries: &[Entry], implementation: &str) -> usize {
 /// Curator's `LeaderLatch` (Java) and ours (Rust, one process on each backend) on one
 /// path: one leader at a time, leadership in latch-node order, tokens increasing.
 async fn latch_interop_with_curator(kind: ServerKind) {
+    election_interop(kind, "latch", "LatchContender").await
+}
+
+/// The same with Curator's `LeaderSelector` and ours: a Java service and a Rust service
+/// elect one leader between them.
+async fn selector_interop_with_curator(kind: ServerKind) {
+    election_interop(kind, "selector", "SelectorContender").await
+}
+
+/// Rust `mode` processes (`latch` or `selector`) and Java `class` processes on one path.
+async fn election_interop(kind: ServerKind, mode: &str, class: &str) {
     let server = server(kind);
     let admin = client(&server.connect_string()).await;
     let dir = tempfile::tempdir().expect("tempdir");
     let log = dir.path().join("terms.log");
-    let path = "/election/latch-interop";
+    let path = &format!("/election/{mode}-interop");
     // Persistent, so that no container reaping restarts the sequence numbers meanwhile.
-    for p in ["/election", path] {
+    for p in ["/election", path.as_str()] {
         admin
             .create(p, b"", recipes::CreateMode::Persistent)
             .await
             .expect("latch path");
     }
     let cs = server.connect_string();
-    let mut on_async = rust_latch(&cs, path, 2, 4, &log);
+    let mut on_async = rust_latch(mode, &cs, path, 2, 4, &log);
     on_async.env("LOCK_CONTENDER_BACKEND", "zookeeper-async");
     let cmds = vec![
-        curator_latch(&cs, path, 2, 4, &log),
-        rust_latch(&cs, path, 2, 4, &log),
-        curator_latch(&cs, path, 2, 4, &log),
+        curator_latch(class, &cs, path, 2, 4, &log),
+        rust_latch(mode, &cs, path, 2, 4, &log),
+        curator_latch(class, &cs, path, 2, 4, &log),
         on_async,
     ];
     run_all(cmds, Duration::from_secs(170)).await;
     let mut entries = read_log(&log);
     assert_eq!(entries.len(), 32, "every term is logged");
-    assert_eq!(count(&entries, "curator-latch"), 16, "Curator led");
-    assert_eq!(count(&entries, "rust-latch"), 16, "Rust led");
+    assert_eq!(
+        count(&entries, &format!("curator-{mode}")),
+        16,
+        "Curator led"
+    );
+    assert_eq!(count(&entries, &format!("rust-{mode}")), 16, "Rust led");
     // One leader at a time; leadership in node order; tokens increasing.
     check_log(&mut entries);
-    assert!(children(&admin, path).await.is_empty(), "latch nodes left");
+    assert!(
+        children(&admin, path).await.is_empty(),
+        "election nodes left"
+    );
     admin.close().await;
 }
 
@@ -106,6 +140,12 @@ both_servers!(
     latch_interop_with_curator_apache,
     latch_interop_with_curator_zooraft,
     latch_interop_with_curator
+);
+
+both_servers!(
+    selector_interop_with_curator_apache,
+    selector_interop_with_curator_zooraft,
+    selector_interop_with_curator
 );
 
 /// Curator's `InterProcessSemaphoreV2` (Java) and ours (Rust) on one path with two leases:

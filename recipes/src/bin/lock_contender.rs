@@ -16,6 +16,9 @@
 //! `LeaderLatch` on PATH, lead TERMS times each (a term is one log line `rust-latch ...`,
 //! then the participant steps down and joins again).
 //!
+//! `lock-contender selector CONNECT PATH TASKS TERMS LOG`: the same with a `LeaderSelector`
+//! per participant; a term is one `lead` (lines `rust-selector ...`).
+//!
 //! `lock-contender semaphore CONNECT PATH MAX TASKS ITERATIONS LOG`: TASKS tasks, each with
 //! its own `InterProcessSemaphoreV2` (MAX leases) on PATH, take a lease ITERATIONS times and
 //! hold it 20 ms (lines `rust-lease ...`).
@@ -65,6 +68,7 @@ fn usage() -> ! {
         "usage: lock-contender contend CONNECT PATH TASKS ITERATIONS LOG [COUNTER]\n       \
          lock-contender rw CONNECT PATH TASKS ITERATIONS LOG\n       \
          lock-contender latch CONNECT PATH TASKS TERMS LOG\n       \
+         lock-contender selector CONNECT PATH TASKS TERMS LOG\n       \
          lock-contender semaphore CONNECT PATH MAX TASKS ITERATIONS LOG\n       \
          lock-contender hold CONNECT PATH SESSION_MS RESOURCE"
     );
@@ -84,7 +88,8 @@ async fn main() {
         Some("contend") => contend(&args).await,
         Some("rw") => read_write(&args).await,
         Some("hold") => hold(&args).await,
-        Some("latch") => latch(&args).await,
+        Some("latch") => latch(&args, false).await,
+        Some("selector") => latch(&args, true).await,
         Some("semaphore") => semaphore(&args).await,
         _ => usage(),
     };
@@ -219,7 +224,8 @@ where
     Ok(())
 }
 
-async fn latch(args: &[String]) -> Result<(), String> {
+/// The latch participants, or with `selector` the selector participants.
+async fn latch(args: &[String], selector: bool) -> Result<(), String> {
     let connect: String = arg(args, 2);
     let path: String = arg(args, 3);
     let tasks: usize = arg(args, 4);
@@ -230,6 +236,19 @@ async fn latch(args: &[String]) -> Result<(), String> {
         let (client, log, path) = (client.clone(), log.clone(), path.clone());
         async move {
             let id = format!("rust-{}-{task}", std::process::id());
+            if selector {
+                let selector = recipes::LeaderSelector::new(client.clone(), &path, &id);
+                for _ in 0..terms {
+                    let (client, log) = (client.clone(), log.clone());
+                    selector
+                        .lead(|l| async move {
+                            critical_section("rust-selector", &l, task, &log, None, &client).await
+                        })
+                        .await
+                        .map_err(|e| e.to_string())??;
+                }
+                return Ok(());
+            }
             let latch = recipes::LeaderLatch::new(client.clone(), &path, &id);
             for _ in 0..terms {
                 let leadership = latch.await_leadership().await.map_err(|e| e.to_string())?;
