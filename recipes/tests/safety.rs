@@ -770,6 +770,61 @@ async fn acl_protected_locks(kind: ServerKind, backend: Backend) {
 
 every_backend!(acl_locks, acl_protected_locks);
 
+/// Defect 8, second part: an `AsyncZkClient` holds one session; its side session (for
+/// `multi` and containers, which zookeeper-async lacks) is opened only when such a request
+/// is sent. Counted as connections through a proxy.
+async fn side_session_only_when_needed(kind: ServerKind) {
+    let server = server(kind);
+    let proxy = Proxy::start(server.addr());
+    let admin = client(&server.connect_string()).await;
+    let path = "/locks/one-session";
+    for p in ["/locks", path] {
+        match admin.create(p, b"", CreateMode::Persistent).await {
+            Ok(_) | Err(ErrorCode::NodeExists) => {}
+            Err(e) => panic!("create {p}: {e}"),
+        }
+    }
+    admin
+        .create("/one-session-data", b"0", CreateMode::Persistent)
+        .await
+        .expect("data node");
+    // The longest session the server allows: a side session left open after connecting
+    // (it asks for the negotiated timeout) would only go when the server expires it, after
+    // 10 s; closed as it should be, it is gone before `connect` returns.
+    let c = connect(
+        Backend::ZookeeperAsync,
+        &proxy.connect_string(),
+        Duration::from_secs(10),
+    )
+    .await;
+    let p = &proxy;
+    eventually(Duration::from_secs(5), "one connection", || async move {
+        p.open_connections() == 1
+    })
+    .await;
+    let mutex = InterProcessMutex::new(c.clone(), path);
+    let g = mutex.acquire().await.expect("acquire");
+    assert_eq!(
+        proxy.open_connections(),
+        1,
+        "a plain acquire opened a second session"
+    );
+    // A fenced write needs `multi`: now the side session opens.
+    g.fenced_set_data("/one-session-data", b"1", -1)
+        .await
+        .expect("fenced write");
+    assert_eq!(proxy.open_connections(), 2);
+    g.release().await.expect("release");
+    c.close().await;
+    admin.close().await;
+}
+
+both_servers!(
+    side_session_only_when_needed_apache,
+    side_session_only_when_needed_zooraft,
+    side_session_only_when_needed
+);
+
 #[derive(Default)]
 struct Recorded {
     acquired: AtomicUsize,
