@@ -35,21 +35,24 @@ fn rust_latch(
     c
 }
 
-/// A Java election process: `class` is `LatchContender` or `SelectorContender`.
+/// A Java election process: `mode` is `latch` or `selector`.
 fn curator_latch(
-    class: &str,
+    mode: &str,
     connect: &str,
     path: &str,
     tasks: usize,
     terms: usize,
     log: &Path,
 ) -> Command {
-    let mut c: Command = harness::java::java_command(class).into();
+    let mut c: Command = harness::java::java_command("LatchContender").into();
     c.arg(connect)
         .arg(path)
         .arg(tasks.to_string())
         .arg(terms.to_string())
         .arg(log);
+    if mode == "selector" {
+        c.arg("selector");
+    }
     c
 }
 
@@ -86,17 +89,17 @@ fn count(entries: &[Entry], implementation: &str) -> usize {
 /// Curator's `LeaderLatch` (Java) and ours (Rust, one process on each backend) on one
 /// path: one leader at a time, leadership in latch-node order, tokens increasing.
 async fn latch_interop_with_curator(kind: ServerKind) {
-    election_interop(kind, "latch", "LatchContender").await
+    election_interop(kind, "latch").await
 }
 
 /// The same with Curator's `LeaderSelector` and ours: a Java service and a Rust service
 /// elect one leader between them.
 async fn selector_interop_with_curator(kind: ServerKind) {
-    election_interop(kind, "selector", "SelectorContender").await
+    election_interop(kind, "selector").await
 }
 
-/// Rust `mode` processes (`latch` or `selector`) and Java `class` processes on one path.
-async fn election_interop(kind: ServerKind, mode: &str, class: &str) {
+/// Rust and Java processes of `mode` (`latch` or `selector`) on one path.
+async fn election_interop(kind: ServerKind, mode: &str) {
     let server = server(kind);
     let admin = client(&server.connect_string()).await;
     let dir = tempfile::tempdir().expect("tempdir");
@@ -113,9 +116,9 @@ async fn election_interop(kind: ServerKind, mode: &str, class: &str) {
     let mut on_async = rust_latch(mode, &cs, path, 2, 4, &log);
     on_async.env("LOCK_CONTENDER_BACKEND", "zookeeper-async");
     let cmds = vec![
-        curator_latch(class, &cs, path, 2, 4, &log),
+        curator_latch(mode, &cs, path, 2, 4, &log),
         rust_latch(mode, &cs, path, 2, 4, &log),
-        curator_latch(class, &cs, path, 2, 4, &log),
+        curator_latch(mode, &cs, path, 2, 4, &log),
         on_async,
     ];
     run_all(cmds, Duration::from_secs(170)).await;
