@@ -16,44 +16,40 @@ use common::{check_log, children, client, eventually, read_log, run_all, server,
 
 const CONTENDER: &str = env!("CARGO_BIN_EXE_lock-contender");
 
-/// A Rust election process: `mode` is `latch` or `selector`.
-fn rust_latch(
-    mode: &str,
-    connect: &str,
-    path: &str,
+/// The arguments of an election process, Rust or Java: CONNECT PATH TASKS TERMS LOG.
+struct Election<'a> {
+    connect: &'a str,
+    path: &'a str,
     tasks: usize,
     terms: usize,
-    log: &Path,
-) -> Command {
-    let mut c = Command::new(CONTENDER);
-    c.arg(mode)
-        .arg(connect)
-        .arg(path)
-        .arg(tasks.to_string())
-        .arg(terms.to_string())
-        .arg(log);
-    c
+    log: &'a Path,
 }
 
-/// A Java election process: `mode` is `latch` or `selector`.
-fn curator_latch(
-    mode: &str,
-    connect: &str,
-    path: &str,
-    tasks: usize,
-    terms: usize,
-    log: &Path,
-) -> Command {
-    let mut c: Command = harness::java::java_command("LatchContender").into();
-    c.arg(connect)
-        .arg(path)
-        .arg(tasks.to_string())
-        .arg(terms.to_string())
-        .arg(log);
-    if mode == "selector" {
-        c.arg("selector");
+impl Election<'_> {
+    fn args(&self, mut c: Command) -> Command {
+        c.arg(self.connect)
+            .arg(self.path)
+            .arg(self.tasks.to_string())
+            .arg(self.terms.to_string())
+            .arg(self.log);
+        c
     }
-    c
+
+    /// A Rust election process: `mode` is `latch` or `selector`.
+    fn rust(&self, mode: &str) -> Command {
+        let mut c = Command::new(CONTENDER);
+        c.arg(mode);
+        self.args(c)
+    }
+
+    /// A Java (Curator) election process: `mode` is `latch` or `selector`.
+    fn curator(&self, mode: &str) -> Command {
+        let mut c = self.args(harness::java::java_command("LatchContender").into());
+        if mode == "selector" {
+            c.arg("selector");
+        }
+        c
+    }
 }
 
 fn rust_semaphore(connect: &str, path: &str, max: usize, tasks: usize, log: &Path) -> Command {
@@ -113,14 +109,16 @@ async fn election_interop(kind: ServerKind, mode: &str) {
             .expect("latch path");
     }
     let cs = server.connect_string();
-    let mut on_async = rust_latch(mode, &cs, path, 2, 4, &log);
+    let e = Election {
+        connect: &cs,
+        path,
+        tasks: 2,
+        terms: 4,
+        log: &log,
+    };
+    let mut on_async = e.rust(mode);
     on_async.env("LOCK_CONTENDER_BACKEND", "zookeeper-async");
-    let cmds = vec![
-        curator_latch(mode, &cs, path, 2, 4, &log),
-        rust_latch(mode, &cs, path, 2, 4, &log),
-        curator_latch(mode, &cs, path, 2, 4, &log),
-        on_async,
-    ];
+    let cmds = vec![e.curator(mode), e.rust(mode), e.curator(mode), on_async];
     run_all(cmds, Duration::from_secs(170)).await;
     let mut entries = read_log(&log);
     assert_eq!(entries.len(), 32, "every term is logged");
