@@ -3,7 +3,7 @@
 //! The recipes never talk to a client library directly: they call [`ZkClient`], so the same
 //! lock works over any client that can provide these operations (see the crate README for
 //! which client gives what). The trait speaks in the recipes' own enums ([`ErrorCode`],
-//! [`CreateMode`], [`EventType`]: see [`codes`](crate::codes) for why they are not the
+//! [`CreateMode`], [`EventType`]: the `codes` module says why they are not the
 //! codec's) and the `jute` codec's records ([`Stat`], [`Acl`], [`Id`]), so that no client
 //! library's types leak into the recipes.
 //!
