@@ -855,9 +855,9 @@ impl LockMetrics for Recorded {
 
 /// `run`: the closure's result when the lock stays held; `Error::Lost` and the closure
 /// cancelled the moment it is lost. Metrics hooks see every event.
-async fn run_cancels_on_loss(kind: ServerKind) {
+async fn run_cancels_on_loss(kind: ServerKind, backend: Backend) {
     let server = server(kind);
-    let c = client(&server.connect_string()).await;
+    let c = connect(backend, &server.connect_string(), Duration::from_secs(8)).await;
     let admin = client(&server.connect_string()).await;
     let path = "/locks/run";
     let metrics = Arc::new(Recorded::default());
@@ -911,11 +911,7 @@ async fn run_cancels_on_loss(kind: ServerKind) {
     admin.close().await;
 }
 
-both_servers!(
-    run_cancels_on_loss_apache,
-    run_cancels_on_loss_zooraft,
-    run_cancels_on_loss
-);
+every_backend!(run_cancels, run_cancels_on_loss);
 
 /// `close` ends the session before it returns: the lock node of a guard still held is gone
 /// at once (zookeeper-client's close used to return before the server heard of it, so the
