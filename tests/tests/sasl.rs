@@ -1,7 +1,8 @@
-//! SASL DIGEST-MD5 and enforced authentication against Apache ZooKeeper 3.8 and zooraft:
-//! zkCli.sh with a JAAS client file, kazoo with `sasl_options`, `sasl:` ACLs, a wrong
-//! password and garbage tokens refused with AUTHFAILED and the connection closed, and
-//! `enforce.auth.enabled` closing unauthenticated sessions.
+//! SASL DIGEST-MD5, Kerberos (GSSAPI) and enforced authentication against Apache ZooKeeper
+//! 3.8 and zooraft: zkCli.sh with a JAAS client file, kazoo with `sasl_options`, `sasl:`
+//! ACLs, a wrong password and garbage tokens refused with AUTHFAILED and the connection
+//! closed, and `enforce.auth.enabled` closing unauthenticated sessions. The Kerberos tests
+//! run a KDC of their own on loopback (`harness::kdc`).
 //!
 //! Apache ZooKeeper reads the server's JAAS file from the JVM property
 //! `java.security.auth.login.config`; zooraft from the zoo.cfg key `jaasLoginConfig`. Each
@@ -14,6 +15,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use bytes::{BufMut, BytesMut};
+use harness::kdc::Kdc;
 use harness::zkcli::ZkCli;
 use harness::{against_both, ServerKind, TestServer, TestServerBuilder};
 
@@ -236,3 +238,195 @@ fn enforced_sasl(kind: ServerKind) {
 }
 
 against_both!(enforced_sasl_apache, enforced_sasl_zooraft, enforced_sasl);
+
+// --- Kerberos (GSSAPI) against a KDC of its own on loopback (harness::kdc) ---
+
+/// A KDC with the server's principal `zookeeper/localhost` and two clients, `zkclient` and
+/// `mallory`; the keytabs of the clients by name.
+struct Realm {
+    kdc: Kdc,
+    server_keytab: PathBuf,
+    client: PathBuf,
+    mallory: PathBuf,
+}
+
+fn realm() -> Realm {
+    let kdc = Kdc::start();
+    Realm {
+        server_keytab: kdc.add_principal("zookeeper/localhost"),
+        client: kdc.add_principal("zkclient"),
+        mallory: kdc.add_principal("mallory"),
+        kdc,
+    }
+}
+
+fn krb5_jaas(path: &Path, section: &str, keytab: &Path, principal: &str) {
+    std::fs::write(
+        path,
+        format!(
+            "{section} {{\n    com.sun.security.auth.module.Krb5LoginModule required\n    \
+             useKeyTab=true\n    keyTab=\"{}\"\n    storeKey=true\n    useTicketCache=false\n    \
+             principal=\"{principal}\";\n}};\n",
+            keytab.display()
+        ),
+    )
+    .expect("write JAAS file");
+}
+
+/// A server whose JAAS `Server` section logs in as `zookeeper/localhost` from its keytab.
+fn kerberos_server(kind: ServerKind, realm: &Realm) -> TestServerBuilder {
+    let jaas = realm.kdc.dir().join("server-jaas.conf");
+    krb5_jaas(
+        &jaas,
+        "Server",
+        &realm.server_keytab,
+        &realm.kdc.principal("zookeeper/localhost"),
+    );
+    let jaas = jaas.display().to_string();
+    let krb5 = realm.kdc.krb5_conf().display().to_string();
+    TestServer::builder(kind)
+        .jvm_property("java.security.auth.login.config", &jaas)
+        .jvm_property("java.security.krb5.conf", &krb5)
+        .env("KRB5_CONFIG", &krb5)
+        .config("4lw.commands.whitelist", "*")
+        .config("jaasLoginConfig", &jaas)
+        .config(
+            "authProvider.1",
+            "org.apache.zookeeper.server.auth.SASLAuthenticationProvider",
+        )
+}
+
+/// zkCli.sh logging in from a keytab (JAAS `Client` section with Krb5LoginModule).
+fn kerberos_cli(name: &'static str, server: &TestServer, realm: &Realm, who: &str) -> ZkCli {
+    let keytab = if who == "zkclient" {
+        &realm.client
+    } else {
+        &realm.mallory
+    };
+    let jaas = realm.kdc.dir().join(format!("{who}-jaas.conf"));
+    krb5_jaas(&jaas, "Client", keytab, &realm.kdc.principal(who));
+    let flags = format!(
+        "-Djava.security.auth.login.config={} -Djava.security.krb5.conf={} \
+         -Dzookeeper.server.principal={}",
+        jaas.display(),
+        realm.kdc.krb5_conf().display(),
+        realm.kdc.principal("zookeeper/localhost")
+    );
+    let cli = ZkCli::start_with(name, &server.connect_string(), &flags);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let lines = cli.lines();
+        if lines.iter().any(|l| l.contains("state:SaslAuthenticated")) {
+            return cli;
+        }
+        assert!(
+            !lines.iter().any(|l| l.contains("state:AuthFailed"))
+                && std::time::Instant::now() < deadline,
+            "{}: zkCli {who} did not authenticate: {lines:?}\n--- server log ---\n{}\n--- KDC log ---\n{}",
+            server.kind().name(),
+            server.log_tail(),
+            realm.kdc.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// zkCli.sh authenticates by Kerberos as `sasl:zkclient@ZOORAFT.TEST` (the full principal,
+/// ZooKeeper's default), owns a node only that principal may read; mallory, another
+/// principal of the realm, is refused it. zooraft's `cons` shows the id.
+fn zkcli_gssapi(kind: ServerKind) {
+    let realm = realm();
+    let server = kerberos_server(kind, &realm).start();
+    let owner = realm.kdc.principal("zkclient");
+    let mut cli = kerberos_cli("zkclient", &server, &realm, "zkclient");
+    let who = cli.run("whoami");
+    assert!(
+        who.iter().any(|l| *l == format!("sasl: {owner}")),
+        "{}: {who:?}",
+        kind.name()
+    );
+    assert_eq!(
+        cli.run(&format!("create /krb-only k sasl:{owner}:cdrwa")),
+        ["Created /krb-only"]
+    );
+    assert_eq!(cli.run("get /krb-only"), ["k"]);
+    if kind == ServerKind::Zooraft {
+        let cons = server.four_letter_word("cons").expect("cons");
+        assert!(
+            cons.contains(&format!(",auth=sasl:{owner})")),
+            "cons does not show the SASL id:\n{cons}"
+        );
+    }
+    cli.quit();
+    let mut mallory = kerberos_cli("mallory", &server, &realm, "mallory");
+    let out = mallory.run("get /krb-only");
+    assert!(
+        out.iter().any(|l| l.contains("Insufficient permission")),
+        "{}: mallory read zkclient's node: {out:?}",
+        kind.name()
+    );
+    mallory.quit();
+    assert!(server.is_serving(), "{}: not serving", kind.name());
+}
+
+against_both!(zkcli_gssapi_apache, zkcli_gssapi_zooraft, zkcli_gssapi);
+
+/// kazoo with `sasl_options={'mechanism': 'GSSAPI'}` (pure-sasl over pykerberos) and a
+/// ticket from `kinit -kt`, on a server with `kerberos.removeRealmFromPrincipal=true`: the id
+/// is `sasl:zkclient` (tests/python/kazoo_gssapi.py).
+fn kazoo_gssapi(kind: ServerKind) {
+    let realm = realm();
+    let server = kerberos_server(kind, &realm)
+        .config("kerberos.removeRealmFromPrincipal", "true")
+        .start();
+    let cache = realm.kdc.kinit("zkclient", &realm.client);
+    let mut python = Command::new("python3");
+    python
+        .arg("-u")
+        .arg(harness::suite_dir().join("python/kazoo_gssapi.py"))
+        .arg("zkclient")
+        .env("KRB5_CONFIG", realm.kdc.krb5_conf())
+        .env("KRB5CCNAME", cache)
+        .env("PYTHONDONTWRITEBYTECODE", "1");
+    harness::checks::demand(
+        "kazoo_gssapi.py",
+        python,
+        &server,
+        Duration::from_secs(180),
+        2,
+    );
+}
+
+against_both!(kazoo_gssapi_apache, kazoo_gssapi_zooraft, kazoo_gssapi);
+
+/// GSSAPI tokens of garbage (one that looks like a Kerberos token, one that does not) get
+/// AUTHFAILED and the connection closed; a 1 MiB token closes it; the server keeps serving,
+/// and zooraft counts the refusals as SASL failures.
+fn gssapi_garbage(kind: ServerKind) {
+    let realm = realm();
+    let server = kerberos_server(kind, &realm).start();
+    for token in [
+        &b"\x60\x82\x01\x00\x06\x09garbage"[..],
+        b"not kerberos at all",
+    ] {
+        let (err, closed) = raw_sasl(&server, &[token]);
+        assert_eq!(err, Some(-115), "{}: garbage GSSAPI token", kind.name());
+        assert!(closed, "{}: left open after AUTHFAILED", kind.name());
+    }
+    let (_, closed) = raw_sasl(&server, &[&vec![0x60; 1 << 20]]);
+    assert!(closed, "{}: left open after a 1 MiB token", kind.name());
+    assert!(server.is_serving(), "{}: not serving", kind.name());
+    if kind == ServerKind::Zooraft {
+        let mntr = server.four_letter_word("mntr").expect("mntr");
+        assert!(
+            mntr.contains("zk_auth_failed_count_sasl\t2\n"),
+            "SASL failures not counted by scheme:\n{mntr}"
+        );
+    }
+}
+
+against_both!(
+    gssapi_garbage_apache,
+    gssapi_garbage_zooraft,
+    gssapi_garbage
+);

@@ -270,7 +270,11 @@ mod tests {
         m.auth_failure(AuthFailure::Sasl);
         m.auth_failure(AuthFailure::X509);
         assert_eq!(m.auth_failed.load(Ordering::Relaxed), 3);
-        let by: Vec<u64> = m.auth_failed_by.iter().map(|c| c.load(Ordering::Relaxed)).collect();
+        let by: Vec<u64> = m
+            .auth_failed_by
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .collect();
         assert_eq!(by, [1, 2, 0]);
         m.reset();
         assert_eq!(m.auth_failed_by[1].load(Ordering::Relaxed), 0);

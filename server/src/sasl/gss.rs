@@ -214,7 +214,9 @@ pub fn default_realm() -> Option<String> {
         }
         let mut realm = ptr::null_mut();
         let out = if krb5_get_default_realm(ctx, &mut realm) == 0 && !realm.is_null() {
-            let s = std::ffi::CStr::from_ptr(realm).to_string_lossy().into_owned();
+            let s = std::ffi::CStr::from_ptr(realm)
+                .to_string_lossy()
+                .into_owned();
             krb5_free_default_realm(ctx, realm);
             Some(s)
         } else {

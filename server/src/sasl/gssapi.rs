@@ -2,9 +2,11 @@
 //! answers ZooKeeper's clients, and the identity ZooKeeper derives from the principal.
 //!
 //! Three stages: context tokens until the Kerberos context is established (the last
-//! answer is the AP-REP); then, on the client's empty token, the server offers its
-//! security layers in a wrapped 4-byte token (`auth` only, the JDK's 65536-byte maximum
-//! buffer); the client's wrapped choice (and optional authorization id) completes it. The
+//! answer is the AP-REP when the client asked for mutual authentication); then the server
+//! offers its security layers in a wrapped 4-byte token (`auth` only, the JDK's
+//! 65536-byte maximum buffer), after the client's empty answer to the AP-REP or at once
+//! when there is none (ZooKeeper's Java client asks for no AP-REP); the client's wrapped
+//! choice (and optional authorization id) completes it. The
 //! identity follows ZooKeeper's `SaslServerCallbackHandler`: the authorization id must be
 //! the authenticated principal, then `kerberos.removeHostFromPrincipal` /
 //! `kerberos.removeRealmFromPrincipal` shorten it.
@@ -73,15 +75,22 @@ impl Gssapi {
         match std::mem::replace(&mut self.stage, Stage::Complete) {
             Stage::Context => {
                 let accepted = self.ctx.accept(cred, token)?;
-                let out = (!accepted.token.is_empty()).then_some(accepted.token);
-                if let Some(peer) = accepted.peer {
-                    self.stage = Stage::Offer { peer };
-                    // A client that asked for no mutual authentication has no AP-REP
-                    // coming and sends its empty token at once.
-                } else {
-                    self.stage = Stage::Context;
+                match accepted.peer {
+                    // Established without an AP-REP to send (the client asked for no
+                    // mutual authentication, as ZooKeeper's Java client does): the offer
+                    // goes at once, as the JDK's server sends it.
+                    Some(peer) if accepted.token.is_empty() => self.offer(peer),
+                    // The AP-REP; the client answers it with an empty token.
+                    Some(peer) => {
+                        self.stage = Stage::Offer { peer };
+                        Ok(Step::Continue(Some(accepted.token)))
+                    }
+                    None => {
+                        self.stage = Stage::Context;
+                        let out = (!accepted.token.is_empty()).then_some(accepted.token);
+                        Ok(Step::Continue(out))
+                    }
                 }
-                Ok(Step::Continue(out))
             }
             Stage::Offer { peer } => {
                 if !token.is_empty() {
@@ -89,11 +98,7 @@ impl Gssapi {
                         "expected an empty token before the security layer offer".into(),
                     ));
                 }
-                let mut offer = MAX_BUFFER.to_be_bytes();
-                offer[0] = NO_PROTECTION;
-                let wrapped = self.ctx.wrap(&offer)?;
-                self.stage = Stage::Choice { peer };
-                Ok(Step::Continue(Some(wrapped)))
+                self.offer(peer)
             }
             Stage::Choice { peer } => {
                 let choice = self.ctx.unwrap(token)?;
@@ -119,6 +124,17 @@ impl Gssapi {
             }
             Stage::Complete => Err(GssapiError::Complete),
         }
+    }
+}
+
+impl Gssapi {
+    /// The security layers offered, wrapped: `auth` only, the JDK's maximum buffer.
+    fn offer(&mut self, peer: String) -> Result<Step, GssapiError> {
+        let mut offer = MAX_BUFFER.to_be_bytes();
+        offer[0] = NO_PROTECTION;
+        let wrapped = self.ctx.wrap(&offer)?;
+        self.stage = Stage::Choice { peer };
+        Ok(Step::Continue(Some(wrapped)))
     }
 }
 

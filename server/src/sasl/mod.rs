@@ -185,7 +185,11 @@ mod tests {
         std::fs::write(&path, format!("{module} useKeyTab=false; }};")).unwrap();
         let e = SaslSettings::load(&path).unwrap_err().to_string();
         assert!(e.contains("useKeyTab=true"), "{e}");
-        std::fs::write(&path, format!("{module} useKeyTab=true principal=\"zk\"; }};")).unwrap();
+        std::fs::write(
+            &path,
+            format!("{module} useKeyTab=true principal=\"zk\"; }};"),
+        )
+        .unwrap();
         let e = SaslSettings::load(&path).unwrap_err().to_string();
         assert!(e.contains("keyTab is missing"), "{e}");
         std::fs::write(
