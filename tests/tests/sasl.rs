@@ -430,3 +430,56 @@ against_both!(
     gssapi_garbage_zooraft,
     gssapi_garbage
 );
+
+/// zookeeper-client (Rust, feature `sasl-digest-md5`) authenticates as bob by DIGEST-MD5,
+/// owns a `sasl:bob` node a client without SASL may not read, and a wrong password gets no
+/// session.
+fn rust_client_digest_md5(kind: ServerKind) {
+    use zookeeper_client as zkc;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let server = sasl_server(kind, dir.path()).start();
+    let connect = server.connect_string();
+    let sasl = |password: &'static str| {
+        zkc::Client::connector()
+            .with_session_timeout(Duration::from_secs(10))
+            .with_sasl(zkc::SaslOptions::digest_md5("bob", password))
+            .connect(&connect)
+    };
+    let limit = Duration::from_secs(30);
+    harness::rt::block_on(async {
+        let bob = harness::rt::within("SASL connect", limit, sasl("bobsecret"))
+            .await
+            .unwrap_or_else(|e| panic!("{}: SASL connect: {e}\n{}", kind.name(), server.log_tail()));
+        let acl = [zkc::Acl::new(
+            zkc::Permission::ALL,
+            zkc::AuthId::new("sasl", "bob"),
+        )];
+        let options = zkc::CreateMode::Persistent.with_acls(zkc::Acls::new(&acl));
+        bob.create("/rust-sasl", b"b", &options)
+            .await
+            .expect("create");
+        let (data, _) = bob.get_data("/rust-sasl").await.expect("get");
+        assert_eq!(data, b"b");
+        let plain = harness::zc::connect(&connect, Duration::from_secs(10), limit).await;
+        let refused = plain.get_data("/rust-sasl").await;
+        assert_eq!(
+            refused.err(),
+            Some(zkc::Error::NoAuth),
+            "{}: a client without SASL read a sasl:bob node",
+            kind.name()
+        );
+        let wrong = harness::rt::within("wrong password", limit, sasl("not-bobs")).await;
+        assert!(
+            wrong.is_err(),
+            "{}: a wrong password got a session",
+            kind.name()
+        );
+    });
+    assert!(server.is_serving());
+}
+
+against_both!(
+    rust_client_digest_md5_apache,
+    rust_client_digest_md5_zooraft,
+    rust_client_digest_md5
+);
