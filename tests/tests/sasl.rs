@@ -231,7 +231,8 @@ fn enforced_sasl(kind: ServerKind) {
     if kind == ServerKind::Zooraft {
         let mntr = server.four_letter_word("mntr").expect("mntr");
         assert!(
-            !mntr.contains("zk_auth_failed_count\t0\n"),
+            !mntr.contains("zk_auth_failed_count\t0\n")
+                && mntr.contains("zk_auth_failed_count_enforced\t1\n"),
             "an enforced refusal was not counted:\n{mntr}"
         );
     }
@@ -449,7 +450,9 @@ fn rust_client_digest_md5(kind: ServerKind) {
     harness::rt::block_on(async {
         let bob = harness::rt::within("SASL connect", limit, sasl("bobsecret"))
             .await
-            .unwrap_or_else(|e| panic!("{}: SASL connect: {e}\n{}", kind.name(), server.log_tail()));
+            .unwrap_or_else(|e| {
+                panic!("{}: SASL connect: {e}\n{}", kind.name(), server.log_tail())
+            });
         let acl = [zkc::Acl::new(
             zkc::Permission::ALL,
             zkc::AuthId::new("sasl", "bob"),
