@@ -4,10 +4,11 @@
 //! `AuthenticationHelper` do it.
 //!
 //! Each connection has a [`Guard`] that sees every request before it is dispatched: it
-//! answers SASL tokens itself, and refuses any other request of a connection that has no
-//! id of an enforced scheme with SESSIONCLOSEDREQUIRESASLAUTH, then closes it. A SASL
-//! failure is AUTHFAILED and the connection closed (ZooKeeper's default, without
-//! `zookeeper.allowSaslFailedClients`). Refusals count in `auth_failed_count`.
+//! answers SASL tokens itself (DIGEST-MD5 or GSSAPI, by the first token), and refuses any
+//! other request of a connection that has no id of an enforced scheme with
+//! SESSIONCLOSEDREQUIRESASLAUTH, then closes it. A SASL failure is AUTHFAILED and the
+//! connection closed (ZooKeeper's default, without `zookeeper.allowSaslFailedClients`).
+//! Refusals count in `auth_failed_count`.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -271,9 +272,10 @@ impl Guard {
                 return self.refuse(xid, out, metrics, &format!("undecodable SASL request: {e}"))
             }
         };
-        // DIGEST-MD5 clients open with an empty token, GSSAPI clients with a Kerberos one.
+        // DIGEST-MD5 clients open with an empty token, GSSAPI clients with a Kerberos one;
+        // a server with only one of the two answers every client with it, as ZooKeeper does.
         let exchange = self.exchange.get_or_insert_with(|| {
-            if token.is_empty() || settings.kerberos.is_none() {
+            if settings.kerberos.is_none() || (token.is_empty() && settings.user_count() > 0) {
                 Exchange::Digest(DigestMd5::new(DIGEST_REALM))
             } else {
                 Exchange::Gssapi(Box::default())
