@@ -243,12 +243,12 @@ against_both!(enforced_sasl_apache, enforced_sasl_zooraft, enforced_sasl);
 // --- Kerberos (GSSAPI) against a KDC of its own on loopback (harness::kdc) ---
 
 /// A KDC with the server's principal `zookeeper/localhost` and two clients, `zkclient` and
-/// `mallory`; the keytabs of the clients by name.
+/// `app/localhost` (a principal with a host part); the keytabs of the clients.
 struct Realm {
     kdc: Kdc,
     server_keytab: PathBuf,
     client: PathBuf,
-    mallory: PathBuf,
+    app: PathBuf,
 }
 
 fn realm() -> Realm {
@@ -256,7 +256,7 @@ fn realm() -> Realm {
     Realm {
         server_keytab: kdc.add_principal("zookeeper/localhost"),
         client: kdc.add_principal("zkclient"),
-        mallory: kdc.add_principal("mallory"),
+        app: kdc.add_principal("app/localhost"),
         kdc,
     }
 }
@@ -302,9 +302,12 @@ fn kerberos_cli(name: &'static str, server: &TestServer, realm: &Realm, who: &st
     let keytab = if who == "zkclient" {
         &realm.client
     } else {
-        &realm.mallory
+        &realm.app
     };
-    let jaas = realm.kdc.dir().join(format!("{who}-jaas.conf"));
+    let jaas = realm
+        .kdc
+        .dir()
+        .join(format!("{}-jaas.conf", who.replace('/', "_")));
     krb5_jaas(&jaas, "Client", keytab, &realm.kdc.principal(who));
     let flags = format!(
         "-Djava.security.auth.login.config={} -Djava.security.krb5.conf={} \
@@ -332,12 +335,15 @@ fn kerberos_cli(name: &'static str, server: &TestServer, realm: &Realm, who: &st
     }
 }
 
-/// zkCli.sh authenticates by Kerberos as `sasl:zkclient@ZOORAFT.TEST` (the full principal,
-/// ZooKeeper's default), owns a node only that principal may read; mallory, another
-/// principal of the realm, is refused it. zooraft's `cons` shows the id.
+/// zkCli.sh authenticates by Kerberos as `sasl:zkclient@ZOORAFT.TEST` (the full principal),
+/// owns a node only that principal may read; `app/localhost`, another principal of the
+/// realm, is `sasl:app@ZOORAFT.TEST` under `kerberos.removeHostFromPrincipal=true` and is
+/// refused the node. zooraft's `cons` shows the id.
 fn zkcli_gssapi(kind: ServerKind) {
     let realm = realm();
-    let server = kerberos_server(kind, &realm).start();
+    let server = kerberos_server(kind, &realm)
+        .config("kerberos.removeHostFromPrincipal", "true")
+        .start();
     let owner = realm.kdc.principal("zkclient");
     let mut cli = kerberos_cli("zkclient", &server, &realm, "zkclient");
     let who = cli.run("whoami");
@@ -359,14 +365,20 @@ fn zkcli_gssapi(kind: ServerKind) {
         );
     }
     cli.quit();
-    let mut mallory = kerberos_cli("mallory", &server, &realm, "mallory");
-    let out = mallory.run("get /krb-only");
+    let mut app = kerberos_cli("app", &server, &realm, "app/localhost");
+    let who = app.run("whoami");
     assert!(
-        out.iter().any(|l| l.contains("Insufficient permission")),
-        "{}: mallory read zkclient's node: {out:?}",
+        who.iter().any(|l| l == "sasl: app@ZOORAFT.TEST"),
+        "{}: the host stays in the id: {who:?}",
         kind.name()
     );
-    mallory.quit();
+    let out = app.run("get /krb-only");
+    assert!(
+        out.iter().any(|l| l.contains("Insufficient permission")),
+        "{}: app read zkclient's node: {out:?}",
+        kind.name()
+    );
+    app.quit();
     assert!(server.is_serving(), "{}: not serving", kind.name());
 }
 
