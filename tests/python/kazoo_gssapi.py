@@ -13,8 +13,7 @@ import sys
 import threading
 
 from kazoo.client import KazooClient
-from kazoo.security import ACL, Id
-from sasl_checks import refused_without_sasl
+from sasl_checks import owns_node, refused_without_sasl
 from tally import check, finish
 
 
@@ -30,14 +29,9 @@ def main():
         sasl_options={"mechanism": "GSSAPI", "service": "zookeeper"},
         connection_retry={"max_tries": 1, "delay": 0.2},
     )
-    acl = [ACL(31, Id("sasl", sasl_id))]
 
     def owner():
-        zk.start(timeout=30)
-        zk.create("/kazoo-krb", b"mine", acl=acl)
-        data, _ = zk.get("/kazoo-krb")
-        assert data == b"mine", data
-        assert zk.get_acls("/kazoo-krb")[0] == acl
+        owns_node(zk, sasl_id, "/kazoo-krb", 30)
 
     def stranger():
         refused_without_sasl(hosts, "/kazoo-krb")

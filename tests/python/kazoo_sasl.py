@@ -13,8 +13,7 @@ import time
 
 from kazoo.client import KazooClient
 from kazoo.protocol.states import KeeperState
-from kazoo.security import ACL, Id
-from sasl_checks import refused_without_sasl
+from sasl_checks import owns_node, refused_without_sasl
 from tally import check, finish
 
 
@@ -33,14 +32,9 @@ def main():
     watchdog.daemon = True
     watchdog.start()
     zk = sasl_client(hosts, user, password)
-    acl = [ACL(31, Id("sasl", user))]
 
     def owner():
-        zk.start(timeout=20)
-        zk.create("/kazoo-sasl", b"mine", acl=acl)
-        data, _ = zk.get("/kazoo-sasl")
-        assert data == b"mine", data
-        assert zk.get_acls("/kazoo-sasl")[0] == acl
+        owns_node(zk, user, "/kazoo-sasl", 20)
 
     def stranger():
         refused_without_sasl(hosts, "/kazoo-sasl")
