@@ -12,9 +12,8 @@ import threading
 import time
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoAuthError
 from kazoo.protocol.states import KeeperState
-from kazoo.security import ACL, Id
+from sasl_checks import owns_node, refused_without_sasl
 from tally import check, finish
 
 
@@ -33,26 +32,12 @@ def main():
     watchdog.daemon = True
     watchdog.start()
     zk = sasl_client(hosts, user, password)
-    acl = [ACL(31, Id("sasl", user))]
 
     def owner():
-        zk.start(timeout=20)
-        zk.create("/kazoo-sasl", b"mine", acl=acl)
-        data, _ = zk.get("/kazoo-sasl")
-        assert data == b"mine", data
-        assert zk.get_acls("/kazoo-sasl")[0] == acl
+        owns_node(zk, user, "/kazoo-sasl", 20)
 
     def stranger():
-        plain = KazooClient(hosts=hosts, timeout=10)
-        plain.start(timeout=20)
-        try:
-            plain.get("/kazoo-sasl")
-        except NoAuthError:
-            return
-        finally:
-            plain.stop()
-            plain.close()
-        raise AssertionError("a client without SASL read a sasl-only node")
+        refused_without_sasl(hosts, "/kazoo-sasl")
 
     def wrong_password():
         # kazoo may report the connection before the SASL exchange ends; the refusal then

@@ -1,4 +1,4 @@
-"""A pass/fail tally for the small check programs (kazoo_tls.py, kazoo_sasl.py): each check
+"""A pass/fail tally for the small check programs (kazoo_tls.py, kazoo_sasl.py, ...): each check
 is a function that raises on failure; the program prints "N passed, N failed" last."""
 
 import sys

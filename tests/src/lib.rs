@@ -12,6 +12,7 @@ pub mod checks;
 pub mod conformance;
 pub mod ensemble;
 pub mod java;
+pub mod kdc;
 pub mod load;
 pub mod patroni;
 pub mod pki;

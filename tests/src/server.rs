@@ -115,6 +115,7 @@ pub struct TestServerBuilder {
     extra_config: Vec<(String, String)>,
     extra_args: Vec<String>,
     jvm_properties: Vec<(String, String)>,
+    env: Vec<(String, String)>,
     port: Option<u16>,
     myid: Option<u64>,
     wait: bool,
@@ -173,6 +174,12 @@ impl TestServerBuilder {
         self
     }
 
+    /// An environment variable of the server process (both kinds), e.g. `KRB5_CONFIG`.
+    pub fn env(mut self, key: &str, value: &str) -> Self {
+        self.env.push((key.into(), value.into()));
+        self
+    }
+
     /// Sets up the server's directory and zoo.cfg without starting it (to put data in
     /// place first, e.g. with `zooraft import`); start it with [`TestServer::restart`] or
     /// [`TestServer::respawn`].
@@ -225,6 +232,7 @@ impl TestServer {
             extra_config: Vec::new(),
             extra_args: Vec::new(),
             jvm_properties: Vec::new(),
+            env: Vec::new(),
             port: None,
             myid: None,
             wait: true,
@@ -349,6 +357,7 @@ impl TestServer {
                 c
             }
         };
+        cmd.envs(self.builder.env.iter().map(|(k, v)| (k, v)));
         cmd.stdin(Stdio::null()).stdout(log).stderr(log_err);
         let child = cmd.spawn().expect("spawn server process");
         self.child = Some(child);

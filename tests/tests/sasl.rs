@@ -1,7 +1,8 @@
-//! SASL DIGEST-MD5 and enforced authentication against Apache ZooKeeper 3.8 and zooraft:
-//! zkCli.sh with a JAAS client file, kazoo with `sasl_options`, `sasl:` ACLs, a wrong
-//! password and garbage tokens refused with AUTHFAILED and the connection closed, and
-//! `enforce.auth.enabled` closing unauthenticated sessions.
+//! SASL DIGEST-MD5, Kerberos (GSSAPI) and enforced authentication against Apache ZooKeeper
+//! 3.8 and zooraft: zkCli.sh with a JAAS client file, kazoo with `sasl_options`, `sasl:`
+//! ACLs, a wrong password and garbage tokens refused with AUTHFAILED and the connection
+//! closed, and `enforce.auth.enabled` closing unauthenticated sessions. The Kerberos tests
+//! run a KDC of their own on loopback (`harness::kdc`).
 //!
 //! Apache ZooKeeper reads the server's JAAS file from the JVM property
 //! `java.security.auth.login.config`; zooraft from the zoo.cfg key `jaasLoginConfig`. Each
@@ -14,6 +15,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use bytes::{BufMut, BytesMut};
+use harness::kdc::Kdc;
 use harness::zkcli::ZkCli;
 use harness::{against_both, ServerKind, TestServer, TestServerBuilder};
 
@@ -229,10 +231,272 @@ fn enforced_sasl(kind: ServerKind) {
     if kind == ServerKind::Zooraft {
         let mntr = server.four_letter_word("mntr").expect("mntr");
         assert!(
-            !mntr.contains("zk_auth_failed_count\t0\n"),
+            !mntr.contains("zk_auth_failed_count\t0\n")
+                && mntr.contains("zk_auth_failed_count_enforced\t1\n"),
             "an enforced refusal was not counted:\n{mntr}"
         );
     }
 }
 
 against_both!(enforced_sasl_apache, enforced_sasl_zooraft, enforced_sasl);
+
+// --- Kerberos (GSSAPI) against a KDC of its own on loopback (harness::kdc) ---
+
+/// A KDC with the server's principal `zookeeper/localhost` and two clients, `zkclient` and
+/// `app/localhost` (a principal with a host part); the keytabs of the clients.
+struct Realm {
+    kdc: Kdc,
+    server_keytab: PathBuf,
+    client: PathBuf,
+    app: PathBuf,
+}
+
+fn realm() -> Realm {
+    let kdc = Kdc::start();
+    Realm {
+        server_keytab: kdc.add_principal("zookeeper/localhost"),
+        client: kdc.add_principal("zkclient"),
+        app: kdc.add_principal("app/localhost"),
+        kdc,
+    }
+}
+
+fn krb5_jaas(path: &Path, section: &str, keytab: &Path, principal: &str) {
+    std::fs::write(
+        path,
+        format!(
+            "{section} {{\n    com.sun.security.auth.module.Krb5LoginModule required\n    \
+             useKeyTab=true\n    keyTab=\"{}\"\n    storeKey=true\n    useTicketCache=false\n    \
+             principal=\"{principal}\";\n}};\n",
+            keytab.display()
+        ),
+    )
+    .expect("write JAAS file");
+}
+
+/// A server whose JAAS `Server` section logs in as `zookeeper/localhost` from its keytab.
+fn kerberos_server(kind: ServerKind, realm: &Realm) -> TestServerBuilder {
+    let jaas = realm.kdc.dir().join("server-jaas.conf");
+    krb5_jaas(
+        &jaas,
+        "Server",
+        &realm.server_keytab,
+        &realm.kdc.principal("zookeeper/localhost"),
+    );
+    let jaas = jaas.display().to_string();
+    let krb5 = realm.kdc.krb5_conf().display().to_string();
+    TestServer::builder(kind)
+        .jvm_property("java.security.auth.login.config", &jaas)
+        .jvm_property("java.security.krb5.conf", &krb5)
+        .env("KRB5_CONFIG", &krb5)
+        .config("4lw.commands.whitelist", "*")
+        .config("jaasLoginConfig", &jaas)
+        .config(
+            "authProvider.1",
+            "org.apache.zookeeper.server.auth.SASLAuthenticationProvider",
+        )
+}
+
+/// zkCli.sh logging in from a keytab (JAAS `Client` section with Krb5LoginModule).
+fn kerberos_cli(name: &'static str, server: &TestServer, realm: &Realm, who: &str) -> ZkCli {
+    let keytab = if who == "zkclient" {
+        &realm.client
+    } else {
+        &realm.app
+    };
+    let jaas = realm
+        .kdc
+        .dir()
+        .join(format!("{}-jaas.conf", who.replace('/', "_")));
+    krb5_jaas(&jaas, "Client", keytab, &realm.kdc.principal(who));
+    let flags = format!(
+        "-Djava.security.auth.login.config={} -Djava.security.krb5.conf={} \
+         -Dzookeeper.server.principal={}",
+        jaas.display(),
+        realm.kdc.krb5_conf().display(),
+        realm.kdc.principal("zookeeper/localhost")
+    );
+    let cli = ZkCli::start_with(name, &server.connect_string(), &flags);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let lines = cli.lines();
+        if lines.iter().any(|l| l.contains("state:SaslAuthenticated")) {
+            return cli;
+        }
+        assert!(
+            !lines.iter().any(|l| l.contains("state:AuthFailed"))
+                && std::time::Instant::now() < deadline,
+            "{}: zkCli {who} did not authenticate: {lines:?}\n--- server log ---\n{}\n--- KDC log ---\n{}",
+            server.kind().name(),
+            server.log_tail(),
+            realm.kdc.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// zkCli.sh authenticates by Kerberos as `sasl:zkclient@ZOORAFT.TEST` (the full principal),
+/// owns a node only that principal may read; `app/localhost`, another principal of the
+/// realm, is `sasl:app@ZOORAFT.TEST` under `kerberos.removeHostFromPrincipal=true` and is
+/// refused the node. zooraft's `cons` shows the id.
+fn zkcli_gssapi(kind: ServerKind) {
+    let realm = realm();
+    let server = kerberos_server(kind, &realm)
+        .config("kerberos.removeHostFromPrincipal", "true")
+        .start();
+    let owner = realm.kdc.principal("zkclient");
+    let mut cli = kerberos_cli("zkclient", &server, &realm, "zkclient");
+    let who = cli.run("whoami");
+    assert!(
+        who.iter().any(|l| *l == format!("sasl: {owner}")),
+        "{}: {who:?}",
+        kind.name()
+    );
+    assert_eq!(
+        cli.run(&format!("create /krb-only k sasl:{owner}:cdrwa")),
+        ["Created /krb-only"]
+    );
+    assert_eq!(cli.run("get /krb-only"), ["k"]);
+    if kind == ServerKind::Zooraft {
+        let cons = server.four_letter_word("cons").expect("cons");
+        assert!(
+            cons.contains(&format!(",auth=sasl:{owner})")),
+            "cons does not show the SASL id:\n{cons}"
+        );
+    }
+    cli.quit();
+    let mut app = kerberos_cli("app", &server, &realm, "app/localhost");
+    let who = app.run("whoami");
+    assert!(
+        who.iter().any(|l| l == "sasl: app@ZOORAFT.TEST"),
+        "{}: the host stays in the id: {who:?}",
+        kind.name()
+    );
+    let out = app.run("get /krb-only");
+    assert!(
+        out.iter().any(|l| l.contains("Insufficient permission")),
+        "{}: app read zkclient's node: {out:?}",
+        kind.name()
+    );
+    app.quit();
+    assert!(server.is_serving(), "{}: not serving", kind.name());
+}
+
+against_both!(zkcli_gssapi_apache, zkcli_gssapi_zooraft, zkcli_gssapi);
+
+/// kazoo with `sasl_options={'mechanism': 'GSSAPI'}` (pure-sasl over pykerberos) and a
+/// ticket from `kinit -kt`, on a server with `kerberos.removeRealmFromPrincipal=true`: the id
+/// is `sasl:zkclient` (tests/python/kazoo_gssapi.py).
+fn kazoo_gssapi(kind: ServerKind) {
+    let realm = realm();
+    let server = kerberos_server(kind, &realm)
+        .config("kerberos.removeRealmFromPrincipal", "true")
+        .start();
+    let cache = realm.kdc.kinit("zkclient", &realm.client);
+    let mut python = Command::new("python3");
+    python
+        .arg("-u")
+        .arg(harness::suite_dir().join("python/kazoo_gssapi.py"))
+        .arg("zkclient")
+        .env("KRB5_CONFIG", realm.kdc.krb5_conf())
+        .env("KRB5CCNAME", cache)
+        .env("PYTHONDONTWRITEBYTECODE", "1");
+    harness::checks::demand(
+        "kazoo_gssapi.py",
+        python,
+        &server,
+        Duration::from_secs(180),
+        2,
+    );
+}
+
+against_both!(kazoo_gssapi_apache, kazoo_gssapi_zooraft, kazoo_gssapi);
+
+/// GSSAPI tokens of garbage (one that looks like a Kerberos token, one that does not, an
+/// empty one) get AUTHFAILED and the connection closed; a 1 MiB token closes it; the server
+/// keeps serving, and zooraft counts the refusals as SASL failures.
+fn gssapi_garbage(kind: ServerKind) {
+    let realm = realm();
+    let server = kerberos_server(kind, &realm).start();
+    // The empty first token of a DIGEST-MD5 client, too: this server only speaks GSSAPI.
+    for token in [
+        &b"\x60\x82\x01\x00\x06\x09garbage"[..],
+        b"not kerberos at all",
+        b"",
+    ] {
+        let (err, closed) = raw_sasl(&server, &[token]);
+        assert_eq!(err, Some(-115), "{}: garbage GSSAPI token", kind.name());
+        assert!(closed, "{}: left open after AUTHFAILED", kind.name());
+    }
+    let (_, closed) = raw_sasl(&server, &[&vec![0x60; 1 << 20]]);
+    assert!(closed, "{}: left open after a 1 MiB token", kind.name());
+    assert!(server.is_serving(), "{}: not serving", kind.name());
+    if kind == ServerKind::Zooraft {
+        let mntr = server.four_letter_word("mntr").expect("mntr");
+        assert!(
+            mntr.contains("zk_auth_failed_count_sasl\t3\n"),
+            "SASL failures not counted by scheme:\n{mntr}"
+        );
+    }
+}
+
+against_both!(
+    gssapi_garbage_apache,
+    gssapi_garbage_zooraft,
+    gssapi_garbage
+);
+
+/// zookeeper-client (Rust, feature `sasl-digest-md5`) authenticates as bob by DIGEST-MD5,
+/// owns a `sasl:bob` node a client without SASL may not read, and a wrong password gets no
+/// session.
+fn rust_client_digest_md5(kind: ServerKind) {
+    use zookeeper_client as zkc;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let server = sasl_server(kind, dir.path()).start();
+    let connect = server.connect_string();
+    let sasl = |password: &'static str| {
+        zkc::Client::connector()
+            .with_session_timeout(Duration::from_secs(10))
+            .with_sasl(zkc::SaslOptions::digest_md5("bob", password))
+            .connect(&connect)
+    };
+    let limit = Duration::from_secs(30);
+    harness::rt::block_on(async {
+        let bob = harness::rt::within("SASL connect", limit, sasl("bobsecret"))
+            .await
+            .unwrap_or_else(|e| {
+                panic!("{}: SASL connect: {e}\n{}", kind.name(), server.log_tail())
+            });
+        let acl = [zkc::Acl::new(
+            zkc::Permission::ALL,
+            zkc::AuthId::new("sasl", "bob"),
+        )];
+        let options = zkc::CreateMode::Persistent.with_acls(zkc::Acls::new(&acl));
+        bob.create("/rust-sasl", b"b", &options)
+            .await
+            .expect("create");
+        let (data, _) = bob.get_data("/rust-sasl").await.expect("get");
+        assert_eq!(data, b"b");
+        let plain = harness::zc::connect(&connect, Duration::from_secs(10), limit).await;
+        let refused = plain.get_data("/rust-sasl").await;
+        assert_eq!(
+            refused.err(),
+            Some(zkc::Error::NoAuth),
+            "{}: a client without SASL read a sasl:bob node",
+            kind.name()
+        );
+        let wrong = harness::rt::within("wrong password", limit, sasl("not-bobs")).await;
+        assert!(
+            wrong.is_err(),
+            "{}: a wrong password got a session",
+            kind.name()
+        );
+    });
+    assert!(server.is_serving());
+}
+
+against_both!(
+    rust_client_digest_md5_apache,
+    rust_client_digest_md5_zooraft,
+    rust_client_digest_md5
+);

@@ -263,6 +263,11 @@ fn bad_tls_input(kind: ServerKind) {
     );
     if kind == ServerKind::Zooraft {
         assert!(mntr_value(&server, "zk_tls_handshake_failed_count") >= 2);
+        // Every one of them an x509 refusal in the per-scheme split of the total.
+        assert_eq!(
+            mntr_value(&server, "zk_auth_failed_count_x509"),
+            mntr_value(&server, "zk_auth_failed_count")
+        );
         let log = std::fs::read_to_string(server.log_path()).expect("server log");
         assert!(log.contains("TLS handshake refused"), "{log}");
     }

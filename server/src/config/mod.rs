@@ -150,6 +150,7 @@ pub fn is_security_key(key: &str) -> bool {
         "enforce.auth.",
         "zookeeper.enforce.auth.",
         "kerberos.",
+        "zookeeper.kerberos.",
     ];
     const KEYS: &[&str] = &[
         "secureClientPort",

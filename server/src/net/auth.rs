@@ -4,26 +4,27 @@
 //! `AuthenticationHelper` do it.
 //!
 //! Each connection has a [`Guard`] that sees every request before it is dispatched: it
-//! answers SASL tokens itself, and refuses any other request of a connection that has no
-//! id of an enforced scheme with SESSIONCLOSEDREQUIRESASLAUTH, then closes it. A SASL
-//! failure is AUTHFAILED and the connection closed (ZooKeeper's default, without
-//! `zookeeper.allowSaslFailedClients`). Refusals count in `auth_failed_count`.
+//! answers SASL tokens itself (DIGEST-MD5 or GSSAPI, by the first token), and refuses any
+//! other request of a connection that has no id of an enforced scheme with
+//! SESSIONCLOSEDREQUIRESASLAUTH, then closes it. A SASL failure is AUTHFAILED and the
+//! connection closed (ZooKeeper's default, without `zookeeper.allowSaslFailedClients`).
+//! Refusals count in `auth_failed_count`.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::{BufMut, Bytes};
 use jute::{AuthPacket, ErrorCode, Id, OpCode, Reader, Record};
 use parking_lot::Mutex;
 
-use super::metrics::Metrics;
+use super::metrics::{AuthFailure, Metrics};
 use super::outbox::Outbox;
 use super::pipeline::Pipeline;
 use super::reply;
 use crate::config::Config;
-use crate::sasl::digest_md5::{DigestMd5, Step};
+use crate::sasl::digest_md5::{self, DigestMd5};
+use crate::sasl::gssapi::{self, Gssapi};
 use crate::sasl::{SaslSettings, DIGEST_REALM};
 use crate::state::acl;
 use crate::state::ops::{self, OpClass};
@@ -68,9 +69,19 @@ impl Auth {
     fn from_keys(keys: &BTreeMap<String, String>) -> Result<Auth, String> {
         let sasl = match get(keys, "jaasLoginConfig") {
             Some(path) => {
-                let s =
+                let mut s =
                     SaslSettings::load(std::path::Path::new(path)).map_err(|e| e.to_string())?;
                 tracing::info!("SASL: {} DIGEST-MD5 users from {path}", s.user_count());
+                if let Some(k) = &mut s.kerberos {
+                    k.rules.remove_host = flag(keys, "kerberos.removeHostFromPrincipal")?;
+                    k.rules.remove_realm = flag(keys, "kerberos.removeRealmFromPrincipal")?;
+                    tracing::info!(
+                        "SASL: GSSAPI as {} (keytab {}, default realm {:?})",
+                        k.principal,
+                        k.keytab,
+                        k.rules.default_realm
+                    );
+                }
                 Some(s)
             }
             None => None,
@@ -125,11 +136,17 @@ pub struct Cx<'a> {
     pub metrics: &'a Metrics,
 }
 
+/// A connection's SASL exchange, of the mechanism its first token speaks.
+enum Exchange {
+    Digest(DigestMd5),
+    Gssapi(Box<Gssapi>),
+}
+
 /// One connection's view of [`Auth`], with its SASL exchange.
 pub struct Guard {
     auth: Arc<Auth>,
     peer: IpAddr,
-    exchange: Option<DigestMd5>,
+    exchange: Option<Exchange>,
     /// The connection has an id of an enforced scheme: ids are only ever added, so every
     /// later request passes without looking again.
     enforced_met: bool,
@@ -190,7 +207,7 @@ impl Guard {
         tracing::warn!(
             "client authentication scheme(s) {have:?} match none of the required {schemes:?}: closing the session's connection"
         );
-        metrics.auth_failed.fetch_add(1, Ordering::Relaxed);
+        metrics.auth_failure(AuthFailure::Enforced);
         reply::push_error(out, xid, 0, ErrorCode::SessionClosedRequireSaslAuth);
         Verdict::Close
     }
@@ -245,7 +262,7 @@ impl Guard {
             tracing::warn!(
                 "a client sent a SASL token, but SASL is not configured (jaasLoginConfig)"
             );
-            metrics.auth_failed.fetch_add(1, Ordering::Relaxed);
+            metrics.auth_failure(AuthFailure::Sasl);
             sasl_reply(out, xid, ErrorCode::AuthFailed, None);
             return Verdict::Close;
         };
@@ -255,15 +272,40 @@ impl Guard {
                 return self.refuse(xid, out, metrics, &format!("undecodable SASL request: {e}"))
             }
         };
-        let exchange = self
-            .exchange
-            .get_or_insert_with(|| DigestMd5::new(DIGEST_REALM));
-        match exchange.step(&token, |u| settings.password(u)) {
-            Ok(Step::Challenge(c)) => {
-                sasl_reply(out, xid, ErrorCode::Ok, Some(&c));
+        // DIGEST-MD5 clients open with an empty token, GSSAPI clients with a Kerberos one;
+        // a server with only one of the two answers every client with it, as ZooKeeper does.
+        let exchange = self.exchange.get_or_insert_with(|| {
+            if settings.kerberos.is_none() || (token.is_empty() && settings.user_count() > 0) {
+                Exchange::Digest(DigestMd5::new(DIGEST_REALM))
+            } else {
+                Exchange::Gssapi(Box::default())
+            }
+        });
+        let step = match exchange {
+            Exchange::Digest(d) => match d.step(&token, |u| settings.password(u)) {
+                Ok(digest_md5::Step::Challenge(c)) => Ok((Some(c), None)),
+                Ok(digest_md5::Step::Done { id, final_token }) => Ok((Some(final_token), Some(id))),
+                Err(e) => Err(e.to_string()),
+            },
+            Exchange::Gssapi(g) => match &settings.kerberos {
+                Some(k) => match g.step(k.credentials(), &token) {
+                    Ok(gssapi::Step::Continue(t)) => Ok((t, None)),
+                    Ok(gssapi::Step::Done { principal }) => {
+                        let id = k.rules.id(&principal);
+                        tracing::info!("SASL: GSSAPI principal {principal} authenticated");
+                        Ok((None, Some(id)))
+                    }
+                    Err(e) => Err(e.to_string()),
+                },
+                None => Err("GSSAPI is not configured (no Krb5LoginModule)".into()),
+            },
+        };
+        match step {
+            Ok((token, None)) => {
+                sasl_reply(out, xid, ErrorCode::Ok, token.as_deref());
                 Verdict::Answered
             }
-            Ok(Step::Done { id, final_token }) => {
+            Ok((token, Some(id))) => {
                 tracing::info!("SASL: authenticated as sasl:{id}");
                 let mut p = pipeline.lock();
                 let id = Id {
@@ -274,16 +316,16 @@ impl Guard {
                     p.auth.push(id);
                 }
                 drop(p);
-                sasl_reply(out, xid, ErrorCode::Ok, Some(&final_token));
+                sasl_reply(out, xid, ErrorCode::Ok, token.as_deref());
                 Verdict::Answered
             }
-            Err(e) => self.refuse(xid, out, metrics, &e.to_string()),
+            Err(e) => self.refuse(xid, out, metrics, &e),
         }
     }
 
     fn refuse(&self, xid: i32, out: &Outbox, metrics: &Metrics, why: &str) -> Verdict {
         tracing::warn!("SASL authentication failed: {why}; closing the connection");
-        metrics.auth_failed.fetch_add(1, Ordering::Relaxed);
+        metrics.auth_failure(AuthFailure::Sasl);
         let err = match &self.auth.enforced {
             Some(s) if s.iter().any(|s| s == "sasl") => ErrorCode::SessionClosedRequireSaslAuth,
             _ => ErrorCode::AuthFailed,

@@ -56,6 +56,8 @@ pub struct Metrics {
     /// Authentications refused, as ZooKeeper counts them: a client certificate, a SASL
     /// exchange or enforced authentication (not an auth packet of an unknown scheme).
     pub auth_failed: AtomicU64,
+    /// `auth_failed` by what was refused, indexed by [`AuthFailure`].
+    pub auth_failed_by: [AtomicU64; AuthFailure::ALL.len()],
     /// TLS handshakes that failed on the client port (also in `auth_failed`, as ZooKeeper).
     pub tls_handshake_failed: AtomicU64,
     /// Connections refused by `maxClientCnxns`.
@@ -69,6 +71,22 @@ pub struct Metrics {
     pub bytes_received: AtomicU64,
     /// What the outboxes send.
     pub traffic: Arc<Traffic>,
+}
+
+/// What an authentication refusal was about (zooraft's per-scheme figures beside
+/// ZooKeeper's total `auth_failed_count`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuthFailure {
+    /// A client certificate or TLS handshake refused (ZooKeeper's x509 provider).
+    X509,
+    /// A SASL exchange (DIGEST-MD5 or GSSAPI) failed.
+    Sasl,
+    /// A request from a connection without an id of an enforced scheme.
+    Enforced,
+}
+
+impl AuthFailure {
+    pub const ALL: [AuthFailure; 3] = [AuthFailure::X509, AuthFailure::Sasl, AuthFailure::Enforced];
 }
 
 /// Watches fired per event that fired any, by event type.
@@ -156,6 +174,7 @@ impl Default for Metrics {
             read_latency: Summary::with_quantiles(),
             update_latency: Summary::with_quantiles(),
             auth_failed: AtomicU64::new(0),
+            auth_failed_by: Default::default(),
             tls_handshake_failed: AtomicU64::new(0),
             connection_rejected: AtomicU64::new(0),
             connection_requests: AtomicU64::new(0),
@@ -168,6 +187,12 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// One authentication refused.
+    pub fn auth_failure(&self, what: AuthFailure) {
+        self.auth_failed.fetch_add(1, Ordering::Relaxed);
+        self.auth_failed_by[what as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
     /// One request answered after `elapsed`.
     pub fn record(&self, op: i32, elapsed: Duration) {
         let us = elapsed.as_micros() as u64;
@@ -210,6 +235,9 @@ impl Metrics {
         ] {
             c.store(0, Ordering::Relaxed);
         }
+        for c in &self.auth_failed_by {
+            c.store(0, Ordering::Relaxed);
+        }
         self.traffic.reset();
         self.packets_received.store(0, Ordering::Relaxed);
         self.packets_sent.store(0, Ordering::Relaxed);
@@ -238,7 +266,18 @@ mod tests {
         assert_eq!(m.read_latency.view().sum, 6);
         m.record(5, Duration::from_millis(7));
         assert_eq!(m.update_latency.view().max, 7);
+        m.auth_failure(AuthFailure::Sasl);
+        m.auth_failure(AuthFailure::Sasl);
+        m.auth_failure(AuthFailure::X509);
+        assert_eq!(m.auth_failed.load(Ordering::Relaxed), 3);
+        let by: Vec<u64> = m
+            .auth_failed_by
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .collect();
+        assert_eq!(by, [1, 2, 0]);
         m.reset();
+        assert_eq!(m.auth_failed_by[1].load(Ordering::Relaxed), 0);
         assert_eq!(m.latency_ms(), (0, 0.0, 0));
         assert_eq!(m.read_latency.view().count, 0);
     }

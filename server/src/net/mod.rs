@@ -37,7 +37,7 @@ mod shared;
 mod stream;
 mod watch;
 
-pub use metrics::BUCKETS_US;
+pub use metrics::{AuthFailure, BUCKETS_US};
 pub use secure::{bind_client_ports, Listen};
 pub use shared::Shared;
 

@@ -18,6 +18,7 @@ use tokio::net::{TcpListener, TcpStream};
 
 use super::auth::{Auth, Guard};
 use super::connection;
+use super::metrics::AuthFailure;
 use super::shared::Shared;
 use crate::config::Config;
 use crate::state::acl;
@@ -95,7 +96,7 @@ fn refused(shared: &Shared, peer: SocketAddr, why: &str) {
     let m = &shared.metrics;
     m.tls_handshake_failed.fetch_add(1, Ordering::Relaxed);
     m.unsuccessful_handshakes.fetch_add(1, Ordering::Relaxed);
-    m.auth_failed.fetch_add(1, Ordering::Relaxed);
+    m.auth_failure(AuthFailure::X509);
     tracing::warn!(%peer, "TLS handshake refused: {why}");
 }
 

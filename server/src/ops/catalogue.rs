@@ -12,7 +12,7 @@
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 use super::view::View;
-use crate::net::Shared;
+use crate::net::{AuthFailure, Shared};
 use crate::raft::Role;
 use crate::stats::{Summary, SummaryView};
 
@@ -144,6 +144,21 @@ pub fn gather(shared: &Shared, version: &str) -> Vec<Figure> {
             "auth_failed_count",
             "Authentications refused (certificate, SASL, enforced auth)",
             &m.auth_failed,
+        ),
+        counter(
+            "auth_failed_count_x509",
+            "Of auth_failed_count: client certificates and TLS handshakes refused (zooraft)",
+            &m.auth_failed_by[AuthFailure::X509 as usize],
+        ),
+        counter(
+            "auth_failed_count_sasl",
+            "Of auth_failed_count: SASL exchanges failed, DIGEST-MD5 or GSSAPI (zooraft)",
+            &m.auth_failed_by[AuthFailure::Sasl as usize],
+        ),
+        counter(
+            "auth_failed_count_enforced",
+            "Of auth_failed_count: requests refused by enforced authentication (zooraft)",
+            &m.auth_failed_by[AuthFailure::Enforced as usize],
         ),
         counter(
             "tls_handshake_failed_count",

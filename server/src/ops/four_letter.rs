@@ -327,9 +327,9 @@ fn cons(shared: &Shared) -> String {
         if last_cxid >= 0 {
             let _ = write!(out, ",lcxid=0x{last_cxid:x}");
         }
-        let _ = writeln!(
+        let _ = write!(
             out,
-            ",lzxid=0x{:x},lresp={},llat={},minlat={},avglat={},maxlat={})",
+            ",lzxid=0x{:x},lresp={},llat={},minlat={},avglat={},maxlat={}",
             s.last_zxid.load(Ordering::Relaxed),
             s.last_response_ms.load(Ordering::Relaxed),
             s.last_latency_ms.load(Ordering::Relaxed),
@@ -337,9 +337,38 @@ fn cons(shared: &Shared) -> String {
             avg,
             s.max_latency_us.load(Ordering::Relaxed) / 1000,
         );
+        auth_ids(&mut out, &e.pipeline.lock().auth);
+        out.push_str(")\n");
     });
     out.push('\n');
     out
+}
+
+/// zooraft's addition to `cons` (ZooKeeper 3.8 prints no auth ids): `,auth=` and the
+/// connection's ids other than its `ip`, `scheme:id` joined by `+`, with the characters that
+/// would break the line's `key=value,...` form (`,()+%` and whitespace) percent-encoded.
+/// Nothing at all for a connection with no other id, so its line is ZooKeeper's.
+fn auth_ids(out: &mut String, ids: &[jute::Id]) {
+    let mut first = true;
+    for id in ids.iter().filter(|id| id.scheme != "ip") {
+        out.push_str(if first { ",auth=" } else { "+" });
+        first = false;
+        for c in id
+            .scheme
+            .chars()
+            .chain(std::iter::once(':'))
+            .chain(id.id.chars())
+        {
+            if matches!(c, ',' | '(' | ')' | '+' | '%') || c.is_whitespace() || c.is_control() {
+                let mut buf = [0u8; 4];
+                for b in c.encode_utf8(&mut buf).bytes() {
+                    let _ = write!(out, "%{b:02X}");
+                }
+            } else {
+                out.push(c);
+            }
+        }
+    }
 }
 
 fn dump(shared: &Shared) -> String {
@@ -366,7 +395,27 @@ fn dump(shared: &Shared) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::java_avg;
+    use super::{auth_ids, java_avg};
+
+    #[test]
+    fn cons_auth_ids_stay_one_field() {
+        let id = |scheme: &str, id: &str| jute::Id {
+            scheme: scheme.into(),
+            id: id.into(),
+        };
+        let mut out = String::new();
+        auth_ids(&mut out, &[id("ip", "127.0.0.1")]);
+        assert_eq!(out, "");
+        auth_ids(
+            &mut out,
+            &[
+                id("ip", "127.0.0.1"),
+                id("sasl", "bob@EXAMPLE.COM"),
+                id("x509", "CN=a b,O=c(d)"),
+            ],
+        );
+        assert_eq!(out, ",auth=sasl:bob@EXAMPLE.COM+x509:CN=a%20b%2CO=c%28d%29");
+    }
 
     #[test]
     fn average_latency_prints_as_java_does() {

@@ -11,12 +11,25 @@
 //! | `mod.rs` | the server's SASL settings from the JAAS file |
 //! | `jaas.rs` | the JAAS login configuration format |
 //! | `digest_md5.rs` | the DIGEST-MD5 mechanism (RFC 2831), server side |
+//! | `gssapi.rs` | the GSSAPI (Kerberos) mechanism (RFC 4752), server side, and ids |
+//! | `gss.rs` | the system GSSAPI library (MIT krb5), the calls an acceptor needs |
+//!
+//! A `Server` section may name DigestLoginModule users, a Krb5LoginModule (keytab and
+//! principal), or both; a connection's first token tells which mechanism it speaks
+//! (DIGEST-MD5 clients start empty, GSSAPI clients with a Kerberos token).
 
 pub mod digest_md5;
+mod gss;
+pub mod gssapi;
 mod jaas;
 
 use std::collections::BTreeMap;
+use std::fmt;
 use std::path::Path;
+use std::sync::Arc;
+
+pub use gss::Credentials;
+use gssapi::PrincipalRules;
 
 /// The server name ZooKeeper gives its DIGEST-MD5 server (the realm clients expect).
 pub const DIGEST_REALM: &str = "zk-sasl-md5";
@@ -36,10 +49,59 @@ pub enum SaslError {
     Invalid { path: String, message: String },
 }
 
-/// The server's SASL settings: the DIGEST-MD5 users of the JAAS `Server` section.
+/// The Kerberos side of the `Server` section: the server's principal and its keytab.
+#[derive(Clone)]
+pub struct Kerberos {
+    pub principal: String,
+    pub keytab: String,
+    credentials: Arc<Credentials>,
+    /// How an authenticated principal becomes a `sasl` id.
+    pub rules: PrincipalRules,
+}
+
+impl fmt::Debug for Kerberos {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Kerberos")
+            .field("principal", &self.principal)
+            .field("keytab", &self.keytab)
+            .field("rules", &self.rules)
+            .finish()
+    }
+}
+
+impl Kerberos {
+    /// The acceptor credentials acquired at start-up.
+    pub fn credentials(&self) -> &Credentials {
+        &self.credentials
+    }
+
+    fn from_options(options: &BTreeMap<String, String>) -> Result<Kerberos, String> {
+        let opt = |k: &str| options.get(k).map(|v| v.trim().to_string());
+        if opt("useKeyTab").as_deref() != Some("true") {
+            return Err("Krb5LoginModule: zooraft needs useKeyTab=true and a keyTab".into());
+        }
+        let keytab = opt("keyTab").ok_or("Krb5LoginModule: keyTab is missing")?;
+        let principal = opt("principal").ok_or("Krb5LoginModule: principal is missing")?;
+        let credentials = Credentials::acquire(&principal, &keytab)
+            .map_err(|e| format!("Krb5LoginModule {principal} (keyTab {keytab}): {e}"))?;
+        Ok(Kerberos {
+            principal,
+            keytab,
+            credentials: Arc::new(credentials),
+            rules: PrincipalRules {
+                default_realm: gss::default_realm(),
+                ..Default::default()
+            },
+        })
+    }
+}
+
+/// The server's SASL settings: the DIGEST-MD5 users and the Kerberos principal of the JAAS
+/// `Server` section.
 #[derive(Debug, Clone, Default)]
 pub struct SaslSettings {
     users: BTreeMap<String, String>,
+    pub kerberos: Option<Kerberos>,
 }
 
 impl SaslSettings {
@@ -60,6 +122,7 @@ impl SaslSettings {
             .get(SERVER_SECTION)
             .ok_or_else(|| invalid(format!("no {SERVER_SECTION} section")))?;
         let mut users = BTreeMap::new();
+        let mut kerberos = None;
         for m in modules {
             if m.class.ends_with("DigestLoginModule") {
                 for (k, v) in &m.options {
@@ -67,14 +130,16 @@ impl SaslSettings {
                         users.insert(user.to_string(), v.clone());
                     }
                 }
+            } else if m.class.ends_with("Krb5LoginModule") {
+                kerberos = Some(Kerberos::from_options(&m.options).map_err(invalid)?);
             } else {
                 return Err(invalid(format!(
-                    "login module {} is not supported (DigestLoginModule is)",
+                    "login module {} is not supported (DigestLoginModule and Krb5LoginModule are)",
                     m.class
                 )));
             }
         }
-        Ok(SaslSettings { users })
+        Ok(SaslSettings { users, kerberos })
     }
 
     /// A DIGEST-MD5 user's password.
@@ -110,5 +175,33 @@ mod tests {
         assert!(e.contains("no Server section"), "{e}");
         let e = SaslSettings::load(&dir.path().join("none")).unwrap_err();
         assert!(e.to_string().contains("cannot read"), "{e}");
+    }
+
+    #[test]
+    fn kerberos_module_needs_a_usable_keytab() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("jaas.conf");
+        let module = "Server { com.sun.security.auth.module.Krb5LoginModule required";
+        std::fs::write(&path, format!("{module} useKeyTab=false; }};")).unwrap();
+        let e = SaslSettings::load(&path).unwrap_err().to_string();
+        assert!(e.contains("useKeyTab=true"), "{e}");
+        std::fs::write(
+            &path,
+            format!("{module} useKeyTab=true principal=\"zk\"; }};"),
+        )
+        .unwrap();
+        let e = SaslSettings::load(&path).unwrap_err().to_string();
+        assert!(e.contains("keyTab is missing"), "{e}");
+        std::fs::write(
+            &path,
+            format!(
+                "{module} useKeyTab=true keyTab=\"{}/none.keytab\" storeKey=true \
+                 principal=\"zookeeper/localhost@NO.SUCH\"; }};",
+                dir.path().display()
+            ),
+        )
+        .unwrap();
+        let e = SaslSettings::load(&path).unwrap_err().to_string();
+        assert!(e.contains("gss_acquire_cred"), "{e}");
     }
 }
