@@ -6,7 +6,9 @@
 //!
 //! Hostname verification (`ssl.quorum.hostnameVerification`, default true) is ZooKeeper's:
 //! on both ends, the other member's certificate must name its address (see
-//! `tls/host.rs`).
+//! `tls/host.rs`). Dialling, it is checked inside the handshake (the other member gets an
+//! alert); accepting, right after it (rustls's client verifier does not know the peer's
+//! address), so the dialling member only sees its connection closed, and says so.
 //!
 //! `portUnification=true` accepts plain and TLS members on the peer port (told apart by the
 //! first byte) and dials TLS only with `sslQuorum`: that is how an ensemble rolls from plain
