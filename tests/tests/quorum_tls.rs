@@ -1,7 +1,7 @@
 //! TLS between members (`sslQuorum=true`, `ssl.quorum.*`): a 3-member ensemble elects and
 //! replicates over mutual TLS (zooraft and Apache ZooKeeper 3.8); a member whose certificate
 //! comes from another CA, or names another host (`ssl.quorum.hostnameVerification`), stays
-//! out, and both sides log why (both kinds); a zooraft ensemble rolls from plain to TLS
+//! out, and both sides log why (both kinds); an ensemble of either kind rolls from plain to TLS
 //! under load with quorum port unification (`portUnification`).
 
 use std::time::Duration;
@@ -201,16 +201,17 @@ fn wrong_host_member_stays_out_apache() {
 /// `portUnification=true` (and the `ssl.quorum.*` stores) on every member, one restart at
 /// a time; (2) `sslQuorum=true` member by member (a member then dials TLS, and is still
 /// accepted by the others, which take both); (3) `portUnification` off member by member.
-/// No acknowledged write is lost, and at the end a plain member connection is refused.
-#[test]
-fn rolling_plain_to_tls_zooraft() {
+/// No acknowledged write is lost, and at the end (zooraft) a plain member connection is
+/// refused.
+fn rolling_plain_to_tls(kind: ServerKind) {
     let dir = tempfile::tempdir().expect("temp dir");
     let ca = Ca::new(dir.path(), "quorum-ca");
     let member = ca.issue("member", "/CN=member");
-    let mut e = TestEnsemble::start(3, 0, &[]);
+    let mut e = TestEnsemble::start_kind(kind, 3, 0, &[]);
     let rt = runtime();
     let (load, writers) = load::start(&rt, &e.connect_string(), "/roll", 3);
     std::thread::sleep(Duration::from_secs(1));
+    load.measure(true);
     let restart = |e: &mut TestEnsemble, i: usize, keys: &[(String, String)]| {
         assert!(e.member_mut(i).stop(), "member {} did not stop", i + 1);
         for (k, v) in keys {
@@ -251,9 +252,26 @@ fn rolling_plain_to_tls_zooraft() {
             i + 1
         );
     }
-    e.converged();
-    // All TLS now: a plain hello is refused by every member.
-    for i in 0..3 {
+    if kind == ServerKind::Zooraft {
+        e.converged();
+    }
+    // All TLS now. ZooKeeper says so when it opens its quorum port, and logs its handshakes.
+    for i in (0..3).filter(|_| kind == ServerKind::Apache) {
+        let log = std::fs::read_to_string(e.member(i).log_path()).unwrap_or_default();
+        let last = log.rfind("Creating TLS-");
+        assert!(
+            last.is_some_and(|at| log[at..].starts_with("Creating TLS-only quorum server socket")),
+            "member {}: its quorum port is not TLS-only at the end",
+            i + 1
+        );
+        assert!(
+            log.contains("SSL handshake complete"),
+            "member {}: no TLS handshake",
+            i + 1
+        );
+    }
+    // zooraft: a plain hello is refused by every member.
+    for i in (0..3).filter(|_| kind == ServerKind::Zooraft) {
         use std::io::Write;
         let mut s = std::net::TcpStream::connect(("127.0.0.1", e.peer_port(i))).expect("connect");
         let _ = s.write_all(&[0, 0, 0, 13, 0, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0, 1]);
@@ -266,9 +284,20 @@ fn rolling_plain_to_tls_zooraft() {
         });
     }
     eprintln!(
-        "MEASURED rolling plain -> TLS: {} writes acknowledged, {} ConnectionLoss retries, longest stall {} ms",
+        "MEASURED {} rolling plain -> TLS: {} writes acknowledged, {} ConnectionLoss retries, longest stall {} ms",
+        kind.name(),
         report.acked.len(),
         report.connection_losses,
         report.longest_stall.as_millis()
     );
+}
+
+#[test]
+fn rolling_plain_to_tls_zooraft() {
+    rolling_plain_to_tls(ServerKind::Zooraft);
+}
+
+#[test]
+fn rolling_plain_to_tls_apache() {
+    rolling_plain_to_tls(ServerKind::Apache);
 }
