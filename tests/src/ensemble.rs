@@ -42,7 +42,15 @@ impl TestEnsemble {
     /// `voters` voting members and `observers` observers, all serving when this returns.
     /// `extra` lines go into every member's zoo.cfg.
     pub fn start(voters: usize, observers: usize, extra: &[(&str, &str)]) -> TestEnsemble {
-        Self::launch(ServerKind::Zooraft, voters, observers, extra, false)
+        Self::launch(
+            ServerKind::Zooraft,
+            voters,
+            observers,
+            extra,
+            false,
+            &|_| Vec::new(),
+            true,
+        )
     }
 
     /// Like [`start`](Self::start), with members of `kind`: an Apache ZooKeeper 3.8 ensemble
@@ -53,7 +61,7 @@ impl TestEnsemble {
         observers: usize,
         extra: &[(&str, &str)],
     ) -> TestEnsemble {
-        Self::launch(kind, voters, observers, extra, false)
+        Self::launch(kind, voters, observers, extra, false, &|_| Vec::new(), true)
     }
 
     /// Like [`start`](Self::start), with a proxy on every member-to-member link (one per
@@ -64,7 +72,27 @@ impl TestEnsemble {
         observers: usize,
         extra: &[(&str, &str)],
     ) -> TestEnsemble {
-        Self::launch(ServerKind::Zooraft, voters, observers, extra, true)
+        Self::launch(
+            ServerKind::Zooraft,
+            voters,
+            observers,
+            extra,
+            true,
+            &|_| Vec::new(),
+            true,
+        )
+    }
+
+    /// `voters` members of `kind`; member `i` gets `extra` and then `each(i)` in its
+    /// zoo.cfg (its own certificate, say). Returns as soon as the processes run, without
+    /// waiting for them to serve (a member may be meant to stay out).
+    pub fn start_each(
+        kind: ServerKind,
+        voters: usize,
+        extra: &[(&str, &str)],
+        each: &dyn Fn(usize) -> Vec<(String, String)>,
+    ) -> TestEnsemble {
+        Self::launch(kind, voters, 0, extra, false, each, false)
     }
 
     fn launch(
@@ -73,6 +101,8 @@ impl TestEnsemble {
         observers: usize,
         extra: &[(&str, &str)],
         proxies: bool,
+        each: &dyn Fn(usize) -> Vec<(String, String)>,
+        wait: bool,
     ) -> TestEnsemble {
         let n = voters + observers;
         let client_ports: Vec<u16> = (0..n).map(|_| free_port()).collect();
@@ -140,6 +170,9 @@ impl TestEnsemble {
                     b = b.jvm_property(k, v);
                 }
             }
+            for (k, v) in each(i) {
+                b = b.config(&k, &v);
+            }
             members.push(b.start());
         }
         let mut e = TestEnsemble {
@@ -148,7 +181,9 @@ impl TestEnsemble {
             peer_ports,
             links,
         };
-        e.wait_all_serving();
+        if wait {
+            e.wait_all_serving();
+        }
         e
     }
 

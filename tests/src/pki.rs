@@ -76,12 +76,31 @@ impl Ca {
         self.issue_dated(file, subject, None)
     }
 
+    /// Like [`issue`](Self::issue), valid for the hosts `san` names (openssl form,
+    /// `DNS:zk1.example,IP:10.0.0.1`) instead of 127.0.0.1 and localhost.
+    pub fn issue_for_hosts(&self, file: &str, subject: &str, san: &str) -> Issued {
+        let ext = EXTENSIONS.replace("IP:127.0.0.1,DNS:localhost", san);
+        let ext_file = format!("{file}-ext.cnf");
+        std::fs::write(self.dir.join(&ext_file), ext).expect("write extensions");
+        self.issue_with(file, subject, None, &ext_file)
+    }
+
     /// A certificate whose validity ended in 2021 (expired).
     pub fn issue_expired(&self, file: &str, subject: &str) -> Issued {
         self.issue_dated(file, subject, Some(("20200101000000Z", "20210101000000Z")))
     }
 
     fn issue_dated(&self, file: &str, subject: &str, dates: Option<(&str, &str)>) -> Issued {
+        self.issue_with(file, subject, dates, "ext.cnf")
+    }
+
+    fn issue_with(
+        &self,
+        file: &str,
+        subject: &str,
+        dates: Option<(&str, &str)>,
+        ext_file: &str,
+    ) -> Issued {
         let d = &self.dir;
         let key = format!("{file}.key");
         let csr = format!("{file}.csr");
@@ -114,7 +133,7 @@ impl Ca {
                     "-days",
                     "365",
                     "-extfile",
-                    "ext.cnf",
+                    ext_file,
                 ],
             ),
             Some((start, end)) => {

@@ -282,6 +282,14 @@ impl TestServer {
         four_letter_word(self.addr(), word)
     }
 
+    /// Sets zoo.cfg line `key=value` (replacing an earlier one) for the next start: a
+    /// configuration change rolled out by restarting the member.
+    pub fn set_config(&mut self, key: &str, value: &str) {
+        let extra = &mut self.builder.extra_config;
+        extra.retain(|(k, _)| k != key);
+        extra.push((key.into(), value.into()));
+    }
+
     fn write_config(&self) -> PathBuf {
         let data = self.data_dir();
         std::fs::create_dir_all(&data).expect("create data dir");

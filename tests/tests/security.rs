@@ -558,3 +558,82 @@ against_both!(
     rust_client_over_tls_zooraft,
     rust_client_over_tls
 );
+
+/// `ssl.hostnameVerification` (true, ZooKeeper's default) on the client port: ZooKeeper
+/// 3.8 does not check a client certificate against the client's host (its ClientX509Util
+/// turns that check off; members check each other, see quorum_tls.rs), and neither does
+/// zooraft: a client certificate for another host is accepted under `need`, one from
+/// another CA is not.
+fn client_host_not_checked(kind: ServerKind) {
+    let p = pki();
+    let elsewhere = p.ca.issue_for_hosts(
+        "elsewhere",
+        "/CN=elsewhere",
+        "DNS:zk.elsewhere.invalid,IP:10.9.9.9",
+    );
+    let stranger = p.other_ca.issue("stranger", "/CN=client1");
+    let (server, secure) = tls_server(kind, &p, "need", &[("ssl.hostnameVerification", "true")]);
+    let addr = ([127, 0, 0, 1], secure).into();
+    let other_host = tls_session(addr, &p.ca.cert, Some(&elsewhere));
+    assert!(
+        other_host.is_ok(),
+        "{}: a certificate for another host: {other_host:?}\n{}",
+        kind.name(),
+        server.log_tail()
+    );
+    let untrusted = tls_session(addr, &p.ca.cert, Some(&stranger));
+    assert!(
+        untrusted.is_err(),
+        "{}: another CA's certificate accepted",
+        kind.name()
+    );
+}
+
+against_both!(
+    client_host_not_checked_apache,
+    client_host_not_checked_zooraft,
+    client_host_not_checked
+);
+
+/// `ssl.clientAuth` want or need without a trust store: client certificates are checked
+/// against the system's CAs (ZooKeeper: the JDK's default CAs; zooraft: the system store,
+/// /etc/ssl/certs). The test CA is in neither: under `need` its client certificate is
+/// refused; under `want` the server starts and serves TLS to a client without one.
+fn no_trust_store(kind: ServerKind) {
+    let p = pki();
+    for (mode, with_cert_ok, without_cert_ok) in [("need", false, false), ("want", false, true)] {
+        let secure = free_port();
+        let mut b = TestServer::builder(kind)
+            .config("serverCnxnFactory", NETTY_FACTORY)
+            .config("secureClientPortAddress", "127.0.0.1");
+        for (k, v) in pki::server_tls_config(secure, &p.server, &p.ca.cert, mode) {
+            if !k.starts_with("ssl.trustStore") {
+                b = b.config(&k, &v);
+            }
+        }
+        let server = b.start();
+        let addr = ([127, 0, 0, 1], secure).into();
+        let with = tls_session(addr, &p.ca.cert, Some(&p.client1));
+        assert_eq!(
+            with.is_ok(),
+            with_cert_ok,
+            "{} {mode}: a certificate from a CA the system does not know: {with:?}\n{}",
+            kind.name(),
+            server.log_tail()
+        );
+        let without = tls_session(addr, &p.ca.cert, None);
+        assert_eq!(
+            without.is_ok(),
+            without_cert_ok,
+            "{} {mode}: without a certificate: {without:?}\n{}",
+            kind.name(),
+            server.log_tail()
+        );
+    }
+}
+
+against_both!(
+    no_trust_store_apache,
+    no_trust_store_zooraft,
+    no_trust_store
+);

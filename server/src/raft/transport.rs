@@ -261,6 +261,7 @@ async fn sender_loop(
         }
         backoff = Duration::from_millis(50);
         tracing::info!(peer = to, %addr, "connected to peer");
+        let connected = std::time::Instant::now();
         let mut buf = BytesMut::with_capacity(64 * 1024);
         loop {
             let mut snapshots = Vec::new();
@@ -290,6 +291,16 @@ async fn sender_loop(
                 let _ = inbox.send(Input::SnapshotStatus { to: s, ok });
             }
             if let Err(e) = result {
+                if transport_tls::dials_tls(&tls) && connected.elapsed() < Duration::from_secs(2) {
+                    // A member that refuses our certificate after the handshake (its host
+                    // name, say) just closes the connection.
+                    tracing::warn!(
+                        peer = to,
+                        %addr,
+                        "quorum TLS: member {to} at {addr} closed the connection right after \
+                         the handshake ({e}): it may refuse our certificate (see its log)"
+                    );
+                }
                 tracing::info!(peer = to, "peer connection lost: {e}");
                 let _ = inbox.send(Input::Unreachable(to));
                 continue 'reconnect;

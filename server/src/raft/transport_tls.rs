@@ -4,19 +4,30 @@
 //! untrusted certificate can neither send to nor receive from the ensemble. A refused
 //! handshake is logged on both sides with the peer and the reason.
 //!
+//! Hostname verification (`ssl.quorum.hostnameVerification`, default true) is ZooKeeper's:
+//! on both ends, the other member's certificate must name its address (see
+//! `tls/host.rs`). Dialling, it is checked inside the handshake (the other member gets an
+//! alert); accepting, right after it (rustls's client verifier does not know the peer's
+//! address), so the dialling member only sees its connection closed, and says so.
+//!
+//! `portUnification=true` accepts plain and TLS members on the peer port (told apart by the
+//! first byte) and dials TLS only with `sslQuorum`: that is how an ensemble rolls from plain
+//! to TLS one member at a time (ZooKeeper's procedure: `portUnification` everywhere, then
+//! `sslQuorum` member by member, then `portUnification` off).
+//!
 //! The transport asks this file for a connection's read side (inbound) or write side
-//! (outbound); without `sslQuorum` they are the TCP stream's own halves.
+//! (outbound); without TLS they are the TCP stream's own halves.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rustls::pki_types::ServerName;
+use rustls::pki_types::{CertificateDer, ServerName};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
 use crate::config::Config;
-use crate::tls::{Acceptor, Connector, TlsError, TlsSettings};
+use crate::tls::{self, Acceptor, Connector, TlsError, TlsSettings};
 
 /// A peer connection's inbound side.
 pub type PeerRead = Box<dyn AsyncRead + Send + Unpin>;
@@ -28,29 +39,87 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// The quorum's TLS configurations, server side and client side.
 pub struct QuorumTls {
     acceptor: Acceptor,
-    connector: Connector,
+    /// `sslQuorum`: members are dialled over TLS. Without it (`portUnification` alone) they
+    /// are dialled plain, and TLS is only accepted.
+    connector: Option<Connector>,
+    /// `portUnification`: plain members are accepted beside TLS ones.
+    unified: bool,
+    /// `ssl.quorum.hostnameVerification`: a member's certificate must name its address.
+    verify_host: bool,
+}
+
+fn flag(config: &Config, key: &str) -> bool {
+    config
+        .security
+        .get(key)
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
 }
 
 impl QuorumTls {
-    /// `Some` when zoo.cfg says `sslQuorum=true`.
+    /// `Some` when zoo.cfg says `sslQuorum=true` or `portUnification=true`.
     pub fn from_config(config: &Config) -> Result<Option<Arc<QuorumTls>>, TlsError> {
-        let on = config
-            .security
-            .get("sslQuorum")
-            .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
-        if !on {
+        let ssl = flag(config, "sslQuorum");
+        let unified = flag(config, "portUnification");
+        if !ssl && !unified {
             return Ok(None);
         }
         let settings = TlsSettings::parse(&config.security, "ssl.quorum.")?;
+        let connector = if ssl {
+            Some(Connector::new("quorum TLS", settings.clone())?)
+        } else {
+            None
+        };
+        if unified {
+            tracing::info!(
+                "quorum port unification: members are accepted over TLS and plain; dialled {}",
+                if ssl { "over TLS" } else { "plain" }
+            );
+        }
         Ok(Some(Arc::new(QuorumTls {
-            acceptor: Acceptor::new("quorum TLS", settings.clone())?,
-            connector: Connector::new("quorum TLS", settings)?,
+            verify_host: settings.hostname_verification,
+            acceptor: Acceptor::new("quorum TLS", settings)?,
+            connector,
+            unified,
         })))
     }
 }
 
 fn refused(e: impl std::fmt::Display) -> std::io::Error {
     std::io::Error::new(std::io::ErrorKind::PermissionDenied, e.to_string())
+}
+
+/// A TLS record of type handshake starts with this byte; a plain connection starts with
+/// the hello frame's length (a few bytes), never with it.
+const TLS_HANDSHAKE_RECORD: u8 = 0x16;
+
+/// Whether a handshake failed because the other side sent a fatal alert (it refused us).
+fn is_alert(e: &std::io::Error) -> bool {
+    e.to_string().starts_with("received fatal alert")
+}
+
+/// Whether connections to members are TLS (`sslQuorum`).
+pub fn dials_tls(tls: &Option<Arc<QuorumTls>>) -> bool {
+    tls.as_ref().is_some_and(|t| t.connector.is_some())
+}
+
+/// Checks (off the runtime's threads: it may do a reverse lookup) that the peer's leaf
+/// certificate names `addr`, when `ssl.quorum.hostnameVerification` asks for it.
+async fn check_host(
+    tls: &QuorumTls,
+    chain: Option<&[CertificateDer<'_>]>,
+    addr: SocketAddr,
+) -> Result<(), String> {
+    if !tls.verify_host {
+        return Ok(());
+    }
+    let Some(leaf) = chain.and_then(|c| c.first()) else {
+        return Err("no certificate to check the host name against".into());
+    };
+    let leaf = leaf.clone().into_owned();
+    let ip = addr.ip();
+    tokio::task::spawn_blocking(move || tls::verify_peer_host(leaf.as_ref(), ip))
+        .await
+        .map_err(|e| e.to_string())?
 }
 
 /// The read side of an accepted peer connection, after the TLS handshake if any.
@@ -64,18 +133,40 @@ pub async fn inbound(
         // between) takes for the end of the connection.
         return Ok(Box::new(stream));
     };
+    if tls.unified {
+        let mut first = [0u8; 1];
+        match tokio::time::timeout(HANDSHAKE_TIMEOUT, stream.peek(&mut first)).await {
+            Ok(Ok(1)) if first[0] == TLS_HANDSHAKE_RECORD => {}
+            Ok(Ok(1)) => {
+                tracing::debug!(%addr, "quorum port unification: a plain member connection");
+                return Ok(Box::new(stream));
+            }
+            Ok(Ok(_)) => return Err(refused("closed before its first byte")),
+            Ok(Err(e)) => return Err(e),
+            Err(_) => return Err(refused("nothing sent within 10 s")),
+        }
+    }
     let accept = tokio_rustls::TlsAcceptor::from(tls.acceptor.config()).accept(stream);
-    match tokio::time::timeout(HANDSHAKE_TIMEOUT, accept).await {
-        Ok(Ok(s)) => Ok(Box::new(s)),
+    let s = match tokio::time::timeout(HANDSHAKE_TIMEOUT, accept).await {
+        Ok(Ok(s)) => s,
         Ok(Err(e)) => {
-            tracing::warn!(%addr, "quorum TLS: refused a member connection from {addr}: {e}");
-            Err(refused(e))
+            if is_alert(&e) {
+                tracing::warn!(%addr, "quorum TLS: a member connection from {addr} failed: the member refused our certificate ({e})");
+            } else {
+                tracing::warn!(%addr, "quorum TLS: refused a member connection from {addr}: {e}");
+            }
+            return Err(refused(e));
         }
         Err(_) => {
             tracing::warn!(%addr, "quorum TLS: no handshake from {addr} within 10 s");
-            Err(refused("handshake timed out"))
+            return Err(refused("handshake timed out"));
         }
+    };
+    if let Err(e) = check_host(tls, s.get_ref().1.peer_certificates(), addr).await {
+        tracing::warn!(%addr, "quorum TLS: refused a member connection from {addr}: hostname verification failed: {e}");
+        return Err(refused(e));
     }
+    Ok(Box::new(s))
 }
 
 /// The write side of a connection to member `to`, after the TLS handshake if any.
@@ -85,17 +176,20 @@ pub async fn outbound(
     to: u64,
     addr: SocketAddr,
 ) -> std::io::Result<PeerWrite> {
-    let Some(tls) = tls else {
+    let Some(connector) = tls.as_ref().and_then(|t| t.connector.as_ref()) else {
         return Ok(Box::new(stream));
     };
     let name = ServerName::IpAddress(addr.ip().into());
-    let connect = tokio_rustls::TlsConnector::from(tls.connector.config()).connect(name, stream);
-    match tokio::time::timeout(HANDSHAKE_TIMEOUT, connect).await {
-        Ok(Ok(s)) => Ok(Box::new(s)),
+    let connect = tokio_rustls::TlsConnector::from(connector.config()).connect(name, stream);
+    // The certificate's host is checked in the handshake (ZooKeeper's way, see
+    // `tls/host.rs`), so a refusal reaches the other member as an alert.
+    let s = match tokio::time::timeout(HANDSHAKE_TIMEOUT, connect).await {
+        Ok(Ok(s)) => s,
         Ok(Err(e)) => {
             tracing::warn!(peer = to, %addr, "quorum TLS: member {to} at {addr} refused: {e}");
-            Err(refused(e))
+            return Err(refused(e));
         }
-        Err(_) => Err(refused("handshake timed out")),
-    }
+        Err(_) => return Err(refused("handshake timed out")),
+    };
+    Ok(Box::new(s))
 }

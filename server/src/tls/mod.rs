@@ -12,7 +12,13 @@
 //! | `stores.rs` | PEM and PKCS12 key and trust stores; JKS refused |
 //! | `pkcs12.rs` | reading PKCS12 files and encrypted PKCS#8 keys |
 //! | `subject.rs` | a certificate subject in RFC 2253 form (the `x509` id) |
+//! | `host.rs` | hostname verification between members |
+//!
+//! Without a trust store, certificates are checked against the system's CA store (Debian:
+//! `/etc/ssl/certs`; `SSL_CERT_FILE`/`SSL_CERT_DIR` override it), as ZooKeeper falls back
+//! to the JDK's default CAs.
 
+mod host;
 mod pkcs12;
 mod stores;
 pub mod subject;
@@ -31,6 +37,7 @@ use rustls::server::WebPkiClientVerifier;
 use rustls::DigitallySignedStruct;
 use rustls::{ClientConfig, RootCertStore, ServerConfig, SupportedProtocolVersion};
 
+pub use host::verify_peer_host;
 pub use stores::StoreType;
 use stores::{load_identity, load_trusted, Store};
 
@@ -64,7 +71,9 @@ pub struct TlsSettings {
     pub client_auth: ClientAuth,
     versions: Vec<&'static SupportedProtocolVersion>,
     cipher_suites: Option<Vec<String>>,
-    hostname_verification: bool,
+    /// `hostnameVerification`: checked between members by the peer transport (see
+    /// `host.rs`), not on the client port (as ZooKeeper).
+    pub hostname_verification: bool,
 }
 
 fn get<'a>(keys: &'a BTreeMap<String, String>, prefix: &str, name: &str) -> Option<&'a str> {
@@ -197,9 +206,10 @@ impl TlsSettings {
         Ok(Arc::new(provider))
     }
 
-    fn roots(&self) -> Result<Option<RootCertStore>, TlsError> {
+    /// The trust store's CAs, or the system's when no trust store is set.
+    fn roots(&self) -> Result<RootCertStore, TlsError> {
         let Some(store) = &self.trust_store else {
-            return Ok(None);
+            return system_roots();
         };
         let mut roots = RootCertStore::empty();
         for cert in load_trusted(store)? {
@@ -207,7 +217,7 @@ impl TlsSettings {
                 .add(cert)
                 .map_err(|e| TlsError::Store(format!("{}: {e}", store.key)))?;
         }
-        Ok(Some(roots))
+        Ok(roots)
     }
 
     /// A server configuration from the stores as they are now.
@@ -219,16 +229,10 @@ impl TlsSettings {
         let provider = self.provider()?;
         let builder = ServerConfig::builder_with_provider(provider.clone())
             .with_protocol_versions(&self.versions)?;
-        let builder = match (self.client_auth, self.roots()?) {
-            (ClientAuth::None, _) => builder.with_no_client_auth(),
-            (_, None) => {
-                return Err(TlsError::Setting(
-                    "ssl.clientAuth want or need requires ssl.trustStore.location (the CA of \
-                     client certificates), or set ssl.clientAuth=none"
-                        .into(),
-                ))
-            }
-            (auth, Some(roots)) => {
+        let builder = match self.client_auth {
+            ClientAuth::None => builder.with_no_client_auth(),
+            auth => {
+                let roots = self.roots()?;
                 let v = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
                 let v = if auth == ClientAuth::Want {
                     v.allow_unauthenticated()
@@ -245,24 +249,22 @@ impl TlsSettings {
     }
 
     /// A client configuration (member to member): our certificate if a key store is set,
-    /// the trust store's CAs to check the other side.
+    /// the trust store's CAs (or the system's) to check the other side's chain, and with
+    /// `hostnameVerification` the member's address (the IP address given as server name)
+    /// checked as ZooKeeper checks it (`verify_peer_host`).
     pub fn client_config(&self) -> Result<ClientConfig, TlsError> {
-        let roots = self.roots()?.ok_or_else(|| {
-            TlsError::Setting("TLS between members needs ssl.quorum.trustStore.location".into())
-        })?;
+        let roots = self.roots()?;
         let provider = self.provider()?;
-        let builder = ClientConfig::builder_with_provider(provider.clone())
-            .with_protocol_versions(&self.versions)?;
-        let builder = if self.hostname_verification {
-            builder.with_root_certificates(roots)
-        } else {
-            let inner = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
-                .build()
-                .map_err(|e| TlsError::Setting(format!("server verifier: {e}")))?;
-            builder
-                .dangerous()
-                .with_custom_certificate_verifier(Arc::new(AnyName(inner)))
-        };
+        let inner = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+            .build()
+            .map_err(|e| TlsError::Setting(format!("server verifier: {e}")))?;
+        let builder = ClientConfig::builder_with_provider(provider)
+            .with_protocol_versions(&self.versions)?
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(MemberHost {
+                inner,
+                check_host: self.hostname_verification,
+            }));
         Ok(match &self.key_store {
             Some(store) => {
                 let identity = load_identity(store)?;
@@ -273,6 +275,25 @@ impl TlsSettings {
     }
 }
 
+/// The system's CA certificates (no trust store configured).
+fn system_roots() -> Result<RootCertStore, TlsError> {
+    let found = rustls_native_certs::load_native_certs();
+    for e in &found.errors {
+        tracing::warn!("system CA store: {e}");
+    }
+    let mut roots = RootCertStore::empty();
+    let (added, _ignored) = roots.add_parsable_certificates(found.certs);
+    if added == 0 {
+        return Err(TlsError::Store(
+            "no trust store is set and the system's CA store (/etc/ssl/certs, or \
+             SSL_CERT_FILE) has no usable certificate"
+                .into(),
+        ));
+    }
+    tracing::info!("no trust store set: checking certificates against the system's {added} CAs");
+    Ok(roots)
+}
+
 /// Whether `name` (Java's name, as in ZooKeeper's `ssl.ciphersuites`, or rustls's) names
 /// `suite`: Java calls the TLS 1.3 suites `TLS_AES_...` where rustls says `TLS13_AES_...`.
 fn suite_named(suite: rustls::CipherSuite, name: &str) -> bool {
@@ -280,12 +301,21 @@ fn suite_named(suite: rustls::CipherSuite, name: &str) -> bool {
     ours == name || ours.replacen("TLS13_", "TLS_", 1) == name
 }
 
-/// `ssl.quorum.hostnameVerification=false`: the chain must still be valid and trusted, but
-/// the certificate need not name the host dialled.
+/// Between members the chain must be valid and trusted, and (with `hostnameVerification`)
+/// the certificate must name the member's address as ZooKeeper checks it: IP address, then
+/// reverse lookup (`host.rs`), rather than rustls's check of the name dialled.
 #[derive(Debug)]
-struct AnyName(Arc<WebPkiServerVerifier>);
+struct MemberHost {
+    inner: Arc<WebPkiServerVerifier>,
+    check_host: bool,
+}
 
-impl ServerCertVerifier for AnyName {
+/// Why a member's certificate does not name its address.
+#[derive(Debug, thiserror::Error)]
+#[error("hostname verification failed: {0}")]
+struct HostMismatch(String);
+
+impl ServerCertVerifier for MemberHost {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
@@ -295,15 +325,24 @@ impl ServerCertVerifier for AnyName {
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
         match self
-            .0
+            .inner
             .verify_server_cert(end_entity, intermediates, server_name, ocsp, now)
         {
-            Err(rustls::Error::InvalidCertificate(rustls::CertificateError::NotValidForName))
+            Ok(_)
+            | Err(rustls::Error::InvalidCertificate(rustls::CertificateError::NotValidForName))
             | Err(rustls::Error::InvalidCertificate(
                 rustls::CertificateError::NotValidForNameContext { .. },
-            )) => Ok(ServerCertVerified::assertion()),
-            other => other,
+            )) => {}
+            Err(other) => return Err(other),
         }
+        if let (true, ServerName::IpAddress(ip)) = (self.check_host, server_name) {
+            verify_peer_host(end_entity.as_ref(), std::net::IpAddr::from(*ip)).map_err(|e| {
+                rustls::Error::InvalidCertificate(rustls::CertificateError::Other(
+                    rustls::OtherError(Arc::new(HostMismatch(e))),
+                ))
+            })?;
+        }
+        Ok(ServerCertVerified::assertion())
     }
 
     fn verify_tls12_signature(
@@ -312,7 +351,7 @@ impl ServerCertVerifier for AnyName {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls12_signature(message, cert, dss)
+        self.inner.verify_tls12_signature(message, cert, dss)
     }
 
     fn verify_tls13_signature(
@@ -321,11 +360,11 @@ impl ServerCertVerifier for AnyName {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls13_signature(message, cert, dss)
+        self.inner.verify_tls13_signature(message, cert, dss)
     }
 
     fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        self.0.supported_verify_schemes()
+        self.inner.supported_verify_schemes()
     }
 }
 

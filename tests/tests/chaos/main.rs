@@ -23,6 +23,9 @@
 //! in ZooKeeper and two writes to an external resource behind a `Fence`. In-process clients
 //! own ephemerals, and a writer records every acknowledged create.
 //!
+//! Every ensemble scenario runs with quorum TLS (`sslQuorum`) when `CHAOS_QUORUM_TLS=1`;
+//! the locks and ephemerals scenarios and the paused leader also run once with it always.
+//!
 //! Invariants: see `check_locks` and `check_ephemerals`. At the end every member holds the
 //! same tree: the same `hash` digest, and a node-by-node comparison done here. Every
 //! acknowledged write is present, and a final write succeeds.
@@ -75,17 +78,7 @@ fn chaos_locks_three_members() {
 #[test]
 fn chaos_locks_three_members_quorum_tls() {
     let _serial = serial();
-    let dir = tempfile::tempdir().expect("temp dir");
-    let ca = harness::pki::Ca::new(dir.path(), "chaos-ca");
-    let member = ca.issue("member", "/CN=member");
-    let store = member.pem_store.display().to_string();
-    let trust = ca.cert.display().to_string();
-    let extra = [
-        ("sslQuorum", "true"),
-        ("ssl.quorum.keyStore.location", store.as_str()),
-        ("ssl.quorum.trustStore.location", trust.as_str()),
-    ];
-    locks_three_members(World::with_config("locks-3-tls", 3, &extra));
+    locks_three_members(World::with_quorum_tls("locks-3", 3));
 }
 
 fn locks_three_members(mut w: World) {
@@ -121,7 +114,18 @@ fn locks_three_members(mut w: World) {
 #[test]
 fn chaos_ephemerals_three_members() {
     let _serial = serial();
-    let mut w = World::new("ephemerals-3", 3);
+    ephemerals_three_members(World::new("ephemerals-3", 3));
+}
+
+/// The same scenario over quorum TLS: the writer's acknowledged writes, the ephemerals
+/// and every member's tree checked after kills, pauses, isolation and a restart of all.
+#[test]
+fn chaos_ephemerals_three_members_quorum_tls() {
+    let _serial = serial();
+    ephemerals_three_members(World::with_quorum_tls("ephemerals-3", 3));
+}
+
+fn ephemerals_three_members(mut w: World) {
     w.start_writer();
     w.start_owners(3, 2);
     let s = STEADY_SESSION.as_millis() as u64;
@@ -241,7 +245,26 @@ fn chaos_contender_process() {
 #[test]
 fn paused_leader_does_not_expire_live_sessions() {
     let _serial = serial();
-    let ensemble = TestEnsemble::start(3, 0, &[]);
+    let pki = world::tls_from_env().then(|| tempfile::tempdir().expect("temp dir"));
+    paused_leader(pki.as_ref().map(|d| d.path()), 4);
+}
+
+/// The same over quorum TLS, two rounds (the paused leader reconnects through TLS).
+#[test]
+fn paused_leader_does_not_expire_live_sessions_quorum_tls() {
+    let _serial = serial();
+    let pki = tempfile::tempdir().expect("temp dir");
+    paused_leader(Some(pki.path()), 2);
+}
+
+/// `rounds` pauses of the leader; with quorum TLS if `pki` (where its certificates go).
+fn paused_leader(pki: Option<&std::path::Path>, rounds: usize) {
+    let lines = pki.map(world::quorum_tls_lines).unwrap_or_default();
+    let extra: Vec<(&str, &str)> = lines
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    let ensemble = TestEnsemble::start(3, 0, &extra);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -252,7 +275,7 @@ fn paused_leader_does_not_expire_live_sessions() {
     // (and so not serving) for an election, up to about 2.5 s here: 4 s keeps that clear.
     let timeout = Duration::from_secs(4);
     let pause = timeout * 2;
-    for round in 0..4 {
+    for round in 0..rounds {
         let leader = ensemble.leader();
         let others: String = (0..3)
             .filter(|i| *i != leader)

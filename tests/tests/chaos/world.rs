@@ -84,6 +84,8 @@ pub(crate) struct World {
     pub(crate) ensemble: TestEnsemble,
     pub(crate) rt: tokio::runtime::Runtime,
     pub(crate) dir: tempfile::TempDir,
+    /// The quorum TLS certificates, when the members talk TLS.
+    _pki: Option<tempfile::TempDir>,
     pub(crate) t0: Instant,
     pub(crate) violations: Vec<String>,
     pub(crate) counts: Counts,
@@ -104,6 +106,28 @@ pub(crate) struct World {
     pub(crate) tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
+/// `CHAOS_QUORUM_TLS=1`: every scenario's members talk TLS.
+pub(crate) fn tls_from_env() -> bool {
+    std::env::var("CHAOS_QUORUM_TLS").is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"))
+}
+
+/// zoo.cfg lines for quorum TLS with a CA and a member certificate made under `dir`.
+pub(crate) fn quorum_tls_lines(dir: &std::path::Path) -> Vec<(String, String)> {
+    let ca = harness::pki::Ca::new(dir, "chaos-ca");
+    let member = ca.issue("member", "/CN=member");
+    vec![
+        ("sslQuorum".into(), "true".into()),
+        (
+            "ssl.quorum.keyStore.location".into(),
+            member.pem_store.display().to_string(),
+        ),
+        (
+            "ssl.quorum.trustStore.location".into(),
+            ca.cert.display().to_string(),
+        ),
+    ]
+}
+
 pub(crate) const LOCK_PATH: &str = "/chaos/locks/l";
 pub(crate) const COUNTER: &str = "/chaos/counter";
 
@@ -112,18 +136,58 @@ impl World {
         World::with_config(name, members, &[])
     }
 
-    /// A world whose members have extra zoo.cfg lines (quorum TLS, for one).
+    /// A world whose members talk mutual TLS (`sslQuorum=true`, a CA and a member
+    /// certificate made for it): pauses, kills, isolation and restarts reconnect through TLS
+    /// handshakes. `CHAOS_QUORUM_TLS=1` runs every scenario this way.
+    pub(crate) fn with_quorum_tls(name: &str, members: usize) -> World {
+        World::start(name, members, &[], true, false)
+    }
+
+    /// A world whose members have extra zoo.cfg lines.
     pub(crate) fn with_config(name: &str, members: usize, extra: &[(&str, &str)]) -> World {
-        let ensemble = TestEnsemble::start_partitionable(members, 0, extra);
-        World::around(name, members, ensemble)
+        World::start(name, members, extra, tls_from_env(), false)
     }
 
     /// A world whose members take reconfigs (`reconfigEnabled`). Not partitionable: the
     /// committed configuration gives every member the same peer addresses, which would
     /// route around the per-link proxies isolation relies on.
     pub(crate) fn with_reconfig(name: &str, members: usize) -> World {
-        let ensemble = TestEnsemble::start(members, 0, harness::ensemble::RECONFIG);
-        World::around(name, members, ensemble)
+        World::start(
+            name,
+            members,
+            harness::ensemble::RECONFIG,
+            tls_from_env(),
+            true,
+        )
+    }
+
+    fn start(
+        name: &str,
+        members: usize,
+        extra: &[(&str, &str)],
+        tls: bool,
+        reconfig: bool,
+    ) -> World {
+        let pki = tls.then(|| tempfile::tempdir().expect("temp dir"));
+        let tls_lines = pki
+            .as_ref()
+            .map(|d| quorum_tls_lines(d.path()))
+            .unwrap_or_default();
+        let mut lines: Vec<(&str, &str)> = extra.to_vec();
+        lines.extend(tls_lines.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        let ensemble = if reconfig {
+            TestEnsemble::start(members, 0, &lines)
+        } else {
+            TestEnsemble::start_partitionable(members, 0, &lines)
+        };
+        let name = if tls {
+            format!("{name}-tls")
+        } else {
+            name.to_string()
+        };
+        let mut world = World::around(&name, members, ensemble);
+        world._pki = pki;
+        world
     }
 
     fn around(name: &str, members: usize, ensemble: TestEnsemble) -> World {
@@ -143,6 +207,7 @@ impl World {
             ensemble,
             rt,
             dir: tempfile::tempdir().expect("temporary directory"),
+            _pki: None,
             t0: Instant::now(),
             violations: Vec::new(),
             counts: Counts::default(),
