@@ -16,7 +16,7 @@
 //!
 //! Standalone is a one-voter group running exactly this code.
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
@@ -39,7 +39,7 @@ use super::status::Role;
 use super::storage::RaftStorage;
 use super::timing::{election_timeout, ELECTION_TICKS, HEARTBEAT_TICKS};
 use super::transport::Peers;
-use crate::state::command::Command;
+use crate::state::command::{ClientWrite, Command};
 
 /// How many inbox items one turn handles before servicing timers and readies.
 const MAX_INPUTS_PER_TURN: usize = 20_000;
@@ -158,6 +158,11 @@ pub(super) struct MembershipWork {
     pub stated_at: Option<Instant>,
     /// The configuration version the peer transport was last given.
     pub peers_version: Option<i64>,
+    /// Reconfigs waiting for the previous one to be carried out, and since when.
+    pub held: VecDeque<(ClientWrite, Instant)>,
+    /// The log index of the last reconfig proposed (or of the last entry when this member
+    /// took over): the next reconfig waits until it is applied.
+    pub reconfig_index: u64,
 }
 
 /// See the module docs.
@@ -277,6 +282,7 @@ impl Consensus {
             peers,
             clock,
         };
+        c.show_local_config();
         c.publish_status();
         Ok(c)
     }

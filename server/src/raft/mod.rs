@@ -66,6 +66,7 @@ pub use metrics::RaftCounters;
 pub use replica::Replica;
 pub use status::Role;
 pub use storage::RaftStorage;
+pub use transfer::{ask as ask_transfer, Asked};
 pub use transport::{Peers, Transport};
 pub use transport_tls::QuorumTls;
 
