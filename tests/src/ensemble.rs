@@ -42,7 +42,25 @@ impl TestEnsemble {
     /// `voters` voting members and `observers` observers, all serving when this returns.
     /// `extra` lines go into every member's zoo.cfg.
     pub fn start(voters: usize, observers: usize, extra: &[(&str, &str)]) -> TestEnsemble {
-        Self::launch(ServerKind::Zooraft, voters, observers, extra, false)
+        Self::launch(
+            ServerKind::Zooraft,
+            voters,
+            observers,
+            extra,
+            false,
+            &|_| Vec::new(),
+        )
+    }
+
+    /// Like [`start_kind`](Self::start_kind), with settings of each member's own besides
+    /// (`each(i)` for member `i`: an admin port, say).
+    pub fn start_each(
+        kind: ServerKind,
+        voters: usize,
+        extra: &[(&str, &str)],
+        each: &dyn Fn(usize) -> Vec<(String, String)>,
+    ) -> TestEnsemble {
+        Self::launch(kind, voters, 0, extra, false, each)
     }
 
     /// Like [`start`](Self::start), with members of `kind`: an Apache ZooKeeper 3.8 ensemble
@@ -53,7 +71,7 @@ impl TestEnsemble {
         observers: usize,
         extra: &[(&str, &str)],
     ) -> TestEnsemble {
-        Self::launch(kind, voters, observers, extra, false)
+        Self::launch(kind, voters, observers, extra, false, &|_| Vec::new())
     }
 
     /// Like [`start`](Self::start), with a proxy on every member-to-member link (one per
@@ -64,7 +82,9 @@ impl TestEnsemble {
         observers: usize,
         extra: &[(&str, &str)],
     ) -> TestEnsemble {
-        Self::launch(ServerKind::Zooraft, voters, observers, extra, true)
+        Self::launch(ServerKind::Zooraft, voters, observers, extra, true, &|_| {
+            Vec::new()
+        })
     }
 
     fn launch(
@@ -73,6 +93,7 @@ impl TestEnsemble {
         observers: usize,
         extra: &[(&str, &str)],
         proxies: bool,
+        each: &dyn Fn(usize) -> Vec<(String, String)>,
     ) -> TestEnsemble {
         let n = voters + observers;
         let client_ports: Vec<u16> = (0..n).map(|_| free_port()).collect();
@@ -139,6 +160,9 @@ impl TestEnsemble {
                 if kind == ServerKind::Apache && JVM_PROPERTIES.contains(k) {
                     b = b.jvm_property(k, v);
                 }
+            }
+            for (k, v) in each(i) {
+                b = b.config(&k, &v);
             }
             members.push(b.start());
         }

@@ -14,7 +14,7 @@
 
 use std::time::Duration;
 
-use harness::admin::{current_config, line_of, put_opt, reconfig, Admin, CALL};
+use harness::admin::{config_text, current_config, line_of, put_opt, reconfig, Admin, CALL};
 use harness::raw_client::{ConnectOptions, RawClient};
 use harness::rt::block_on;
 use harness::rt::eventually;
@@ -216,12 +216,24 @@ against_both!(
 /// Starts an empty server `id` that joins: its configuration is the committed one plus
 /// itself (as ZooKeeper's manual says a joiner is set up). Returns it and its server string.
 fn joiner(kind: ServerKind, id: u64, committed: &str) -> (TestServer, String) {
+    joiner_with(kind, id, committed, &[])
+}
+
+/// A member's server string on fresh ports (zooraft has no election port: the peer port
+/// stands in for it): `(client port, host:quorum:election:participant;host:client)`.
+fn fresh_spec(kind: ServerKind) -> (u16, String) {
     let (client, peer) = (free_port(), free_port());
     let election = match kind {
         ServerKind::Apache => free_port(),
         ServerKind::Zooraft => peer,
     };
     let spec = format!("127.0.0.1:{peer}:{election}:participant;127.0.0.1:{client}");
+    (client, spec)
+}
+
+/// An ensemble member's builder, set up as the harness sets its members up, with the
+/// reconfig settings.
+fn member_builder(kind: ServerKind, id: u64, client: u16) -> harness::TestServerBuilder {
     let mut b = TestServer::builder(kind)
         .port(client)
         .myid(id)
@@ -231,10 +243,24 @@ fn joiner(kind: ServerKind, id: u64, committed: &str) -> (TestServer, String) {
     for (k, v) in harness::ensemble::RECONFIG {
         b = b.config(k, v);
     }
-    b = match kind {
+    match kind {
         ServerKind::Zooraft => b.config("raftTickMs", "100"),
         ServerKind::Apache => b.config("initLimit", "20").config("syncLimit", "4"),
-    };
+    }
+}
+
+/// [`joiner`] with more zoo.cfg settings.
+fn joiner_with(
+    kind: ServerKind,
+    id: u64,
+    committed: &str,
+    extra: &[(&str, &str)],
+) -> (TestServer, String) {
+    let (client, spec) = fresh_spec(kind);
+    let mut b = member_builder(kind, id, client);
+    for (k, v) in extra {
+        b = b.config(k, v);
+    }
     for line in committed.lines().filter(|l| l.starts_with("server.")) {
         if let Some((key, value)) = line.split_once('=') {
             b = b.config(key, value);
@@ -486,15 +512,8 @@ fn zkcli_reconfig(kind: ServerKind) {
         "{removed:?}"
     );
     assert!(!removed.contains(&line), "{removed:?}");
-    // Carried out before the next change is accepted.
-    let mut added = Vec::new();
-    for _ in 0..50 {
-        added = cli.run(&format!("reconfig -add {line}"));
-        if !added.iter().any(|l| l.contains("in progress")) {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    // The next change, at once: the first was in effect when it was answered.
+    let added = cli.run(&format!("reconfig -add {line}"));
     assert!(added.contains(&line), "{added:?}");
     cli.quit();
 }
@@ -521,4 +540,188 @@ fn standalone_reconfig(kind: ServerKind) {
             assert_eq!(r.err, err, "reconfigEnabled={enabled}");
         });
     }
+}
+
+against_both!(
+    back_to_back_reconfigs_apache,
+    back_to_back_reconfigs_zooraft,
+    back_to_back_reconfigs
+);
+
+/// Each reconfig sent the moment the previous one answered: a member that never starts
+/// added and removed, three times, then a follower removed and added back, three times.
+/// ZooKeeper answers a reconfig once the new configuration is in effect, so none of them
+/// gets RECONFIGINPROGRESS; every one succeeds, and the ensemble ends as it began.
+fn back_to_back_reconfigs(kind: ServerKind) {
+    let e = TestEnsemble::start_kind(kind, 3, 0, harness::ensemble::RECONFIG);
+    let leader = e.leader();
+    let admin = (leader + 1) % 3;
+    let other = (leader + 2) % 3;
+    block_on(async {
+        let (mut c, _) =
+            RawClient::connect(e.member(admin).addr(), &ConnectOptions::default(), CALL)
+                .await
+                .expect("a session");
+        let before = current_config(&mut c).await;
+        let line = line_of(&before, other);
+        let (_, ghost) = fresh_spec(kind);
+        let ghost = format!("server.4={ghost}");
+        let other_id = (other + 1).to_string();
+        let ghost_steps = [(Some(ghost.as_str()), None), (None, Some("4"))];
+        let member_steps = [(None, Some(other_id.as_str())), (Some(line.as_str()), None)];
+        let mut xid = 1000;
+        for steps in [ghost_steps, member_steps] {
+            for round in 0..3 {
+                for (joining, leaving) in steps {
+                    xid += 1;
+                    let r = reconfig(&mut c, xid, joining, leaving, None, -1).await;
+                    assert_eq!(
+                        r.err, 0,
+                        "round {round}: joining {joining:?}, leaving {leaving:?}"
+                    );
+                }
+            }
+        }
+        let after = current_config(&mut c).await;
+        let servers = |t: &str| -> Vec<String> {
+            t.lines()
+                .filter(|l| l.starts_with("server."))
+                .map(String::from)
+                .collect()
+        };
+        assert_eq!(servers(&after), servers(&before));
+    });
+}
+
+against_both!(
+    config_served_from_the_start_apache,
+    config_served_from_the_start_zooraft,
+    config_served_from_the_start
+);
+
+/// `/zookeeper/config` holds the configuration from the start, as ZooKeeper serves its
+/// own: a member alone (its peers not started yet) that serves read-only clients answers
+/// with zoo.cfg's membership at version 100000000; once the other two run, a reconfig
+/// sent the moment the member serves read-write succeeds.
+fn config_served_from_the_start(kind: ServerKind) {
+    let specs: Vec<(u16, String)> = (0..3).map(|_| fresh_spec(kind)).collect();
+    let start = |i: usize| {
+        let mut b = member_builder(kind, i as u64 + 1, specs[i].0)
+            .config("readonlymode.enabled", "true")
+            .config("localSessionsEnabled", "true");
+        if kind == ServerKind::Apache {
+            b = b.jvm_property("readonlymode.enabled", "true");
+        }
+        for (j, (_, spec)) in specs.iter().enumerate() {
+            b = b.config(&format!("server.{}", j + 1), spec);
+        }
+        b.start()
+    };
+    let first = start(0);
+    let addr = first.addr();
+    let connect = |read_only: bool| async move {
+        let options = ConnectOptions {
+            read_only: Some(read_only),
+            ..ConnectOptions::default()
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Ok((c, hs)) = RawClient::connect(addr, &options, CALL).await {
+                if read_only || hs.response.read_only != Some(true) {
+                    return c;
+                }
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "member 1 never served"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    block_on(async {
+        let mut c = connect(true).await;
+        let text = current_config(&mut c).await;
+        let lines: Vec<&str> = text.split('\n').collect();
+        assert_eq!(lines.len(), 4, "{text}");
+        for (j, (client, spec)) in specs.iter().enumerate() {
+            let peer = spec.split(':').nth(1).expect("a quorum port");
+            assert!(
+                lines[j].starts_with(&format!("server.{}=127.0.0.1:{peer}:", j + 1))
+                    && lines[j].ends_with(&format!(":participant;127.0.0.1:{client}")),
+                "{text}"
+            );
+        }
+        assert_eq!(lines[3], "version=100000000");
+    });
+    let _others: Vec<TestServer> = (1..3).map(start).collect();
+    block_on(async {
+        let mut c = connect(false).await;
+        let r = reconfig(&mut c, 1, None, Some("3"), None, -1).await;
+        assert_eq!(r.err, 0, "a reconfig as soon as the member serves");
+        assert!(
+            !config_text(&r).contains("server.3="),
+            "{}",
+            config_text(&r)
+        );
+    });
+}
+
+/// A member that joins after the leader compacted its log (a snapshot every 100 entries,
+/// 10 kept behind it) catches up from a snapshot: it installs one, then serves the same
+/// configuration, tree and digest as the others.
+#[test]
+fn a_joiner_catches_up_from_a_snapshot() {
+    let compact = [("snapshotEntries", "100"), ("snapshotRetainEntries", "10")];
+    let settings: Vec<(&str, &str)> = harness::ensemble::RECONFIG
+        .iter()
+        .chain(compact.iter())
+        .copied()
+        .collect();
+    let e = TestEnsemble::start_kind(ServerKind::Zooraft, 3, 0, &settings);
+    let leader = e.leader();
+    let addr = e.member((leader + 1) % 3).addr();
+    let mut joiners = Vec::new();
+    block_on(async {
+        let mut c = Admin::open(addr).await;
+        for k in 0..400 {
+            c.write(&format!("/before-{k}")).await;
+        }
+        let committed = c.config().await;
+        let (s4, spec4) = joiner_with(ServerKind::Zooraft, 4, &committed, &compact);
+        joiners.push(s4);
+        let (text, _) = c.change(Some(&spec4), None, -1).await;
+        assert!(text.contains("server.4="), "{text}");
+        c.write("/after-the-join").await;
+    });
+    let joined = &joiners[0];
+    let members: Vec<&TestServer> = (0..3).map(|i| e.member(i)).chain([joined]).collect();
+    eventually("the joiner serves", Duration::from_secs(60), || {
+        joined.is_serving().then_some(())
+    });
+    let digests = eventually("equal digests", Duration::from_secs(60), || {
+        let d: Vec<String> = members
+            .iter()
+            .filter_map(|s| s.four_letter_word("hash").ok())
+            .collect();
+        (d.len() == members.len() && d.windows(2).all(|w| w[0] == w[1])).then_some(d)
+    });
+    assert!(!digests[0].is_empty());
+    let log = std::fs::read_to_string(joined.log_path()).unwrap_or_default();
+    assert!(
+        log.contains("installing snapshot from the leader"),
+        "the joiner caught up from a snapshot; log:\n{}",
+        joined.log_tail()
+    );
+    let configs: Vec<String> = members
+        .iter()
+        .map(|s| {
+            let addr = s.addr();
+            block_on(async {
+                let mut c = Admin::open(addr).await;
+                c.sync().await;
+                c.config().await
+            })
+        })
+        .collect();
+    assert!(configs.windows(2).all(|w| w[0] == w[1]), "{configs:?}");
 }
