@@ -434,6 +434,7 @@ impl Consensus {
             self.timers.next_touch = now + self.timers.touch_interval;
             self.session_round(now);
             self.membership_round(now);
+            self.maybe_snapshot();
             self.retry_reads(now);
             self.replica.counters.store_memory(self.storage.memory());
             self.publish_status();

@@ -295,7 +295,7 @@ impl Consensus {
     /// Until the first configuration is committed, `/zookeeper/config` shows zoo.cfg's.
     pub(super) fn show_local_config(&self) {
         if self.replica.config.reconfig_enabled && !self.member.standalone {
-            let text = initial_config(&self.replica.config, INITIAL_VERSION).text();
+            let text = initial_config(&self.replica.config, reconfig::LOCAL_VERSION).text();
             reconfig::show_local(&mut self.replica.state.write().tree, &text);
         }
     }

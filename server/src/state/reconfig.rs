@@ -237,9 +237,13 @@ pub fn committed(tree: &DataTree) -> Option<DynamicConfig> {
 /// wall time of the entry that made it.
 const LOCAL_MTIME: i64 = 0;
 
+/// The version of a member's own view of the configuration, before any leader stated one
+/// (ZooKeeper serves `version=0` then, with mzxid 0).
+pub const LOCAL_VERSION: i64 = 0;
+
 /// Before the first configuration is committed, a member serves the one its own zoo.cfg
-/// gives (as ZooKeeper serves its local quorum verifier's from the start), versioned as
-/// the first one will be, so that `/zookeeper/config` never reads empty. It is not
+/// gives, `text` (versioned [`LOCAL_VERSION`]), as ZooKeeper serves its local quorum
+/// verifier's from the start, so that `/zookeeper/config` never reads empty. It is not
 /// replicated: [`committed`] does not count it (mtime [`LOCAL_MTIME`]), the leader still
 /// states the first configuration, and that replaces this view on every member. A tree
 /// that has any configuration already is left alone.
@@ -249,7 +253,7 @@ pub fn show_local(tree: &mut DataTree, text: &str) {
         .is_some_and(|n| n.data.as_ref().is_some_and(|d| !d.is_empty()));
     if !has_data {
         let data = Bytes::from(text.to_string().into_bytes());
-        tree.replace_config(INITIAL_VERSION, LOCAL_MTIME, data, -1, &mut Vec::new());
+        tree.replace_config(LOCAL_VERSION, LOCAL_MTIME, data, -1, &mut Vec::new());
     }
 }
 
@@ -528,10 +532,11 @@ mod tests {
     fn a_members_own_view_is_served_but_not_committed() {
         let mut tree = DataTree::default();
         assert_eq!(committed(&tree), None);
-        show_local(&mut tree, THREE);
+        let local = THREE.replace("version=100000000", "version=0");
+        show_local(&mut tree, &local);
         let node = tree.get(CONFIG).unwrap();
-        assert_eq!(node.data.as_deref(), Some(THREE.as_bytes()));
-        assert_eq!(node.mzxid, INITIAL_VERSION);
+        assert_eq!(node.data.as_deref(), Some(local.as_bytes()));
+        assert_eq!(node.mzxid, LOCAL_VERSION);
         assert_eq!(committed(&tree), None, "a local view is not committed");
         state_first(&mut tree, 1_700_000_000_000, THREE, &mut Vec::new());
         assert_eq!(committed(&tree), DynamicConfig::parse(THREE).ok());
