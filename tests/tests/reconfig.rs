@@ -395,18 +395,47 @@ against_both!(
     leader_killed_mid_reconfig
 );
 
-/// The leader is killed right after a reconfig (grow 3 -> 5) is sent, and again in a new
-/// ensemble a moment later (once the change may have committed): the ensemble keeps
-/// serving, and every member ends with the old configuration or the new one, the same on
-/// all.
+/// Where the leader is killed in a reconfig.
+#[derive(Clone, Copy, Debug)]
+enum KillAt {
+    /// This long after the reconfig is sent (ZooKeeper's phases cannot be seen from outside).
+    Delay(u64),
+    /// At a zooraft test hook (`server/src/raft/test_hooks.rs`), where the leader holds
+    /// until it is killed.
+    Hook(&'static str),
+}
+
+/// The hooks' names, as the server's `test_hooks` module has them.
+const BEFORE_JOINT: &str = "hold-before-joint";
+const IN_JOINT: &str = "hold-in-joint";
+
+/// The leader is killed in the middle of a reconfig that grows 3 -> 5. On zooraft exactly
+/// before the joint configuration is proposed (the joiners are learners, caught up) and
+/// exactly once it is committed (the leader holds in it): the reconfig committed, so the
+/// next leader carries it out. On ZooKeeper right after the reconfig is sent and a moment
+/// later. Either way the ensemble keeps serving and every member ends with the old
+/// configuration or the new one, the same on all; on zooraft, Raft's membership on every
+/// member is then that configuration's, with no joint configuration left.
 fn leader_killed_mid_reconfig(kind: ServerKind) {
-    for delay_ms in [0u64, 300] {
+    let points = match kind {
+        ServerKind::Apache => [KillAt::Delay(0), KillAt::Delay(300)],
+        ServerKind::Zooraft => [KillAt::Hook(BEFORE_JOINT), KillAt::Hook(IN_JOINT)],
+    };
+    for at in points {
         let mut e = TestEnsemble::start_kind(kind, 3, 0, harness::ensemble::RECONFIG);
         let leader = e.leader();
         let admin = (leader + 1) % 3;
         let addr = e.member(admin).addr();
+        let hook_files: Vec<std::path::PathBuf> = match at {
+            KillAt::Hook(point) => (0..3).map(|i| e.member(i).data_dir().join(point)).collect(),
+            KillAt::Delay(_) => Vec::new(),
+        };
+        for f in &hook_files {
+            std::fs::write(f, b"").expect("a hook file");
+        }
+        let leader_log = e.member(leader).log_path();
         let mut joiners = Vec::new();
-        let (before, after) = block_on(async {
+        let (before, after, answer) = block_on(async {
             let mut c = Admin::open(addr).await;
             let before = c.config().await;
             let (s4, spec4) = joiner(kind, 4, &before);
@@ -419,24 +448,49 @@ fn leader_killed_mid_reconfig(kind: ServerKind) {
             put_opt(&mut body, None);
             body.extend_from_slice(&(-1i64).to_be_bytes());
             c.c.send_op(900, 16, &body).await.expect("send reconfig");
-            tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+            match at {
+                KillAt::Delay(ms) => tokio::time::sleep(Duration::from_millis(ms)).await,
+                KillAt::Hook(point) => {
+                    let line = format!("test hook: holding at {point}");
+                    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+                    while !std::fs::read_to_string(&leader_log)
+                        .unwrap_or_default()
+                        .contains(&line)
+                    {
+                        assert!(
+                            std::time::Instant::now() < deadline,
+                            "the leader never held at {point}"
+                        );
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                }
+            }
             e.member_mut(leader).kill();
+            for f in &hook_files {
+                let _ = std::fs::remove_file(f);
+            }
             let answer = c.c.wait_reply(900, CALL).await.map(|r| r.err);
-            eprintln!("leader killed after {delay_ms} ms: the reconfig's answer {answer:?}");
+            eprintln!("leader killed at {at:?}: the reconfig's answer {answer:?}");
             c.reconnect().await;
             c.write("/after-the-kill").await;
             let after = c.config().await;
-            (before, after)
+            (before, after, answer)
         });
         let grown = after.lines().count() == 6;
         assert!(after == before || grown, "neither old nor new: {after}");
+        if let KillAt::Hook(point) = at {
+            // The reconfig committed before the hook was reached: it was answered, and
+            // the next leader carried it out.
+            assert_eq!(answer.ok(), Some(0), "the reconfig's answer ({point})");
+            assert!(grown, "{point}: {after}");
+        }
         // The same configuration everywhere, and the joiners serve if they were added.
         let members: Vec<&TestServer> = (0..3)
             .filter(|i| *i != leader)
             .map(|i| e.member(i))
             .chain(joiners.iter().filter(|_| grown))
             .collect();
-        for s in members {
+        for s in &members {
             let addr = s.addr();
             let text = block_on(async {
                 let mut c = Admin::open(addr).await;
@@ -444,6 +498,20 @@ fn leader_killed_mid_reconfig(kind: ServerKind) {
                 c.config().await
             });
             assert_eq!(text, after, "on {addr}");
+        }
+        if kind == ServerKind::Zooraft {
+            // Raft's membership follows on every member: the new voters, nobody outgoing.
+            let voters: Vec<u64> = if grown {
+                vec![1, 2, 3, 4, 5]
+            } else {
+                vec![1, 2, 3]
+            };
+            eventually("Raft's membership", Duration::from_secs(60), || {
+                members
+                    .iter()
+                    .all(|s| last_membership(s) == Some((voters.clone(), vec![], vec![])))
+                    .then_some(())
+            });
         }
     }
 }
@@ -757,4 +825,26 @@ fn a_joiner_catches_up_from_a_snapshot() {
         })
         .collect();
     assert!(configs.windows(2).all(|w| w[0] == w[1]), "{configs:?}");
+}
+
+/// A zooraft member's Raft membership as its log last said: voters, outgoing voters (a
+/// joint configuration), learners, each sorted.
+fn last_membership(s: &TestServer) -> Option<(Vec<u64>, Vec<u64>, Vec<u64>)> {
+    let log = std::fs::read_to_string(s.log_path()).unwrap_or_default();
+    let line = log
+        .lines()
+        .filter(|l| l.contains("membership is now voters"))
+        .last()?
+        .to_string();
+    let list = |after: &str| -> Option<Vec<u64>> {
+        let rest = line.split(after).nth(1)?;
+        let inside = rest.strip_prefix('[')?.split(']').next()?;
+        let mut ids: Vec<u64> = inside
+            .split(',')
+            .filter_map(|x| x.trim().parse().ok())
+            .collect();
+        ids.sort_unstable();
+        Some(ids)
+    };
+    Some((list("voters ")?, list("(outgoing ")?, list("learners ")?))
 }

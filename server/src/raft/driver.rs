@@ -37,6 +37,7 @@ use super::serving::{Observed, ServingAction, ServingPolicy};
 use super::snapshot_worker::SnapshotJob;
 use super::status::Role;
 use super::storage::RaftStorage;
+use super::test_hooks::TestHooks;
 use super::timing::{election_timeout, ELECTION_TICKS, HEARTBEAT_TICKS};
 use super::transport::Peers;
 use crate::state::command::{ClientWrite, Command};
@@ -163,6 +164,7 @@ pub(super) struct MembershipWork {
     /// The log index of the last reconfig proposed (or of the last entry when this member
     /// took over): the next reconfig waits until it is applied.
     pub reconfig_index: u64,
+    pub hooks: TestHooks,
 }
 
 /// See the module docs.
@@ -267,7 +269,10 @@ impl Consensus {
             proposals: Proposals::default(),
             reads: ReadIndex::default(),
             duties: LeaderDuties::default(),
-            membership: MembershipWork::default(),
+            membership: MembershipWork {
+                hooks: TestHooks::from_env(&settings.data_dir),
+                ..MembershipWork::default()
+            },
             applied: Applied {
                 index: snap.index,
                 term: snap.term,

@@ -28,9 +28,13 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
 use protobuf::Message as _;
-use raft::eraftpb::{ConfChange, ConfChangeSingle, ConfChangeType, ConfChangeV2, Entry, EntryType};
+use raft::eraftpb::{
+    ConfChange, ConfChangeSingle, ConfChangeTransition, ConfChangeType, ConfChangeV2, Entry,
+    EntryType,
+};
 
 use super::driver::Consensus;
+use super::test_hooks;
 use crate::config::Config;
 use crate::state::command::{Command, ReconfigStamp};
 use crate::state::reconfig::{self, DynamicConfig, ServerSpec, INITIAL_VERSION};
@@ -232,8 +236,15 @@ impl Consensus {
         }
         let (cv, cl, joint) = self.current();
         if joint {
-            // A leader that entered the joint configuration died before leaving it.
-            self.propose_change(Vec::new(), "leave the joint configuration");
+            // A leader that entered the joint configuration died before leaving it (or a
+            // test holds it there).
+            if !self
+                .membership
+                .hooks
+                .hold(test_hooks::IN_JOINT, self.member.me)
+            {
+                self.propose_change(Vec::new(), "leave the joint configuration");
+            }
             return;
         }
         let known: BTreeSet<u64> = cv.union(&cl).copied().collect();
@@ -284,6 +295,9 @@ impl Consensus {
         if voters_after == 0 {
             return;
         }
+        if !promote.is_empty() && self.membership.hooks.hold(test_hooks::BEFORE_JOINT, me) {
+            return;
+        }
         if !changes.is_empty() {
             self.propose_change(
                 changes,
@@ -327,6 +341,9 @@ impl Consensus {
 
     fn propose_change(&mut self, changes: Vec<ConfChangeSingle>, why: &str) {
         let mut cc = ConfChangeV2::default();
+        if !changes.is_empty() && self.membership.hooks.armed(test_hooks::IN_JOINT) {
+            cc.set_transition(ConfChangeTransition::Explicit);
+        }
         cc.set_changes(changes.into());
         tracing::info!(member = self.member.me, "proposing {cc:?}: {why}");
         if let Err(e) = self.node.propose_conf_change(Vec::new(), cc) {
