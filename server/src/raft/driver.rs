@@ -164,7 +164,6 @@ pub(super) struct MembershipWork {
     /// The log index of the last reconfig proposed (or of the last entry when this member
     /// took over): the next reconfig waits until it is applied.
     pub reconfig_index: u64,
-    pub hooks: TestHooks,
 }
 
 /// See the module docs.
@@ -188,6 +187,8 @@ pub struct Consensus {
     pub(super) reads: ReadIndex,
     pub(super) duties: LeaderDuties,
     pub(super) membership: MembershipWork,
+    /// Test-only holds and faults (inert without `ZOORAFT_TEST_HOOKS=1`).
+    pub(super) hooks: TestHooks,
     pub(super) applied: Applied,
     pub(super) snapshots: SnapshotSchedule,
     pub(super) serving: ServingPolicy,
@@ -245,6 +246,8 @@ impl Consensus {
         let touch_interval =
             Duration::from_millis((settings.tick_time_ms as u64 / 2).clamp(10, 1000));
         let now = clock.now();
+        let hooks = TestHooks::from_env(&settings.data_dir);
+        let peers = hooks.wrap(peers);
         let mut c = Consensus {
             node,
             storage,
@@ -269,10 +272,8 @@ impl Consensus {
             proposals: Proposals::default(),
             reads: ReadIndex::default(),
             duties: LeaderDuties::default(),
-            membership: MembershipWork {
-                hooks: TestHooks::from_env(&settings.data_dir),
-                ..MembershipWork::default()
-            },
+            membership: MembershipWork::default(),
+            hooks,
             applied: Applied {
                 index: snap.index,
                 term: snap.term,
@@ -367,6 +368,7 @@ impl Consensus {
         let now = self.clock.now();
         match input {
             Input::Command(c) => self.proposals.push(c, now),
+            Input::Forwarded(_) | Input::Raft(_) | Input::Touch(_) if self.hooks.peers_cut() => {}
             Input::Forwarded(cs) => self.proposals.extend(cs, now),
             Input::ReadIndex(waiter) => {
                 let ctx = self.reads.request(waiter, now);
@@ -438,6 +440,7 @@ impl Consensus {
         if now >= self.timers.next_touch {
             self.timers.next_touch = now + self.timers.touch_interval;
             self.session_round(now);
+            self.hooks.refresh_cut(self.member.me);
             self.membership_round(now);
             self.maybe_snapshot();
             self.retry_reads(now);

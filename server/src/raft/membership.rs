@@ -238,11 +238,7 @@ impl Consensus {
         if joint {
             // A leader that entered the joint configuration died before leaving it (or a
             // test holds it there).
-            if !self
-                .membership
-                .hooks
-                .hold(test_hooks::IN_JOINT, self.member.me)
-            {
+            if !self.hooks.hold(test_hooks::IN_JOINT, self.member.me) {
                 self.propose_change(Vec::new(), "leave the joint configuration");
             }
             return;
@@ -295,7 +291,7 @@ impl Consensus {
         if voters_after == 0 {
             return;
         }
-        if !promote.is_empty() && self.membership.hooks.hold(test_hooks::BEFORE_JOINT, me) {
+        if !promote.is_empty() && self.hooks.hold(test_hooks::BEFORE_JOINT, me) {
             return;
         }
         if !changes.is_empty() {
@@ -341,7 +337,7 @@ impl Consensus {
 
     fn propose_change(&mut self, changes: Vec<ConfChangeSingle>, why: &str) {
         let mut cc = ConfChangeV2::default();
-        if !changes.is_empty() && self.membership.hooks.armed(test_hooks::IN_JOINT) {
+        if !changes.is_empty() && self.hooks.armed(test_hooks::IN_JOINT) {
             cc.set_transition(ConfChangeTransition::Explicit);
         }
         cc.set_changes(changes.into());

@@ -10,13 +10,30 @@
 //! by the leader, which does not leave it; while the file is there, membership changes
 //! are proposed with an explicit leave, so that even a one-voter change goes through a
 //! joint configuration).
+//!
+//! And one fault: while [`CUT_PEERS`] is there, the member neither sends to its peers nor
+//! takes what they send (client connections are untouched), as if its network links to
+//! them were cut. The chaos suite uses it where the per-link proxies cannot be put in the
+//! way: with reconfig on, every member reaches the others at the addresses of the
+//! committed configuration.
 
+use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use raft::eraftpb::Message;
+
+use super::transport::Peers;
+use crate::state::command::Command;
 
 /// Hold before proposing the change that makes the new members voters.
 pub const BEFORE_JOINT: &str = "hold-before-joint";
 /// Hold in the joint configuration, once it is applied.
 pub const IN_JOINT: &str = "hold-in-joint";
+/// Cut the member off from its peers.
+pub const CUT_PEERS: &str = "cut-peers";
 
 /// The hooks of one member.
 #[derive(Default)]
@@ -25,6 +42,8 @@ pub struct TestHooks {
     dir: Option<PathBuf>,
     /// The point last reported as held (reported once).
     holding: Option<&'static str>,
+    /// [`CUT_PEERS`] as last seen, shared with the [`CutPeers`] around the transport.
+    cut: Arc<AtomicBool>,
 }
 
 impl TestHooks {
@@ -32,8 +51,36 @@ impl TestHooks {
         let enabled = std::env::var("ZOORAFT_TEST_HOOKS").is_ok_and(|v| v == "1");
         TestHooks {
             dir: enabled.then(|| data_dir.to_path_buf()),
-            holding: None,
+            ..TestHooks::default()
         }
+    }
+
+    /// The peers, behind [`CUT_PEERS`]'s switch when the hooks are enabled.
+    pub fn wrap(&self, peers: Option<Arc<dyn Peers>>) -> Option<Arc<dyn Peers>> {
+        match peers {
+            Some(inner) if self.dir.is_some() => Some(Arc::new(CutPeers {
+                inner,
+                cut: self.cut.clone(),
+            })),
+            other => other,
+        }
+    }
+
+    /// Looks at [`CUT_PEERS`] again (the Raft loop's periodic round).
+    pub fn refresh_cut(&self, me: u64) {
+        let cut = self.armed(CUT_PEERS);
+        if self.cut.swap(cut, Ordering::Relaxed) != cut {
+            tracing::info!(
+                member = me,
+                "test hook: peer links {}",
+                if cut { "cut" } else { "restored" }
+            );
+        }
+    }
+
+    /// Whether the member is cut off from its peers (what they send is dropped).
+    pub fn peers_cut(&self) -> bool {
+        self.cut.load(Ordering::Relaxed)
     }
 
     /// Whether the test asks to hold at `point` now (logged the first time).
@@ -53,6 +100,40 @@ impl TestHooks {
     }
 }
 
+/// The transport behind [`CUT_PEERS`]'s switch: while cut, nothing is sent.
+struct CutPeers {
+    inner: Arc<dyn Peers>,
+    cut: Arc<AtomicBool>,
+}
+
+impl CutPeers {
+    fn cut(&self) -> bool {
+        self.cut.load(Ordering::Relaxed)
+    }
+}
+
+impl Peers for CutPeers {
+    fn send_raft(&self, msg: &Message) {
+        if !self.cut() {
+            self.inner.send_raft(msg);
+        }
+    }
+
+    fn forward(&self, to: u64, commands: &[Command]) -> bool {
+        !self.cut() && self.inner.forward(to, commands)
+    }
+
+    fn touch(&self, to: u64, sessions: &[i64]) {
+        if !self.cut() {
+            self.inner.touch(to, sessions);
+        }
+    }
+
+    fn set_members(&self, members: &HashMap<u64, SocketAddr>) {
+        self.inner.set_members(members);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -65,12 +146,19 @@ mod tests {
         assert!(!off.hold(BEFORE_JOINT, 1), "disabled hooks never hold");
         let mut on = TestHooks {
             dir: Some(dir.path().to_path_buf()),
-            holding: None,
+            ..TestHooks::default()
         };
         assert!(on.hold(BEFORE_JOINT, 1));
         assert!(!on.hold(IN_JOINT, 1));
         assert!(on.armed(BEFORE_JOINT) && !on.armed(IN_JOINT));
         std::fs::remove_file(dir.path().join(BEFORE_JOINT)).unwrap();
         assert!(!on.hold(BEFORE_JOINT, 1));
+        on.refresh_cut(1);
+        assert!(!on.peers_cut());
+        std::fs::write(dir.path().join(CUT_PEERS), b"").unwrap();
+        on.refresh_cut(1);
+        assert!(on.peers_cut());
+        off.refresh_cut(1);
+        assert!(!off.peers_cut() && off.wrap(None).is_none());
     }
 }

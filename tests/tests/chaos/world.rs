@@ -118,9 +118,10 @@ impl World {
         World::around(name, members, ensemble)
     }
 
-    /// A world whose members take reconfigs (`reconfigEnabled`). Not partitionable: the
+    /// A world whose members take reconfigs (`reconfigEnabled`). No per-link proxies: the
     /// committed configuration gives every member the same peer addresses, which would
-    /// route around the per-link proxies isolation relies on.
+    /// route around them; a member is isolated by its test hook instead (see
+    /// `TestEnsemble::isolate`).
     pub(crate) fn with_reconfig(name: &str, members: usize) -> World {
         let ensemble = TestEnsemble::start(members, 0, harness::ensemble::RECONFIG);
         World::around(name, members, ensemble)
