@@ -833,8 +833,7 @@ fn last_membership(s: &TestServer) -> Option<(Vec<u64>, Vec<u64>, Vec<u64>)> {
     let log = std::fs::read_to_string(s.log_path()).unwrap_or_default();
     let line = log
         .lines()
-        .filter(|l| l.contains("membership is now voters"))
-        .last()?
+        .rfind(|l| l.contains("membership is now voters"))?
         .to_string();
     let list = |after: &str| -> Option<Vec<u64>> {
         let rest = line.split(after).nth(1)?;
