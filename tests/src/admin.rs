@@ -176,8 +176,9 @@ impl Admin {
         path.to_string()
     }
 
-    /// A reconfig that must succeed: retried while the previous one is still being
-    /// carried out (RECONFIGINPROGRESS), and from a new session if the connection is lost
+    /// A reconfig that must succeed (RECONFIGINPROGRESS fails too: a reconfig is answered
+    /// once it is in effect, so the next one may follow at once), asked again from a new
+    /// session if the connection is lost
     /// (ZooKeeper may drop it when the leader leaves). Returns the new configuration and,
     /// when the first reply came, its zxid.
     pub async fn change(
@@ -197,9 +198,6 @@ impl Admin {
                 Some(r) if r.err == 0 => return (config_text(&r), (!lost).then_some(r.zxid)),
                 // Asked again after a lost reply: the first attempt changed the version.
                 Some(r) if r.err == -103 && lost => return (self.config().await, None),
-                Some(r) if r.err == -14 => {
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                }
                 Some(r) => panic!("reconfig failed with {}", r.err),
                 // The reply was lost: ask again (adding and removing the same members
                 // twice changes nothing more).

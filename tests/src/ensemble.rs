@@ -53,6 +53,18 @@ impl TestEnsemble {
         )
     }
 
+    /// Like [`start_kind`](Self::start_kind), with settings of each member's own besides
+    /// (`each(i)` for member `i`: an admin port, say), waiting
+    /// for every member to serve.
+    pub fn start_each_serving(
+        kind: ServerKind,
+        voters: usize,
+        extra: &[(&str, &str)],
+        each: &dyn Fn(usize) -> Vec<(String, String)>,
+    ) -> TestEnsemble {
+        Self::launch(kind, voters, 0, extra, false, each, true)
+    }
+
     /// Like [`start`](Self::start), with members of `kind`: an Apache ZooKeeper 3.8 ensemble
     /// (`QuorumPeerMain`, quorum and election ports per member) or a zooraft one.
     pub fn start_kind(
@@ -203,18 +215,40 @@ impl TestEnsemble {
     }
 
     /// Cuts every link between `member` and the others (both directions). Its clients can
-    /// still reach it. Needs [`start_partitionable`](Self::start_partitionable).
+    /// still reach it. With [`start_partitionable`](Self::start_partitionable) the proxies
+    /// on its links cut them; otherwise (zooraft only) the member's test hook does
+    /// (`cut-peers` in its data directory, see the server's `raft/test_hooks.rs`): it
+    /// neither sends to its peers nor takes what they send. That one works whatever
+    /// addresses the members reach each other at, as with reconfig, where they come from
+    /// the committed configuration and would route around the proxies.
     pub fn isolate(&self, member: usize) {
-        assert!(
-            self.links.iter().flatten().any(|l| l.is_some()),
-            "isolate needs an ensemble started with start_partitionable"
-        );
-        self.set_links(member, true);
+        if self.partitionable() {
+            self.set_links(member, true);
+        } else {
+            assert_eq!(
+                self.kind,
+                ServerKind::Zooraft,
+                "isolating a member needs proxies"
+            );
+            std::fs::write(self.cut_file(member), b"").expect("the cut-peers hook file");
+        }
     }
 
     /// Restores the links [`isolate`](Self::isolate) cut.
     pub fn heal(&self, member: usize) {
-        self.set_links(member, false);
+        if self.partitionable() {
+            self.set_links(member, false);
+        } else if self.kind == ServerKind::Zooraft {
+            let _ = std::fs::remove_file(self.cut_file(member));
+        }
+    }
+
+    fn partitionable(&self) -> bool {
+        self.links.iter().flatten().any(|l| l.is_some())
+    }
+
+    fn cut_file(&self, member: usize) -> std::path::PathBuf {
+        self.members[member].data_dir().join("cut-peers")
     }
 
     /// Which server the members run.

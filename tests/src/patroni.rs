@@ -419,7 +419,7 @@ fn run_bounded(mut cmd: Command, limit: Duration) -> Result<String, String> {
 }
 
 /// A plain HTTP/1.0 GET (Patroni's REST API closes the connection after its answer).
-fn http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
+pub fn http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
     s.set_write_timeout(Some(Duration::from_secs(5))).ok()?;

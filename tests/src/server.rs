@@ -334,6 +334,9 @@ impl TestServer {
                     "RUST_LOG",
                     std::env::var("ZOORAFT_TEST_LOG").unwrap_or_else(|_| "info".into()),
                 );
+                // The server's test-only hooks (`raft/test_hooks.rs`): inert unless a test
+                // puts a hook's file in the data directory.
+                c.env("ZOORAFT_TEST_HOOKS", "1");
                 c
             }
             ServerKind::Apache => {

@@ -7,13 +7,17 @@
 //!   anyone) is measured and printed, never asserted: zooraft with leader transfer on
 //!   shutdown (the default), zooraft without it (`leaderTransferOnShutdown=no`, so the
 //!   others wait out an election timeout, as in ZooKeeper), and Apache ZooKeeper 3.8.
-//! - `ydld` and `rqld` (zooraft's leader-transfer four-letter words) move leadership.
+//! - `ydld` and `rqld` (zooraft's leader-transfer four-letter words) move leadership, and
+//!   so do their admin server commands, `/commands/yield_leadership` and
+//!   `/commands/request_leadership` (JSON answers, as ZooKeeper's admin commands give).
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
+use harness::patroni::http_get;
 use harness::rt::{block_on, eventually, runtime};
 use harness::zc::{connect, persistent};
-use harness::{load, ServerKind, TestEnsemble, TestServer};
+use harness::{free_port, load, ServerKind, TestEnsemble, TestServer};
 
 const WRITERS: usize = 4;
 const SESSION: Duration = Duration::from_secs(15);
@@ -175,4 +179,70 @@ fn leader_transfer_words_follow_the_whitelist() {
             "A standalone server has nobody to transfer to.\n"
         );
     }
+}
+
+/// The admin server's leader-transfer commands decide as the words do and answer in JSON
+/// (`command`, `error`: null when the transfer was asked for, `message`).
+#[test]
+fn admin_commands_move_leadership() {
+    let admin: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let ensemble = TestEnsemble::start_each_serving(ServerKind::Zooraft, 3, &[], &|i| {
+        vec![
+            ("admin.serverPort".into(), admin[i].to_string()),
+            ("admin.serverAddress".into(), "127.0.0.1".into()),
+        ]
+    });
+    let command = |i: usize, name: &str| {
+        let addr = SocketAddr::from(([127, 0, 0, 1], admin[i]));
+        let (code, body) = http_get(addr, &format!("/commands/{name}"))
+            .unwrap_or_else(|| panic!("no answer to {name} from member {}", i + 1));
+        assert!(
+            code == 404 || body.starts_with(&format!("{{\"command\":\"{name}\",")),
+            "{body}"
+        );
+        (code, body)
+    };
+    let leader = ensemble.leader();
+    let follower = (leader + 1) % 3;
+    let (code, body) = command(follower, "yield_leadership");
+    assert_eq!(code, 200);
+    let not_leader = format!("Not the leader; the leader is server {}.", leader + 1);
+    assert!(
+        body.contains(&format!("\"error\":\"{not_leader}\"")),
+        "{body}"
+    );
+    let (code, body) = command(leader, "yield_leadership");
+    assert_eq!(code, 200);
+    assert!(body.contains("\"error\":null"), "{body}");
+    assert!(body.contains("Leadership transfer requested"), "{body}");
+    let next = eventually(
+        "a new leader after yield_leadership",
+        Duration::from_secs(30),
+        || {
+            let l = ensemble.leader();
+            (l != leader).then_some(l)
+        },
+    );
+    let wants = (0..3).find(|i| *i != next).expect("a follower");
+    let (_, body) = command(wants, "request_leadership");
+    let asked = format!(
+        "\"error\":null,\"message\":\"Leadership requested from the leader, server {}.\"",
+        next + 1
+    );
+    assert!(body.contains(&asked), "{body}");
+    eventually("the requester leads", Duration::from_secs(30), || {
+        (ensemble.leader() == wants).then_some(())
+    });
+    let (_, body) = command(wants, "request_leadership");
+    assert!(body.contains("\"error\":\"Already the leader.\""), "{body}");
+    let (code, _) = command(wants, "no_such_command");
+    assert_eq!(code, 404);
+    let hosts = ensemble.connect_string();
+    block_on(async {
+        let c = connect(&hosts, SESSION, Duration::from_secs(30)).await;
+        c.create("/after-admin-transfer", b"", &persistent())
+            .await
+            .expect("a write after the transfers");
+    });
+    ensemble.converged();
 }

@@ -107,7 +107,8 @@ pub struct Config {
     pub metrics_address: IpAddr,
     /// `DigestAuthenticationProvider.superDigest` (`super:<base64 sha1>`).
     pub super_digest: Option<String>,
-    /// `admin.serverPort`: online backups (`migrate::serve_admin`); off unless set.
+    /// `admin.serverPort`: the admin server (`migrate::serve_admin`: backups, leader
+    /// transfer); off unless set.
     pub admin_port: Option<u16>,
     /// `admin.serverAddress`; loopback unless set.
     pub admin_address: IpAddr,

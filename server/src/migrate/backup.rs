@@ -5,7 +5,8 @@
 //! server gives its own streaming snapshot — and only when that port is configured. Not on
 //! the peer port: that one carries Raft's framed messages between members and is meant to
 //! be reachable by members only, so an operator tool would have to speak its protocol and
-//! be let through the members' firewall. Not a four-letter word either: those are
+//! be let through the members' firewall (the admin server itself is `admin.rs`). Not a
+//! four-letter word either: those are
 //! answered on the client port with text and cannot be authenticated. When
 //! `DigestAuthenticationProvider.superDigest` is set, the request must carry
 //! `Authorization: digest super:<password>` (checked like a client's `addauth digest`).
@@ -21,27 +22,22 @@
 //! checks the SHA-1, the zxid and the digest again before it writes a store.
 
 use std::io::{Read, Write};
-use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
 use bytes::{BufMut, Bytes, BytesMut};
 use sha1::{Digest, Sha1};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
 
 use super::{store, Reporter};
 use crate::config::Config;
 use crate::raft::Replica;
 use crate::state::tree::TreeOptions;
-use crate::state::{acl, snapshot, StateMachine};
+use crate::state::{snapshot, StateMachine};
 
 const MAGIC: &[u8; 4] = b"ZRBK";
 const VERSION: u32 = 1;
-const PATH: &str = "/commands/snapshot";
+pub(super) const PATH: &str = "/commands/snapshot";
 const HEADER_LEN: usize = 4 + 4 + 8 + 8 + 8;
 
 /// A backup file's contents, checked.
@@ -110,89 +106,15 @@ fn decode_file(bytes: &[u8], options: TreeOptions) -> anyhow::Result<(Backup, St
     ))
 }
 
-/// Reads an HTTP request head (bounded): the request line and headers.
-async fn read_head(stream: &mut TcpStream) -> Option<String> {
-    let mut head = Vec::with_capacity(512);
-    let mut chunk = [0u8; 512];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 16 * 1024 {
-        match stream.read(&mut chunk).await {
-            Ok(0) | Err(_) => return None,
-            Ok(n) => head.extend_from_slice(&chunk[..n]),
-        }
-    }
-    Some(String::from_utf8_lossy(&head).into_owned())
-}
-
-/// Whether the request may have a backup.
-fn authorized(head: &str, config: &Config, peer: SocketAddr) -> bool {
-    let Some(super_digest) = config.super_digest.as_deref() else {
-        return true;
-    };
-    head.lines()
-        .filter_map(|l| l.split_once(':'))
-        .filter(|(k, _)| k.trim().eq_ignore_ascii_case("authorization"))
-        .filter_map(|(_, v)| v.trim().strip_prefix("digest "))
-        .any(|creds| {
-            acl::authenticate(
-                "digest",
-                creds.trim().as_bytes(),
-                peer.ip(),
-                Some(super_digest),
-            )
-            .is_ok_and(|ids| ids.contains(&acl::super_id()))
-        })
-}
-
-async fn answer(replica: Arc<Replica>, mut stream: TcpStream, peer: SocketAddr) {
-    let head = match tokio::time::timeout(Duration::from_secs(5), read_head(&mut stream)).await {
-        Ok(Some(h)) => h,
-        _ => return,
-    };
-    let target = head.split_whitespace().nth(1).unwrap_or("");
-    let (status, body, zxid) = if target.split('?').next() != Some(PATH) {
-        (
-            "404 Not Found",
-            Bytes::from_static(b"only /commands/snapshot is served here\n"),
-            0,
-        )
-    } else if !authorized(&head, &replica.config, peer) {
-        (
-            "401 Unauthorized",
-            Bytes::from_static(b"send Authorization: digest super:<password>\n"),
-            0,
-        )
-    } else {
-        let view = replica.state.read().snapshot_view();
-        let zxid = view.last_zxid;
-        match tokio::task::spawn_blocking(move || snapshot::encode(&view)).await {
-            Ok(b) => ("200 OK", b, zxid),
-            Err(_) => ("500 Internal Server Error", Bytes::new(), 0),
-        }
-    };
-    let head = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: application/octet-stream\r\nContent-Length: {}\r\nX-Zooraft-Zxid: {zxid:#x}\r\nConnection: close\r\n\r\n",
-        body.len()
-    );
-    let _ = stream.write_all(head.as_bytes()).await;
-    let _ = stream.write_all(&body).await;
-    let _ = stream.shutdown().await;
-}
-
-/// Serves backups on the admin port until shutdown.
-pub async fn serve_admin(
-    replica: Arc<Replica>,
-    listener: TcpListener,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    loop {
-        tokio::select! {
-            accepted = listener.accept() => {
-                let Ok((stream, peer)) = accepted else { continue };
-                tokio::spawn(answer(replica.clone(), stream, peer));
-            }
-            _ = shutdown.changed() => return,
-        }
-    }
+/// `GET /commands/snapshot` on the admin server (`admin.rs`): the member's state now, and
+/// the zxid it is at (the state is captured under the read lock, encoded off it).
+pub(super) async fn snapshot_body(replica: &Replica) -> Option<(Bytes, i64)> {
+    let view = replica.state.read().snapshot_view();
+    let zxid = view.last_zxid;
+    let body = tokio::task::spawn_blocking(move || snapshot::encode(&view))
+        .await
+        .ok()?;
+    Some((body, zxid))
 }
 
 /// Fetches a backup from `server` (the admin address) with `credentials`

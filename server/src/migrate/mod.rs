@@ -14,15 +14,18 @@
 //! `term << 32 | counter`, its zxids continue above every imported one with the epoch
 //! bumped. Other members of an ensemble start empty and receive that snapshot from the
 //! leader. Files: `store.rs` (opening and writing stores), `convert.rs` (trees both
-//! ways), `import.rs`, `export.rs`, `backup.rs` (file format, endpoint, client, restore).
+//! ways), `import.rs`, `export.rs`, `backup.rs` (file format, client, restore), `admin.rs`
+//! (the admin server: backups and leader transfer).
 
+mod admin;
 mod backup;
 mod convert;
 mod export;
 mod import;
 mod store;
 
-pub use backup::{backup, restore, serve_admin};
+pub use admin::serve_admin;
+pub use backup::{backup, restore};
 pub use export::export;
 pub use import::{import, ImportOptions};
 

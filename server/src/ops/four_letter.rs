@@ -11,7 +11,7 @@ use std::time::UNIX_EPOCH;
 use super::catalogue::{self, Value};
 use super::view::View;
 use crate::net::Shared;
-use crate::raft::{Input, Role, Transfer};
+use crate::raft::{Asked, Role, Transfer};
 use crate::state::snapshot::tree_digest;
 use crate::stats::QUANTILES;
 
@@ -120,33 +120,17 @@ pub fn answer(shared: &Shared, word: &[u8; 4], peer: SocketAddr) -> String {
     }
 }
 
-/// `ydld` (the leader hands over to its most up-to-date follower) and `rqld` (this member
-/// asks the leader for leadership). The Raft thread carries it out; `srvr` on the members
-/// shows who leads afterwards (a transfer that cannot finish is dropped after an election
-/// timeout, and the old leader stays).
+/// `ydld` (the leader yields) and `rqld` (this member asks to lead): see
+/// `raft::transfer`.
 fn leadership(shared: &Shared, word: &str) -> String {
-    let replica = &shared.replica;
-    let role = replica.status.role();
-    let leader = replica.status.leader.load(Ordering::Relaxed);
-    let (what, requested) = match (word, role) {
-        (_, Role::Standalone) => return "A standalone server has nobody to transfer to.\n".into(),
-        ("ydld", Role::Leader) => (
-            Transfer::Yield,
-            "Leadership transfer requested: the leader hands over to its most up-to-date follower.\n"
-                .to_string(),
-        ),
-        ("ydld", _) => return format!("Not the leader; the leader is server {leader}.\n"),
-        (_, Role::Leader) => return "Already the leader.\n".into(),
-        (_, Role::Observer) => return "An observer cannot lead.\n".into(),
-        _ => (
-            Transfer::Request,
-            format!("Leadership requested from the leader, server {leader}.\n"),
-        ),
-    };
-    if replica.submit(Input::TransferLeader(what)) {
-        requested
+    let what = if word == "ydld" {
+        Transfer::Yield
     } else {
-        NOT_SERVING.to_string()
+        Transfer::Request
+    };
+    match crate::raft::ask_transfer(&shared.replica, what) {
+        Asked::Started(text) | Asked::Refused(text) => text,
+        Asked::NotServing => NOT_SERVING.to_string(),
     }
 }
 

@@ -16,7 +16,7 @@
 //!
 //! Standalone is a one-voter group running exactly this code.
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
@@ -37,9 +37,10 @@ use super::serving::{Observed, ServingAction, ServingPolicy};
 use super::snapshot_worker::SnapshotJob;
 use super::status::Role;
 use super::storage::RaftStorage;
+use super::test_hooks::TestHooks;
 use super::timing::{election_timeout, ELECTION_TICKS, HEARTBEAT_TICKS};
 use super::transport::Peers;
-use crate::state::command::Command;
+use crate::state::command::{ClientWrite, Command};
 
 /// How many inbox items one turn handles before servicing timers and readies.
 const MAX_INPUTS_PER_TURN: usize = 20_000;
@@ -158,6 +159,11 @@ pub(super) struct MembershipWork {
     pub stated_at: Option<Instant>,
     /// The configuration version the peer transport was last given.
     pub peers_version: Option<i64>,
+    /// Reconfigs waiting for the previous one to be carried out, and since when.
+    pub held: VecDeque<(ClientWrite, Instant)>,
+    /// The log index of the last reconfig proposed (or of the last entry when this member
+    /// took over): the next reconfig waits until it is applied.
+    pub reconfig_index: u64,
 }
 
 /// See the module docs.
@@ -181,6 +187,8 @@ pub struct Consensus {
     pub(super) reads: ReadIndex,
     pub(super) duties: LeaderDuties,
     pub(super) membership: MembershipWork,
+    /// Test-only holds and faults (inert without `ZOORAFT_TEST_HOOKS=1`).
+    pub(super) hooks: TestHooks,
     pub(super) applied: Applied,
     pub(super) snapshots: SnapshotSchedule,
     pub(super) serving: ServingPolicy,
@@ -238,6 +246,8 @@ impl Consensus {
         let touch_interval =
             Duration::from_millis((settings.tick_time_ms as u64 / 2).clamp(10, 1000));
         let now = clock.now();
+        let hooks = TestHooks::from_env(&settings.data_dir);
+        let peers = hooks.wrap(peers);
         let mut c = Consensus {
             node,
             storage,
@@ -263,6 +273,7 @@ impl Consensus {
             reads: ReadIndex::default(),
             duties: LeaderDuties::default(),
             membership: MembershipWork::default(),
+            hooks,
             applied: Applied {
                 index: snap.index,
                 term: snap.term,
@@ -277,6 +288,7 @@ impl Consensus {
             peers,
             clock,
         };
+        c.show_local_config();
         c.publish_status();
         Ok(c)
     }
@@ -356,6 +368,7 @@ impl Consensus {
         let now = self.clock.now();
         match input {
             Input::Command(c) => self.proposals.push(c, now),
+            Input::Forwarded(_) | Input::Raft(_) | Input::Touch(_) if self.hooks.peers_cut() => {}
             Input::Forwarded(cs) => self.proposals.extend(cs, now),
             Input::ReadIndex(waiter) => {
                 let ctx = self.reads.request(waiter, now);
@@ -427,7 +440,9 @@ impl Consensus {
         if now >= self.timers.next_touch {
             self.timers.next_touch = now + self.timers.touch_interval;
             self.session_round(now);
+            self.hooks.refresh_cut(self.member.me);
             self.membership_round(now);
+            self.maybe_snapshot();
             self.retry_reads(now);
             self.replica.counters.store_memory(self.storage.memory());
             self.publish_status();

@@ -75,7 +75,10 @@ impl Consensus {
     /// Without a leader commands wait, but not for ever: connections waiting on them give
     /// up on their own timers, and a leader change tells them to.
     pub(super) fn flush_pending(&mut self, now: Instant) {
-        if self.proposals.pending.is_empty() {
+        if !self.membership.held.is_empty() && !self.leads() {
+            self.unhold_reconfigs(now);
+        }
+        if self.proposals.pending.is_empty() && self.membership.held.is_empty() {
             return;
         }
         let leader = self.leadership.leader;
@@ -83,8 +86,12 @@ impl Consensus {
             // raft-rs would drop them: they wait for the next leader (bounded below).
         } else if self.leads() {
             let taken = self.proposals.take();
-            let commands = self.stamp_reconfigs(taken);
+            let commands = self.hold_reconfigs(taken, now);
             let time = self.clock.wall_ms();
+            if let Some(reconfig) = self.release_reconfig(now) {
+                self.propose(vec![reconfig], time);
+                self.membership.reconfig_index = self.node.raft.raft_log.last_index();
+            }
             let mut batch = Vec::new();
             let mut size = 0;
             for c in commands {

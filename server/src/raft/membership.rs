@@ -15,17 +15,26 @@
 //!    observers and removes the leaving members: joint consensus when more than one voter
 //!    changes, left automatically (or by an empty change, if a leader died in between).
 //!
-//! A reconfig that arrives while Raft has not caught up with the last one gets
-//! RECONFIGINPROGRESS, as in ZooKeeper.
+//! The reply to a reconfig comes when its entry is applied, before Raft's membership has
+//! followed it; ZooKeeper replies only once the new configuration is active, so a client
+//! may send the next reconfig at once. So the leader holds a reconfig back until the
+//! previous one is carried out (and the first configuration is committed), then stamps
+//! and proposes it; one that waits longer than [`HOLD_LIMIT`] gets RECONFIGINPROGRESS.
+//! Until the first configuration is committed, each member serves its own zoo.cfg's as
+//! `/zookeeper/config` ([`reconfig::show_local`]).
 
 use std::collections::{BTreeSet, HashMap};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
 use protobuf::Message as _;
-use raft::eraftpb::{ConfChange, ConfChangeSingle, ConfChangeType, ConfChangeV2, Entry, EntryType};
+use raft::eraftpb::{
+    ConfChange, ConfChangeSingle, ConfChangeTransition, ConfChangeType, ConfChangeV2, Entry,
+    EntryType,
+};
 
 use super::driver::Consensus;
+use super::test_hooks;
 use crate::config::Config;
 use crate::state::command::{Command, ReconfigStamp};
 use crate::state::reconfig::{self, DynamicConfig, ServerSpec, INITIAL_VERSION};
@@ -35,6 +44,9 @@ const CAUGHT_UP_SLACK: u64 = 64;
 /// How long the leader waits for its first statement of the membership to commit before
 /// proposing it again.
 const RESTATE_AFTER: Duration = Duration::from_secs(5);
+/// How long a reconfig waits for the previous one to be carried out before it is refused
+/// with RECONFIGINPROGRESS.
+const HOLD_LIMIT: Duration = Duration::from_secs(10);
 
 /// The configuration zoo.cfg describes, as `/zookeeper/config` writes it (zooraft has no
 /// election port: the peer port stands in for it).
@@ -59,18 +71,52 @@ pub fn initial_config(config: &Config, version: i64) -> DynamicConfig {
 }
 
 impl Consensus {
-    /// Stamps the reconfigs among `commands` with what only the leader knows.
-    pub(super) fn stamp_reconfigs(&self, commands: Vec<Command>) -> Vec<Command> {
-        commands
-            .into_iter()
-            .map(|c| match c {
-                Command::Write(w) if w.op == jute::OpCode::Reconfig as i32 => Command::Reconfig {
-                    write: w,
-                    stamp: self.reconfig_stamp(),
-                },
-                other => other,
-            })
-            .collect()
+    /// Leader: takes the reconfigs out of `commands` (they wait in line, see
+    /// [`release_reconfig`](Self::release_reconfig)) and returns the rest.
+    pub(super) fn hold_reconfigs(&mut self, commands: Vec<Command>, now: Instant) -> Vec<Command> {
+        let mut rest = Vec::with_capacity(commands.len());
+        for c in commands {
+            match c {
+                Command::Write(w) if w.op == jute::OpCode::Reconfig as i32 => {
+                    self.membership.held.push_back((w, now));
+                }
+                other => rest.push(other),
+            }
+        }
+        rest
+    }
+
+    /// Leader: the first reconfig in line, stamped, once the previous one is carried out
+    /// (refused as in progress if it waited [`HOLD_LIMIT`]).
+    pub(super) fn release_reconfig(&mut self, now: Instant) -> Option<Command> {
+        let (_, since) = self.membership.held.front()?;
+        let busy = self.reconfig_busy();
+        if busy && now.saturating_duration_since(*since) < HOLD_LIMIT {
+            return None;
+        }
+        let (write, _) = self.membership.held.pop_front()?;
+        let mut stamp = self.reconfig_stamp();
+        stamp.in_progress = busy;
+        Some(Command::Reconfig { write, stamp })
+    }
+
+    /// A member that stops leading hands the reconfigs in line back to the commands it
+    /// forwards to whoever leads.
+    pub(super) fn unhold_reconfigs(&mut self, now: Instant) {
+        for (w, _) in std::mem::take(&mut self.membership.held) {
+            self.proposals.push(Command::Write(w), now);
+        }
+    }
+
+    /// Whether a reconfig must wait: the first configuration is not committed, the last
+    /// reconfig proposed is not applied, or Raft's membership has not followed it yet.
+    fn reconfig_busy(&self) -> bool {
+        let settings = &self.replica.config;
+        settings.reconfig_enabled
+            && !self.member.standalone
+            && (self.membership.reconfig_index > self.applied.index
+                || self.target().is_none()
+                || self.change_under_way())
     }
 
     fn reconfig_stamp(&self) -> ReconfigStamp {
@@ -190,8 +236,11 @@ impl Consensus {
         }
         let (cv, cl, joint) = self.current();
         if joint {
-            // A leader that entered the joint configuration died before leaving it.
-            self.propose_change(Vec::new(), "leave the joint configuration");
+            // A leader that entered the joint configuration died before leaving it (or a
+            // test holds it there).
+            if !self.hooks.hold(test_hooks::IN_JOINT, self.member.me) {
+                self.propose_change(Vec::new(), "leave the joint configuration");
+            }
             return;
         }
         let known: BTreeSet<u64> = cv.union(&cl).copied().collect();
@@ -242,11 +291,22 @@ impl Consensus {
         if voters_after == 0 {
             return;
         }
+        if !promote.is_empty() && self.hooks.hold(test_hooks::BEFORE_JOINT, me) {
+            return;
+        }
         if !changes.is_empty() {
             self.propose_change(
                 changes,
                 "Raft's membership follows the committed configuration",
             );
+        }
+    }
+
+    /// Until the first configuration is committed, `/zookeeper/config` shows zoo.cfg's.
+    pub(super) fn show_local_config(&self) {
+        if self.replica.config.reconfig_enabled && !self.member.standalone {
+            let text = initial_config(&self.replica.config, reconfig::LOCAL_VERSION).text();
+            reconfig::show_local(&mut self.replica.state.write().tree, &text);
         }
     }
 
@@ -277,6 +337,9 @@ impl Consensus {
 
     fn propose_change(&mut self, changes: Vec<ConfChangeSingle>, why: &str) {
         let mut cc = ConfChangeV2::default();
+        if !changes.is_empty() && self.hooks.armed(test_hooks::IN_JOINT) {
+            cc.set_transition(ConfChangeTransition::Explicit);
+        }
         cc.set_changes(changes.into());
         tracing::info!(member = self.member.me, "proposing {cc:?}: {why}");
         if let Err(e) = self.node.propose_conf_change(Vec::new(), cc) {

@@ -21,6 +21,7 @@
 //! | `dynamic_file.rs` | `zoo.cfg.dynamic.<version>` and `dynamicConfigFile` |
 //! | `membership.rs` | reconfig: Raft's membership follows `/zookeeper/config` |
 //! | `transfer.rs` | leader transfer (rolling restarts, `ydld`/`rqld`) |
+//! | `test_hooks.rs` | test-only holds in a membership change (`ZOORAFT_TEST_HOOKS=1`) |
 //! | `transport.rs` | member-to-member TCP |
 //! | `transport_tls.rs` | TLS between members (`sslQuorum`, `ssl.quorum.*`) |
 //! | `expiry.rs` | session deadlines |
@@ -45,6 +46,7 @@ mod snapshot_worker;
 mod snapshots;
 mod status;
 mod storage;
+mod test_hooks;
 mod timing;
 mod transfer;
 mod transport;
@@ -66,6 +68,7 @@ pub use metrics::RaftCounters;
 pub use replica::Replica;
 pub use status::Role;
 pub use storage::RaftStorage;
+pub use transfer::{ask as ask_transfer, Asked};
 pub use transport::{Peers, Transport};
 pub use transport_tls::QuorumTls;
 

@@ -170,6 +170,8 @@ impl Consensus {
             // A fresh ensemble's `/zookeeper/config` right away (only queued here: no
             // proposal may reach raft-rs in the middle of a Ready).
             self.state_first_config_if_none(now);
+            // A reconfig proposed now waits for everything the last leader committed.
+            self.membership.reconfig_index = self.node.raft.raft_log.last_index();
         }
         self.replica.status.leader.store(leader, Ordering::Relaxed);
     }

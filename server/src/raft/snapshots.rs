@@ -19,16 +19,17 @@ use super::snapshot_worker::SnapshotJob;
 const SNAPSHOT_AFTER_BYTES: u64 = 64 * 1024 * 1024;
 
 impl Consensus {
-    /// Captures the state for a snapshot when enough was applied since the last one.
+    /// Captures the state for a snapshot when enough was applied since the last one, or
+    /// when raft-rs needs a newer one to send (a member added since the last was taken).
     pub(super) fn maybe_snapshot(&mut self) {
         if self.snapshots.in_progress {
             return;
         }
         let every = self.replica.config.snapshot_entries;
         let bytes_due = SNAPSHOT_AFTER_BYTES.max(2 * self.snapshots.last_bytes);
-        if self.storage.entries_since_snapshot(self.applied.index) < every
-            && self.snapshots.bytes_since < bytes_due
-        {
+        let since = self.storage.entries_since_snapshot(self.applied.index);
+        let wanted = self.storage.take_snapshot_wanted() && since > 0;
+        if since < every && self.snapshots.bytes_since < bytes_due && !wanted {
             return;
         }
         self.snapshots.bytes_since = 0;

@@ -7,11 +7,61 @@
 //! has the whole log; aborted after an election timeout); this module picks the transferee
 //! and keeps the writes gathered meanwhile: raft-rs drops proposals while a transfer is in
 //! flight, so they wait here and go to whoever leads next.
+//!
+//! [`ask`] is the operator's side, shared by the four-letter words and the admin server's
+//! `/commands/yield_leadership` and `/commands/request_leadership`: it decides from the
+//! published status whether the request makes sense on this member and hands it to the
+//! Raft thread.
+
+use std::sync::atomic::Ordering;
 
 use raft::StateRole;
 
 use super::driver::Consensus;
-use super::input::Transfer;
+use super::input::{Input, Transfer};
+use super::replica::Replica;
+use super::status::Role;
+
+/// What became of an operator's transfer request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Asked {
+    /// Handed to the Raft thread; the text says what happens next.
+    Started(String),
+    /// Not for this member (the text says why: not the leader, an observer, ...).
+    Refused(String),
+    /// The Raft thread is gone (the member is stopping).
+    NotServing,
+}
+
+/// `Yield` (the leader hands over to its most up-to-date follower) or `Request` (this
+/// member asks the leader for leadership). The Raft thread carries it out; `srvr` on the
+/// members shows who leads afterwards (a transfer that cannot finish is dropped after an
+/// election timeout, and the old leader stays).
+pub fn ask(replica: &Replica, what: Transfer) -> Asked {
+    let role = replica.status.role();
+    let leader = replica.status.leader.load(Ordering::Relaxed);
+    let refused = |s: String| Asked::Refused(s);
+    let started = match (what, role) {
+        (_, Role::Standalone) => {
+            return refused("A standalone server has nobody to transfer to.\n".into())
+        }
+        (Transfer::Yield, Role::Leader) => {
+            "Leadership transfer requested: the leader hands over to its most up-to-date follower.\n"
+                .to_string()
+        }
+        (Transfer::Yield, _) => {
+            return refused(format!("Not the leader; the leader is server {leader}.\n"))
+        }
+        (_, Role::Leader) => return refused("Already the leader.\n".into()),
+        (_, Role::Observer) => return refused("An observer cannot lead.\n".into()),
+        _ => format!("Leadership requested from the leader, server {leader}.\n"),
+    };
+    if replica.submit(Input::TransferLeader(what)) {
+        Asked::Started(started)
+    } else {
+        Asked::NotServing
+    }
+}
 
 impl Consensus {
     /// Starts a transfer; returns the transferee, or `None` when there is nobody to hand

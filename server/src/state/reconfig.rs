@@ -220,13 +220,41 @@ impl LeaderView for ReconfigStamp {
     }
 }
 
-/// The committed configuration, from `/zookeeper/config` (empty until the leader stated
-/// the first one).
+/// The committed configuration, from `/zookeeper/config` (none until the leader stated
+/// the first one: a member's own view, [`show_local`], is not committed).
 pub fn committed(tree: &DataTree) -> Option<DynamicConfig> {
-    let data = tree.get(CONFIG)?.data.clone()?;
+    let node = tree.get(CONFIG)?;
+    if node.mtime == LOCAL_MTIME {
+        return None;
+    }
+    let data = node.data.clone()?;
     let text = std::str::from_utf8(&data).ok()?;
     let c = DynamicConfig::parse(text).ok()?;
     (!c.servers.is_empty()).then_some(c)
+}
+
+/// The mtime of a member's own view of the configuration; a committed one always has the
+/// wall time of the entry that made it.
+const LOCAL_MTIME: i64 = 0;
+
+/// The version of a member's own view of the configuration, before any leader stated one
+/// (ZooKeeper serves `version=0` then, with mzxid 0).
+pub const LOCAL_VERSION: i64 = 0;
+
+/// Before the first configuration is committed, a member serves the one its own zoo.cfg
+/// gives, `text` (versioned [`LOCAL_VERSION`]), as ZooKeeper serves its local quorum
+/// verifier's from the start, so that `/zookeeper/config` never reads empty. It is not
+/// replicated: [`committed`] does not count it (mtime [`LOCAL_MTIME`]), the leader still
+/// states the first configuration, and that replaces this view on every member. A tree
+/// that has any configuration already is left alone.
+pub fn show_local(tree: &mut DataTree, text: &str) {
+    let has_data = tree
+        .get(CONFIG)
+        .is_some_and(|n| n.data.as_ref().is_some_and(|d| !d.is_empty()));
+    if !has_data {
+        let data = Bytes::from(text.to_string().into_bytes());
+        tree.replace_config(LOCAL_VERSION, LOCAL_MTIME, data, -1, &mut Vec::new());
+    }
 }
 
 /// The first configuration, as the first leader stated it: its mzxid is its version
@@ -235,6 +263,8 @@ pub fn committed(tree: &DataTree) -> Option<DynamicConfig> {
 pub fn state_first(tree: &mut DataTree, time: i64, text: &str, triggers: &mut Vec<Trigger>) {
     let version = DynamicConfig::parse(text).map_or(INITIAL_VERSION, |c| c.version);
     let data = Bytes::from(text.to_string().into_bytes());
+    // (A clock at the epoch must not make it look like a member's own view.)
+    let time = if time == LOCAL_MTIME { 1 } else { time };
     tree.replace_config(version, time, data, 0, triggers);
 }
 
@@ -496,6 +526,23 @@ mod tests {
         ] {
             assert_eq!(next_config(&c, &bad, &all), Err(code), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn a_members_own_view_is_served_but_not_committed() {
+        let mut tree = DataTree::default();
+        assert_eq!(committed(&tree), None);
+        let local = THREE.replace("version=100000000", "version=0");
+        show_local(&mut tree, &local);
+        let node = tree.get(CONFIG).unwrap();
+        assert_eq!(node.data.as_deref(), Some(local.as_bytes()));
+        assert_eq!(node.mzxid, LOCAL_VERSION);
+        assert_eq!(committed(&tree), None, "a local view is not committed");
+        state_first(&mut tree, 1_700_000_000_000, THREE, &mut Vec::new());
+        assert_eq!(committed(&tree), DynamicConfig::parse(THREE).ok());
+        // A committed configuration is never overwritten by a local view.
+        show_local(&mut tree, "server.9=h:1:2;3\nversion=100000000");
+        assert_eq!(committed(&tree), DynamicConfig::parse(THREE).ok());
     }
 
     #[test]

@@ -148,9 +148,10 @@ impl World {
         World::start(name, members, extra, tls_from_env(), false)
     }
 
-    /// A world whose members take reconfigs (`reconfigEnabled`). Not partitionable: the
+    /// A world whose members take reconfigs (`reconfigEnabled`). No per-link proxies: the
     /// committed configuration gives every member the same peer addresses, which would
-    /// route around the per-link proxies isolation relies on.
+    /// route around them; a member is isolated by its test hook instead (see
+    /// `TestEnsemble::isolate`).
     pub(crate) fn with_reconfig(name: &str, members: usize) -> World {
         World::start(
             name,

@@ -41,6 +41,7 @@
 
 use std::collections::VecDeque;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use parking_lot::RwLock;
@@ -158,6 +159,9 @@ pub struct RaftStorage {
 
     /// The last snapshot read back, for sending to several followers in a row.
     snapshot_cache: Arc<parking_lot::Mutex<Option<(u64, bytes::Bytes)>>>,
+    /// raft-rs asked for a snapshot the stored one cannot serve (see `snapshot`): the Raft
+    /// loop takes a fresh one.
+    snapshot_wanted: Arc<AtomicBool>,
 }
 
 fn decode<M: protobuf::Message>(what: &'static str, bytes: &[u8]) -> Result<M, StorageOpenError> {
@@ -197,10 +201,27 @@ impl RaftStorage {
         m.applied = m.applied.max(index);
     }
 
+    /// Whether raft-rs asked for a snapshot newer than the stored one (cleared by asking).
+    pub fn take_snapshot_wanted(&self) -> bool {
+        self.snapshot_wanted.swap(false, Ordering::Relaxed)
+    }
+
     /// Entries applied since the last snapshot was taken (what a new snapshot would cover).
     pub fn entries_since_snapshot(&self, applied: u64) -> u64 {
         applied.saturating_sub(self.meta.read().snapshot_meta.index)
     }
+}
+
+/// Whether `id` is a voter or a learner of `cs` (either side of a joint configuration).
+fn is_member(cs: &ConfState, id: u64) -> bool {
+    [
+        &cs.voters,
+        &cs.learners,
+        &cs.voters_outgoing,
+        &cs.learners_next,
+    ]
+    .iter()
+    .any(|ids| ids.contains(&id))
 }
 
 fn limit_size(entries: &mut Vec<Entry>, max: Option<u64>) {
@@ -287,10 +308,13 @@ impl raft::Storage for RaftStorage {
         Ok(self.meta.read().last_index)
     }
 
-    fn snapshot(&self, request_index: u64, _to: u64) -> raft::Result<Snapshot> {
+    fn snapshot(&self, request_index: u64, to: u64) -> raft::Result<Snapshot> {
         let meta = self.snapshot_metadata();
-        if meta.index < request_index || meta.index == 0 {
+        // A member added after the snapshot was taken is not in its membership, and
+        // raft-rs on the member refuses to restore it: a newer snapshot is needed.
+        if meta.index < request_index || meta.index == 0 || !is_member(meta.get_conf_state(), to) {
             // The Raft loop takes a fresh snapshot soon after this is seen.
+            self.snapshot_wanted.store(true, Ordering::Relaxed);
             return Err(raft::Error::Store(
                 StorageError::SnapshotTemporarilyUnavailable,
             ));

@@ -188,6 +188,7 @@ impl RaftStorage {
             meta: Arc::new(RwLock::new(meta)),
 
             snapshot_cache: Arc::new(parking_lot::Mutex::new(None)),
+            snapshot_wanted: Arc::default(),
         })
     }
 }
