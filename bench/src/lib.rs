@@ -91,12 +91,17 @@
 //!
 //! Other binaries in `src/bin/` (e.g. `lock_bench`) may use this library.
 
+pub mod charts;
 pub mod cli;
 pub mod cpu;
 pub mod load;
+pub mod memory;
 pub mod report;
 pub mod runner;
+pub mod scenario;
 pub mod server;
 pub mod session;
 pub mod stats;
+pub mod target;
+pub mod tls;
 pub mod workload;
