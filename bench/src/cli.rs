@@ -172,9 +172,15 @@ pub struct CompareArgs {
     /// `scale`: znode counts to fill to, in order (memory and restart at each).
     #[arg(long, value_delimiter = ',', default_value = "1000000")]
     pub znodes: Vec<usize>,
-    /// `scale`: length of the write load that should see a snapshot (0s: skip).
-    #[arg(long, default_value = "20s", value_parser = parse_duration)]
+    /// `scale`: length of the write load that should see a snapshot (0s: skip). zooraft
+    /// snapshots after `snapshotEntries` Raft entries (each a batch of writes) or 64 MiB of
+    /// entries, so it needs more writes than ZooKeeper to take one: see --snap-count.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
     pub snapshot_load: Duration,
+    /// Writes between two snapshots for both servers (ZooKeeper's snapCount, zooraft's
+    /// snapshotEntries); default: theirs (100,000 each).
+    #[arg(long)]
+    pub snap_count: Option<u64>,
     /// `failover`: background writer sessions.
     #[arg(long, default_value_t = 8)]
     pub failover_writers: usize,

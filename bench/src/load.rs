@@ -313,7 +313,7 @@ async fn setup(
     base: &str,
     data: &Bytes,
 ) -> Result<Arc<[String]>, LoadError> {
-    let mut s = Session::connect(addr, spec.session_timeout_ms, IO_TIMEOUT)
+    let mut s = Session::connect_with(addr, spec.tls.as_ref(), spec.session_timeout_ms, IO_TIMEOUT)
         .await
         .map_err(|source| LoadError::Connect { addr, source })?;
     let deadline = Instant::now() + IO_TIMEOUT;
@@ -366,7 +366,7 @@ async fn setup(
 
 /// Waits (bounded) until `path` exists on the member at `addr`.
 async fn await_visible(addr: SocketAddr, spec: &LoadSpec, path: &str) -> Result<(), LoadError> {
-    let mut s = Session::connect(addr, spec.session_timeout_ms, IO_TIMEOUT)
+    let mut s = Session::connect_with(addr, spec.tls.as_ref(), spec.session_timeout_ms, IO_TIMEOUT)
         .await
         .map_err(|source| LoadError::Connect { addr, source })?;
     let deadline = Instant::now() + IO_TIMEOUT;
@@ -394,7 +394,7 @@ async fn await_visible(addr: SocketAddr, spec: &LoadSpec, path: &str) -> Result<
 
 /// Deletes `base` and everything under it, on a fresh session.
 async fn cleanup(addr: SocketAddr, spec: &LoadSpec, base: &str) -> Result<(), SessionError> {
-    let mut s = Session::connect(addr, spec.session_timeout_ms, IO_TIMEOUT).await?;
+    let mut s = Session::connect_with(addr, spec.tls.as_ref(), spec.session_timeout_ms, IO_TIMEOUT).await?;
     let deadline = Instant::now() + IO_TIMEOUT * 4;
     delete_tree(&mut s, base.to_string(), deadline).await?;
     s.close(Instant::now() + IO_TIMEOUT).await

@@ -161,6 +161,7 @@ pub fn compare(args: &CompareArgs) -> anyhow::Result<Finished> {
         tick_time_ms: args.tick_time_ms,
         keep_data: args.keep_data,
         extra_config: Vec::new(),
+        snap_count: args.snap_count,
     };
     let rt = runtime(args.load.threads)?;
     let ensemble = usize::from(args.ensemble);

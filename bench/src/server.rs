@@ -106,6 +106,9 @@ pub struct LaunchOptions {
     pub keep_data: bool,
     /// zoo.cfg lines (`key=value`) for every server started with these options.
     pub extra_config: Vec<String>,
+    /// Writes between snapshots: ZooKeeper's `snapCount`, zooraft's `snapshotEntries`
+    /// (None: each server's default, 100,000 for both).
+    pub snap_count: Option<u64>,
 }
 
 /// Netty jars that Debian's zookeeper.jar manifest leaves out but ZooKeeper's TLS needs.
@@ -178,6 +181,12 @@ impl Server {
             if spec.secure_port.is_some() {
                 cfg.push_str(&format!("serverCnxnFactory={NETTY_FACTORY}\n"));
             }
+        }
+        if let Some(n) = opts.snap_count {
+            cfg.push_str(&match kind {
+                ServerKind::ZooKeeper => format!("snapCount={n}\n"),
+                ServerKind::Zooraft => format!("snapshotEntries={n}\n"),
+            });
         }
         for line in opts.extra_config.iter().chain(&spec.config) {
             cfg.push_str(line);
@@ -524,6 +533,7 @@ mod tests {
             tick_time_ms: 2000,
             keep_data: false,
             extra_config: vec![],
+            snap_count: None,
         };
         let err = Server::start(ServerKind::Zooraft, &opts)
             .err()
