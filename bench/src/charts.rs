@@ -71,13 +71,19 @@ pub fn write_all(
     };
     if !rows.is_empty() {
         let names = row_names(rows);
-        draw(format!("{stem}-throughput.svg"), &|p| throughput(p, rows, &names))?;
+        draw(format!("{stem}-throughput.svg"), &|p| {
+            throughput(p, rows, &names)
+        })?;
         for (row, name) in rows.iter().zip(&names) {
             let slug: String = name
                 .chars()
                 .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
                 .collect();
-            let slug = slug.split('-').filter(|p| !p.is_empty()).collect::<Vec<_>>().join("-");
+            let slug = slug
+                .split('-')
+                .filter(|p| !p.is_empty())
+                .collect::<Vec<_>>()
+                .join("-");
             draw(format!("{stem}-latency-{slug}.svg"), &|p| {
                 latency_cdf(p, row, name)
             })?;
@@ -104,9 +110,13 @@ pub fn write_all(
             )
         })?;
         draw(format!("{stem}-restart-vs-znodes.svg"), &|p| {
-            scale_chart(p, &curves, "Restart to serving vs znodes", "seconds", |pt| {
-                pt.restart_s
-            })
+            scale_chart(
+                p,
+                &curves,
+                "Restart to serving vs znodes",
+                "seconds",
+                |pt| pt.restart_s,
+            )
         })?;
     }
     Ok(written)
@@ -217,7 +227,11 @@ fn latency_cdf(path: &Path, row: &Row, name: &str) -> Drawn {
             continue;
         };
         let c = color(kind);
-        let pts: Vec<(f64, f64)> = w.cdf.iter().map(|&(q, us)| ((us as f64).max(1.0), q)).collect();
+        let pts: Vec<(f64, f64)> = w
+            .cdf
+            .iter()
+            .map(|&(q, us)| ((us as f64).max(1.0), q))
+            .collect();
         chart
             .draw_series(LineSeries::new(pts, c.stroke_width(2)))?
             .label(label(kind))

@@ -29,9 +29,9 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Start Apache ZooKeeper and zooraft, run every workload against both, print a table.
-    Compare(CompareArgs),
+    Compare(Box<CompareArgs>),
     /// Load one server that is already running (e.g. to profile it).
-    Run(RunArgs),
+    Run(Box<RunArgs>),
 }
 
 /// The workload parameters both subcommands share.

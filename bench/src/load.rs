@@ -155,16 +155,17 @@ pub async fn run_workload(
     server_pid: Option<u32>,
     spec: &LoadSpec,
 ) -> Result<WorkloadResult, LoadError> {
-    run_workload_on(&[addr], server_label, server_pid, spec).await
+    run_workload_on(&[addr], server_label, server_pid.as_slice(), spec).await
 }
 
 /// [`run_workload`] against the members of an ensemble: session `i` connects to
 /// `addrs[i % len]`; setup runs on the first, and the load starts once every member
-/// shows the setup's last znode (followers may lag behind).
+/// shows the setup's last znode (followers may lag behind). The server CPU figures are
+/// the sum over `server_pids`.
 pub async fn run_workload_on(
     addrs: &[SocketAddr],
     server_label: &str,
-    server_pid: Option<u32>,
+    server_pids: &[u32],
     spec: &LoadSpec,
 ) -> Result<WorkloadResult, LoadError> {
     let Some(&addr) = addrs.first() else {
@@ -213,11 +214,12 @@ pub async fn run_workload_on(
         measure_start: start + spec.warmup,
         end: start + spec.warmup + spec.duration,
     };
+    let pids = server_pids.to_vec();
     let sampler = tokio::task::spawn_blocking(move || {
         sleep_until(window.measure_start);
-        let a = CpuSample::take(server_pid);
+        let a = CpuSample::take_all(&pids);
         sleep_until(window.end);
-        let b = CpuSample::take(server_pid);
+        let b = CpuSample::take_all(&pids);
         a.usage_until(&b)
     });
 
@@ -394,7 +396,8 @@ async fn await_visible(addr: SocketAddr, spec: &LoadSpec, path: &str) -> Result<
 
 /// Deletes `base` and everything under it, on a fresh session.
 async fn cleanup(addr: SocketAddr, spec: &LoadSpec, base: &str) -> Result<(), SessionError> {
-    let mut s = Session::connect_with(addr, spec.tls.as_ref(), spec.session_timeout_ms, IO_TIMEOUT).await?;
+    let mut s =
+        Session::connect_with(addr, spec.tls.as_ref(), spec.session_timeout_ms, IO_TIMEOUT).await?;
     let deadline = Instant::now() + IO_TIMEOUT * 4;
     delete_tree(&mut s, base.to_string(), deadline).await?;
     s.close(Instant::now() + IO_TIMEOUT).await

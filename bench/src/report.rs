@@ -281,7 +281,11 @@ pub fn tls_markdown(pairs: &[(Row, Row)]) -> String {
         "| workload | ZK plain ops/s | ZK TLS ops/s | ZK TLS/plain | zooraft plain ops/s | zooraft TLS ops/s | zooraft TLS/plain | zooraft/ZK over TLS |\n",
     );
     out.push_str("|---|---:|---:|---:|---:|---:|---:|---:|\n");
-    let ops = |o: &Option<Outcome>| o.as_ref().and_then(Outcome::measured).map(|w| w.ops_per_sec);
+    let ops = |o: &Option<Outcome>| {
+        o.as_ref()
+            .and_then(Outcome::measured)
+            .map(|w| w.ops_per_sec)
+    };
     let cost = |tls: Option<f64>, plain: Option<f64>| match (tls, plain) {
         (Some(t), Some(p)) if p > 0.0 => Some(t / p),
         _ => None,
@@ -522,7 +526,12 @@ mod tests {
 
     #[test]
     fn tls_table_shows_each_servers_cost_and_the_ratio() {
-        let plain = measured_row(Workload::Get, Some("plain, TLS-enabled servers"), 10_000.0, 40_000.0);
+        let plain = measured_row(
+            Workload::Get,
+            Some("plain, TLS-enabled servers"),
+            10_000.0,
+            40_000.0,
+        );
         let tls = measured_row(Workload::Get, Some("TLS"), 5_000.0, 30_000.0);
         assert_eq!(tls.label(), "get (TLS)");
         let md = tls_markdown(&[(plain, tls)]);

@@ -169,7 +169,13 @@ pub fn compare(args: &CompareArgs) -> anyhow::Result<Finished> {
     let mut rows = Vec::new();
     if !args.load.workloads.0.is_empty() {
         let targets = start_targets(&kinds, ensemble, &launch, None)?;
-        rows = measure_rows(&rt, args, &targets, &args.load.workloads.0, Transport::Plain);
+        rows = measure_rows(
+            &rt,
+            args,
+            &targets,
+            &args.load.workloads.0,
+            Transport::Plain,
+        );
     }
 
     let mut tls_pairs: Vec<(Row, Row)> = Vec::new();
@@ -426,7 +432,7 @@ fn warm_up(
         match rt.block_on(run_workload_on(
             &addrs_for(target, &spec),
             target.kind().name(),
-            target.pid(),
+            &target.pids(),
             &spec,
         )) {
             Ok(r) if r.error_count() == 0 => {}
@@ -441,7 +447,7 @@ fn measure(rt: &tokio::runtime::Runtime, target: &Target, spec: &LoadSpec) -> Ou
     match rt.block_on(run_workload_on(
         &addrs_for(target, spec),
         target.kind().name(),
-        target.pid(),
+        &target.pids(),
         spec,
     )) {
         Ok(r) => {

@@ -168,7 +168,11 @@ impl Server {
         if let Some(id) = spec.myid {
             std::fs::write(data.join("myid"), format!("{id}\n"))?;
         }
-        let port = if spec.port == 0 { free_port()? } else { spec.port };
+        let port = if spec.port == 0 {
+            free_port()?
+        } else {
+            spec.port
+        };
         // maxClientCnxns=0 for both: every load session comes from 127.0.0.1, and
         // ZooKeeper's default of 60 per address would refuse a --connections 64 sweep.
         let mut cfg = format!(
@@ -245,7 +249,9 @@ impl Server {
                     ))
                     .args(&opts.zk_jvm_args)
                     .arg("-cp")
-                    .arg(format!("{ZOOKEEPER_JAR}:{SLF4J_SIMPLE_JAR}:{NETTY_TLS_JARS}"))
+                    .arg(format!(
+                        "{ZOOKEEPER_JAR}:{SLF4J_SIMPLE_JAR}:{NETTY_TLS_JARS}"
+                    ))
                     .arg(main)
                     .arg(&cfg_path);
                 c

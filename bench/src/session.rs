@@ -209,7 +209,11 @@ impl Session {
     }
 
     /// Reads (by `deadline`) until at least `n` watch notifications have arrived in all.
-    pub async fn await_notifications(&mut self, n: u64, deadline: Instant) -> Result<(), SessionError> {
+    pub async fn await_notifications(
+        &mut self,
+        n: u64,
+        deadline: Instant,
+    ) -> Result<(), SessionError> {
         loop {
             while self.buffered_reply()?.is_some() {}
             if self.notifications >= n {

@@ -92,7 +92,12 @@ impl Target {
             .collect()
     }
 
-    /// The first member's pid (the only one of a standalone server), for CPU figures.
+    /// Every running member's pid, for CPU figures.
+    pub fn pids(&self) -> Vec<u32> {
+        self.members.iter().filter_map(Server::pid).collect()
+    }
+
+    /// A standalone server's pid (None for an ensemble).
     pub fn pid(&self) -> Option<u32> {
         if self.members.len() == 1 {
             self.members[0].pid()

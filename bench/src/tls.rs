@@ -89,8 +89,19 @@ impl Pki {
         openssl(
             dir,
             &[
-                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out",
-                "ca.pem", "-days", "3650", "-subj", "/CN=zooraft-bench-ca",
+                "req",
+                "-x509",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-keyout",
+                "ca.key",
+                "-out",
+                "ca.pem",
+                "-days",
+                "3650",
+                "-subj",
+                "/CN=zooraft-bench-ca",
             ],
         )?;
         for (serial, name) in [("2", "server"), ("3", "client")] {
@@ -103,15 +114,29 @@ impl Pki {
             openssl(
                 dir,
                 &[
-                    "req", "-newkey", "rsa:2048", "-nodes", "-keyout", &key, "-out", &csr,
-                    "-subj", &subject,
+                    "req", "-newkey", "rsa:2048", "-nodes", "-keyout", &key, "-out", &csr, "-subj",
+                    &subject,
                 ],
             )?;
             openssl(
                 dir,
                 &[
-                    "x509", "-req", "-in", &csr, "-CA", "ca.pem", "-CAkey", "ca.key",
-                    "-set_serial", serial, "-out", &cert, "-days", "365", "-extfile", "ext.cnf",
+                    "x509",
+                    "-req",
+                    "-in",
+                    &csr,
+                    "-CA",
+                    "ca.pem",
+                    "-CAkey",
+                    "ca.key",
+                    "-set_serial",
+                    serial,
+                    "-out",
+                    &cert,
+                    "-days",
+                    "365",
+                    "-extfile",
+                    "ext.cnf",
                 ],
             )?;
         }

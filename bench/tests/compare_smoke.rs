@@ -52,3 +52,92 @@ fn compare_runs_against_both_servers() {
         assert!(text.contains(server), "no {server} in the JSON results");
     }
 }
+
+/// The rest of `compare`, briefly: 3-member ensembles, the TLS variants, every scenario
+/// (failover, sessions, watches, scale with a snapshot under load) and the charts. Small
+/// sizes; it proves they run and report, not how fast.
+#[test]
+fn compare_runs_ensembles_tls_scenarios_and_charts() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let json = dir.path().join("smoke.json");
+    let charts = dir.path().join("charts");
+    let started = Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_zooraft-bench"))
+        .args(["compare", "-w", "get", "--ensemble", "3", "--rounds", "1"])
+        .args(["--tls", "get,connect", "--scenarios", "all"])
+        .args([
+            "--sessions",
+            "200",
+            "--watches",
+            "2000",
+            "--watch-sessions",
+            "10",
+        ])
+        .args([
+            "--fire",
+            "200",
+            "--znodes",
+            "1000,2000",
+            "--snapshot-load",
+            "1s",
+        ])
+        .args(["--snap-count", "100", "--failover-writers", "2"])
+        .args(["--duration", "300ms", "--warmup", "100ms"])
+        .args([
+            "--server-warmup",
+            "0s",
+            "--pause",
+            "0s",
+            "-c",
+            "3",
+            "-d",
+            "2",
+        ])
+        .args(["--keys", "20", "--zk-heap", "256m"])
+        .arg("--zooraft-bin")
+        .arg(harness::server::zooraft_binary())
+        .arg("--data-root")
+        .arg(dir.path())
+        .arg("--json")
+        .arg(&json)
+        .arg("--charts")
+        .arg(&charts)
+        .output()
+        .expect("run zooraft-bench");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "compare failed:\n{stdout}\n{stderr}");
+    println!(
+        "compare smoke run (ensembles, TLS, scenarios): {:.1}s",
+        started.elapsed().as_secs_f64()
+    );
+    for expected in [
+        "3-member ensembles",
+        "| get 3×2 |",
+        "## TLS",
+        "| get (TLS) |",
+        "| connect (TLS) |",
+        "| failover | leader kill -9 to first acknowledged write |",
+        "| sessions | memory per session |",
+        "| watches | time to fire 200 watches on one change |",
+        "| scale | restart to serving at 2k |",
+        "| scale | write p99 outside snapshots |",
+    ] {
+        assert!(stdout.contains(expected), "no {expected:?} in:\n{stdout}");
+    }
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("the JSON results"))
+            .expect("JSON");
+    assert_eq!(doc["ensemble"], 3);
+    assert_eq!(doc["scenarios"].as_array().map(Vec::len), Some(4));
+    for chart in [
+        "smoke-throughput.svg",
+        "smoke-latency-get.svg",
+        "smoke-latency-get-TLS.svg",
+        "smoke-memory-vs-znodes.svg",
+        "smoke-restart-vs-znodes.svg",
+    ] {
+        let svg = std::fs::read_to_string(charts.join(chart)).expect(chart);
+        assert!(svg.starts_with("<svg"), "{chart} is not an SVG");
+    }
+}

@@ -53,16 +53,20 @@ pub fn raise_fd_limit() -> u64 {
                 rlim_max: l.rlim_max,
             };
             if libc::setrlimit(libc::RLIMIT_NOFILE, &want) == 0 {
-                return want.rlim_cur as u64;
+                return want.rlim_cur;
             }
         }
-        l.rlim_cur as u64
+        l.rlim_cur
     }
 }
 
 /// Opens `n` sessions to `addr`, [`OPEN_WAVE`] handshakes at a time, pinging those already
 /// open every few seconds so that none expires while the others are being opened.
-async fn open_sessions(addr: SocketAddr, n: usize, timeout_ms: i32) -> anyhow::Result<Vec<Session>> {
+async fn open_sessions(
+    addr: SocketAddr,
+    n: usize,
+    timeout_ms: i32,
+) -> anyhow::Result<Vec<Session>> {
     let mut out: Vec<Session> = Vec::with_capacity(n);
     let mut pinged = Instant::now();
     while out.len() < n {
@@ -113,7 +117,10 @@ pub fn sessions(
     rt: &tokio::runtime::Runtime,
 ) -> anyhow::Result<KindOutcome> {
     let limit = raise_fd_limit();
-    let n = params.sessions.min(limit.saturating_sub(FD_RESERVE) as usize).max(1);
+    let n = params
+        .sessions
+        .min(limit.saturating_sub(FD_RESERVE) as usize)
+        .max(1);
     let mut out = KindOutcome::default();
     if n < params.sessions {
         out.notes.push(format!(
@@ -131,7 +138,8 @@ pub fn sessions(
     rt.block_on(ping_all(&mut sessions))?;
     let after = memory_of(kind, &target)?;
     drop(sessions);
-    out.measures.push(Measure::new("sessions held", "", n as f64, false));
+    out.measures
+        .push(Measure::new("sessions held", "", n as f64, false));
     out.measures.push(Measure::new(
         "memory per session",
         "bytes",
@@ -184,9 +192,9 @@ pub fn watches(
         for mut s in sessions {
             let paths = paths.clone();
             set.spawn(async move {
-                let reqs = paths.into_iter().map(|path| {
-                    Request::Exists(ExistsRequest { path, watch: true })
-                });
+                let reqs = paths
+                    .into_iter()
+                    .map(|path| Request::Exists(ExistsRequest { path, watch: true }));
                 let codes = pipelined(&mut s, reqs, Instant::now() + IO_TIMEOUT * 4).await?;
                 if let Some(&bad) = codes.iter().find(|&&c| c != 0) {
                     bail!("exists with a watch: {}", error_label(bad));
@@ -238,7 +246,8 @@ pub fn watches(
         anyhow::Ok(last - start)
     })?;
     let mut out = KindOutcome::default();
-    out.measures.push(Measure::new("watches held", "", total as f64, false));
+    out.measures
+        .push(Measure::new("watches held", "", total as f64, false));
     out.measures.push(Measure::new(
         "memory per watch",
         "bytes",
@@ -252,7 +261,10 @@ pub fn watches(
         false,
     ));
     out.measures.push(Measure::new(
-        format!("time to fire {} watches on one change", fire_nodes * sessions_n),
+        format!(
+            "time to fire {} watches on one change",
+            fire_nodes * sessions_n
+        ),
         "ms",
         fired.as_secs_f64() * 1e3,
         true,

@@ -307,7 +307,9 @@ mod tests {
         assert_eq!(parse_scenarios("all").unwrap(), Scenario::ALL.to_vec());
         assert!(parse_scenarios("none").unwrap().is_empty());
         assert!(parse_scenarios("").unwrap().is_empty());
-        assert!(parse_scenarios("chaos").unwrap_err().contains("unknown scenario"));
+        assert!(parse_scenarios("chaos")
+            .unwrap_err()
+            .contains("unknown scenario"));
     }
 
     #[test]
@@ -330,6 +332,11 @@ mod tests {
         assert_eq!(r.figures[1].ratio, None);
         assert_eq!(r.problems(), 0);
         let md = markdown(&[r]);
-        assert!(md.contains("| sessions | bytes per session | B | 2000 | 500 | 0.25 (lower is better) |"), "{md}");
+        assert!(
+            md.contains(
+                "| sessions | bytes per session | B | 2000 | 500 | 0.25 (lower is better) |"
+            ),
+            "{md}"
+        );
     }
 }

@@ -152,7 +152,8 @@ pub fn run(
             false,
         ));
         if kind == ServerKind::ZooKeeper {
-            out.notes.push(format!("RSS at {label}: {} MiB", mem.rss >> 20));
+            out.notes
+                .push(format!("RSS at {label}: {} MiB", mem.rss >> 20));
         }
         out.scale.push(ScalePoint {
             znodes: n,
@@ -168,9 +169,9 @@ pub fn run(
 }
 
 fn fmt_count(n: usize) -> String {
-    if n >= 1_000_000 && n % 1_000_000 == 0 {
+    if n >= 1_000_000 && n.is_multiple_of(1_000_000) {
         format!("{}M", n / 1_000_000)
-    } else if n >= 1000 && n % 1000 == 0 {
+    } else if n >= 1000 && n.is_multiple_of(1000) {
         format!("{}k", n / 1000)
     } else {
         n.to_string()
@@ -278,11 +279,9 @@ fn snapshot_spans(samples: &[Sample]) -> Vec<(Instant, Instant)> {
         .windows(2)
         .filter(|w| w[1].snapshots > w[0].snapshots)
         .map(|w| {
-            let took = Duration::from_secs_f64((w[1].snapshot_ms - w[0].snapshot_ms).max(0.0) / 1e3);
-            let start = w[1]
-                .at
-                .checked_sub(took + SAMPLE_EVERY)
-                .unwrap_or(w[0].at);
+            let took =
+                Duration::from_secs_f64((w[1].snapshot_ms - w[0].snapshot_ms).max(0.0) / 1e3);
+            let start = w[1].at.checked_sub(took + SAMPLE_EVERY).unwrap_or(w[0].at);
             (start, w[1].at)
         })
         .collect()
@@ -340,7 +339,12 @@ fn snapshot_under_load(
     }
     let in_p99 = p99(inside.iter().map(|(_, l)| *l).collect()).unwrap_or(0.0);
     let out_p99 = p99(outside.iter().map(|(_, l)| *l).collect()).unwrap_or(0.0);
-    out.measures.push(Measure::new("write p99 during snapshots", "ms", in_p99, true));
+    out.measures.push(Measure::new(
+        "write p99 during snapshots",
+        "ms",
+        in_p99,
+        true,
+    ));
     if out_p99 > 0.0 {
         out.measures.push(Measure::new(
             "write p99 during / outside snapshots",
