@@ -2,16 +2,32 @@
 //! loads both, prints its table and writes its JSON, and exits 0. This proves in CI that the
 //! bench still runs; it asserts no figure (performance is read from real runs, as ratios).
 
+use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
+
+/// `zooraft-bench compare` with what every smoke run shares: our zooraft, a small heap for
+/// ZooKeeper, data and results under `dir`, no pauses.
+fn compare(dir: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_zooraft-bench"));
+    c.arg("compare")
+        .args(["--pause", "0s", "--zk-heap", "256m", "--keys", "20"])
+        .arg("--zooraft-bin")
+        .arg(harness::server::zooraft_binary())
+        .arg("--data-root")
+        .arg(dir)
+        .arg("--json")
+        .arg(dir.join("smoke.json"));
+    c
+}
 
 #[test]
 fn compare_runs_against_both_servers() {
     let dir = tempfile::tempdir().expect("temp dir");
     let json = dir.path().join("smoke.json");
     let started = Instant::now();
-    let out = Command::new(env!("CARGO_BIN_EXE_zooraft-bench"))
-        .args(["compare", "-w", "create,get", "--rounds", "1"])
+    let out = compare(dir.path())
+        .args(["-w", "create,get", "--rounds", "1", "-c", "4", "-d", "2"])
         .args([
             "--duration",
             "500ms",
@@ -20,24 +36,6 @@ fn compare_runs_against_both_servers() {
             "--server-warmup",
             "200ms",
         ])
-        .args([
-            "--pause",
-            "0s",
-            "-c",
-            "4",
-            "-d",
-            "2",
-            "--keys",
-            "20",
-            "--zk-heap",
-            "256m",
-        ])
-        .arg("--zooraft-bin")
-        .arg(harness::server::zooraft_binary())
-        .arg("--data-root")
-        .arg(dir.path())
-        .arg("--json")
-        .arg(&json)
         .output()
         .expect("run zooraft-bench");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -62,9 +60,35 @@ fn compare_runs_ensembles_tls_scenarios_and_charts() {
     let json = dir.path().join("smoke.json");
     let charts = dir.path().join("charts");
     let started = Instant::now();
-    let out = Command::new(env!("CARGO_BIN_EXE_zooraft-bench"))
-        .args(["compare", "-w", "get", "--ensemble", "3", "--rounds", "1"])
-        .args(["--tls", "get,connect", "--scenarios", "all"])
+    let out = compare(dir.path())
+        .args([
+            "-w",
+            "get",
+            "--ensemble",
+            "3",
+            "--rounds",
+            "1",
+            "-c",
+            "3",
+            "-d",
+            "2",
+        ])
+        .args([
+            "--duration",
+            "300ms",
+            "--warmup",
+            "100ms",
+            "--server-warmup",
+            "0s",
+        ])
+        .args([
+            "--tls",
+            "get,connect",
+            "--scenarios",
+            "all",
+            "--failover-writers",
+            "2",
+        ])
         .args([
             "--sessions",
             "200",
@@ -73,33 +97,8 @@ fn compare_runs_ensembles_tls_scenarios_and_charts() {
             "--watch-sessions",
             "10",
         ])
-        .args([
-            "--fire",
-            "200",
-            "--znodes",
-            "1000,2000",
-            "--snapshot-load",
-            "1s",
-        ])
-        .args(["--snap-count", "100", "--failover-writers", "2"])
-        .args(["--duration", "300ms", "--warmup", "100ms"])
-        .args([
-            "--server-warmup",
-            "0s",
-            "--pause",
-            "0s",
-            "-c",
-            "3",
-            "-d",
-            "2",
-        ])
-        .args(["--keys", "20", "--zk-heap", "256m"])
-        .arg("--zooraft-bin")
-        .arg(harness::server::zooraft_binary())
-        .arg("--data-root")
-        .arg(dir.path())
-        .arg("--json")
-        .arg(&json)
+        .args(["--fire", "200", "--znodes", "1000,2000"])
+        .args(["--snapshot-load", "1s", "--snap-count", "100"])
         .arg("--charts")
         .arg(&charts)
         .output()

@@ -22,7 +22,7 @@ use bytes::Bytes;
 use jute::{CreateMode, ExistsRequest, MultiOp, Request, SetDataRequest};
 use tokio::task::JoinSet;
 
-use super::{KindOutcome, Measure, ScenarioParams};
+use super::{memory_of, KindOutcome, Measure, ScenarioParams};
 use crate::load::{create, pipelined};
 use crate::memory;
 use crate::server::{LaunchOptions, ServerKind};
@@ -97,11 +97,6 @@ async fn ping_all(sessions: &mut [Session]) -> anyhow::Result<()> {
         s.flush(deadline).await?;
     }
     Ok(())
-}
-
-fn memory_of(kind: ServerKind, target: &Target) -> anyhow::Result<memory::MemoryReading> {
-    let pid = target.pid().context("the server has no pid")?;
-    memory::read(kind, pid).context("the server process is gone")
 }
 
 /// Bytes per item between two readings (0 when memory went down).

@@ -19,7 +19,9 @@ pub mod scale;
 use std::fmt::Write as _;
 use std::time::Duration;
 
+use crate::memory;
 use crate::server::{LaunchOptions, ServerKind};
+use crate::target::Target;
 
 /// A named scenario.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
@@ -241,6 +243,13 @@ pub fn run(
             }
         }
     }
+}
+
+/// The memory of a standalone target's server (see [`crate::memory`]).
+fn memory_of(kind: ServerKind, target: &Target) -> anyhow::Result<memory::MemoryReading> {
+    use anyhow::Context;
+    let pid = target.pid().context("the server has no pid")?;
+    memory::read(kind, pid).context("the server process is gone")
 }
 
 fn fmt_value(v: Option<f64>) -> String {

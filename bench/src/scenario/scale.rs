@@ -26,9 +26,9 @@ use bytes::Bytes;
 use jute::{CreateMode, Request, SetDataRequest};
 use tokio::task::JoinSet;
 
-use super::{KindOutcome, Measure, ScalePoint, ScenarioParams};
+use super::{memory_of, KindOutcome, Measure, ScalePoint, ScenarioParams};
 use crate::load::{create, pipelined};
-use crate::memory::{self, MemoryReading};
+use crate::memory;
 use crate::server::{four_letter_word, LaunchOptions, ServerKind};
 use crate::session::{error_label, Session};
 use crate::target::Target;
@@ -84,11 +84,6 @@ async fn fill(addr: SocketAddr, from: usize, to: usize, timeout_ms: i32) -> anyh
     Ok(())
 }
 
-fn memory_now(kind: ServerKind, target: &Target) -> anyhow::Result<MemoryReading> {
-    let pid = target.pid().context("the server has no pid")?;
-    memory::read(kind, pid).context("the server process is gone")
-}
-
 /// See the module docs.
 pub fn run(
     kind: ServerKind,
@@ -105,7 +100,7 @@ pub fn run(
     }
     let mut target = Target::start(kind, 1, launch, None)?;
     std::thread::sleep(Duration::from_secs(1));
-    let empty = memory_now(kind, &target)?;
+    let empty = memory_of(kind, &target)?;
     let timeout = params.session_timeout_ms;
     let mut out = KindOutcome::default();
     let mut filled = 0;
@@ -116,10 +111,10 @@ pub fn run(
             .with_context(|| format!("filling to {n} znodes"))?;
         let fill_s = t.elapsed().as_secs_f64();
         filled = n;
-        let mem = memory_now(kind, &target)?;
+        let mem = memory_of(kind, &target)?;
         let restart = target.members[0].restart()?;
         std::thread::sleep(Duration::from_secs(1));
-        let mem_restarted = memory_now(kind, &target)?;
+        let mem_restarted = memory_of(kind, &target)?;
         let label = fmt_count(n);
         out.measures.push(Measure::new(
             format!("memory at {label} znodes"),
