@@ -181,6 +181,7 @@ fn throughput(path: &Path, rows: &[Row], names: &[String]) -> Drawn {
         .disable_x_mesh()
         .x_labels(n.max(2) * 2 + 1)
         .x_label_formatter(&label_of)
+        .y_label_formatter(&|v| format!("{v:.0}"))
         .y_desc("ops/s")
         .draw()?;
     for (side, kind) in [(-1.0, ServerKind::ZooKeeper), (1.0, ServerKind::Zooraft)] {
@@ -215,6 +216,13 @@ fn latency_cdf(path: &Path, row: &Row, name: &str) -> Drawn {
         .flat_map(|w| w.cdf.iter().map(|&(_, us)| us as f64))
         .fold(10.0, f64::max)
         * 1.2;
+    let xmin = [ServerKind::ZooKeeper, ServerKind::Zooraft]
+        .iter()
+        .filter_map(|&k| outcome(row, k))
+        .flat_map(|w| w.cdf.iter().map(|&(_, us)| us as f64))
+        .fold(xmax, f64::min)
+        .max(2.0)
+        / 2.0;
     let root = SVGBackend::new(path, SIZE).into_drawing_area();
     root.fill(&WHITE)?;
     let mut chart = ChartBuilder::on(&root)
@@ -225,9 +233,10 @@ fn latency_cdf(path: &Path, row: &Row, name: &str) -> Drawn {
         .margin(15)
         .x_label_area_size(45)
         .y_label_area_size(60)
-        .build_cartesian_2d((1f64..xmax).log_scale(), 0f64..1.0)?;
+        .build_cartesian_2d((xmin..xmax).log_scale(), 0f64..1.0)?;
     chart
         .configure_mesh()
+        .x_label_formatter(&|v| format!("{v:.0}"))
         .x_desc("latency (µs, log scale)")
         .y_desc("fraction of ops at or below")
         .draw()?;

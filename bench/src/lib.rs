@@ -84,10 +84,11 @@
 //!   workload, a latency CDF per workload, memory and restart time against znodes.
 //!
 //! ```text
-//! # The full run behind the README's Performance section (about an hour on 2 cores):
-//! zooraft-bench compare --rounds 3 -w all --tls get,set,connect --scenarios all \
-//!     --zk-heap 2g --charts docs/bench --json docs/bench/compare.json
-//! zooraft-bench compare --ensemble 3 -w get,set,create,mixed --rounds 3 --json docs/bench/ensemble.json --charts docs/bench
+//! # The runs behind the README's Performance section (an hour or more on 2 cores):
+//! zooraft-bench compare --rounds 3 -w set,get,create,mixed --tls get,set,connect \
+//!     --scenarios all --znodes 1000000 --json docs/bench/standalone.json --charts docs/bench
+//! zooraft-bench compare --ensemble 3 --rounds 3 -w set,get,create,mixed \
+//!     --json docs/bench/ensemble.json --charts docs/bench
 //! # Only -w none: scenarios alone (e.g. 10M znodes; ZooKeeper then needs a bigger heap):
 //! zooraft-bench compare -w none --scenarios scale --znodes 1000000,5000000,10000000 --zk-heap 8g
 //! ```
