@@ -160,7 +160,7 @@ fn throughput(path: &Path, rows: &[Row], names: &[String]) -> Drawn {
         .fold(1.0, f64::max)
         * 1.15;
     let n = rows.len();
-    let root = SVGBackend::new(path, (SIZE.0.max(120 * n as u32), SIZE.1)).into_drawing_area();
+    let root = SVGBackend::new(path, (SIZE.0.max(180 * n as u32), SIZE.1)).into_drawing_area();
     root.fill(&WHITE)?;
     let mut chart = ChartBuilder::on(&root)
         .caption("Throughput per workload (median round)", ("sans-serif", 22))
