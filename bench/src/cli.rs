@@ -12,6 +12,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 
 use crate::load::LoadSpec;
+use crate::scenario::{parse_scenarios, Scenario, ScenarioParams};
 use crate::server::ServerKind;
 use crate::workload::{parse_workloads, Workload};
 
@@ -28,15 +29,16 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Start Apache ZooKeeper and zooraft, run every workload against both, print a table.
-    Compare(CompareArgs),
+    Compare(Box<CompareArgs>),
     /// Load one server that is already running (e.g. to profile it).
-    Run(RunArgs),
+    Run(Box<RunArgs>),
 }
 
 /// The workload parameters both subcommands share.
 #[derive(Debug, Clone, Args)]
 pub struct LoadArgs {
-    /// Comma-separated workloads: create,set,get,exists,mixed,lock,connect or all.
+    /// Comma-separated workloads: create,set,get,exists,mixed,lock,connect, all, or none
+    /// (e.g. to run only --scenarios or --tls).
     #[arg(long, short = 'w', default_value = "all", value_parser = parse_workload_list)]
     pub workloads: WorkloadList,
     /// Measured time per workload and server (e.g. 10s, 500ms, 1m).
@@ -99,6 +101,7 @@ impl LoadArgs {
             session_timeout_ms: self.session_timeout_ms,
             cleanup,
             seed: self.seed,
+            tls: None,
         }
     }
 }
@@ -143,7 +146,67 @@ pub struct CompareArgs {
     /// Delete each workload's znodes after it ran (slower; servers are discarded anyway).
     #[arg(long)]
     pub cleanup: bool,
+    /// Members per server kind for the throughput workloads: 1 (standalone) or an
+    /// ensemble (e.g. 3), load sessions spread over the members.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=9))]
+    pub ensemble: u16,
+    /// Workloads to run over TLS too (e.g. get,set,connect), on servers with a TLS port and
+    /// the same certificates, each also measured on the same servers' plain port.
+    #[arg(long, default_value = "none", value_parser = parse_workload_list)]
+    pub tls: WorkloadList,
+    /// Scenarios on fresh servers: failover, sessions, watches, scale, all, none.
+    #[arg(long, default_value = "none", value_parser = parse_scenarios)]
+    pub scenarios: ScenarioList,
+    /// `sessions`: concurrent sessions to hold (capped by the open-file limit).
+    #[arg(long, default_value_t = 20_000)]
+    pub sessions: usize,
+    /// `watches`: data watches to hold in all.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub watches: usize,
+    /// `watches`: sessions that hold them (each watches watches/watch-sessions znodes).
+    #[arg(long, default_value_t = 100)]
+    pub watch_sessions: usize,
+    /// `watches`: notifications one change fires.
+    #[arg(long, default_value_t = 100_000)]
+    pub fire: usize,
+    /// `scale`: znode counts to fill to, in order (memory and restart at each).
+    #[arg(long, value_delimiter = ',', default_value = "1000000")]
+    pub znodes: Vec<usize>,
+    /// `scale`: length of the write load that should see a snapshot (0s: skip). zooraft
+    /// snapshots after `snapshotEntries` Raft entries (each a batch of writes) or 64 MiB of
+    /// entries, so it needs more writes than ZooKeeper to take one: see --snap-count.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub snapshot_load: Duration,
+    /// Writes between two snapshots for both servers (ZooKeeper's snapCount, zooraft's
+    /// snapshotEntries); default: theirs (100,000 each).
+    #[arg(long)]
+    pub snap_count: Option<u64>,
+    /// `failover`: background writer sessions.
+    #[arg(long, default_value_t = 8)]
+    pub failover_writers: usize,
+    /// Directory for the SVG charts (default: beside the JSON file).
+    #[arg(long)]
+    pub charts: Option<PathBuf>,
 }
+
+impl CompareArgs {
+    /// The scenarios' sizes.
+    pub fn scenario_params(&self) -> ScenarioParams {
+        ScenarioParams {
+            sessions: self.sessions,
+            watches: self.watches,
+            watch_sessions: self.watch_sessions,
+            fire: self.fire,
+            znodes: self.znodes.clone(),
+            snapshot_load: self.snapshot_load,
+            failover_writers: self.failover_writers,
+            session_timeout_ms: self.load.session_timeout_ms,
+        }
+    }
+}
+
+/// A parsed `--scenarios` list.
+pub type ScenarioList = Vec<Scenario>;
 
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {

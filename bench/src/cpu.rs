@@ -22,10 +22,24 @@ pub struct CpuSample {
 impl CpuSample {
     /// Reads every counter now.
     pub fn take(server_pid: Option<u32>) -> CpuSample {
+        Self::take_all(server_pid.as_slice())
+    }
+
+    /// Reads every counter now; the server's CPU is the sum over `server_pids` (the
+    /// members of an ensemble), unknown if any is unreadable or none is given.
+    pub fn take_all(server_pids: &[u32]) -> CpuSample {
+        let server = if server_pids.is_empty() {
+            None
+        } else {
+            server_pids
+                .iter()
+                .map(|&p| process_cpu(p))
+                .sum::<Option<Duration>>()
+        };
         CpuSample {
             at: Instant::now(),
             own: own_cpu(),
-            server: server_pid.and_then(process_cpu),
+            server,
             machine: machine_jiffies(),
         }
     }

@@ -65,6 +65,34 @@
 //! A missing zooraft binary is an error message before anything starts, unless
 //! `--only zookeeper`.
 //!
+//! # Ensembles, TLS, scenarios and charts
+//!
+//! - `--ensemble 3` runs the throughput workloads against a 3-member ensemble of each
+//!   server ([`target`]: same zoo.cfg `server.N` lines for both, data under `--data-root`),
+//!   load sessions spread over the members round-robin; server CPU is the members' sum.
+//! - `--tls get,set,connect` starts both servers again with a TLS client port and the same
+//!   certificates ([`tls`]: made with openssl, mutual TLS, PEM stores) and measures each
+//!   workload on the plain port and over TLS: the TLS cost (TLS / plain) of each server and
+//!   zooraft/ZooKeeper over TLS. ZooKeeper serves TLS only with Netty, so its plain figures
+//!   there are Netty's.
+//! - `--scenarios failover,sessions,watches,scale` (or `all`) runs the [`scenario`]s, each on
+//!   fresh servers: leader kill -9 to first acknowledged write (3 members), memory per
+//!   session and per watch, time to fire `--fire` watches on one change, and at each
+//!   `--znodes` count memory, restart to serving, and a snapshot under a write load. Memory
+//!   is zooraft's RSS against ZooKeeper's live heap after a full GC ([`memory`]).
+//! - [`charts`] writes SVG charts beside the JSON (or into `--charts DIR`): throughput per
+//!   workload, a latency CDF per workload, memory and restart time against znodes.
+//!
+//! ```text
+//! # The runs behind the README's Performance section (an hour or more on 2 cores):
+//! zooraft-bench compare --rounds 3 -w set,get,create,mixed --tls get,set,connect \
+//!     --scenarios all --znodes 1000000 --json docs/bench/standalone.json --charts docs/bench
+//! zooraft-bench compare --ensemble 3 --rounds 3 -w set,get,create,mixed \
+//!     --json docs/bench/ensemble.json --charts docs/bench
+//! # Only -w none: scenarios alone (e.g. 10M znodes; ZooKeeper then needs a bigger heap):
+//! zooraft-bench compare -w none --scenarios scale --znodes 1000000,5000000,10000000 --zk-heap 8g
+//! ```
+//!
 //! # Defaults and tuning (2 cores)
 //!
 //! `--connections 32 --depth 8` (256 requests in flight), `--warmup 2s --duration 5s
@@ -91,12 +119,17 @@
 //!
 //! Other binaries in `src/bin/` (e.g. `lock_bench`) may use this library.
 
+pub mod charts;
 pub mod cli;
 pub mod cpu;
 pub mod load;
+pub mod memory;
 pub mod report;
 pub mod runner;
+pub mod scenario;
 pub mod server;
 pub mod session;
 pub mod stats;
+pub mod target;
+pub mod tls;
 pub mod workload;

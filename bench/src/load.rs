@@ -31,6 +31,7 @@ use tokio::task::JoinSet;
 use crate::cpu::{CpuSample, CpuUsage};
 use crate::session::{error_label, Session, SessionError};
 use crate::stats::{LatencySummary, Recorder};
+use crate::tls::TlsClient;
 use crate::workload::{Mix, Op, Workload};
 
 /// How long any single wait on the server may take before the run counts a `timeout`.
@@ -66,6 +67,8 @@ pub struct LoadSpec {
     /// Delete the workload's znodes afterwards.
     pub cleanup: bool,
     pub seed: u64,
+    /// Connect over TLS with this client (to the servers' TLS ports).
+    pub tls: Option<TlsClient>,
 }
 
 impl Default for LoadSpec {
@@ -83,6 +86,7 @@ impl Default for LoadSpec {
             session_timeout_ms: 30_000,
             cleanup: false,
             seed: 0x5eed,
+            tls: None,
         }
     }
 }
@@ -102,6 +106,8 @@ pub struct WorkloadResult {
     pub ops: u64,
     pub ops_per_sec: f64,
     pub latency: LatencySummary,
+    /// The latency distribution: (quantile, µs) points, for CDF charts.
+    pub cdf: Vec<(f64, u64)>,
     /// Every error seen (warm-up and drain included), by kind.
     pub errors: std::collections::BTreeMap<String, u64>,
     pub cpu: CpuUsage,
@@ -149,6 +155,23 @@ pub async fn run_workload(
     server_pid: Option<u32>,
     spec: &LoadSpec,
 ) -> Result<WorkloadResult, LoadError> {
+    run_workload_on(&[addr], server_label, server_pid.as_slice(), spec).await
+}
+
+/// [`run_workload`] against the members of an ensemble: session `i` connects to
+/// `addrs[i % len]`; setup runs on the first, and the load starts once every member
+/// shows the setup's last znode (followers may lag behind). The server CPU figures are
+/// the sum over `server_pids`.
+pub async fn run_workload_on(
+    addrs: &[SocketAddr],
+    server_label: &str,
+    server_pids: &[u32],
+    spec: &LoadSpec,
+) -> Result<WorkloadResult, LoadError> {
+    let Some(&addr) = addrs.first() else {
+        return Err(LoadError::Setup("no server address".into()));
+    };
+    let tls = spec.tls.as_ref();
     let connections = spec.connections.max(1);
     let depth = spec.depth.max(1);
     let nonce = SystemTime::now()
@@ -159,13 +182,22 @@ pub async fn run_workload(
     let data = Bytes::from(vec![b'x'; spec.data_size]);
 
     let keys = setup(addr, spec, &base, &data).await?;
+    let last = keys.last().cloned().unwrap_or_else(|| base.to_string());
+    for &member in &addrs[1..] {
+        await_visible(member, spec, &last).await?;
+    }
 
     let mut sessions = Vec::new();
     if spec.workload != Workload::Connect {
         let mut set = JoinSet::new();
         for i in 0..connections {
             let timeout = spec.session_timeout_ms;
-            set.spawn(async move { (i, Session::connect(addr, timeout, IO_TIMEOUT).await) });
+            let member = addrs[i % addrs.len()];
+            let tls = tls.cloned();
+            set.spawn(async move {
+                let s = Session::connect_with(member, tls.as_ref(), timeout, IO_TIMEOUT).await;
+                (i, s)
+            });
         }
         let mut opened: Vec<(usize, Session)> = Vec::with_capacity(connections);
         while let Some(joined) = set.join_next().await {
@@ -182,19 +214,21 @@ pub async fn run_workload(
         measure_start: start + spec.warmup,
         end: start + spec.warmup + spec.duration,
     };
+    let pids = server_pids.to_vec();
     let sampler = tokio::task::spawn_blocking(move || {
         sleep_until(window.measure_start);
-        let a = CpuSample::take(server_pid);
+        let a = CpuSample::take_all(&pids);
         sleep_until(window.end);
-        let b = CpuSample::take(server_pid);
+        let b = CpuSample::take_all(&pids);
         a.usage_until(&b)
     });
 
     let mut tasks = JoinSet::new();
     if spec.workload == Workload::Connect {
-        for _ in 0..connections {
+        for i in 0..connections {
             let timeout = spec.session_timeout_ms;
-            tasks.spawn(drive_connect(addr, timeout, window));
+            let member = addrs[i % addrs.len()];
+            tasks.spawn(drive_connect(member, tls.cloned(), timeout, window));
         }
     } else {
         for (id, session) in sessions.into_iter().enumerate() {
@@ -260,6 +294,7 @@ pub async fn run_workload(
             0.0
         },
         latency: total.summary(),
+        cdf: total.cdf(),
         errors: total.errors().clone(),
         server_cpu_us_per_op: cpu.server_us_per_op(ops),
         cpu,
@@ -280,7 +315,7 @@ async fn setup(
     base: &str,
     data: &Bytes,
 ) -> Result<Arc<[String]>, LoadError> {
-    let mut s = Session::connect(addr, spec.session_timeout_ms, IO_TIMEOUT)
+    let mut s = Session::connect_with(addr, spec.tls.as_ref(), spec.session_timeout_ms, IO_TIMEOUT)
         .await
         .map_err(|source| LoadError::Connect { addr, source })?;
     let deadline = Instant::now() + IO_TIMEOUT;
@@ -331,9 +366,38 @@ async fn setup(
     Ok(keys.into())
 }
 
+/// Waits (bounded) until `path` exists on the member at `addr`.
+async fn await_visible(addr: SocketAddr, spec: &LoadSpec, path: &str) -> Result<(), LoadError> {
+    let mut s = Session::connect_with(addr, spec.tls.as_ref(), spec.session_timeout_ms, IO_TIMEOUT)
+        .await
+        .map_err(|source| LoadError::Connect { addr, source })?;
+    let deadline = Instant::now() + IO_TIMEOUT;
+    loop {
+        let req = Request::Exists(ExistsRequest {
+            path: path.to_string(),
+            watch: false,
+        });
+        let reply = s
+            .call(&req, deadline)
+            .await
+            .map_err(|e| LoadError::Setup(format!("waiting for {path} on {addr}: {e}")))?;
+        if reply.header.err == 0 {
+            break;
+        }
+        if Instant::now() > deadline {
+            return Err(LoadError::Setup(format!("{path} never showed on {addr}")));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    s.close(Instant::now() + IO_TIMEOUT)
+        .await
+        .map_err(|e| LoadError::Setup(format!("closing the wait session: {e}")))
+}
+
 /// Deletes `base` and everything under it, on a fresh session.
 async fn cleanup(addr: SocketAddr, spec: &LoadSpec, base: &str) -> Result<(), SessionError> {
-    let mut s = Session::connect(addr, spec.session_timeout_ms, IO_TIMEOUT).await?;
+    let mut s =
+        Session::connect_with(addr, spec.tls.as_ref(), spec.session_timeout_ms, IO_TIMEOUT).await?;
     let deadline = Instant::now() + IO_TIMEOUT * 4;
     delete_tree(&mut s, base.to_string(), deadline).await?;
     s.close(Instant::now() + IO_TIMEOUT).await
@@ -401,7 +465,7 @@ fn delete_tree(
 }
 
 /// Sends `reqs` with up to [`SETUP_DEPTH`] in flight; returns each reply's error code, in order.
-async fn pipelined(
+pub(crate) async fn pipelined(
     s: &mut Session,
     reqs: impl Iterator<Item = Request>,
     deadline: Instant,
@@ -430,7 +494,7 @@ async fn pipelined(
     }
 }
 
-fn create(path: String, data: Bytes, mode: CreateMode) -> Request {
+pub(crate) fn create(path: String, data: Bytes, mode: CreateMode) -> Request {
     Request::Create(CreateRequest {
         path,
         data: Some(data),
@@ -650,7 +714,12 @@ async fn drive(mut s: Session, mut w: Worker, depth: usize, window: Window) -> R
 }
 
 /// One loop of the `connect` workload: connect, handshake, closeSession, again.
-async fn drive_connect(addr: SocketAddr, session_timeout_ms: i32, window: Window) -> Recorder {
+async fn drive_connect(
+    addr: SocketAddr,
+    tls: Option<TlsClient>,
+    session_timeout_ms: i32,
+    window: Window,
+) -> Recorder {
     let mut rec = Recorder::new();
     loop {
         let started = Instant::now();
@@ -658,7 +727,8 @@ async fn drive_connect(addr: SocketAddr, session_timeout_ms: i32, window: Window
             return rec;
         }
         let cycle = async {
-            let s = Session::connect(addr, session_timeout_ms, IO_TIMEOUT).await?;
+            let s =
+                Session::connect_with(addr, tls.as_ref(), session_timeout_ms, IO_TIMEOUT).await?;
             s.close(Instant::now() + IO_TIMEOUT).await
         };
         match cycle.await {

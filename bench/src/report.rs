@@ -64,6 +64,8 @@ impl Round {
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Row {
     pub workload: Workload,
+    /// How this row differs from the plain one of its workload (`TLS`, ...), if it does.
+    pub variant: Option<String>,
     pub connections: usize,
     pub depth: usize,
     pub rounds: Vec<Round>,
@@ -83,6 +85,7 @@ impl Row {
     pub fn new(workload: Workload, connections: usize, depth: usize) -> Row {
         Row {
             workload,
+            variant: None,
             connections,
             depth,
             rounds: Vec::new(),
@@ -91,6 +94,14 @@ impl Row {
             ratio: None,
             ratio_range: None,
             cpu_efficiency_ratio: None,
+        }
+    }
+
+    /// The workload's name, with the variant if any: `get`, `get (TLS)`.
+    pub fn label(&self) -> String {
+        match &self.variant {
+            Some(v) => format!("{} ({v})", self.workload),
+            None => self.workload.to_string(),
         }
     }
 
@@ -236,7 +247,7 @@ pub fn comparison_markdown(rows: &[Row]) -> String {
         let _ = writeln!(
             out,
             "| {} | {}×{} | {} | {} | {} | {} | {} | {} | {} | {} |",
-            r.workload,
+            r.label(),
             r.connections,
             r.depth,
             fmt_ops(zk),
@@ -258,6 +269,54 @@ pub fn comparison_markdown(rows: &[Row]) -> String {
     out
 }
 
+/// What TLS costs each server: for each workload measured on the TLS-enabled servers, the
+/// throughput over TLS against the same servers' plain port, and zooraft/ZooKeeper over TLS.
+/// `pairs` holds (plain row, TLS row) per workload.
+pub fn tls_markdown(pairs: &[(Row, Row)]) -> String {
+    let mut out = String::new();
+    if pairs.is_empty() {
+        return out;
+    }
+    out.push_str(
+        "| workload | ZK plain ops/s | ZK TLS ops/s | ZK TLS/plain | zooraft plain ops/s | zooraft TLS ops/s | zooraft TLS/plain | zooraft/ZK over TLS |\n",
+    );
+    out.push_str("|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    let ops = |o: &Option<Outcome>| {
+        o.as_ref()
+            .and_then(Outcome::measured)
+            .map(|w| w.ops_per_sec)
+    };
+    let cost = |tls: Option<f64>, plain: Option<f64>| match (tls, plain) {
+        (Some(t), Some(p)) if p > 0.0 => Some(t / p),
+        _ => None,
+    };
+    for (plain, tls) in pairs {
+        let (zkp, zkt) = (ops(&plain.zookeeper), ops(&tls.zookeeper));
+        let (zrp, zrt) = (ops(&plain.zooraft), ops(&tls.zooraft));
+        let f = |v: Option<f64>| v.map_or("—".into(), |v| format!("{v:.0}"));
+        let _ = writeln!(
+            out,
+            "| {} {}×{} | {} | {} | {} | {} | {} | {} | {} |",
+            tls.workload,
+            tls.connections,
+            tls.depth,
+            f(zkp),
+            f(zkt),
+            fmt_ratio(cost(zkt, zkp)),
+            f(zrp),
+            f(zrt),
+            fmt_ratio(cost(zrt, zrp)),
+            fmt_ratio_cell(tls),
+        );
+    }
+    out.push_str(
+        "\nTLS-enabled servers: the same certificates for both (mutual TLS, PEM stores); ZooKeeper \
+         runs its Netty connection factory there (it serves TLS with no other), so its plain \
+         figures here are Netty's. TLS/plain: median rounds; zooraft/ZK: median per-round ratio.\n",
+    );
+    out
+}
+
 /// Per server, workload and round: tail latencies, CPU use and errors.
 pub fn detail_markdown(rows: &[Row]) -> String {
     let mut out = String::new();
@@ -273,7 +332,7 @@ pub fn detail_markdown(rows: &[Row]) -> String {
                     None => {}
                     Some(Outcome::Failed(e)) => failures.push(format!(
                         "- {} {}×{} on {} (round {}): {e}",
-                        r.workload,
+                        r.label(),
                         r.connections,
                         r.depth,
                         kind.name(),
@@ -283,7 +342,7 @@ pub fn detail_markdown(rows: &[Row]) -> String {
                         let _ = writeln!(
                             out,
                             "| {} | {}×{} | {} | {} | {:.0} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-                            r.workload,
+                            r.label(),
                             r.connections,
                             r.depth,
                             w.server,
@@ -361,6 +420,7 @@ mod tests {
                 p999_us: 3000,
                 max_us: 9000,
             },
+            cdf: vec![(0.0, 100), (0.5, 400), (0.99, 1500), (1.0, 9000)],
             errors: errors.iter().map(|(k, n)| (k.to_string(), *n)).collect(),
             cpu: CpuUsage::default(),
             server_cpu_us_per_op: None,
@@ -446,6 +506,79 @@ mod tests {
         let md = comparison_markdown(&[row]);
         assert!(md.contains("| 4.00× (3.00–5.00) | 5.00× |"), "{md}");
         assert_eq!(md.matches("| set | 32×8 | zookeeper |").count(), 3, "{md}");
+    }
+
+    fn measured_row(workload: Workload, variant: Option<&str>, zk: f64, zr: f64) -> Row {
+        let mut row = Row::new(workload, 8, 4);
+        row.variant = variant.map(str::to_string);
+        let mut round = Round::default();
+        round.set(
+            ServerKind::ZooKeeper,
+            Outcome::Measured(Box::new(result("zookeeper", zk, &[]))),
+        );
+        round.set(
+            ServerKind::Zooraft,
+            Outcome::Measured(Box::new(result("zooraft", zr, &[]))),
+        );
+        row.push(round);
+        row
+    }
+
+    #[test]
+    fn tls_table_shows_each_servers_cost_and_the_ratio() {
+        let plain = measured_row(
+            Workload::Get,
+            Some("plain, TLS-enabled servers"),
+            10_000.0,
+            40_000.0,
+        );
+        let tls = measured_row(Workload::Get, Some("TLS"), 5_000.0, 30_000.0);
+        assert_eq!(tls.label(), "get (TLS)");
+        let md = tls_markdown(&[(plain, tls)]);
+        assert!(
+            md.contains("| get 8×4 | 10000 | 5000 | 0.50× | 40000 | 30000 | 0.75× | 6.00× |"),
+            "{md}"
+        );
+        assert!(tls_markdown(&[]).is_empty());
+    }
+
+    #[test]
+    fn charts_are_written_as_svg() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let rows = vec![
+            measured_row(Workload::Get, None, 10_000.0, 40_000.0),
+            measured_row(Workload::Get, Some("TLS"), 5_000.0, 30_000.0),
+        ];
+        let scale = crate::scenario::KindOutcome {
+            scale: vec![crate::scenario::ScalePoint {
+                znodes: 1000,
+                memory: 50 << 20,
+                restart_s: 0.5,
+            }],
+            ..Default::default()
+        };
+        let sc = crate::scenario::ScenarioResult::new(
+            crate::scenario::Scenario::Scale,
+            Some(scale.clone()),
+            Some(scale),
+        );
+        let files = crate::charts::write_all(dir.path(), "t", &rows, &[sc]).expect("charts");
+        let names: Vec<String> = files
+            .iter()
+            .map(|f| f.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "t-throughput.svg",
+                "t-latency-get.svg",
+                "t-latency-get-TLS.svg",
+                "t-memory-vs-znodes.svg",
+                "t-restart-vs-znodes.svg"
+            ]
+        );
+        let svg = std::fs::read_to_string(&files[0]).expect("svg");
+        assert!(svg.starts_with("<svg") && svg.contains("zooraft"), "{svg}");
     }
 
     #[test]

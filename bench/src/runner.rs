@@ -1,5 +1,6 @@
 //! The two subcommands: `compare` (start both servers, run every workload against each,
-//! alternating which goes first) and `run` (load one server that is already up).
+//! alternating which goes first; then the TLS variants on TLS-enabled servers and the
+//! scenarios, each on fresh servers) and `run` (load one server that is already up).
 //!
 //! Both servers stay up for the whole comparison, each workload uses its own fresh parent
 //! znode, and the order alternates per row (ZooKeeper first, then zooraft first, ...), so
@@ -11,9 +12,12 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{bail, Context};
 
 use crate::cli::{CompareArgs, LoadArgs, RunArgs};
-use crate::load::run_workload;
-use crate::report::{comparison_markdown, single_markdown, Outcome, Round, Row};
-use crate::server::{filesystem_type, resolve_zooraft_bin, LaunchOptions, Server, ServerKind};
+use crate::load::{run_workload, run_workload_on, LoadSpec};
+use crate::report::{comparison_markdown, single_markdown, tls_markdown, Outcome, Round, Row};
+use crate::scenario::ScenarioResult;
+use crate::server::{filesystem_type, resolve_zooraft_bin, LaunchOptions, ServerKind};
+use crate::target::Target;
+use crate::tls::{Pki, TlsClient};
 use crate::workload::Workload;
 
 /// What a finished command reports back to `main`.
@@ -120,7 +124,8 @@ fn warn_if_busy(rounds: usize) {
     }
 }
 
-/// `compare`: both servers, every workload, one table.
+/// `compare`: both servers, every workload, then the TLS variants and the scenarios, each
+/// part on its own servers; tables, JSON and charts.
 pub fn compare(args: &CompareArgs) -> anyhow::Result<Finished> {
     let began = Instant::now();
     let kinds: Vec<ServerKind> = match args.only {
@@ -133,6 +138,11 @@ pub fn compare(args: &CompareArgs) -> anyhow::Result<Finished> {
     } else {
         None
     };
+    if args.load.workloads.0.is_empty() && args.tls.0.is_empty() && args.scenarios.is_empty() {
+        bail!("nothing to run: no workload, no --tls workload and no --scenarios");
+    }
+    // Many sessions (and their servers, which inherit the limit) need many descriptors.
+    let fd_limit = crate::scenario::clients::raise_fd_limit();
     warn_if_busy(args.load.rounds);
     let data_root = args.data_root.clone().unwrap_or_else(std::env::temp_dir);
     let fs = filesystem_type(&data_root);
@@ -150,74 +160,77 @@ pub fn compare(args: &CompareArgs) -> anyhow::Result<Finished> {
         zooraft_bin: zooraft_bin.clone(),
         tick_time_ms: args.tick_time_ms,
         keep_data: args.keep_data,
+        extra_config: Vec::new(),
+        snap_count: args.snap_count,
     };
-    let mut servers = Vec::new();
-    for &k in &kinds {
-        let t = Instant::now();
-        let s = Server::start(k, &launch).with_context(|| format!("starting {}", k.name()))?;
-        tracing::info!(
-            "{} serving on {} (pid {:?}) after {:.1}s",
-            k.name(),
-            s.addr(),
-            s.pid(),
-            t.elapsed().as_secs_f64()
+    let rt = runtime(args.load.threads)?;
+    let ensemble = usize::from(args.ensemble);
+
+    let mut rows = Vec::new();
+    if !args.load.workloads.0.is_empty() {
+        let targets = start_targets(&kinds, ensemble, &launch, None)?;
+        rows = measure_rows(
+            &rt,
+            args,
+            &targets,
+            &args.load.workloads.0,
+            Transport::Plain,
         );
-        servers.push(s);
     }
 
-    let rt = runtime(args.load.threads)?;
-    if !args.server_warmup.is_zero() {
-        for server in &servers {
-            warm_up(&rt, server, args);
+    let mut tls_pairs: Vec<(Row, Row)> = Vec::new();
+    if !args.tls.0.is_empty() {
+        std::fs::create_dir_all(&data_root)?;
+        let pki_dir = tempfile::Builder::new()
+            .prefix("zooraft-bench-pki-")
+            .tempdir_in(&data_root)?;
+        let pki = Pki::make(pki_dir.path())?;
+        let client = pki.client()?;
+        let lines = |port: u16| pki.server_config(port);
+        let targets = start_targets(&kinds, ensemble, &launch, Some(&lines))?;
+        let plain = measure_rows(&rt, args, &targets, &args.tls.0, Transport::PlainBesideTls);
+        let tls = measure_rows(&rt, args, &targets, &args.tls.0, Transport::Tls(client));
+        tls_pairs = plain.into_iter().zip(tls).collect();
+    }
+
+    let mut scenarios = Vec::new();
+    let params = args.scenario_params();
+    for &sc in &args.scenarios {
+        let mut by_kind = [None, None];
+        for &k in &kinds {
+            let out = crate::scenario::run(sc, k, &launch, &params, &rt);
+            by_kind[usize::from(k == ServerKind::Zooraft)] = Some(out);
         }
+        let [zk, zr] = by_kind;
+        scenarios.push(ScenarioResult::new(sc, zk, zr));
     }
-    let mut rows = Vec::new();
-    let mut turn = 0usize;
-    let rounds = args.load.rounds.max(1);
-    for &workload in &args.load.workloads.0 {
-        for &conns in &args.load.connections {
-            let spec = args.load.spec(workload, conns, args.cleanup);
-            let depth = if workload == Workload::Connect {
-                1
-            } else {
-                spec.depth
-            };
-            let mut row = Row::new(workload, conns.max(1), depth.max(1));
-            for round_no in 0..rounds {
-                let mut round = Round::default();
-                let mut order: Vec<usize> = (0..servers.len()).collect();
-                if turn % 2 == 1 {
-                    order.reverse();
-                }
-                turn += 1;
-                for i in order {
-                    let server = &servers[i];
-                    std::thread::sleep(args.pause);
-                    tracing::info!(
-                        "{workload} {conns}×{depth} on {} (round {}/{rounds}: {:?} warm-up + {:?})",
-                        server.kind().name(),
-                        round_no + 1,
-                        spec.warmup,
-                        spec.duration
-                    );
-                    let outcome = measure(&rt, server, &spec);
-                    round.set(server.kind(), outcome);
-                }
-                row.push(round);
-            }
-            rows.push(row);
-        }
-    }
-    for s in &mut servers {
-        s.stop();
-    }
-    drop(servers);
 
     let elapsed = began.elapsed().as_secs_f64();
-    let mut markdown = comparison_markdown(&rows);
+    let mut markdown = String::new();
+    if !rows.is_empty() {
+        if ensemble > 1 {
+            markdown.push_str(&format!(
+                "{ensemble}-member ensembles of each server, load sessions spread over the members.\n\n"
+            ));
+        }
+        markdown.push_str(&comparison_markdown(&rows));
+    }
+    if !tls_pairs.is_empty() {
+        markdown.push_str("\n## TLS\n\n");
+        markdown.push_str(&tls_markdown(&tls_pairs));
+        let all: Vec<Row> = tls_pairs
+            .iter()
+            .flat_map(|(a, b)| [a.clone(), b.clone()])
+            .collect();
+        markdown.push('\n');
+        markdown.push_str(&comparison_markdown(&all));
+    }
+    if !scenarios.is_empty() {
+        markdown.push_str("\n## Scenarios\n\n");
+        markdown.push_str(&crate::scenario::markdown(&scenarios));
+    }
     markdown.push_str(&format!(
-        "\n{} workload runs in {elapsed:.0}s; data root {} ({fs}); generator threads {}.\n",
-        rows.len() * kinds.len() * rounds,
+        "\nFinished in {elapsed:.0}s; data root {} ({fs}); generator threads {}; open-file limit {fd_limit}.\n",
         data_root.display(),
         args.load.threads
     ));
@@ -232,6 +245,7 @@ pub fn compare(args: &CompareArgs) -> anyhow::Result<Finished> {
         "elapsed_s": elapsed,
         "machine": machine_json(),
         "params": params_json(&args.load),
+        "ensemble": ensemble,
         "servers": {
             "zookeeper": {
                 "jar": crate::server::ZOOKEEPER_JAR,
@@ -246,32 +260,179 @@ pub fn compare(args: &CompareArgs) -> anyhow::Result<Finished> {
             "data_root_fs": fs,
         },
         "rows": rows,
+        "tls": tls_pairs.iter().map(|(plain, tls)| serde_json::json!({"plain": plain, "tls": tls})).collect::<Vec<_>>(),
+        "scenarios": scenarios,
     });
     write_json(&json_path, &doc)?;
+    let chart_dir = args.charts.clone().unwrap_or_else(|| {
+        json_path
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default()
+    });
+    let stem = json_path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "compare".into());
+    let mut chart_rows = rows.clone();
+    chart_rows.extend(tls_pairs.iter().flat_map(|(a, b)| [a.clone(), b.clone()]));
+    match crate::charts::write_all(&chart_dir, &stem, &chart_rows, &scenarios) {
+        Ok(files) if !files.is_empty() => {
+            markdown.push_str(&format!(
+                "Charts: {}\n",
+                files
+                    .iter()
+                    .map(|f| f.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        Ok(_) => {}
+        Err(e) => tracing::warn!("charts not written: {e:#}"),
+    }
+    let problems = problems(&rows)
+        + tls_pairs
+            .iter()
+            .map(|(a, b)| a.problems() + b.problems())
+            .sum::<u64>()
+        + scenarios.iter().map(ScenarioResult::problems).sum::<u64>();
     Ok(Finished {
         markdown,
         json_path,
-        problems: problems(&rows),
+        problems,
     })
+}
+
+/// How the load reaches the servers in a batch of rows.
+#[derive(Clone)]
+enum Transport {
+    Plain,
+    /// The plain port of servers that also serve TLS (the baseline of the TLS cost).
+    PlainBesideTls,
+    Tls(TlsClient),
+}
+
+/// One target per server kind, each warmed up later by [`measure_rows`].
+fn start_targets(
+    kinds: &[ServerKind],
+    ensemble: usize,
+    launch: &LaunchOptions,
+    tls: Option<&dyn Fn(u16) -> Vec<String>>,
+) -> anyhow::Result<Vec<Target>> {
+    let mut targets = Vec::new();
+    for &k in kinds {
+        let t = Instant::now();
+        let target = Target::start(k, ensemble, launch, tls)
+            .with_context(|| format!("starting {}", k.name()))?;
+        tracing::info!(
+            "{} serving on {:?} after {:.1}s",
+            k.name(),
+            target.addrs(),
+            t.elapsed().as_secs_f64()
+        );
+        targets.push(target);
+    }
+    Ok(targets)
+}
+
+/// Every workload at every connection level against every target, in rounds that
+/// alternate which server goes first; the targets are stopped afterwards.
+fn measure_rows(
+    rt: &tokio::runtime::Runtime,
+    args: &CompareArgs,
+    targets: &[Target],
+    workloads: &[Workload],
+    transport: Transport,
+) -> Vec<Row> {
+    let tls = match &transport {
+        Transport::Tls(c) => Some(c.clone()),
+        _ => None,
+    };
+    let variant = match &transport {
+        Transport::Plain => None,
+        Transport::PlainBesideTls => Some("plain, TLS-enabled servers".to_string()),
+        Transport::Tls(_) => Some("TLS".to_string()),
+    };
+    if !args.server_warmup.is_zero() {
+        for target in targets {
+            warm_up(rt, target, args, tls.clone());
+        }
+    }
+    let mut rows = Vec::new();
+    let mut turn = 0usize;
+    let rounds = args.load.rounds.max(1);
+    for &workload in workloads {
+        for &conns in &args.load.connections {
+            let mut spec = args.load.spec(workload, conns, args.cleanup);
+            spec.tls = tls.clone();
+            let depth = if workload == Workload::Connect {
+                1
+            } else {
+                spec.depth
+            };
+            let mut row = Row::new(workload, conns.max(1), depth.max(1));
+            row.variant = variant.clone();
+            for round_no in 0..rounds {
+                let mut round = Round::default();
+                let mut order: Vec<usize> = (0..targets.len()).collect();
+                if turn % 2 == 1 {
+                    order.reverse();
+                }
+                turn += 1;
+                for i in order {
+                    let target = &targets[i];
+                    std::thread::sleep(args.pause);
+                    tracing::info!(
+                        "{} {conns}×{depth} on {} (round {}/{rounds}: {:?} warm-up + {:?})",
+                        row.label(),
+                        target.kind().name(),
+                        round_no + 1,
+                        spec.warmup,
+                        spec.duration
+                    );
+                    let outcome = measure(rt, target, &spec);
+                    round.set(target.kind(), outcome);
+                }
+                row.push(round);
+            }
+            rows.push(row);
+        }
+    }
+    rows
+}
+
+/// The addresses a spec's sessions connect to: the TLS ports for a TLS spec.
+fn addrs_for(target: &Target, spec: &LoadSpec) -> Vec<std::net::SocketAddr> {
+    if spec.tls.is_some() {
+        target.secure_addrs()
+    } else {
+        target.addrs()
+    }
 }
 
 /// Unmeasured load right after start-up: half `mixed`, half `create`, at the measured
 /// concurrency. Errors are logged (the measured runs will report them again if they recur).
-fn warm_up(rt: &tokio::runtime::Runtime, server: &Server, args: &CompareArgs) {
+fn warm_up(
+    rt: &tokio::runtime::Runtime,
+    target: &Target,
+    args: &CompareArgs,
+    tls: Option<TlsClient>,
+) {
     let conns = args.load.connections.iter().copied().max().unwrap_or(1);
     for workload in [Workload::Mixed, Workload::Create] {
         let mut spec = args.load.spec(workload, conns, false);
         spec.warmup = std::time::Duration::ZERO;
         spec.duration = args.server_warmup / 2;
+        spec.tls = tls.clone();
         tracing::info!(
             "warming up {} with {workload} for {:?}",
-            server.kind().name(),
+            target.kind().name(),
             spec.duration
         );
-        match rt.block_on(run_workload(
-            server.addr(),
-            server.kind().name(),
-            server.pid(),
+        match rt.block_on(run_workload_on(
+            &addrs_for(target, &spec),
+            target.kind().name(),
+            &target.pids(),
             &spec,
         )) {
             Ok(r) if r.error_count() == 0 => {}
@@ -281,12 +442,12 @@ fn warm_up(rt: &tokio::runtime::Runtime, server: &Server, args: &CompareArgs) {
     }
 }
 
-/// One workload against one of the servers `compare` started.
-fn measure(rt: &tokio::runtime::Runtime, server: &Server, spec: &crate::load::LoadSpec) -> Outcome {
-    match rt.block_on(run_workload(
-        server.addr(),
-        server.kind().name(),
-        server.pid(),
+/// One workload against one of the targets `compare` started.
+fn measure(rt: &tokio::runtime::Runtime, target: &Target, spec: &LoadSpec) -> Outcome {
+    match rt.block_on(run_workload_on(
+        &addrs_for(target, spec),
+        target.kind().name(),
+        &target.pids(),
         spec,
     )) {
         Ok(r) => {

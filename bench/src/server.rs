@@ -104,26 +104,75 @@ pub struct LaunchOptions {
     pub tick_time_ms: u32,
     /// Keep data directories and logs after the run (their paths are printed).
     pub keep_data: bool,
+    /// zoo.cfg lines (`key=value`) for every server started with these options.
+    pub extra_config: Vec<String>,
+    /// Writes between snapshots: ZooKeeper's `snapCount`, zooraft's `snapshotEntries`
+    /// (None: each server's default, 100,000 for both).
+    pub snap_count: Option<u64>,
+}
+
+/// Netty jars that Debian's zookeeper.jar manifest leaves out but ZooKeeper's TLS needs.
+const NETTY_TLS_JARS: &str = "/usr/share/java/netty-codec.jar:/usr/share/java/netty-resolver.jar";
+/// ZooKeeper's connection factory that can serve TLS.
+const NETTY_FACTORY: &str = "org.apache.zookeeper.server.NettyServerCnxnFactory";
+
+/// What makes one server differ from a plain standalone one.
+#[derive(Debug, Clone, Default)]
+pub struct MemberSpec {
+    /// Its client port (0: pick a free one).
+    pub port: u16,
+    /// Its `myid`, for an ensemble member (ZooKeeper then runs `QuorumPeerMain`).
+    pub myid: Option<u64>,
+    /// Extra zoo.cfg lines (`key=value`), e.g. `server.N` lines or TLS settings.
+    pub config: Vec<String>,
+    /// A TLS client port (ZooKeeper then runs its Netty connection factory).
+    pub secure_port: Option<u16>,
 }
 
 /// A running server, killed (and its data removed, unless kept) when dropped.
 pub struct Server {
     kind: ServerKind,
     child: Option<Child>,
-    dir: Option<tempfile::TempDir>,
+    /// Removed on drop (None when kept).
+    _dir: Option<tempfile::TempDir>,
+    /// The directory holding zoo.cfg, the data directory and the log.
+    root: PathBuf,
     port: u16,
+    secure_port: Option<u16>,
+    quorum: bool,
+    opts: LaunchOptions,
 }
 
 impl Server {
-    /// Starts a server of `kind` on a free loopback port and waits until it serves.
+    /// Starts a standalone server of `kind` on a free loopback port and waits until it serves.
     pub fn start(kind: ServerKind, opts: &LaunchOptions) -> Result<Server, LaunchError> {
+        Self::start_member(kind, opts, MemberSpec::default(), true)
+    }
+
+    /// Starts a server of `kind` as `spec` describes; with `wait`, returns once it serves
+    /// (an ensemble member cannot serve before a quorum is up: start them all, then
+    /// [`wait_ready`](Self::wait_ready) on each).
+    pub fn start_member(
+        kind: ServerKind,
+        opts: &LaunchOptions,
+        spec: MemberSpec,
+        wait: bool,
+    ) -> Result<Server, LaunchError> {
         std::fs::create_dir_all(&opts.data_root)?;
         let dir = tempfile::Builder::new()
             .prefix(&format!("zooraft-bench-{}-", kind.name()))
             .tempdir_in(&opts.data_root)?;
-        let data = dir.path().join("data");
+        let root = dir.path().to_path_buf();
+        let data = root.join("data");
         std::fs::create_dir_all(&data)?;
-        let port = free_port()?;
+        if let Some(id) = spec.myid {
+            std::fs::write(data.join("myid"), format!("{id}\n"))?;
+        }
+        let port = if spec.port == 0 {
+            free_port()?
+        } else {
+            spec.port
+        };
         // maxClientCnxns=0 for both: every load session comes from 127.0.0.1, and
         // ZooKeeper's default of 60 per address would refuse a --connections 64 sweep.
         let mut cfg = format!(
@@ -133,17 +182,63 @@ impl Server {
         );
         if kind == ServerKind::ZooKeeper {
             cfg.push_str("admin.enableServer=false\n4lw.commands.whitelist=*\n");
+            if spec.secure_port.is_some() {
+                cfg.push_str(&format!("serverCnxnFactory={NETTY_FACTORY}\n"));
+            }
         }
-        let cfg_path = dir.path().join("zoo.cfg");
-        std::fs::write(&cfg_path, cfg)?;
-        let log = std::fs::File::create(dir.path().join("server.log"))?;
-        let log_err = log.try_clone()?;
+        if let Some(n) = opts.snap_count {
+            cfg.push_str(&match kind {
+                ServerKind::ZooKeeper => format!("snapCount={n}\n"),
+                ServerKind::Zooraft => format!("snapshotEntries={n}\n"),
+            });
+        }
+        for line in opts.extra_config.iter().chain(&spec.config) {
+            cfg.push_str(line);
+            cfg.push('\n');
+        }
+        std::fs::write(root.join("zoo.cfg"), cfg)?;
+        let mut dir = Some(dir);
+        if opts.keep_data {
+            if let Some(d) = dir.take() {
+                let kept = d.keep();
+                tracing::info!("{} data and log kept in {}", kind.name(), kept.display());
+            }
+        }
+        let mut server = Server {
+            kind,
+            child: None,
+            _dir: dir,
+            root,
+            port,
+            secure_port: spec.secure_port,
+            quorum: spec.myid.is_some(),
+            opts: opts.clone(),
+        };
+        server.spawn()?;
+        if wait {
+            server.wait_ready()?;
+        }
+        Ok(server)
+    }
 
-        let mut cmd = match kind {
+    fn spawn(&mut self) -> Result<(), LaunchError> {
+        let cfg_path = self.root.join("zoo.cfg");
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.root.join("server.log"))?;
+        let log_err = log.try_clone()?;
+        let opts = &self.opts;
+        let mut cmd = match self.kind {
             ServerKind::ZooKeeper => {
                 if !Path::new(ZOOKEEPER_JAR).exists() {
                     return Err(LaunchError::ZooKeeperMissing(ZOOKEEPER_JAR.into()));
                 }
+                let main = if self.quorum {
+                    "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+                } else {
+                    "org.apache.zookeeper.server.ZooKeeperServerMain"
+                };
                 let mut c = Command::new("java");
                 c.arg(format!("-Xms{}", opts.zk_heap))
                     .arg(format!("-Xmx{}", opts.zk_heap))
@@ -154,8 +249,10 @@ impl Server {
                     ))
                     .args(&opts.zk_jvm_args)
                     .arg("-cp")
-                    .arg(format!("{ZOOKEEPER_JAR}:{SLF4J_SIMPLE_JAR}"))
-                    .arg("org.apache.zookeeper.server.ZooKeeperServerMain")
+                    .arg(format!(
+                        "{ZOOKEEPER_JAR}:{SLF4J_SIMPLE_JAR}:{NETTY_TLS_JARS}"
+                    ))
+                    .arg(main)
                     .arg(&cfg_path);
                 c
             }
@@ -177,24 +274,54 @@ impl Server {
         };
         cmd.stdin(Stdio::null()).stdout(log).stderr(log_err);
         let child = cmd.spawn().map_err(|source| LaunchError::Spawn {
-            what: kind.name().to_string(),
+            what: self.kind.name().to_string(),
             source,
         })?;
-        let mut dir = Some(dir);
-        if opts.keep_data {
-            if let Some(d) = dir.take() {
-                let kept = d.keep();
-                tracing::info!("{} data and log kept in {}", kind.name(), kept.display());
-            }
+        self.child = Some(child);
+        Ok(())
+    }
+
+    /// Stops the server (SIGTERM), starts it again on the same data, and returns the time
+    /// from the new process's start to its first `srvr` with a Mode (it serves).
+    pub fn restart(&mut self) -> Result<Duration, LaunchError> {
+        self.stop();
+        let t = Instant::now();
+        self.spawn()?;
+        self.wait_ready()?;
+        Ok(t.elapsed())
+    }
+
+    /// SIGKILL, no goodbye (for failover measurements). Returns when the process is gone.
+    pub fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
         }
-        let mut server = Server {
-            kind,
-            child: Some(child),
-            dir,
-            port,
-        };
-        server.wait_ready()?;
-        Ok(server)
+    }
+
+    /// Whether the process is running (not killed or stopped by us).
+    pub fn is_running(&self) -> bool {
+        self.child.is_some()
+    }
+
+    /// The Mode `srvr` reports (`standalone`, `leader`, `follower`), if it serves.
+    pub fn mode(&self) -> Option<String> {
+        let answer = four_letter_word(self.addr(), "srvr").ok()?;
+        answer
+            .lines()
+            .find_map(|l| l.strip_prefix("Mode: "))
+            .map(|m| m.trim().to_string())
+    }
+
+    /// The TLS client port, if the server has one.
+    pub fn secure_addr(&self) -> Option<SocketAddr> {
+        self.secure_port
+            .map(|p| SocketAddr::from(([127, 0, 0, 1], p)))
+    }
+
+    /// The server's data directory.
+    pub fn data_dir(&self) -> PathBuf {
+        self.root.join("data")
     }
 
     pub fn kind(&self) -> ServerKind {
@@ -210,15 +337,13 @@ impl Server {
     }
 
     fn log_tail(&self) -> String {
-        let Some(dir) = &self.dir else {
-            return "(log kept on disk)".into();
-        };
-        let text = std::fs::read_to_string(dir.path().join("server.log")).unwrap_or_default();
+        let text = std::fs::read_to_string(self.root.join("server.log")).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
         lines[lines.len().saturating_sub(40)..].join("\n")
     }
 
-    fn wait_ready(&mut self) -> Result<(), LaunchError> {
+    /// Waits (bounded) until the server answers `srvr` with a Mode.
+    pub fn wait_ready(&mut self) -> Result<(), LaunchError> {
         let deadline = Instant::now() + START_TIMEOUT;
         loop {
             if let Ok(answer) = four_letter_word(self.addr(), "srvr") {
@@ -279,7 +404,7 @@ impl Drop for Server {
 }
 
 /// A free TCP port on 127.0.0.1 (bound, then released for the server to take).
-fn free_port() -> std::io::Result<u16> {
+pub fn free_port() -> std::io::Result<u16> {
     let l = TcpListener::bind("127.0.0.1:0")?;
     Ok(l.local_addr()?.port())
 }
@@ -413,6 +538,8 @@ mod tests {
             zooraft_bin: Some(missing),
             tick_time_ms: 2000,
             keep_data: false,
+            extra_config: vec![],
+            snap_count: None,
         };
         let err = Server::start(ServerKind::Zooraft, &opts)
             .err()

@@ -6,8 +6,14 @@
 //! `write`), replies are split off a read buffer (many per `read`), and the caller matches
 //! replies to requests. ZooKeeper answers a session's requests in order, so a reply whose
 //! xid is not the oldest outstanding one is a protocol violation and is reported as such.
+//!
+//! A session runs over plain TCP or over TLS ([`crate::tls::TlsClient`], rustls): the TLS
+//! variants of the workloads measure what encryption costs each server. Watch notifications
+//! are not replies; they are counted ([`Session::notifications`]) for the watch workloads.
 
 use std::net::SocketAddr;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
@@ -15,8 +21,10 @@ use jute::{
     split_frame, write_frame, ConnectRequest, ConnectResponse, ErrorCode, Reader, Record,
     ReplyHeader, Request, HANDSHAKE_PASSWORD_LEN,
 };
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
+
+use crate::tls::TlsClient;
 
 /// The largest reply accepted. Larger than the server's 1 MiB `jute.maxbuffer` on purpose:
 /// servers do not limit what they send, and the cleanup lists big directories.
@@ -74,9 +82,57 @@ pub struct Reply {
     pub body: Reader,
 }
 
+/// The connection under a session: plain TCP or TLS over TCP.
+enum Stream {
+    Plain(TcpStream),
+    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+}
+
+impl AsyncRead for Stream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Stream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_flush(cx),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
+    }
+}
+
 /// A connected, established session.
 pub struct Session {
-    stream: TcpStream,
+    stream: Stream,
+    /// Watch notifications received so far (skipped by the reply readers).
+    notifications: u64,
     rbuf: BytesMut,
     wbuf: BytesMut,
     next_xid: i32,
@@ -92,11 +148,27 @@ impl Session {
         session_timeout_ms: i32,
         io_timeout: Duration,
     ) -> Result<Session, SessionError> {
+        Self::connect_with(addr, None, session_timeout_ms, io_timeout).await
+    }
+
+    /// Like [`connect`](Self::connect), over TLS when `tls` is given (the TLS handshake
+    /// counts against the same `io_timeout`).
+    pub async fn connect_with(
+        addr: SocketAddr,
+        tls: Option<&TlsClient>,
+        session_timeout_ms: i32,
+        io_timeout: Duration,
+    ) -> Result<Session, SessionError> {
         let deadline = Instant::now() + io_timeout;
-        let stream = within(deadline, TcpStream::connect(addr)).await??;
-        stream.set_nodelay(true)?;
+        let tcp = within(deadline, TcpStream::connect(addr)).await??;
+        tcp.set_nodelay(true)?;
+        let stream = match tls {
+            None => Stream::Plain(tcp),
+            Some(t) => Stream::Tls(Box::new(within(deadline, t.connect(addr, tcp)).await??)),
+        };
         let mut s = Session {
             stream,
+            notifications: 0,
             rbuf: BytesMut::with_capacity(64 * 1024),
             wbuf: BytesMut::with_capacity(64 * 1024),
             next_xid: 1,
@@ -131,6 +203,26 @@ impl Session {
         self.negotiated_timeout_ms
     }
 
+    /// Watch notifications received so far.
+    pub fn notifications(&self) -> u64 {
+        self.notifications
+    }
+
+    /// Reads (by `deadline`) until at least `n` watch notifications have arrived in all.
+    pub async fn await_notifications(
+        &mut self,
+        n: u64,
+        deadline: Instant,
+    ) -> Result<(), SessionError> {
+        loop {
+            while self.buffered_reply()?.is_some() {}
+            if self.notifications >= n {
+                return Ok(());
+            }
+            self.fill(deadline).await?;
+        }
+    }
+
     /// Queues a request (not sent until [`flush`](Self::flush)); returns its xid.
     pub fn queue(&mut self, req: &Request) -> i32 {
         let xid = self.next_xid;
@@ -155,12 +247,16 @@ impl Session {
             return Ok(());
         }
         within(deadline, self.stream.write_all(&self.wbuf)).await??;
+        if matches!(self.stream, Stream::Tls(_)) {
+            // rustls may hold the last record until flushed; a TCP flush is a no-op.
+            within(deadline, self.stream.flush()).await??;
+        }
         self.wbuf.clear();
         Ok(())
     }
 
-    /// A reply already in the read buffer, if a whole one is there. Pings and watch
-    /// notifications (neither is expected: the generator sets no watches) are skipped.
+    /// A reply already in the read buffer, if a whole one is there. Pings are skipped; watch
+    /// notifications are counted and skipped.
     pub fn buffered_reply(&mut self) -> Result<Option<Reply>, SessionError> {
         loop {
             let Some(frame) = split_frame(&mut self.rbuf, MAX_REPLY_FRAME)? else {
@@ -168,7 +264,11 @@ impl Session {
             };
             let mut body = Reader::new(frame);
             let header = ReplyHeader::decode(&mut body)?;
-            if header.xid == jute::xid::PING || header.xid == jute::xid::NOTIFICATION {
+            if header.xid == jute::xid::NOTIFICATION {
+                self.notifications += 1;
+                continue;
+            }
+            if header.xid == jute::xid::PING {
                 continue;
             }
             return Ok(Some(Reply { header, body }));

@@ -75,6 +75,22 @@ impl Recorder {
         }
     }
 
+    /// The latency distribution as (quantile, µs) points, from the minimum to the maximum
+    /// with more points in the tail (for CDF charts). Empty when nothing was recorded.
+    pub fn cdf(&self) -> Vec<(f64, u64)> {
+        if self.hist.is_empty() {
+            return Vec::new();
+        }
+        const QUANTILES: [f64; 18] = [
+            0.0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99, 0.995, 0.999,
+            0.9999, 1.0,
+        ];
+        QUANTILES
+            .iter()
+            .map(|&q| (q, self.hist.value_at_quantile(q)))
+            .collect()
+    }
+
     /// Percentiles of what was recorded.
     pub fn summary(&self) -> LatencySummary {
         LatencySummary::of(&self.hist)

@@ -108,11 +108,15 @@ impl FromStr for Workload {
     }
 }
 
-/// Parses a comma-separated workload list; `all` stands for every workload.
+/// Parses a comma-separated workload list; `all` stands for every workload, `none` for an
+/// empty list.
 pub fn parse_workloads(s: &str) -> Result<Vec<Workload>, String> {
     let mut out = Vec::new();
+    let mut none = false;
     for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        if part.eq_ignore_ascii_case("all") {
+        if part.eq_ignore_ascii_case("none") {
+            none = true;
+        } else if part.eq_ignore_ascii_case("all") {
             for w in Workload::ALL {
                 if !out.contains(&w) {
                     out.push(w);
@@ -125,7 +129,7 @@ pub fn parse_workloads(s: &str) -> Result<Vec<Workload>, String> {
             }
         }
     }
-    if out.is_empty() {
+    if out.is_empty() && !none {
         return Err("no workload given".into());
     }
     Ok(out)
@@ -254,5 +258,6 @@ mod tests {
             .unwrap_err()
             .contains("unknown workload"));
         assert!(parse_workloads(" , ").is_err());
+        assert!(parse_workloads("none").unwrap().is_empty());
     }
 }

@@ -32,6 +32,7 @@ fn short(workload: Workload) -> LoadSpec {
         session_timeout_ms: 30_000,
         cleanup: true,
         seed: 1,
+        tls: None,
     }
 }
 
