@@ -43,6 +43,8 @@ const READ_PAUSE_BYTES: usize = 4 * 1024 * 1024;
 const MAX_OUTSTANDING: usize = 10_000;
 /// How long a client may take to send its handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
+/// The read buffer a connection starts with: a handshake or a burst of small requests.
+const READ_BUFFER: usize = 2 * 1024;
 
 /// Why a connection ended (logged).
 #[derive(Debug, thiserror::Error)]
@@ -92,7 +94,9 @@ pub async fn serve(
     ids: Vec<jute::Id>,
     guard: Guard,
 ) {
-    let mut buf = BytesMut::with_capacity(8 * 1024);
+    // Small: an idle session keeps it for as long as it lives; a larger frame makes it grow
+    // (`jute::split_frame` reserves what the frame needs).
+    let mut buf = BytesMut::with_capacity(READ_BUFFER);
     let first =
         match tokio::time::timeout(HANDSHAKE_TIMEOUT, read_at_least(&mut rd, &mut buf, 4)).await {
             Ok(Ok(true)) => [buf[0], buf[1], buf[2], buf[3]],

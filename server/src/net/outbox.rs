@@ -22,9 +22,24 @@ use super::metrics::Traffic;
 /// Past this many buffered bytes the connection is closed.
 pub const HARD_LIMIT: usize = 256 * 1024 * 1024;
 
+/// The allocation a burst of frames starts with. The buffer hands its whole allocation to
+/// the writer with each chunk, so an idle connection holds no outbound buffer at all (tens
+/// of thousands of mostly idle sessions are the common case).
+const CHUNK: usize = 4096;
+
 struct Inner {
     buf: BytesMut,
     closed: bool,
+}
+
+impl Inner {
+    /// The buffer to append to, allocated on the first frame after a drain.
+    fn buf(&mut self) -> &mut BytesMut {
+        if self.buf.capacity() == 0 {
+            self.buf.reserve(CHUNK);
+        }
+        &mut self.buf
+    }
 }
 
 /// See the module docs.
@@ -45,7 +60,7 @@ impl Outbox {
     pub fn new(traffic: Arc<Traffic>) -> Outbox {
         Outbox {
             inner: Mutex::new(Inner {
-                buf: BytesMut::with_capacity(4096),
+                buf: BytesMut::new(),
                 closed: false,
             }),
             notify: Notify::new(),
@@ -61,7 +76,7 @@ impl Outbox {
             return false;
         }
         let before = inner.buf.len();
-        jute::write_frame(&mut inner.buf, body);
+        jute::write_frame(inner.buf(), body);
         self.traffic.sent(inner.buf.len() - before);
         let over = inner.buf.len() > HARD_LIMIT;
         if over {
@@ -78,7 +93,7 @@ impl Outbox {
         if inner.closed {
             return false;
         }
-        inner.buf.put_slice(frame);
+        inner.buf().put_slice(frame);
         drop(inner);
         self.traffic.sent(frame.len());
         self.notify.notify_one();
@@ -122,7 +137,7 @@ impl Outbox {
             {
                 let mut inner = self.inner.lock();
                 if !inner.buf.is_empty() {
-                    return Some(inner.buf.split().freeze());
+                    return Some(std::mem::take(&mut inner.buf).freeze());
                 }
                 if inner.closed {
                     return None;

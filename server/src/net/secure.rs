@@ -71,7 +71,9 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, peer: SocketAddr, lis
         Err(_) => return refused(&shared, peer, "nothing sent within 10 s"),
     }
     let config = acceptor.config();
-    let accept = tokio_rustls::TlsAcceptor::from(config).accept(stream);
+    // Boxed: the handshake's state (a whole rustls connection) would otherwise be part of
+    // every connection's task, plain ones included, for as long as they live.
+    let accept = Box::pin(tokio_rustls::TlsAcceptor::from(config).accept(stream));
     let stream = match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, accept).await {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => return refused(&shared, peer, &e.to_string()),

@@ -71,7 +71,9 @@ pub async fn read_frame(
 /// closes or a second passes, so that the close is a FIN after the reply rather than a
 /// reset that may destroy it.
 pub async fn linger(rd: &mut ReadHalf) {
-    let mut sink = [0u8; 4096];
+    // On the heap, not in the future: an array here would make every connection's task
+    // 4 KiB larger for the whole life of the connection.
+    let mut sink = vec![0u8; 4096];
     let _ = tokio::time::timeout(std::time::Duration::from_secs(1), async {
         while let Ok(n) = rd.read(&mut sink).await {
             if n == 0 {
