@@ -27,6 +27,9 @@ pub enum Input {
     SnapshotWritten(Option<SnapshotWritten>),
     /// A peer could not be reached; raft-rs slows down replication to it.
     Unreachable(u64),
+    /// A peer's connection to this member ended (a killed process's sockets close at once):
+    /// a follower whose leader it was stops waiting out the leader's lease.
+    PeerGone(u64),
     /// The log writer made everything up to this ready number durable.
     Persisted(u64),
     /// Hand leadership over, or ask for it (`ydld`, `rqld`, a leader's clean shutdown).

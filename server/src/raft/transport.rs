@@ -400,7 +400,19 @@ async fn receive(mut stream: PeerRead, inbox: Sender<Input>) -> Result<(), Recei
             "peer {from} speaks protocol {protocol}"
         )));
     }
-    while let Some((kind, mut body)) = read_frame(&mut stream, &mut buf).await? {
+    let result = receive_frames(&mut stream, &mut buf, from, &inbox).await;
+    let _ = inbox.send(Input::PeerGone(from));
+    result
+}
+
+/// The frames of one peer connection, past its hello, into the inbox.
+async fn receive_frames(
+    stream: &mut PeerRead,
+    buf: &mut BytesMut,
+    from: u64,
+    inbox: &Sender<Input>,
+) -> Result<(), ReceiveError> {
+    while let Some((kind, mut body)) = read_frame(stream, buf).await? {
         let input = match kind {
             KIND_RAFT => {
                 let mut m = Message::default();
