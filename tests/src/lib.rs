@@ -13,6 +13,7 @@ pub mod conformance;
 pub mod ensemble;
 pub mod java;
 pub mod load;
+pub mod lossyfs;
 pub mod patroni;
 pub mod pki;
 pub mod proxy;
