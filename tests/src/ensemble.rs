@@ -42,7 +42,7 @@ impl TestEnsemble {
     /// `voters` voting members and `observers` observers, all serving when this returns.
     /// `extra` lines go into every member's zoo.cfg.
     pub fn start(voters: usize, observers: usize, extra: &[(&str, &str)]) -> TestEnsemble {
-        Self::launch(ServerKind::Zooraft, voters, observers, extra, false)
+        Self::launch(ServerKind::Zooraft, voters, observers, extra, false, false)
     }
 
     /// Like [`start`](Self::start), with members of `kind`: an Apache ZooKeeper 3.8 ensemble
@@ -53,7 +53,7 @@ impl TestEnsemble {
         observers: usize,
         extra: &[(&str, &str)],
     ) -> TestEnsemble {
-        Self::launch(kind, voters, observers, extra, false)
+        Self::launch(kind, voters, observers, extra, false, false)
     }
 
     /// Like [`start`](Self::start), with a proxy on every member-to-member link (one per
@@ -64,7 +64,13 @@ impl TestEnsemble {
         observers: usize,
         extra: &[(&str, &str)],
     ) -> TestEnsemble {
-        Self::launch(ServerKind::Zooraft, voters, observers, extra, true)
+        Self::launch(ServerKind::Zooraft, voters, observers, extra, true, false)
+    }
+
+    /// Like [`start_partitionable`](Self::start_partitionable), with every member's data
+    /// directory on a lossy disk, for [`TestServer::power_loss`].
+    pub fn start_lossy(voters: usize, extra: &[(&str, &str)]) -> TestEnsemble {
+        Self::launch(ServerKind::Zooraft, voters, 0, extra, true, true)
     }
 
     fn launch(
@@ -73,6 +79,7 @@ impl TestEnsemble {
         observers: usize,
         extra: &[(&str, &str)],
         proxies: bool,
+        lossy: bool,
     ) -> TestEnsemble {
         let n = voters + observers;
         let client_ports: Vec<u16> = (0..n).map(|_| free_port()).collect();
@@ -106,6 +113,9 @@ impl TestEnsemble {
                 .tick_time_ms(500)
                 .config("4lw.commands.whitelist", "*")
                 .no_wait();
+            if lossy {
+                b = b.lossy_disk();
+            }
             b = match kind {
                 ServerKind::Zooraft => b.config("raftTickMs", "100"),
                 // A follower has initLimit ticks to sync with a new leader and is dropped

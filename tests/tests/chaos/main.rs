@@ -31,6 +31,7 @@ mod checks;
 mod clients;
 mod contender;
 mod links;
+mod power;
 mod util;
 mod world;
 
