@@ -35,6 +35,9 @@ fn flag(name: &str) -> bool {
     std::env::var(name).is_ok_and(|v| !v.is_empty() && v != "0")
 }
 
+/// Critical sections the contenders run in all before the checks.
+const SECTIONS: usize = 15;
+
 /// How long a member may take to serve again after a power loss.
 const RECOVERY: Duration = Duration::from_secs(60);
 
@@ -66,6 +69,15 @@ impl World {
         }
         for &i in members {
             self.await_recovery(i);
+        }
+    }
+
+    /// After the faults: the contenders keep going until `n` critical sections in all (a
+    /// short schedule of restarts leaves them little time; the lock checks want some).
+    fn await_sections(&mut self, n: usize) {
+        let deadline = Instant::now() + RECOVERY;
+        while self.sections().len() < n && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(100));
         }
     }
 
@@ -179,6 +191,7 @@ fn power_loss_one_member() {
             Fault::PowerLoss(Target::Follower, r.ms(200, 2000)),
         ];
         w.run_schedule(schedule);
+        w.await_sections(SECTIONS);
         w.finish()
     });
 }
@@ -199,6 +212,7 @@ fn power_loss_minority() {
             Fault::PowerLoss(Target::Any, r.ms(200, 2000)),
         ];
         w.run_schedule(schedule);
+        w.await_sections(SECTIONS);
         w.finish()
     });
 }
@@ -220,6 +234,7 @@ fn power_loss_every_member() {
             Fault::PowerLoss(Target::Leader, r.ms(200, 1500)),
         ];
         w.run_schedule(schedule);
+        w.await_sections(SECTIONS);
         w.finish()
     });
 }
