@@ -162,17 +162,13 @@ impl Model {
     }
 
     fn file(&mut self, ino: u64, file: &File) -> io::Result<&mut FileLoss> {
-        if !self.files.contains_key(&ino) {
-            let len = file.metadata()?.len();
-            self.files.insert(
-                ino,
-                FileLoss {
-                    durable_len: len,
-                    ..FileLoss::default()
-                },
-            );
-        }
-        Ok(self.files.get_mut(&ino).expect("inserted above"))
+        Ok(match self.files.entry(ino) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => e.insert(FileLoss {
+                durable_len: file.metadata()?.len(),
+                ..FileLoss::default()
+            }),
+        })
     }
 
     /// Before `data` is written at `off` to `file` (inode `ino`): remembers the write.
@@ -304,7 +300,7 @@ impl Model {
                 file.write_all_at(bytes, page * PAGE)?;
             }
             for (seq, op) in &f.ops {
-                let keep = how.reorder && next(&mut rng) % 2 == 0;
+                let keep = how.reorder && next(&mut rng).is_multiple_of(2);
                 match op {
                     Op::Write { off, data } if how.tear && Some(*seq) == last => {
                         let part = next(&mut rng) % (data.len() as u64).max(1);
