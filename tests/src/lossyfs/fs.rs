@@ -152,6 +152,22 @@ impl Shared {
     }
 }
 
+/// Answers an operation that returns nothing but its success.
+fn empty(reply: ReplyEmpty, r: Result<(), i32>) {
+    match r {
+        Ok(()) => reply.ok(),
+        Err(e) => reply.error(e),
+    }
+}
+
+/// Answers an operation that names an entry.
+fn entry(reply: ReplyEntry, r: Result<FileAttr, i32>) {
+    match r {
+        Ok(a) => reply.entry(&TTL, &a, 0),
+        Err(e) => reply.error(e),
+    }
+}
+
 fn errno(e: io::Error) -> i32 {
     e.raw_os_error().unwrap_or(libc::EIO)
 }
@@ -268,10 +284,7 @@ impl Filesystem for LossyFs {
             s.model.made_dir(p, a.ino);
             Ok(a)
         })();
-        match r {
-            Ok(a) => reply.entry(&TTL, &a, 0),
-            Err(e) => reply.error(e),
-        }
+        entry(reply, r)
     }
 
     fn unlink(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
@@ -285,10 +298,7 @@ impl Filesystem for LossyFs {
             s.model.entry_changed(p);
             Ok(())
         })();
-        match r {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
-        }
+        empty(reply, r)
     }
 
     fn rmdir(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
@@ -301,10 +311,7 @@ impl Filesystem for LossyFs {
             s.model.entry_changed(p);
             Ok(())
         })();
-        match r {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
-        }
+        empty(reply, r)
     }
 
     fn rename(
@@ -333,10 +340,7 @@ impl Filesystem for LossyFs {
             s.model.entry_changed(b);
             Ok(())
         })();
-        match r {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
-        }
+        empty(reply, r)
     }
 
     fn link(
@@ -356,10 +360,7 @@ impl Filesystem for LossyFs {
             s.model.entry_changed(p);
             s.attr(&to)
         })();
-        match r {
-            Ok(a) => reply.entry(&TTL, &a, 0),
-            Err(e) => reply.error(e),
-        }
+        entry(reply, r)
     }
 
     fn open(&mut self, _req: &Request<'_>, ino: u64, flags: i32, reply: ReplyOpen) {
@@ -539,10 +540,7 @@ impl Filesystem for LossyFs {
             let bino = s.backing_ino(ino)?;
             s.model.sync_dir(bino, &path).map_err(errno)
         })();
-        match r {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
-        }
+        empty(reply, r)
     }
 
     fn statfs(&mut self, _req: &Request<'_>, _ino: u64, reply: ReplyStatfs) {

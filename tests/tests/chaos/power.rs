@@ -180,67 +180,58 @@ fn parse_duration(s: &str) -> Option<Duration> {
     Some(Duration::from_secs(secs))
 }
 
-/// Power loss of one member at a time (any, the leader, a follower) on three members,
-/// under the writer and lock contenders.
+/// One power-loss scenario on `members` members, under the writer and lock contenders,
+/// with the faults `schedule` draws from the seed.
+fn scenario(name: &str, members: usize, schedule: fn(&mut Rng) -> Vec<Fault>) {
+    soak(name, || {
+        let mut w = World::on_lossy_disks(name, members, &[]);
+        w.start_writer();
+        w.start_contenders(3);
+        let faults = schedule(&mut w.rng);
+        w.run_schedule(faults);
+        w.await_sections(SECTIONS);
+        w.finish()
+    });
+}
+
+/// Power loss of one member at a time (any, the leader, a follower) on three members.
 #[test]
 fn power_loss_one_member() {
     let _serial = serial();
-    soak("power-one-3", || {
-        let mut w = World::on_lossy_disks("power-one-3", 3, &[]);
-        w.start_writer();
-        w.start_contenders(3);
-        let r = &mut w.rng;
-        let schedule = vec![
+    scenario("power-one-3", 3, |r| {
+        vec![
             Fault::PowerLoss(Target::Any, r.ms(200, 2000)),
             Fault::PowerLoss(Target::Leader, r.ms(200, 2000)),
             Fault::PowerLoss(Target::Follower, r.ms(200, 2000)),
-        ];
-        w.run_schedule(schedule);
-        w.await_sections(SECTIONS);
-        w.finish()
+        ]
     });
 }
 
-/// Power loss of a minority (the leader and a follower) of five members at once, and of
-/// one member, under the writer and lock contenders.
+/// Power loss of a minority (the leader and a follower) of five members at once, twice,
+/// and of one member.
 #[test]
 fn power_loss_minority() {
     let _serial = serial();
-    soak("power-minority-5", || {
-        let mut w = World::on_lossy_disks("power-minority-5", 5, &[]);
-        w.start_writer();
-        w.start_contenders(3);
-        let r = &mut w.rng;
-        let schedule = vec![
+    scenario("power-minority-5", 5, |r| {
+        vec![
             Fault::PowerLossMinority(r.ms(200, 2000)),
             Fault::PowerLossMinority(r.ms(200, 2000)),
             Fault::PowerLoss(Target::Any, r.ms(200, 2000)),
-        ];
-        w.run_schedule(schedule);
-        w.await_sections(SECTIONS);
-        w.finish()
+        ]
     });
 }
 
-/// Power loss of every member at once, twice, and of the leader, on three members under
-/// the writer and lock contenders: nothing acknowledged may be lost even though every copy
-/// lost its unsynced writes.
+/// Power loss of every member at once, twice, and of the leader, on three members: nothing
+/// acknowledged may be lost even though every copy lost its unsynced writes.
 #[test]
 fn power_loss_every_member() {
     let _serial = serial();
-    soak("power-all-3", || {
-        let mut w = World::on_lossy_disks("power-all-3", 3, &[]);
-        w.start_writer();
-        w.start_contenders(3);
-        let r = &mut w.rng;
-        let schedule = vec![
+    scenario("power-all-3", 3, |r| {
+        vec![
             Fault::PowerLossAll(r.ms(200, 1500)),
             Fault::PowerLossAll(r.ms(200, 1500)),
             Fault::PowerLoss(Target::Leader, r.ms(200, 1500)),
-        ];
-        w.run_schedule(schedule);
-        w.await_sections(SECTIONS);
-        w.finish()
+        ]
     });
 }
 
