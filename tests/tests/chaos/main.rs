@@ -17,6 +17,8 @@
 //!   leader re-arms sessions with a full timeout, so the session must survive.
 //! - reconfig (on an ensemble taking reconfigs): a member (a follower, or the leader) removed
 //!   from the configuration and added back while another member is killed.
+//! - power loss (`power`): kill -9 of one member, a minority or every member, whose data
+//!   directories sit on lossy disks that then drop every write not yet fsynced.
 //!
 //! Workloads: lock contender processes (this test binary re-executed as a child, using the
 //! recipes crate's `InterProcessMutex`) run critical sections with a fenced counter increment
