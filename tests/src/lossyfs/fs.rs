@@ -126,6 +126,19 @@ impl Shared {
         Ok(())
     }
 
+    /// Removes the grave's links to inodes no durable entry names any more.
+    fn lay_to_rest(&mut self) {
+        let Ok(entries) = std::fs::read_dir(&self.grave) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let ino = e.file_name().to_str().and_then(|n| n.parse().ok());
+            if ino.is_some_and(|ino| !self.model.durably_linked(ino)) {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+
     fn parent_ino(&self, parent: u64) -> Result<u64, i32> {
         self.backing_ino(parent)
     }
@@ -538,7 +551,9 @@ impl Filesystem for LossyFs {
         let r = (|| {
             let path = s.path(ino)?;
             let bino = s.backing_ino(ino)?;
-            s.model.sync_dir(bino, &path).map_err(errno)
+            s.model.sync_dir(bino, &path).map_err(errno)?;
+            s.lay_to_rest();
+            Ok(())
         })();
         empty(reply, r)
     }
