@@ -50,6 +50,7 @@ impl TestEnsemble {
             false,
             &|_| Vec::new(),
             true,
+            false,
         )
     }
 
@@ -62,7 +63,7 @@ impl TestEnsemble {
         extra: &[(&str, &str)],
         each: &dyn Fn(usize) -> Vec<(String, String)>,
     ) -> TestEnsemble {
-        Self::launch(kind, voters, 0, extra, false, each, true)
+        Self::launch(kind, voters, 0, extra, false, each, true, false)
     }
 
     /// Like [`start`](Self::start), with members of `kind`: an Apache ZooKeeper 3.8 ensemble
@@ -73,7 +74,7 @@ impl TestEnsemble {
         observers: usize,
         extra: &[(&str, &str)],
     ) -> TestEnsemble {
-        Self::launch(kind, voters, observers, extra, false, &|_| Vec::new(), true)
+        Self::launch(kind, voters, observers, extra, false, &|_| Vec::new(), true, false)
     }
 
     /// Like [`start`](Self::start), with a proxy on every member-to-member link (one per
@@ -92,6 +93,7 @@ impl TestEnsemble {
             true,
             &|_| Vec::new(),
             true,
+            false,
         )
     }
 
@@ -104,9 +106,25 @@ impl TestEnsemble {
         extra: &[(&str, &str)],
         each: &dyn Fn(usize) -> Vec<(String, String)>,
     ) -> TestEnsemble {
-        Self::launch(kind, voters, 0, extra, false, each, false)
+        Self::launch(kind, voters, 0, extra, false, each, false, false)
     }
 
+    /// Like [`start_partitionable`](Self::start_partitionable), with every member's data
+    /// directory on a lossy disk, for [`TestServer::power_loss`].
+    pub fn start_lossy(voters: usize, extra: &[(&str, &str)]) -> TestEnsemble {
+        Self::launch(
+            ServerKind::Zooraft,
+            voters,
+            0,
+            extra,
+            true,
+            &|_| Vec::new(),
+            true,
+            true,
+        )
+    }
+
+    #[allow(clippy::too_many_arguments)]
     fn launch(
         kind: ServerKind,
         voters: usize,
@@ -115,6 +133,7 @@ impl TestEnsemble {
         proxies: bool,
         each: &dyn Fn(usize) -> Vec<(String, String)>,
         wait: bool,
+        lossy: bool,
     ) -> TestEnsemble {
         let n = voters + observers;
         let client_ports: Vec<u16> = (0..n).map(|_| free_port()).collect();
@@ -148,6 +167,9 @@ impl TestEnsemble {
                 .tick_time_ms(500)
                 .config("4lw.commands.whitelist", "*")
                 .no_wait();
+            if lossy {
+                b = b.lossy_disk();
+            }
             b = match kind {
                 ServerKind::Zooraft => b.config("raftTickMs", "100"),
                 // A follower has initLimit ticks to sync with a new leader and is dropped

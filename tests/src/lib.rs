@@ -14,6 +14,7 @@ pub mod ensemble;
 pub mod java;
 pub mod kdc;
 pub mod load;
+pub mod lossyfs;
 pub mod patroni;
 pub mod pki;
 pub mod proxy;

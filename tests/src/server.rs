@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::lossyfs::{Crash, CrashReport, LossyDisk};
+
 /// Which implementation a [`TestServer`] runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ServerKind {
@@ -120,6 +122,7 @@ pub struct TestServerBuilder {
     myid: Option<u64>,
     wait: bool,
     quorum_peer: bool,
+    lossy: bool,
 }
 
 impl TestServerBuilder {
@@ -147,6 +150,13 @@ impl TestServerBuilder {
     /// `standaloneEnabled=false`, reconfig) instead of `ZooKeeperServerMain`.
     pub fn quorum_peer(mut self) -> Self {
         self.quorum_peer = true;
+        self
+    }
+
+    /// Put the data directory on a [`LossyDisk`]: a filesystem that loses what was not
+    /// fsynced when [`TestServer::power_loss`] cuts the power.
+    pub fn lossy_disk(mut self) -> Self {
+        self.lossy = true;
         self
     }
 
@@ -189,8 +199,14 @@ impl TestServerBuilder {
             .tempdir()
             .expect("temporary directory");
         let port = self.port.unwrap_or_else(free_port);
+        let disk = self.lossy.then(|| {
+            let mountpoint = dir.path().join("data");
+            std::fs::create_dir(&mountpoint).expect("create the data directory");
+            LossyDisk::mount(&dir.path().join("disk"), &mountpoint).expect("mount a lossy disk")
+        });
         let server = TestServer {
             builder: self,
+            disk,
             dir,
             port,
             child: None,
@@ -214,6 +230,8 @@ impl TestServerBuilder {
 /// A running server process with its own data directory, stopped when dropped.
 pub struct TestServer {
     builder: TestServerBuilder,
+    /// Unmounted (on drop) before `dir` is removed.
+    disk: Option<LossyDisk>,
     dir: tempfile::TempDir,
     port: u16,
     child: Option<Child>,
@@ -237,6 +255,7 @@ impl TestServer {
             myid: None,
             wait: true,
             quorum_peer: false,
+            lossy: false,
         }
     }
 
@@ -485,6 +504,31 @@ impl TestServer {
     pub fn respawn(&mut self) {
         self.kill();
         self.spawn();
+    }
+
+    /// A power loss: `kill -9`, then the lossy disk drops what was not synced (see
+    /// [`Crash`]). Start the server again with [`respawn`](Self::respawn) or
+    /// [`restart`](Self::restart). Needs [`TestServerBuilder::lossy_disk`].
+    pub fn power_loss(&mut self, how: Crash) -> CrashReport {
+        self.kill();
+        let disk = self
+            .disk
+            .as_mut()
+            .expect("power_loss needs a server started with lossy_disk");
+        disk.power_loss(how).expect("power loss of the lossy disk")
+    }
+
+    /// The lossy disk under the data directory, if the server has one.
+    pub fn disk(&self) -> Option<&LossyDisk> {
+        self.disk.as_ref()
+    }
+
+    /// The exit status, once the process has exited by itself (it refused to start, or
+    /// crashed); `None` while it runs or when it was never started.
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child
+            .as_mut()
+            .and_then(|c| c.try_wait().ok().flatten())
     }
 
     /// True while the process runs (not killed or stopped).

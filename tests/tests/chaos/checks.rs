@@ -58,6 +58,15 @@ impl World {
                 &missing[..missing.len().min(5)]
             ));
         }
+        // Zxids are never reused: the writer's creates were acknowledged one after the
+        // other, so their zxids rise strictly (a member that lost a committed write and
+        // took the zxid again would break this, or the czxid check above).
+        if let Some(w) = acked.windows(2).find(|w| w[1].1 <= w[0].1) {
+            self.violation(format!(
+                "acknowledged creates out of zxid order (a zxid reused?): {} at {:#x}, then {} at {:#x}",
+                w[0].0, w[0].1, w[1].0, w[1].1
+            ));
+        }
         let hosts = self.ensemble.connect_string();
         let final_write = self.rt.block_on(async {
             let c = connect(&hosts, TOOL_SESSION).await.ok_or("no session")?;

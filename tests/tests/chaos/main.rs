@@ -19,6 +19,8 @@
 //!   from the configuration and added back while another member is killed, and members cut
 //!   off from their peers by their test hook (`cut-peers`), the proxies being bypassed by
 //!   the addresses of the committed configuration.
+//! - power loss (`power`): kill -9 of one member, a minority or every member, whose data
+//!   directories sit on lossy disks that then drop every write not yet fsynced.
 //!
 //! Workloads: lock contender processes (this test binary re-executed as a child, using the
 //! recipes crate's `InterProcessMutex`) run critical sections with a fenced counter increment
@@ -36,6 +38,7 @@ mod checks;
 mod clients;
 mod contender;
 mod links;
+mod power;
 mod util;
 mod world;
 

@@ -57,6 +57,13 @@ pub(crate) enum Fault {
     /// member) for the given time meanwhile, then add the removed member back. Needs an
     /// ensemble started with reconfig ([`World::with_reconfig`]).
     ReconfigOut(Target, Duration),
+    /// Power loss of one member (kill -9, its lossy disk drops what was not synced),
+    /// restarted after the given time. Needs a world on lossy disks.
+    PowerLoss(Target, Duration),
+    /// Power loss of a minority at once, the leader among them.
+    PowerLossMinority(Duration),
+    /// Power loss of every member at once.
+    PowerLossAll(Duration),
 }
 
 /// A paused holder: the contender and the critical section it was stopped in.
@@ -75,6 +82,23 @@ pub(crate) struct Counts {
     pub(crate) survived_short_cuts: u64,
     pub(crate) rearm_survived: u64,
     pub(crate) holders_paused: u64,
+    pub(crate) power_losses: u64,
+    /// Unsynced writes the lossy disks dropped, and their bytes.
+    pub(crate) dropped_writes: u64,
+    pub(crate) dropped_bytes: u64,
+    pub(crate) torn_writes: u64,
+    /// Members that refused to start after a power loss (with a clear message).
+    pub(crate) refused_starts: u64,
+}
+
+/// What a finished scenario reports, for the soak's totals.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Summary {
+    pub(crate) faults: u64,
+    pub(crate) power_losses: u64,
+    pub(crate) dropped_writes: u64,
+    pub(crate) acked: u64,
+    pub(crate) refused_starts: u64,
 }
 
 pub(crate) struct World {
@@ -89,6 +113,8 @@ pub(crate) struct World {
     pub(crate) t0: Instant,
     pub(crate) violations: Vec<String>,
     pub(crate) counts: Counts,
+    /// Members run on lossy disks and every kill -9 is a power loss (`CHAOS_POWER_LOSS`).
+    pub(crate) power_loss: bool,
     // Locks.
     pub(crate) fence: Option<FenceServer>,
     pub(crate) contenders: Vec<Contender>,
@@ -128,6 +154,18 @@ pub(crate) fn quorum_tls_lines(dir: &std::path::Path) -> Vec<(String, String)> {
     ]
 }
 
+/// How a world's ensemble is started.
+#[derive(Clone, Copy)]
+enum Disks {
+    /// Behind per-link proxies, data on the real disk.
+    Plain,
+    /// Behind per-link proxies, data on lossy disks (power losses).
+    Lossy,
+    /// With reconfig on: no proxies (the committed configuration's addresses route around
+    /// them).
+    Reconfig,
+}
+
 pub(crate) const LOCK_PATH: &str = "/chaos/locks/l";
 pub(crate) const COUNTER: &str = "/chaos/counter";
 
@@ -140,12 +178,25 @@ impl World {
     /// certificate made for it): pauses, kills, isolation and restarts reconnect through TLS
     /// handshakes. `CHAOS_QUORUM_TLS=1` runs every scenario this way.
     pub(crate) fn with_quorum_tls(name: &str, members: usize) -> World {
-        World::start(name, members, &[], true, false)
+        World::start(name, members, &[], true, Disks::Plain)
     }
 
-    /// A world whose members have extra zoo.cfg lines.
+    /// A world whose members have extra zoo.cfg lines; on lossy disks with
+    /// `CHAOS_POWER_LOSS=1`.
     pub(crate) fn with_config(name: &str, members: usize, extra: &[(&str, &str)]) -> World {
-        World::start(name, members, extra, tls_from_env(), false)
+        if crate::power::power_loss_switch() {
+            return World::on_lossy_disks(name, members, extra);
+        }
+        World::start(name, members, extra, tls_from_env(), Disks::Plain)
+    }
+
+    /// A world whose members keep their data on lossy disks: every kill -9 of the schedule
+    /// is a power loss, and the power-loss faults can be used.
+    pub(crate) fn on_lossy_disks(name: &str, members: usize, extra: &[(&str, &str)]) -> World {
+        let mut w = World::start(name, members, extra, tls_from_env(), Disks::Lossy);
+        w.power_loss = true;
+        w.event("members on lossy disks: kill -9 faults are power losses");
+        w
     }
 
     /// A world whose members take reconfigs (`reconfigEnabled`). No per-link proxies: the
@@ -158,7 +209,7 @@ impl World {
             members,
             harness::ensemble::RECONFIG,
             tls_from_env(),
-            true,
+            Disks::Reconfig,
         )
     }
 
@@ -167,7 +218,7 @@ impl World {
         members: usize,
         extra: &[(&str, &str)],
         tls: bool,
-        reconfig: bool,
+        disks: Disks,
     ) -> World {
         let pki = tls.then(|| tempfile::tempdir().expect("temp dir"));
         let tls_lines = pki
@@ -176,10 +227,10 @@ impl World {
             .unwrap_or_default();
         let mut lines: Vec<(&str, &str)> = extra.to_vec();
         lines.extend(tls_lines.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-        let ensemble = if reconfig {
-            TestEnsemble::start(members, 0, &lines)
-        } else {
-            TestEnsemble::start_partitionable(members, 0, &lines)
+        let ensemble = match disks {
+            Disks::Reconfig => TestEnsemble::start(members, 0, &lines),
+            Disks::Plain => TestEnsemble::start_partitionable(members, 0, &lines),
+            Disks::Lossy => TestEnsemble::start_lossy(members, &lines),
         };
         let name = if tls {
             format!("{name}-tls")
@@ -212,6 +263,7 @@ impl World {
             t0: Instant::now(),
             violations: Vec::new(),
             counts: Counts::default(),
+            power_loss: false,
             fence: None,
             contenders: Vec::new(),
             pauses: Vec::new(),
@@ -433,6 +485,9 @@ impl World {
             }
             Fault::KillMember(target, down) => {
                 let i = self.pick(target);
+                if self.power_loss {
+                    return self.power_loss(&[i], down);
+                }
                 self.event(&format!("kill -9 member {} for {down:?}", i + 1));
                 self.ensemble.member_mut(i).kill();
                 std::thread::sleep(down);
@@ -441,6 +496,9 @@ impl World {
             Fault::KillTwo(down) => {
                 let leader = self.pick(Target::Leader);
                 let follower = self.pick(Target::Follower);
+                if self.power_loss {
+                    return self.power_loss(&[leader, follower], down);
+                }
                 self.event(&format!(
                     "kill -9 members {} (leader) and {} for {down:?}",
                     leader + 1,
@@ -463,6 +521,10 @@ impl World {
                     assert!(Instant::now() < deadline, "member {} did not rejoin", i + 1);
                     std::thread::sleep(Duration::from_millis(50));
                 }
+            }
+            Fault::RestartAll(down) if self.power_loss => {
+                let all: Vec<usize> = (0..self.ensemble.len()).collect();
+                self.power_loss(&all, down);
             }
             Fault::RestartAll(down) => {
                 self.event(&format!("kill -9 every member for {down:?}"));
@@ -509,6 +571,25 @@ impl World {
             Fault::CutSteady { blackhole, time } => self.cut_steady(blackhole, time),
             Fault::RearmAcrossFailover => self.rearm_across_failover(),
             Fault::ReconfigOut(target, down) => self.reconfig_out(target, down),
+            Fault::PowerLoss(target, down) => {
+                let i = self.pick(target);
+                self.power_loss(&[i], down);
+            }
+            Fault::PowerLossMinority(down) => {
+                let leader = self.pick(Target::Leader);
+                let mut v = vec![leader];
+                while v.len() < (self.ensemble.len() - 1) / 2 {
+                    let f = self.pick(Target::Follower);
+                    if !v.contains(&f) {
+                        v.push(f);
+                    }
+                }
+                self.power_loss(&v, down);
+            }
+            Fault::PowerLossAll(down) => {
+                let all: Vec<usize> = (0..self.ensemble.len()).collect();
+                self.power_loss(&all, down);
+            }
         }
     }
 
@@ -881,7 +962,7 @@ impl World {
     }
 
     /// Runs the end checks and fails the test with every violation and the seed.
-    pub(crate) fn finish(mut self) {
+    pub(crate) fn finish(mut self) -> Summary {
         self.wind_down();
         let tree = self.check_convergence();
         if !self.contenders.is_empty() {
@@ -912,6 +993,13 @@ impl World {
             self.violations.len(),
             self.violations.join("\n  ")
         );
+        Summary {
+            faults: self.counts.faults,
+            power_losses: self.counts.power_losses,
+            dropped_writes: self.counts.dropped_writes,
+            acked: lock(&self.acked).len() as u64,
+            refused_starts: self.counts.refused_starts,
+        }
     }
 }
 

@@ -6,11 +6,43 @@ use super::*;
 /// Bytes of memtables all column families may hold together.
 const MEMTABLE_BUDGET: usize = 64 * 1024 * 1024;
 
+/// Creates `dir` and its missing parents, each made durable by an fsync of the directory
+/// that names it, and syncs `dir`'s parent even when `dir` was there (an earlier start may
+/// have died before syncing it). RocksDB syncs its own directory, not the entry naming it:
+/// without this, a power loss after the first start could take the whole store away, and
+/// every write acknowledged since with it (the power-loss chaos tests found this).
+fn create_dir_durably(dir: &Path) -> std::io::Result<()> {
+    let mut missing = Vec::new();
+    let mut d = dir;
+    while !d.exists() {
+        missing.push(d);
+        match d.parent() {
+            Some(p) if !p.as_os_str().is_empty() => d = p,
+            _ => break,
+        }
+    }
+    for m in missing.into_iter().rev() {
+        match std::fs::create_dir(m) {
+            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e),
+            _ => sync_parent(m)?,
+        }
+    }
+    sync_parent(dir)
+}
+
+fn sync_parent(path: &Path) -> std::io::Result<()> {
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    std::fs::File::open(parent)?.sync_all()
+}
+
 impl RaftStorage {
     /// Opens (or creates) the store under `dir`. A new store starts with `initial_conf` (the
     /// static membership from zoo.cfg), as every member of a new ensemble must.
     pub fn open(dir: &Path, initial_conf: ConfState) -> Result<RaftStorage, StorageOpenError> {
-        std::fs::create_dir_all(dir).map_err(|e| corrupt("data directory", e))?;
+        create_dir_durably(dir).map_err(|e| corrupt("data directory", e))?;
         let mut opts = Options::default();
         opts.create_if_missing(true);
         opts.create_missing_column_families(true);
