@@ -12,7 +12,7 @@
 use std::time::{Duration, Instant};
 
 use crate::proxy::Proxy;
-use crate::server::{free_port, ServerKind, TestServer};
+use crate::server::{free_port, ServerKind, TestServer, TestServerBuilder};
 
 /// How long an ensemble may take to elect a leader and serve.
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
@@ -56,6 +56,16 @@ impl TestEnsemble {
         Self::launch(kind, voters, observers, extra, false)
     }
 
+    /// Like [`start`](Self::start) (zooraft), with each member's builder passed through
+    /// `customize(index, builder)` first (a tmpfs data directory, an environment).
+    pub fn start_with(
+        voters: usize,
+        extra: &[(&str, &str)],
+        customize: &dyn Fn(usize, TestServerBuilder) -> TestServerBuilder,
+    ) -> TestEnsemble {
+        Self::launch_with(ServerKind::Zooraft, voters, 0, extra, false, customize)
+    }
+
     /// Like [`start`](Self::start), with a proxy on every member-to-member link (one per
     /// direction), so that [`isolate`](Self::isolate) can cut a member off from the others
     /// while its clients still reach it.
@@ -73,6 +83,17 @@ impl TestEnsemble {
         observers: usize,
         extra: &[(&str, &str)],
         proxies: bool,
+    ) -> TestEnsemble {
+        Self::launch_with(kind, voters, observers, extra, proxies, &|_, b| b)
+    }
+
+    fn launch_with(
+        kind: ServerKind,
+        voters: usize,
+        observers: usize,
+        extra: &[(&str, &str)],
+        proxies: bool,
+        customize: &dyn Fn(usize, TestServerBuilder) -> TestServerBuilder,
     ) -> TestEnsemble {
         let n = voters + observers;
         let client_ports: Vec<u16> = (0..n).map(|_| free_port()).collect();
@@ -140,7 +161,7 @@ impl TestEnsemble {
                     b = b.jvm_property(k, v);
                 }
             }
-            members.push(b.start());
+            members.push(customize(i, b).start());
         }
         let mut e = TestEnsemble {
             kind,

@@ -119,6 +119,8 @@ pub struct TestServerBuilder {
     myid: Option<u64>,
     wait: bool,
     quorum_peer: bool,
+    env: Vec<(String, String)>,
+    tmpfs_bytes: Option<u64>,
 }
 
 impl TestServerBuilder {
@@ -167,6 +169,19 @@ impl TestServerBuilder {
         self
     }
 
+    /// An environment variable of the server process (e.g. `LD_PRELOAD` for a fault shim).
+    pub fn env(mut self, key: &str, value: &str) -> Self {
+        self.env.push((key.into(), value.into()));
+        self
+    }
+
+    /// Put the data directory on a tmpfs of this many bytes (needs root; unmounted when
+    /// the server is dropped): a disk that fills up.
+    pub fn tmpfs_data(mut self, bytes: u64) -> Self {
+        self.tmpfs_bytes = Some(bytes);
+        self
+    }
+
     /// A Java system property (Apache ZooKeeper only), e.g. `znode.container.checkIntervalMs`.
     pub fn jvm_property(mut self, key: &str, value: &str) -> Self {
         self.jvm_properties.push((key.into(), value.into()));
@@ -182,8 +197,14 @@ impl TestServerBuilder {
             .tempdir()
             .expect("temporary directory");
         let port = self.port.unwrap_or_else(free_port);
+        let mount = self.tmpfs_bytes.map(|bytes| {
+            let data = dir.path().join("data");
+            std::fs::create_dir_all(&data).expect("create data dir");
+            crate::faults::TmpfsMount::mount(&data, bytes)
+        });
         let server = TestServer {
             builder: self,
+            _mount: mount,
             dir,
             port,
             child: None,
@@ -207,6 +228,8 @@ impl TestServerBuilder {
 /// A running server process with its own data directory, stopped when dropped.
 pub struct TestServer {
     builder: TestServerBuilder,
+    /// Unmounted (dropped) before `dir` is removed.
+    _mount: Option<crate::faults::TmpfsMount>,
     dir: tempfile::TempDir,
     port: u16,
     child: Option<Child>,
@@ -229,6 +252,8 @@ impl TestServer {
             myid: None,
             wait: true,
             quorum_peer: false,
+            env: Vec::new(),
+            tmpfs_bytes: None,
         }
     }
 
@@ -349,9 +374,19 @@ impl TestServer {
                 c
             }
         };
+        cmd.envs(self.builder.env.iter().map(|(k, v)| (k, v)));
         cmd.stdin(Stdio::null()).stdout(log).stderr(log_err);
         let child = cmd.spawn().expect("spawn server process");
         self.child = Some(child);
+    }
+
+    /// One `mntr` figure (e.g. `zk_disk_full`), if the server answers and has it.
+    pub fn figure(&self, key: &str) -> Option<String> {
+        let answer = self.four_letter_word("mntr").ok()?;
+        answer.lines().find_map(|l| {
+            let (k, v) = l.split_once('\t')?;
+            (k == key).then(|| v.trim().to_string())
+        })
     }
 
     /// Whether the server answers `srvr` with a Mode (it serves clients).
@@ -465,6 +500,29 @@ impl TestServer {
     pub fn respawn(&mut self) {
         self.kill();
         self.spawn();
+    }
+
+    /// Sets (or replaces) an environment variable for the next start.
+    pub fn set_env(&mut self, key: &str, value: &str) {
+        self.builder.env.retain(|(k, _)| k != key);
+        self.builder.env.push((key.into(), value.into()));
+    }
+
+    /// Waits (at most `timeout`) for the process to exit by itself; its status if it did
+    /// (the process is then reaped and no longer counts as running).
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let status = self.child.as_mut()?.try_wait().ok().flatten();
+            if let Some(status) = status {
+                self.child = None;
+                return Some(status);
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     /// True while the process runs (not killed or stopped).

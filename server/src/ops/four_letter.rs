@@ -38,7 +38,8 @@ pub fn answer(shared: &Shared, word: &[u8; 4], peer: SocketAddr) -> String {
     let read_only = shared.replica.is_read_only();
     match word.as_str() {
         "ruok" => "imok".to_string(),
-        "isro" => if serving {
+        // A member whose disk is full takes no writes (see `raft/disk_space.rs`).
+        "isro" => if serving && !shared.replica.status.disk_full.load(Ordering::Acquire) {
             "rw"
         } else if read_only {
             "ro"

@@ -29,6 +29,7 @@
 mod clock;
 mod connections;
 mod driver;
+mod disk_space;
 mod dynamic_file;
 mod expiry;
 mod input;
@@ -48,6 +49,7 @@ mod storage;
 mod timing;
 mod transfer;
 mod transport;
+mod ttl_clock;
 mod transport_tls;
 
 #[cfg(test)]
@@ -118,9 +120,9 @@ fn spawn_workers(
     };
     let (snapshots, snapshot_jobs) = std::sync::mpsc::channel();
     let mut threads = vec![writer];
-    let (storage, inbox) = (storage.clone(), replica.inbox());
+    let (storage, replica) = (storage.clone(), replica.clone());
     match critical::spawn("snapshot", move || {
-        snapshot_worker::run(snapshot_jobs, storage, inbox)
+        snapshot_worker::run(snapshot_jobs, storage, replica)
     }) {
         Ok(t) => threads.push(t),
         // Without the worker snapshots are never taken; the log just keeps growing.
