@@ -39,14 +39,17 @@ pub fn answer(shared: &Shared, word: &[u8; 4], peer: SocketAddr) -> String {
     match word.as_str() {
         "ruok" => "imok".to_string(),
         // A member whose disk is full takes no writes (see `raft/disk_space.rs`).
-        "isro" => if serving && !shared.replica.status.disk_full.load(Ordering::Acquire) {
-            "rw"
-        } else if read_only {
-            "ro"
-        } else {
-            "null"
+        "isro" => {
+            let disk_full = shared.replica.status.disk_full.load(Ordering::Acquire);
+            if serving && !disk_full {
+                "rw"
+            } else if read_only || serving {
+                "ro"
+            } else {
+                "null"
+            }
+            .to_string()
         }
-        .to_string(),
         "conf" => conf(shared),
         "envi" => super::environment::envi(&full_version(), shared.replica.me),
         _ if !serving && !read_only => NOT_SERVING.to_string(),
