@@ -68,9 +68,13 @@ async fn jump_and_check(c: &zc::Client, clock: &FakeClock, stamps_follow: bool, 
     within("container", WAIT, c.create(&container, b"", &opts))
         .await
         .expect("container");
-    within("child", WAIT, c.create(&format!("{container}/kid"), b"", &persistent()))
-        .await
-        .expect("child");
+    within(
+        "child",
+        WAIT,
+        c.create(&format!("{container}/kid"), b"", &persistent()),
+    )
+    .await
+    .expect("child");
     let eph = format!("/e-{tag}");
     within("ephemeral", WAIT, c.create(&eph, b"", &ephemeral()))
         .await
@@ -85,9 +89,18 @@ async fn jump_and_check(c: &zc::Client, clock: &FakeClock, stamps_follow: bool, 
             (ctime - expected).abs() < 120_000,
             "step {offset:+}s: ctime {ctime}, expected about {expected}"
         );
-        assert!(exists(c, &ttl_path).await, "step {offset:+}s: TTL node reaped early");
-        assert!(exists(c, &container).await, "container with a child deleted");
-        assert!(exists(c, &eph).await, "step {offset:+}s: session expired early");
+        assert!(
+            exists(c, &ttl_path).await,
+            "step {offset:+}s: TTL node reaped early"
+        );
+        assert!(
+            exists(c, &container).await,
+            "container with a child deleted"
+        );
+        assert!(
+            exists(c, &eph).await,
+            "step {offset:+}s: session expired early"
+        );
     }
     clock.step(0);
     assert_eq!(c.state(), zc::SessionState::SyncConnected);
@@ -125,7 +138,11 @@ fn ensemble_member_jumps(leader_jumps: bool) {
     let clocks: Vec<FakeClock> = (0..3).map(|_| FakeClock::new()).collect();
     let e = TestEnsemble::start_with(3, &EXTRA, &|i, b| with_clock(b, &clocks[i]));
     let leader = e.leader();
-    let victim = if leader_jumps { leader } else { (leader + 1) % 3 };
+    let victim = if leader_jumps {
+        leader
+    } else {
+        (leader + 1) % 3
+    };
     block_on(async {
         let c = connect(&e.member(victim).connect_string()).await;
         let tag = if leader_jumps { "leader" } else { "follower" };

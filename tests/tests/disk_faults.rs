@@ -102,7 +102,11 @@ fn full_disk_standalone_holds_writes_and_resumes() {
         assert_eq!(data, b"/before");
         assert_eq!(server.four_letter_word("ruok").expect("ruok"), "imok");
         assert_eq!(server.four_letter_word("isro").expect("isro"), "ro");
-        assert!(server.log_tail().contains("is full"), "{}", server.log_tail());
+        assert!(
+            server.log_tail().contains("is full"),
+            "{}",
+            server.log_tail()
+        );
         filler.release();
         // The held write goes through once space returns (its client may have lost its
         // connection meanwhile, waiting: then it learns so from the tree).
@@ -131,7 +135,11 @@ fn full_disk_standalone_holds_writes_and_resumes() {
 fn full_disk_in_ensemble(leader_fills: bool) {
     let e = TestEnsemble::start_with(3, &[RESERVE], &|_, b| b.tmpfs_data(TMPFS_BYTES));
     let leader = e.leader();
-    let victim = if leader_fills { leader } else { (leader + 1) % 3 };
+    let victim = if leader_fills {
+        leader
+    } else {
+        (leader + 1) % 3
+    };
     let others: Vec<String> = (0..3)
         .filter(|i| *i != victim)
         .map(|i| e.member(i).connect_string())
@@ -215,7 +223,11 @@ fn eio_on_fsync(leader_fails: bool) {
             .env("ZOORAFT_FAULT_EIO_FILE", &trigger(i).display().to_string())
     });
     let leader = e.leader();
-    let victim = if leader_fails { leader } else { (leader + 1) % 3 };
+    let victim = if leader_fails {
+        leader
+    } else {
+        (leader + 1) % 3
+    };
     let stop = Arc::new(AtomicBool::new(false));
     let rt = harness::rt::runtime();
     let writer = rt.spawn(write_until(e.connect_string(), stop.clone()));
@@ -339,12 +351,23 @@ fn flipped_bytes_are_refused_or_repaired() {
             Ok(()) => recovered += 1,
         }
         let why = e.member(victim).log_tail();
-        let why = why.lines().rev().find(|l| l.contains("orrupt") || l.contains("hecksum"));
+        let why = why
+            .lines()
+            .rev()
+            .find(|l| l.contains("orrupt") || l.contains("hecksum"));
         eprintln!(
             "seed {seed}: {} at {positions:?}: {} {}",
             file.display(),
-            if outcome.is_ok() { "recovered" } else { "refused" },
-            if outcome.is_ok() { "" } else { why.unwrap_or("") }
+            if outcome.is_ok() {
+                "recovered"
+            } else {
+                "refused"
+            },
+            if outcome.is_ok() {
+                ""
+            } else {
+                why.unwrap_or("")
+            }
         );
         e.member_mut(victim).kill();
     }

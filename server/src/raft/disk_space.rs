@@ -102,7 +102,10 @@ mod tests {
         let status = Status::default();
         assert!(has_room(dir.path(), 1, 0, &status));
         assert!(!has_room(dir.path(), u64::MAX / 2, 0, &status));
-        assert!(has_room(dir.path(), 0, u64::MAX, &status), "0 turns the check off");
+        assert!(
+            has_room(dir.path(), 0, u64::MAX, &status),
+            "0 turns the check off"
+        );
         assert!(wait_for_room(dir.path(), u64::MAX / 2, &status, || true) == false);
         assert!(status.disk_full.load(Ordering::Relaxed));
     }

@@ -77,7 +77,12 @@ impl Consensus {
                 }
             });
             // A TTL node goes only once its age on the monotonic clock agrees too.
-            let aged: HashSet<String> = self.duties.ttl_clock.round(ttl_nodes, now).into_iter().collect();
+            let aged: HashSet<String> = self
+                .duties
+                .ttl_clock
+                .round(ttl_nodes, now)
+                .into_iter()
+                .collect();
             let mut candidates = tree.cleanup_candidates(wall);
             candidates.retain(|p| !tree.ttls().contains(p) || aged.contains(p));
             candidates

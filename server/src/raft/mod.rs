@@ -28,8 +28,8 @@
 
 mod clock;
 mod connections;
-mod driver;
 mod disk_space;
+mod driver;
 mod dynamic_file;
 mod expiry;
 mod input;
@@ -49,8 +49,8 @@ mod storage;
 mod timing;
 mod transfer;
 mod transport;
-mod ttl_clock;
 mod transport_tls;
+mod ttl_clock;
 
 #[cfg(test)]
 mod harness;

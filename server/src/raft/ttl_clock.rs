@@ -63,18 +63,28 @@ mod tests {
         let ms = Duration::from_millis;
         let mut c = TtlClock::default();
         assert!(c.round([("/a", 10, 100)].into_iter(), t0).is_empty());
-        assert!(c.round([("/a", 10, 100)].into_iter(), t0 + ms(100)).is_empty());
+        assert!(c
+            .round([("/a", 10, 100)].into_iter(), t0 + ms(100))
+            .is_empty());
         assert_eq!(
             c.round([("/a", 10, 100)].into_iter(), t0 + ms(101)),
             vec!["/a"]
         );
         // Modified: its age starts again.
-        assert!(c.round([("/a", 11, 100)].into_iter(), t0 + ms(150)).is_empty());
-        assert!(c.round([("/a", 11, 100)].into_iter(), t0 + ms(200)).is_empty());
+        assert!(c
+            .round([("/a", 11, 100)].into_iter(), t0 + ms(150))
+            .is_empty());
+        assert!(c
+            .round([("/a", 11, 100)].into_iter(), t0 + ms(200))
+            .is_empty());
         // Deleted and created again with the same mtime: a new node, a new age.
         assert!(c.round(std::iter::empty(), t0 + ms(300)).is_empty());
-        assert!(c.round([("/a", 11, 100)].into_iter(), t0 + ms(301)).is_empty());
+        assert!(c
+            .round([("/a", 11, 100)].into_iter(), t0 + ms(301))
+            .is_empty());
         c.reset();
-        assert!(c.round([("/a", 11, 100)].into_iter(), t0 + ms(500)).is_empty());
+        assert!(c
+            .round([("/a", 11, 100)].into_iter(), t0 + ms(500))
+            .is_empty());
     }
 }
