@@ -40,7 +40,7 @@ pub fn free_bytes(dir: &Path) -> std::io::Result<u64> {
     }
     // SAFETY: statvfs returned 0, so it initialised the structure.
     let st = unsafe { st.assume_init() };
-    Ok((st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
+    Ok(st.f_bavail.saturating_mul(st.f_frsize))
 }
 
 /// Whether `dir` has at least `reserve + extra` bytes free (also recorded in `status`). A
@@ -106,7 +106,7 @@ mod tests {
             has_room(dir.path(), 0, u64::MAX, &status),
             "0 turns the check off"
         );
-        assert!(wait_for_room(dir.path(), u64::MAX / 2, &status, || true) == false);
+        assert!(!wait_for_room(dir.path(), u64::MAX / 2, &status, || true));
         assert!(status.disk_full.load(Ordering::Relaxed));
     }
 }
