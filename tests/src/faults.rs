@@ -180,7 +180,8 @@ pub fn flip_bytes(dir: &Path, rng: &mut Rng, count: usize) -> (PathBuf, Vec<u64>
     (file, positions)
 }
 
-/// Copies a directory tree (files and directories only).
+/// Copies a directory tree (files and directories only): a stopped member's store, a
+/// ZooKeeper data directory to import while ZooKeeper goes on with the original.
 pub fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).expect("create directory");
     for e in std::fs::read_dir(from).expect("read directory").flatten() {
