@@ -132,6 +132,19 @@ fn full_disk_standalone_holds_writes_and_resumes() {
     });
 }
 
+/// Creates `path`, again after a lost connection (a leader change drops the clients of
+/// every member, as in ZooKeeper); an earlier attempt that was applied counts.
+async fn create_retrying(c: &zc::Client, path: &str) {
+    eventually_async(path, WAIT, || async {
+        match c.create(path, path.as_bytes(), &persistent()).await {
+            Ok(_) | Err(zc::Error::NodeExists) => Some(()),
+            Err(zc::Error::ConnectionLoss) => None,
+            Err(e) => panic!("create {path}: {e}"),
+        }
+    })
+    .await
+}
+
 fn full_disk_in_ensemble(leader_fills: bool) {
     let e = TestEnsemble::start_with(3, &[RESERVE], &|_, b| b.tmpfs_data(TMPFS_BYTES));
     let leader = e.leader();
@@ -151,7 +164,7 @@ fn full_disk_in_ensemble(leader_fills: bool) {
         e.converged();
         let filler = fill(&e.member(victim).data_dir(), LEAVE_BYTES);
         for i in 0..20 {
-            create(&c, &format!("/w{i}")).await;
+            create_retrying(&c, &format!("/w{i}")).await;
         }
         wait_flag(e.member(victim), "1").await;
         if leader_fills {
@@ -161,7 +174,7 @@ fn full_disk_in_ensemble(leader_fills: bool) {
             });
         }
         for i in 20..40 {
-            create(&c, &format!("/w{i}")).await;
+            create_retrying(&c, &format!("/w{i}")).await;
         }
         let isro = e.member(victim).four_letter_word("isro").expect("isro");
         if leader_fills {
@@ -179,7 +192,7 @@ fn full_disk_in_ensemble(leader_fills: bool) {
         assert!(e.member(victim).log_tail().contains("is full"));
         filler.release();
         wait_flag(e.member(victim), "0").await;
-        create(&c, "/after").await;
+        create_retrying(&c, "/after").await;
         drop(v);
         drop(c);
     });
