@@ -12,9 +12,11 @@
 //! Waiting is safe for Raft: nothing counts as persisted until written, so the member
 //! acknowledges no append, casts no vote and applies nothing past what it had durable —
 //! it just lags, as a slow disk would make it. A leader whose disk is full hands its role
-//! to a caught-up follower (`driver.rs`), so the others keep committing. The state is
-//! visible as `zk_disk_full` / `zk_disk_free_bytes` in `mntr`, `isro` answering `ro`, and a
-//! warning in the log. A write that fails anyway (space taken by something else between
+//! to a caught-up follower (`driver.rs`), so the others keep committing. A snapshot from
+//! the leader is installed only with room for it on top of the reserve (the follower
+//! waits likewise), and one of our own is not stored without. The state is visible as
+//! `zk_disk_full` / `zk_disk_free_bytes` in `mntr`, `isro` answering `ro`, and an error
+//! in the log. A write that fails anyway (space taken by something else between
 //! the check and the write, beyond the reserve) is still fail-stop, as any storage error.
 
 use std::path::Path;
@@ -61,10 +63,16 @@ pub fn has_room(dir: &Path, reserve: u64, extra: u64, status: &Status) -> bool {
     }
 }
 
-/// Blocks until `dir` has its reserve free; logs and flags the wait. Returns false if
-/// `stop` says to give up (the member is shutting down).
-pub fn wait_for_room(dir: &Path, reserve: u64, status: &Status, stop: impl Fn() -> bool) -> bool {
-    if has_room(dir, reserve, 0, status) {
+/// Blocks until `dir` has its reserve and `extra` bytes free; logs and flags the wait.
+/// Returns false if `stop` says to give up (the member is shutting down).
+pub fn wait_for_room(
+    dir: &Path,
+    reserve: u64,
+    extra: u64,
+    status: &Status,
+    stop: impl Fn() -> bool,
+) -> bool {
+    if has_room(dir, reserve, extra, status) {
         return true;
     }
     status.disk_full.store(true, Ordering::Release);
@@ -75,7 +83,7 @@ pub fn wait_for_room(dir: &Path, reserve: u64, status: &Status, stop: impl Fn() 
         dir.display(),
         status.disk_free_bytes.load(Ordering::Relaxed)
     );
-    while !has_room(dir, reserve, 0, status) {
+    while !has_room(dir, reserve, extra, status) {
         if stop() {
             return false;
         }
@@ -106,7 +114,9 @@ mod tests {
             has_room(dir.path(), 0, u64::MAX, &status),
             "0 turns the check off"
         );
-        assert!(!wait_for_room(dir.path(), u64::MAX / 2, &status, || true));
+        assert!(!wait_for_room(dir.path(), u64::MAX / 2, 0, &status, || {
+            true
+        }));
         assert!(status.disk_full.load(Ordering::Relaxed));
     }
 }
