@@ -12,7 +12,7 @@
 use std::time::{Duration, Instant};
 
 use crate::proxy::Proxy;
-use crate::server::{free_port, ServerKind, TestServer};
+use crate::server::{free_port, ServerKind, TestServer, TestServerBuilder};
 
 /// How long an ensemble may take to elect a leader and serve.
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
@@ -48,9 +48,8 @@ impl TestEnsemble {
             observers,
             extra,
             false,
-            &|_| Vec::new(),
+            &|_, b| b,
             true,
-            false,
         )
     }
 
@@ -63,7 +62,15 @@ impl TestEnsemble {
         extra: &[(&str, &str)],
         each: &dyn Fn(usize) -> Vec<(String, String)>,
     ) -> TestEnsemble {
-        Self::launch(kind, voters, 0, extra, false, each, true, false)
+        Self::launch(
+            kind,
+            voters,
+            0,
+            extra,
+            false,
+            &|i, b| b.configs(each(i)),
+            true,
+        )
     }
 
     /// Like [`start`](Self::start), with members of `kind`: an Apache ZooKeeper 3.8 ensemble
@@ -74,7 +81,25 @@ impl TestEnsemble {
         observers: usize,
         extra: &[(&str, &str)],
     ) -> TestEnsemble {
-        Self::launch(kind, voters, observers, extra, false, &|_| Vec::new(), true, false)
+        Self::launch(kind, voters, observers, extra, false, &|_, b| b, true)
+    }
+
+    /// Like [`start`](Self::start) (zooraft), with each member's builder passed through
+    /// `customize(index, builder)` first (a tmpfs data directory, an environment).
+    pub fn start_with(
+        voters: usize,
+        extra: &[(&str, &str)],
+        customize: &dyn Fn(usize, TestServerBuilder) -> TestServerBuilder,
+    ) -> TestEnsemble {
+        Self::launch(
+            ServerKind::Zooraft,
+            voters,
+            0,
+            extra,
+            false,
+            customize,
+            true,
+        )
     }
 
     /// Like [`start`](Self::start), with a proxy on every member-to-member link (one per
@@ -91,9 +116,8 @@ impl TestEnsemble {
             observers,
             extra,
             true,
-            &|_| Vec::new(),
+            &|_, b| b,
             true,
-            false,
         )
     }
 
@@ -106,7 +130,15 @@ impl TestEnsemble {
         extra: &[(&str, &str)],
         each: &dyn Fn(usize) -> Vec<(String, String)>,
     ) -> TestEnsemble {
-        Self::launch(kind, voters, 0, extra, false, each, false, false)
+        Self::launch(
+            kind,
+            voters,
+            0,
+            extra,
+            false,
+            &|i, b| b.configs(each(i)),
+            false,
+        )
     }
 
     /// Like [`start_partitionable`](Self::start_partitionable), with every member's data
@@ -118,22 +150,21 @@ impl TestEnsemble {
             0,
             extra,
             true,
-            &|_| Vec::new(),
-            true,
+            &|_, b| b.lossy_disk(),
             true,
         )
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// Starts the members; each member's builder goes through `customize(index, builder)`
+    /// last. `wait`: return only once every member serves.
     fn launch(
         kind: ServerKind,
         voters: usize,
         observers: usize,
         extra: &[(&str, &str)],
         proxies: bool,
-        each: &dyn Fn(usize) -> Vec<(String, String)>,
+        customize: &dyn Fn(usize, TestServerBuilder) -> TestServerBuilder,
         wait: bool,
-        lossy: bool,
     ) -> TestEnsemble {
         let n = voters + observers;
         let client_ports: Vec<u16> = (0..n).map(|_| free_port()).collect();
@@ -167,9 +198,6 @@ impl TestEnsemble {
                 .tick_time_ms(500)
                 .config("4lw.commands.whitelist", "*")
                 .no_wait();
-            if lossy {
-                b = b.lossy_disk();
-            }
             b = match kind {
                 ServerKind::Zooraft => b.config("raftTickMs", "100"),
                 // A follower has initLimit ticks to sync with a new leader and is dropped
@@ -204,10 +232,7 @@ impl TestEnsemble {
                     b = b.jvm_property(k, v);
                 }
             }
-            for (k, v) in each(i) {
-                b = b.config(&k, &v);
-            }
-            members.push(b.start());
+            members.push(customize(i, b).start());
         }
         let mut e = TestEnsemble {
             kind,

@@ -11,6 +11,7 @@ pub mod admin;
 pub mod checks;
 pub mod conformance;
 pub mod ensemble;
+pub mod faults;
 pub mod java;
 pub mod kdc;
 pub mod load;

@@ -123,6 +123,7 @@ pub struct TestServerBuilder {
     wait: bool,
     quorum_peer: bool,
     lossy: bool,
+    tmpfs_bytes: Option<u64>,
 }
 
 impl TestServerBuilder {
@@ -172,9 +173,22 @@ impl TestServerBuilder {
         self
     }
 
+    /// Several extra zoo.cfg lines, as [`config`](Self::config) adds one.
+    pub fn configs(mut self, lines: Vec<(String, String)>) -> Self {
+        self.extra_config.extend(lines);
+        self
+    }
+
     /// An extra command-line argument (zooraft only).
     pub fn arg(mut self, arg: &str) -> Self {
         self.extra_args.push(arg.into());
+        self
+    }
+
+    /// Put the data directory on a tmpfs of this many bytes (needs root; unmounted when
+    /// the server is dropped): a disk that fills up.
+    pub fn tmpfs_data(mut self, bytes: u64) -> Self {
+        self.tmpfs_bytes = Some(bytes);
         self
     }
 
@@ -184,7 +198,8 @@ impl TestServerBuilder {
         self
     }
 
-    /// An environment variable of the server process (both kinds), e.g. `KRB5_CONFIG`.
+    /// An environment variable of the server process (both kinds), e.g. `KRB5_CONFIG`, or
+    /// `LD_PRELOAD` for a fault shim.
     pub fn env(mut self, key: &str, value: &str) -> Self {
         self.env.push((key.into(), value.into()));
         self
@@ -204,9 +219,15 @@ impl TestServerBuilder {
             std::fs::create_dir(&mountpoint).expect("create the data directory");
             LossyDisk::mount(&dir.path().join("disk"), &mountpoint).expect("mount a lossy disk")
         });
+        let mount = self.tmpfs_bytes.map(|bytes| {
+            let data = dir.path().join("data");
+            std::fs::create_dir_all(&data).expect("create data dir");
+            crate::faults::TmpfsMount::mount(&data, bytes)
+        });
         let server = TestServer {
             builder: self,
             disk,
+            _mount: mount,
             dir,
             port,
             child: None,
@@ -232,6 +253,8 @@ pub struct TestServer {
     builder: TestServerBuilder,
     /// Unmounted (on drop) before `dir` is removed.
     disk: Option<LossyDisk>,
+    /// Unmounted (dropped) before `dir` is removed.
+    _mount: Option<crate::faults::TmpfsMount>,
     dir: tempfile::TempDir,
     port: u16,
     child: Option<Child>,
@@ -256,6 +279,7 @@ impl TestServer {
             wait: true,
             quorum_peer: false,
             lossy: false,
+            tmpfs_bytes: None,
         }
     }
 
@@ -391,6 +415,15 @@ impl TestServer {
         cmd.stdin(Stdio::null()).stdout(log).stderr(log_err);
         let child = cmd.spawn().expect("spawn server process");
         self.child = Some(child);
+    }
+
+    /// One `mntr` figure (e.g. `zk_disk_full`), if the server answers and has it.
+    pub fn figure(&self, key: &str) -> Option<String> {
+        let answer = self.four_letter_word("mntr").ok()?;
+        answer.lines().find_map(|l| {
+            let (k, v) = l.split_once('\t')?;
+            (k == key).then(|| v.trim().to_string())
+        })
     }
 
     /// Whether the server answers `srvr` with a Mode (it serves clients).
@@ -529,6 +562,29 @@ impl TestServer {
         self.child
             .as_mut()
             .and_then(|c| c.try_wait().ok().flatten())
+    }
+
+    /// Sets (or replaces) an environment variable for the next start.
+    pub fn set_env(&mut self, key: &str, value: &str) {
+        self.builder.env.retain(|(k, _)| k != key);
+        self.builder.env.push((key.into(), value.into()));
+    }
+
+    /// Waits (at most `timeout`) for the process to exit by itself; its status if it did
+    /// (the process is then reaped and no longer counts as running).
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let status = self.child.as_mut()?.try_wait().ok().flatten();
+            if let Some(status) = status {
+                self.child = None;
+                return Some(status);
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     /// True while the process runs (not killed or stopped).

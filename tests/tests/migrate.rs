@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use harness::faults::copy_dir;
 use harness::rt::{block_on, eventually};
 use harness::zkcli::ZkCli;
 use harness::{free_port, suite_dir, zooraft_binary, ServerKind, TestServer};
@@ -348,20 +349,6 @@ fn import_keeps_tree_stats_sessions_and_sequences() {
         "session {abandoned_session:#x} lived {:?}",
         started.elapsed()
     );
-}
-
-/// Copies a directory tree (ZooKeeper's data directory, for importing while ZooKeeper goes
-/// on with the original).
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("mkdir");
-    for entry in std::fs::read_dir(from).expect("read dir").flatten() {
-        let target = to.join(entry.file_name());
-        if entry.path().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).expect("copy");
-        }
-    }
 }
 
 /// Tears the last record of the newest log in half, as a crash in the middle of a write

@@ -121,6 +121,9 @@ pub struct Config {
     pub snapshot_retain_entries: u64,
     /// Raft tick interval (elections after 10 ticks, heartbeats every 2).
     pub raft_tick: Duration,
+    /// `diskReserveMB`: free space the data directory must keep; below it the member
+    /// stops writing its log until space returns (see `raft/disk_space.rs`). 0: no check.
+    pub disk_reserve_bytes: u64,
     /// The security keys (TLS, authentication providers, enforced auth), kept as written:
     /// the `tls` module and the network layer read them (see [`is_security_key`]).
     pub security: BTreeMap<String, String>,
@@ -199,6 +202,7 @@ impl Default for Config {
             snapshot_entries: 100_000,
             snapshot_retain_entries: 10_000,
             raft_tick: Duration::from_millis(100),
+            disk_reserve_bytes: 64 << 20,
             security: BTreeMap::new(),
             transfer_on_shutdown: true,
             config_file: None,
@@ -370,6 +374,10 @@ impl Config {
                 "raftTickMs" => {
                     let ms: u64 = parse_num(key, value).map_err(err)?;
                     cfg.raft_tick = Duration::from_millis(ms.clamp(5, 10_000));
+                }
+                "diskReserveMB" => {
+                    let mb: u64 = parse_num(key, value).map_err(err)?;
+                    cfg.disk_reserve_bytes = mb.saturating_mul(1 << 20);
                 }
                 "dynamicConfigFile" => cfg.dynamic_config_file = Some(PathBuf::from(value)),
                 "reconfigEnabled" => cfg.reconfig_enabled = parse_bool(key, value).map_err(err)?,

@@ -386,6 +386,16 @@ pub fn gather(shared: &Shared, version: &str) -> Vec<Figure> {
             v.serving as u8,
         ),
         gauge(
+            "disk_full",
+            "1 while the data directory is below its free-space reserve (no log writes)",
+            v.disk_full as u8,
+        ),
+        gauge(
+            "disk_free_bytes",
+            "Free bytes in the data directory at the last check",
+            v.disk_free_bytes,
+        ),
+        gauge(
             "resident_memory_bytes",
             "Memory the process holds (resident set)",
             super::environment::proc_number("/proc/self/status", "VmRSS:", 0).unwrap_or(0) * 1024,

@@ -38,14 +38,18 @@ pub fn answer(shared: &Shared, word: &[u8; 4], peer: SocketAddr) -> String {
     let read_only = shared.replica.is_read_only();
     match word.as_str() {
         "ruok" => "imok".to_string(),
-        "isro" => if serving {
-            "rw"
-        } else if read_only {
-            "ro"
-        } else {
-            "null"
+        // A member whose disk is full takes no writes (see `raft/disk_space.rs`).
+        "isro" => {
+            let disk_full = shared.replica.status.disk_full.load(Ordering::Acquire);
+            if serving && !disk_full {
+                "rw"
+            } else if read_only || serving {
+                "ro"
+            } else {
+                "null"
+            }
+            .to_string()
         }
-        .to_string(),
         "conf" => conf(shared),
         "envi" => super::environment::envi(&full_version(), shared.replica.me),
         _ if !serving && !read_only => NOT_SERVING.to_string(),

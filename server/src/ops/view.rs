@@ -36,6 +36,9 @@ pub struct View {
     pub followers: u64,
     pub synced_followers: u64,
     pub observers: u64,
+    /// The data directory is below its free-space reserve (`raft/disk_space.rs`).
+    pub disk_full: bool,
+    pub disk_free_bytes: u64,
 }
 
 impl View {
@@ -85,6 +88,8 @@ impl View {
             followers: load(&status.followers),
             synced_followers: load(&status.synced_followers),
             observers: load(&status.observers),
+            disk_full: status.disk_full.load(Ordering::Acquire),
+            disk_free_bytes: load(&status.disk_free_bytes),
         }
     }
 }

@@ -28,7 +28,7 @@ use raft::{RawNode, ReadOnlyOption, SnapshotStatus, StateRole};
 use super::clock::Clock;
 use super::connections::Connections;
 use super::expiry::ExpiryTracker;
-use super::input::Input;
+use super::input::{Input, Transfer};
 use super::log_writer::LogWrite;
 use super::metrics::Measures;
 use super::read_index::ReadIndex;
@@ -150,6 +150,8 @@ pub(super) struct LeaderDuties {
     pub expiry: ExpiryTracker,
     /// Cleanup deletes proposed in this round (not proposed twice).
     pub cleanup_inflight: HashSet<String>,
+    /// TTL nodes' ages on the monotonic clock (`ttl_clock.rs`).
+    pub ttl_clock: super::ttl_clock::TtlClock,
 }
 
 /// The leader's bookkeeping for membership changes (`membership.rs`).
@@ -350,6 +352,7 @@ impl Consensus {
     /// storage are dropped with `self`, nothing uses the store any more.
     fn shutdown(self) {
         self.replica.status.serving.store(false, Ordering::Release);
+        self.replica.status.stopping.store(true, Ordering::Release);
         self.connections.stop_serving();
         let Workers {
             log_writer,
@@ -469,6 +472,13 @@ impl Consensus {
             self.retry_reads(now);
             self.replica.counters.store_memory(self.storage.memory());
             self.publish_status();
+            if self.replica.status.disk_full.load(Ordering::Acquire)
+                && self.leads()
+                && !self.transferring()
+            {
+                // It cannot write its log: another member must lead (see `disk_space.rs`).
+                self.transfer_leadership(Transfer::Yield);
+            }
         }
         if self.leads() && now >= self.timers.next_cleanup {
             self.timers.next_cleanup = now + self.replica.config.container_check_interval;

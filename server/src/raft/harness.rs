@@ -526,7 +526,7 @@ impl Node {
             let _ = rx.recv();
         }
         while let Ok(job) = self.snapshot_jobs.try_recv() {
-            let written = snapshot_worker::write_snapshot(&self.storage, job);
+            let written = snapshot_worker::write_snapshot(&self.storage, job, &|_| true);
             let _ = self.inbox.send(Input::SnapshotWritten(written));
         }
     }

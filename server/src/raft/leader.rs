@@ -10,12 +10,14 @@
 //!
 //! Every decision here is taken only while [`Consensus::leads`] holds.
 
+use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use super::driver::Consensus;
 use super::timing::election_timeout;
 use crate::state::command::{Batch, CloseReason, Command};
+use crate::state::tree::NodeKind;
 
 /// Largest encoded batch proposed as one entry.
 const MAX_BATCH_BYTES: usize = 4 * 1024 * 1024;
@@ -52,6 +54,7 @@ impl Consensus {
 
     /// Gives every session a full timeout from `now` (a new leader, or a stalled one).
     pub(super) fn rearm_sessions(&mut self, now: Instant) {
+        self.duties.ttl_clock.reset();
         let state = self.replica.state.read();
         self.duties
             .expiry
@@ -62,8 +65,28 @@ impl Consensus {
     pub(super) fn cleanup_round(&mut self) {
         self.duties.cleanup_inflight.clear();
         let wall = self.clock.wall_ms();
-        let candidates = self.replica.state.read().tree.cleanup_candidates(wall);
         let now = self.clock.now();
+        let candidates = {
+            let state = self.replica.state.read();
+            let tree = &state.tree;
+            let ttl_nodes = tree.ttls().iter().filter_map(|p| {
+                let n = tree.get(p)?;
+                match n.kind {
+                    NodeKind::Ttl(ttl) => Some((p.as_str(), n.mtime, ttl)),
+                    _ => None,
+                }
+            });
+            // A TTL node goes only once its age on the monotonic clock agrees too.
+            let aged: HashSet<String> = self
+                .duties
+                .ttl_clock
+                .round(ttl_nodes, now)
+                .into_iter()
+                .collect();
+            let mut candidates = tree.cleanup_candidates(wall);
+            candidates.retain(|p| !tree.ttls().contains(p) || aged.contains(p));
+            candidates
+        };
         for path in candidates {
             if self.duties.cleanup_inflight.insert(path.clone()) {
                 self.proposals.push(Command::DeleteNode { path }, now);

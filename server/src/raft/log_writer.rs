@@ -6,7 +6,8 @@
 //! it, writes them in order with a single fsync (group commit), only then sends the messages
 //! that must follow persistence (a follower's append acknowledgements, votes), and tells the
 //! Raft loop how far the log is durable (`RawNode::on_persist_ready`). Entries count towards
-//! a commit only from that moment, so nothing is acknowledged before it is on disk.
+//! a commit only from that moment, so nothing is acknowledged before it is on disk. On a
+//! data directory below its free-space reserve it waits instead of writing (`disk_space.rs`).
 
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
@@ -66,6 +67,13 @@ pub fn run(
                 writes.extend(job.write);
                 messages.extend(job.messages);
                 number = number.max(job.number);
+            }
+            let status = &replica.status;
+            let reserve = replica.config.disk_reserve_bytes;
+            let stop = || status.stopping.load(std::sync::atomic::Ordering::Acquire);
+            if !super::disk_space::wait_for_room(storage.dir(), reserve, 0, status, stop) {
+                // Shutting down on a full disk: these were never acknowledged.
+                return;
             }
             let started = Instant::now();
             storage.write(writes, sync);

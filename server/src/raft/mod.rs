@@ -29,6 +29,7 @@
 
 mod clock;
 mod connections;
+mod disk_space;
 mod driver;
 mod dynamic_file;
 mod expiry;
@@ -51,6 +52,7 @@ mod timing;
 mod transfer;
 mod transport;
 mod transport_tls;
+mod ttl_clock;
 
 #[cfg(test)]
 mod harness;
@@ -121,9 +123,9 @@ fn spawn_workers(
     };
     let (snapshots, snapshot_jobs) = std::sync::mpsc::channel();
     let mut threads = vec![writer];
-    let (storage, inbox) = (storage.clone(), replica.inbox());
+    let (storage, replica) = (storage.clone(), replica.clone());
     match critical::spawn("snapshot", move || {
-        snapshot_worker::run(snapshot_jobs, storage, inbox)
+        snapshot_worker::run(snapshot_jobs, storage, replica)
     }) {
         Ok(t) => threads.push(t),
         // Without the worker snapshots are never taken; the log just keeps growing.

@@ -271,6 +271,15 @@ impl Consensus {
                 "the snapshot received from the leader is unusable ({e})"
             )),
         };
+        // Room for it first (see `disk_space.rs`): a failed write would stop the member,
+        // and it would fail the same way after every restart.
+        let status = &self.replica.status;
+        let stopping = || status.stopping.load(Ordering::Acquire);
+        let (dir, reserve) = (self.storage.dir(), self.replica.config.disk_reserve_bytes);
+        let bytes = snap.data.len() as u64;
+        if !super::disk_space::wait_for_room(dir, reserve, bytes, status, stopping) {
+            critical::fatal("stopping while waiting for room for a snapshot");
+        }
         self.storage.install_snapshot(snap);
         {
             let mut current = self.replica.state.write();

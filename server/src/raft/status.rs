@@ -54,6 +54,12 @@ pub struct Status {
     pub observers: AtomicU64,
     pub log_last_index: AtomicU64,
     pub snapshot_index: AtomicU64,
+    /// The data directory is below its free-space reserve: the log writer waits.
+    pub disk_full: AtomicBool,
+    /// Free bytes in the data directory at the last check.
+    pub disk_free_bytes: AtomicU64,
+    /// The Raft loop is shutting down: a log writer waiting for space gives up.
+    pub stopping: AtomicBool,
 }
 
 impl Status {

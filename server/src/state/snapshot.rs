@@ -7,6 +7,12 @@
 //! i64 mtime, i32 version, i32 cversion, i32 aversion, u8 kind, i64 kind value, i64 pzxid)*`.
 //! Children are not stored: they follow from the paths, and are rebuilt on load (a path
 //! whose parent is missing is corruption).
+//!
+//! Version 2 ends with a CRC-32 (IEEE, u32) of everything before it, checked before
+//! anything is decoded: a snapshot travels between members and into backups, where
+//! RocksDB's block checksums no longer cover it, and a flipped byte in a node's data would
+//! otherwise load as a different tree. Version 1 (no checksum, written by earlier builds)
+//! still loads.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -19,7 +25,9 @@ use super::tree::{owned, DataTree, Name, NodeKind, TreeOptions, Znode};
 use super::{SessionInfo, StateMachine};
 
 const MAGIC: &[u8; 4] = b"ZRSM";
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
+/// The version before the checksum trailer, still read.
+const VERSION_UNCHECKED: u32 = 1;
 
 /// Why a snapshot could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -32,6 +40,8 @@ pub enum SnapshotError {
     Decode(#[from] DecodeError),
     #[error("corrupt snapshot: {0}")]
     Inconsistent(String),
+    #[error("corrupt snapshot: checksum mismatch (stored {stored:08x}, computed {computed:08x})")]
+    Checksum { stored: u32, computed: u32 },
 }
 
 fn kind_code(kind: NodeKind) -> (u8, i64) {
@@ -123,23 +133,39 @@ pub fn encode(view: &SnapshotView) -> Bytes {
         out.put_i64(v);
         out.put_i64(n.pzxid);
     }
+    let crc = crc32fast::hash(&out);
+    out.put_u32(crc);
     out.freeze()
+}
+
+/// The version of a snapshot after its magic, and (version 2) its checksum verified; the
+/// body to decode, without the trailer.
+fn verified_body(bytes: Bytes) -> Result<Bytes, SnapshotError> {
+    if bytes.len() < 8 || &bytes[..4] != MAGIC {
+        return Err(SnapshotError::BadMagic);
+    }
+    let version = u32::from_be_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]);
+    match version {
+        VERSION_UNCHECKED => Ok(bytes),
+        VERSION => {
+            let body_len = bytes.len().saturating_sub(4);
+            let tail = &bytes[body_len..];
+            let stored = u32::from_be_bytes([tail[0], tail[1], tail[2], tail[3]]);
+            let computed = crc32fast::hash(&bytes[..body_len]);
+            if stored != computed {
+                return Err(SnapshotError::Checksum { stored, computed });
+            }
+            Ok(bytes.slice(..body_len))
+        }
+        v => Err(SnapshotError::Version(v)),
+    }
 }
 
 /// Loads a state machine from a snapshot.
 pub fn decode(bytes: Bytes, options: TreeOptions) -> Result<StateMachine, SnapshotError> {
-    let mut r = Reader::new(bytes);
-    let mut magic = [0u8; 4];
-    for b in magic.iter_mut() {
-        *b = r.read_u8()?;
-    }
-    if &magic != MAGIC {
-        return Err(SnapshotError::BadMagic);
-    }
-    let version = r.read_i32()? as u32;
-    if version != VERSION {
-        return Err(SnapshotError::Version(version));
-    }
+    let mut r = Reader::new(verified_body(bytes)?);
+    // Magic and version, checked above.
+    r.read_i64()?;
     let last_zxid = r.read_i64()?;
     let mut sessions = std::collections::BTreeMap::new();
     let n = r.read_i32()?;
@@ -378,5 +404,35 @@ mod tests {
             decode(Bytes::from(v), TreeOptions::default()),
             Err(SnapshotError::Version(9))
         ));
+    }
+
+    #[test]
+    fn a_flipped_byte_anywhere_fails_the_checksum() {
+        let bytes = encode(&sample().snapshot_view());
+        // Every position after the magic and version (those fail on their own).
+        for pos in 8..bytes.len() {
+            let mut v = bytes.to_vec();
+            v[pos] ^= 0x10;
+            assert!(
+                matches!(
+                    decode(Bytes::from(v), TreeOptions::default()),
+                    Err(SnapshotError::Checksum { .. })
+                ),
+                "flip at {pos} not detected"
+            );
+        }
+    }
+
+    #[test]
+    fn version_1_without_a_checksum_still_loads() {
+        let sm = sample();
+        let bytes = encode(&sm.snapshot_view());
+        let mut v1 = bytes[..bytes.len() - 4].to_vec();
+        v1[4..8].copy_from_slice(&VERSION_UNCHECKED.to_be_bytes());
+        let options = TreeOptions {
+            extended_types: true,
+        };
+        let back = decode(Bytes::from(v1), options).unwrap();
+        assert_eq!(tree_digest(&back.tree), tree_digest(&sm.tree));
     }
 }

@@ -213,13 +213,7 @@ impl World {
         )
     }
 
-    fn start(
-        name: &str,
-        members: usize,
-        extra: &[(&str, &str)],
-        tls: bool,
-        disks: Disks,
-    ) -> World {
+    fn start(name: &str, members: usize, extra: &[(&str, &str)], tls: bool, disks: Disks) -> World {
         let pki = tls.then(|| tempfile::tempdir().expect("temp dir"));
         let tls_lines = pki
             .as_ref()

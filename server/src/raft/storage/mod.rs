@@ -183,6 +183,11 @@ impl RaftStorage {
         }
     }
 
+    /// The data directory.
+    pub fn dir(&self) -> &Path {
+        self.db.path()
+    }
+
     pub fn hard_state(&self) -> HardState {
         self.meta.read().hard_state.clone()
     }

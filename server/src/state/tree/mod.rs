@@ -219,8 +219,7 @@ impl DataTree {
         &self.containers
     }
 
-    /// Paths of the TTL nodes (for tests of snapshot loading).
-    #[cfg(test)]
+    /// Paths of the TTL nodes (the leader's cleanup ages them, `raft/ttl_clock.rs`).
     pub fn ttls(&self) -> &BTreeSet<String> {
         &self.ttls
     }

@@ -1,0 +1,245 @@
+//! Disk and clock faults for the end-to-end tests (`tests/disk_faults.rs`, `tests/clock_jumps.rs`).
+//!
+//! - [`TmpfsMount`]: a small tmpfs as a member's data directory (a disk that fills up),
+//!   unmounted when dropped, so a failing test leaves no mount behind; [`fill`] takes
+//!   its free space away and [`Filler::release`] gives it back.
+//! - [`fault_shim`]: the workspace's `zooraft-faultshim` library, for `LD_PRELOAD`: while a
+//!   trigger file exists, `fsync`/`fdatasync` fail with EIO in that process.
+//! - [`flip_bytes`]: seeded byte flips in a stopped member's store files.
+//! - [`FakeClock`]: Debian's libfaketime on one process, its wall clock stepped at run time
+//!   through a timestamp file (the monotonic clock left alone).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// A tmpfs mounted over a directory; unmounted on drop.
+#[derive(Debug)]
+pub struct TmpfsMount {
+    path: PathBuf,
+}
+
+impl TmpfsMount {
+    /// Mounts a tmpfs of `bytes` at `path` (an existing, empty directory). Needs root.
+    pub fn mount(path: &Path, bytes: u64) -> TmpfsMount {
+        let out = Command::new("mount")
+            .args(["-t", "tmpfs", "-o"])
+            .arg(format!("size={bytes}"))
+            .arg("tmpfs")
+            .arg(path)
+            .output()
+            .expect("run mount");
+        assert!(
+            out.status.success(),
+            "mounting a tmpfs at {} failed (the disk-fault tests need root): {}",
+            path.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        TmpfsMount {
+            path: path.to_path_buf(),
+        }
+    }
+}
+
+impl Drop for TmpfsMount {
+    fn drop(&mut self) {
+        let ok = Command::new("umount")
+            .arg(&self.path)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            // Still busy (a process not reaped yet): detach it, the kernel frees it later.
+            let _ = Command::new("umount").arg("-l").arg(&self.path).status();
+        }
+    }
+}
+
+/// Free bytes on the filesystem holding `dir` (`df`).
+pub fn free_bytes(dir: &Path) -> u64 {
+    let out = Command::new("df")
+        .args(["--output=avail", "-B1"])
+        .arg(dir)
+        .output()
+        .expect("run df");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .nth(1)
+        .and_then(|l| l.trim().parse().ok())
+        .expect("df prints the available bytes")
+}
+
+/// A file taking up space; see [`fill`].
+pub struct Filler {
+    path: PathBuf,
+}
+
+impl Filler {
+    /// Deletes the file: the space returns.
+    pub fn release(self) {
+        std::fs::remove_file(&self.path).expect("remove filler");
+    }
+}
+
+/// Writes a file into `dir` until about `leave` bytes stay free.
+pub fn fill(dir: &Path, leave: u64) -> Filler {
+    use std::io::Write;
+    let path = dir.join("filler");
+    let free = free_bytes(dir);
+    let mut f = std::fs::File::create(&path).expect("create filler");
+    let chunk = vec![0x5au8; 1 << 20];
+    let mut left = free.saturating_sub(leave);
+    while left > 0 {
+        let n = left.min(chunk.len() as u64) as usize;
+        f.write_all(&chunk[..n]).expect("write filler");
+        left -= n as u64;
+    }
+    f.sync_all().expect("sync filler");
+    Filler { path }
+}
+
+/// The fault shim library (`libzooraft_faultshim.so`, built with the workspace) next to
+/// the zooraft binary.
+pub fn fault_shim() -> PathBuf {
+    let bin = crate::server::zooraft_binary();
+    let lib = bin
+        .parent()
+        .expect("target directory")
+        .join("libzooraft_faultshim.so");
+    assert!(
+        lib.exists(),
+        "{} not found: build the workspace first (`cargo build --workspace`)",
+        lib.display()
+    );
+    lib
+}
+
+/// A small deterministic generator (splitmix64) for seeded fault positions.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n` (n > 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n
+    }
+}
+
+/// The store files of a data directory that hold data (RocksDB's tables, write-ahead logs,
+/// manifests, `CURRENT`), sorted, recursively.
+pub fn store_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+                continue;
+            }
+            let name = e.file_name().to_string_lossy().into_owned();
+            let data = name.ends_with(".sst")
+                || name.ends_with(".log")
+                || name.starts_with("MANIFEST-")
+                || name == "CURRENT";
+            if data && e.metadata().is_ok_and(|m| m.len() > 0) {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Flips one bit in each of `count` bytes of one store file of `dir` chosen by `rng`;
+/// returns the file and the positions.
+pub fn flip_bytes(dir: &Path, rng: &mut Rng, count: usize) -> (PathBuf, Vec<u64>) {
+    let files = store_files(dir);
+    assert!(!files.is_empty(), "no store files under {}", dir.display());
+    let file = files[rng.below(files.len() as u64) as usize].clone();
+    let mut bytes = std::fs::read(&file).expect("read store file");
+    let mut positions = Vec::with_capacity(count);
+    for _ in 0..count {
+        let pos = rng.below(bytes.len() as u64);
+        bytes[pos as usize] ^= 1 << rng.below(8);
+        positions.push(pos);
+    }
+    std::fs::write(&file, &bytes).expect("write store file");
+    (file, positions)
+}
+
+/// Copies a directory tree (files and directories only): a stopped member's store, a
+/// ZooKeeper data directory to import while ZooKeeper goes on with the original.
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("create directory");
+    for e in std::fs::read_dir(from).expect("read directory").flatten() {
+        let target = to.join(e.file_name());
+        if e.path().is_dir() {
+            copy_dir(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), &target).expect("copy file");
+        }
+    }
+}
+
+/// Debian's libfaketime (multi-threaded build).
+pub const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1";
+
+/// One process's wall clock, offset at run time: pass [`env`](Self::env) to the process,
+/// then [`step`](Self::step) it. Monotonic clocks stay real.
+pub struct FakeClock {
+    dir: tempfile::TempDir,
+}
+
+impl Default for FakeClock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl FakeClock {
+    pub fn new() -> FakeClock {
+        assert!(
+            Path::new(LIBFAKETIME).exists(),
+            "{LIBFAKETIME} is missing: install Debian's `faketime` package"
+        );
+        let clock = FakeClock {
+            dir: tempfile::tempdir().expect("temporary directory"),
+        };
+        clock.step(0);
+        clock
+    }
+
+    fn file(&self) -> PathBuf {
+        self.dir.path().join("faketime")
+    }
+
+    /// The environment a process needs to run on this clock.
+    pub fn env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("LD_PRELOAD", LIBFAKETIME.to_string()),
+            ("FAKETIME_TIMESTAMP_FILE", self.file().display().to_string()),
+            ("FAKETIME_NO_CACHE", "1".to_string()),
+            ("FAKETIME_DONT_FAKE_MONOTONIC", "1".to_string()),
+        ]
+    }
+
+    /// Sets the wall clock to real time plus `offset_secs` (negative: behind).
+    pub fn step(&self, offset_secs: i64) {
+        let tmp = self.dir.path().join("faketime.tmp");
+        std::fs::write(&tmp, format!("{offset_secs:+}\n")).expect("write faketime file");
+        std::fs::rename(&tmp, self.file()).expect("rename faketime file");
+    }
+}
