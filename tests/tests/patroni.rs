@@ -23,7 +23,7 @@ const BOOTSTRAP_LIMIT: Duration = Duration::from_secs(240);
 
 /// The coordination service the Patroni cluster uses.
 enum Dcs {
-    Standalone(TestServer),
+    Standalone(Box<TestServer>),
     Ensemble(TestEnsemble),
 }
 
@@ -229,12 +229,16 @@ fn patroni_fails_over(mut dcs: Dcs) {
 
 #[test]
 fn patroni_fails_over_on_standalone_zooraft() {
-    patroni_fails_over(Dcs::Standalone(TestServer::start(ServerKind::Zooraft)));
+    patroni_fails_over(Dcs::Standalone(Box::new(TestServer::start(
+        ServerKind::Zooraft,
+    ))));
 }
 
 #[test]
 fn patroni_fails_over_on_standalone_apache_zookeeper() {
-    patroni_fails_over(Dcs::Standalone(TestServer::start(ServerKind::Apache)));
+    patroni_fails_over(Dcs::Standalone(Box::new(TestServer::start(
+        ServerKind::Apache,
+    ))));
 }
 
 /// Sessions as long as Patroni's ttl asks for (the ensembles' 500 ms tick would cap them at
