@@ -3,8 +3,9 @@
 //!
 //! Restore follows `FileTxnSnapLog.restore`, stricter where ZooKeeper only logs:
 //! - the newest snapshot is used; one without its end marker (a crash while writing it,
-//!   which ZooKeeper's `isValidSnapshot` skips) is skipped for the next older one, and any
-//!   other damage is an error;
+//!   which ZooKeeper's `isValidSnapshot` skips), or a compressed one whose stream breaks
+//!   off before it (ZooKeeper's `FileSnap` tries the next one on any read error), is
+//!   skipped for the next older one, and any other damage is an error;
 //! - the logs from the one holding the snapshot's zxid on are replayed; every zxid after
 //!   the snapshot must follow the previous one (the next counter, or the first of a later
 //!   epoch): a missing stretch is an error, not a silently older tree;
@@ -156,11 +157,17 @@ pub fn restore(
         let raw = read_file(path)?;
         bytes_read += raw.len() as u64;
         let kind = Compression::of_file_name(&path.to_string_lossy());
-        if kind == Compression::None && !snapshot::looks_complete(&raw) {
+        let (plain, stopped) = stream::decompress_prefix(kind, raw);
+        if !snapshot::looks_complete(&plain) {
+            // Cut short (or, compressed, undecodable past some point): ZooKeeper reads the
+            // next older snapshot, and so does this; the replay's continuity checks still
+            // demand every transaction since that snapshot.
             skipped.push(path.clone());
             continue;
         }
-        let plain = stream::decompress(kind, raw).map_err(|e| damaged(path, e.offset, e.what))?;
+        if let Some(e) = stopped {
+            return Err(damaged(path, e.offset, e.what));
+        }
         chosen = Some((*zxid, path.clone(), plain));
         break;
     }

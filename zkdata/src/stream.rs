@@ -63,20 +63,32 @@ pub struct StreamError {
 
 /// Decompresses a whole file's bytes.
 pub fn decompress(kind: Compression, raw: Vec<u8>) -> Result<Vec<u8>, StreamError> {
+    match decompress_prefix(kind, raw) {
+        (out, None) => Ok(out),
+        (_, Some(e)) => Err(e),
+    }
+}
+
+/// Decompresses what can be read of a file: the bytes decoded, and why decoding stopped
+/// early if it did. A gzip file cut short by a crash while it was written decodes to a
+/// prefix of its stream before the error; a snappy one gives no prefix.
+pub fn decompress_prefix(kind: Compression, raw: Vec<u8>) -> (Vec<u8>, Option<StreamError>) {
     match kind {
-        Compression::None => Ok(raw),
+        Compression::None => (raw, None),
         Compression::Gzip => {
             let mut out = Vec::with_capacity(raw.len() * 4);
             let mut d = flate2::read::GzDecoder::new(&raw[..]);
-            match d.read_to_end(&mut out) {
-                Ok(_) => Ok(out),
-                Err(e) => Err(StreamError {
-                    what: format!("gzip: {e}"),
-                    offset: raw.len() as u64,
-                }),
-            }
+            // `read_to_end` keeps what it decoded before an error.
+            let error = d.read_to_end(&mut out).err().map(|e| StreamError {
+                what: format!("gzip: {e}"),
+                offset: raw.len() as u64,
+            });
+            (out, error)
         }
-        Compression::Snappy => snappy_decode(&raw),
+        Compression::Snappy => match snappy_decode(&raw) {
+            Ok(out) => (out, None),
+            Err(e) => (Vec::new(), Some(e)),
+        },
     }
 }
 
