@@ -172,7 +172,9 @@ pub fn sweep_stale_mounts() {
             continue;
         }
         let point = PathBuf::from(point.replace("\\040", " "));
-        if let Err(e) = std::fs::metadata(&point) {
+        // Opening the directory reaches the daemon; a stat of the root may be answered from
+        // the kernel's attribute cache even when the daemon is dead.
+        if let Err(e) = std::fs::read_dir(&point) {
             if e.raw_os_error() == Some(libc::ENOTCONN) {
                 let _ = umount(&point, libc::MNT_DETACH);
             }
