@@ -404,7 +404,35 @@ impl Drop for Server {
 }
 
 /// A free TCP port on 127.0.0.1 (bound, then released for the server to take).
+///
+/// Not from the kernel's ephemeral range while there is room below it: a port from there can
+/// become the source port of one of the load's outgoing connections before the server binds
+/// it ("Address already in use"). A per-process counter hands each port out once; the start
+/// is spread by process id so that benches running side by side mostly stay apart.
 pub fn free_port() -> std::io::Result<u16> {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    const FIRST: u32 = 10_000;
+    let ephemeral = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| {
+            s.split_whitespace()
+                .next()
+                .and_then(|p| p.parse::<u32>().ok())
+        })
+        .unwrap_or(32_768)
+        .min(u32::from(u16::MAX));
+    if ephemeral > FIRST + 1_000 {
+        let span = ephemeral - FIRST;
+        let start = std::process::id().wrapping_mul(104_729);
+        for _ in 0..span {
+            let n = NEXT.fetch_add(1, Ordering::Relaxed);
+            let port = (FIRST + start.wrapping_add(n) % span) as u16;
+            if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+                return Ok(port);
+            }
+        }
+    }
     let l = TcpListener::bind("127.0.0.1:0")?;
     Ok(l.local_addr()?.port())
 }
