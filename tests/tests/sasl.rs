@@ -131,6 +131,23 @@ against_both!(
     kazoo_digest_md5
 );
 
+/// Curator with a JAAS client file (Kafka's way): authenticates as `sasl:bob` (whoAmI), owns
+/// a `sasl:bob` node, and a Curator client without SASL gets NoAuth on it.
+fn curator_digest_md5(kind: ServerKind) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let server = sasl_server(kind, dir.path()).start();
+    let jaas = client_jaas(dir.path(), "client-jaas.conf", "bob", "bobsecret");
+    let mut java = harness::java::java_command("CuratorSasl");
+    java.arg(&jaas);
+    harness::checks::demand("CuratorSasl", java, &server, Duration::from_secs(120), 3);
+}
+
+against_both!(
+    curator_digest_md5_apache,
+    curator_digest_md5_zooraft,
+    curator_digest_md5
+);
+
 /// Opens a session by hand and sends SASL requests with `tokens`; returns the last reply's
 /// error code (None if the server closed without one) and whether it then closed.
 fn raw_sasl(server: &TestServer, tokens: &[&[u8]]) -> (Option<i32>, bool) {
