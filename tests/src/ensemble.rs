@@ -62,15 +62,9 @@ impl TestEnsemble {
         extra: &[(&str, &str)],
         each: &dyn Fn(usize) -> Vec<(String, String)>,
     ) -> TestEnsemble {
-        Self::launch(
-            kind,
-            voters,
-            0,
-            extra,
-            false,
-            &|i, b| b.configs(each(i)),
-            true,
-        )
+        let mut e = Self::start_each(kind, voters, extra, each);
+        e.wait_all_serving();
+        e
     }
 
     /// Like [`start`](Self::start), with members of `kind`: an Apache ZooKeeper 3.8 ensemble

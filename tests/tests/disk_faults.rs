@@ -424,3 +424,56 @@ fn flipped_bytes_are_refused_or_repaired() {
     eprintln!("flipped bytes: {refused} refused, {recovered} recovered");
     f.e.converged();
 }
+
+/// A follower put back on an older copy of its own data directory (as a disk that lost
+/// fsynced writes would leave it) has forgotten entries it acknowledged: the leader's first
+/// heartbeat says so, and the member stops with the reason and the way out (raft-rs would
+/// panic with `to_commit … is out of range`), while the others keep serving.
+#[test]
+fn a_member_on_an_older_copy_of_its_data_stops_with_the_reason() {
+    let rt = harness::rt::runtime();
+    let mut e = TestEnsemble::start(3, 0, &[]);
+    let victim = (e.leader() + 1) % 3;
+    let others: Vec<String> = (0..3)
+        .filter(|i| *i != victim)
+        .map(|i| e.member(i).connect_string())
+        .collect();
+    let client = rt.block_on(connect(&others.join(",")));
+    rt.block_on(async {
+        for i in 0..20 {
+            create(&client, &format!("/old{i}")).await;
+        }
+    });
+    e.converged();
+    e.member_mut(victim).stop();
+    let older = tempfile::tempdir().expect("tempdir");
+    faults::copy_dir(&e.member(victim).data_dir(), older.path());
+    e.member_mut(victim).respawn();
+    rt.block_on(async {
+        for i in 0..50 {
+            create(&client, &format!("/new{i}")).await;
+        }
+    });
+    // The victim acknowledged the new entries; now it loses them.
+    e.converged();
+    e.member_mut(victim).stop();
+    let data = e.member(victim).data_dir();
+    std::fs::remove_dir_all(&data).expect("clear data dir");
+    faults::copy_dir(older.path(), &data);
+    let log_from = std::fs::metadata(e.member(victim).log_path()).map_or(0, |m| m.len());
+    e.member_mut(victim).respawn();
+    let status = e
+        .member_mut(victim)
+        .wait_exit(WAIT)
+        .expect("the member on an older copy stops");
+    assert!(!status.success(), "{status}");
+    let log = std::fs::read(e.member(victim).log_path()).expect("log");
+    let log = String::from_utf8_lossy(&log[log_from as usize..]).into_owned();
+    assert!(
+        log.contains("entries it acknowledged as durable are gone"),
+        "no clear reason in the log: {log}"
+    );
+    assert!(!log.contains("out of range"), "raft-rs panicked: {log}");
+    // The others serve throughout.
+    rt.block_on(create(&client, "/after"));
+}

@@ -381,6 +381,7 @@ impl Consensus {
                 if m.from == self.leadership.leader && m.from != 0 {
                     self.leadership.last_contact = now;
                 }
+                self.refuse_lost_entries(&m);
                 if let Err(e) = self.node.step(*m) {
                     tracing::debug!("raft step: {e}");
                 }
@@ -423,28 +424,6 @@ impl Consensus {
     ///   deadlines are a follower's, never touched, long stale.
     pub(super) fn leads(&self) -> bool {
         self.leadership.role == StateRole::Leader && self.node.raft.state == StateRole::Leader
-    }
-
-    /// A peer's connection to us ended. If it was our leader's, it is likely dead (a
-    /// killed process's sockets close at once, while its heartbeats would only be missed
-    /// after a whole election timeout): stop honouring its lease, so that this member votes
-    /// for a candidate at once and campaigns itself after the random part of its timeout
-    /// only (0 to 1 election timeout instead of 1 to 2). Safety does not depend on it: a
-    /// leader that is alive after all resets the timer with its next heartbeat, and
-    /// pre-vote keeps a premature campaign from disturbing it.
-    fn on_peer_gone(&mut self, id: u64) {
-        let raft = &mut self.node.raft;
-        if raft.state != StateRole::Follower || raft.leader_id != id {
-            return;
-        }
-        let timeout = raft.election_timeout();
-        if raft.election_elapsed < timeout {
-            raft.election_elapsed = timeout;
-            tracing::info!(
-                leader = id,
-                "the leader's connection closed: its lease is over"
-            );
-        }
     }
 
     fn on_timers(&mut self, now: Instant) {

@@ -35,6 +35,7 @@ mod dynamic_file;
 mod expiry;
 mod input;
 mod leader;
+mod liveness;
 mod log_writer;
 mod membership;
 mod metrics;
