@@ -157,13 +157,6 @@ fn serving(port: u16) -> bool {
     out.contains("Mode: ")
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap_or(21_999)
-}
-
 /// Runs `zooraft import`; (seconds, peak RSS in MB).
 fn import(zooraft: &Path, from: &Path, work: &Path) -> anyhow::Result<(f64, f64)> {
     let cfg = work.join("zooraft.cfg");
@@ -196,7 +189,7 @@ fn import(zooraft: &Path, from: &Path, work: &Path) -> anyhow::Result<(f64, f64)
 
 /// Starts Apache ZooKeeper on `data`; (seconds until it serves, peak RSS in MB).
 fn zookeeper(data: &Path, work: &Path) -> anyhow::Result<(f64, f64)> {
-    let port = free_port();
+    let port = zooraft_bench::server::free_port()?;
     let cfg = work.join("zoo.cfg");
     std::fs::write(
         &cfg,
