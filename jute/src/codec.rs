@@ -86,6 +86,18 @@ impl Reader {
         &self.buf
     }
 
+    /// The unread rest as a shared buffer (no copy), not consumed.
+    pub fn peek_bytes(&self) -> Bytes {
+        self.buf.clone()
+    }
+
+    /// Consumes `n` bytes unread.
+    pub fn skip(&mut self, n: usize) -> Result<(), DecodeError> {
+        self.need(n)?;
+        bytes::Buf::advance(&mut self.buf, n);
+        Ok(())
+    }
+
     fn need(&self, n: usize) -> Result<(), DecodeError> {
         if self.buf.len() < n {
             Err(DecodeError::Truncated {

@@ -234,9 +234,7 @@ impl Guard {
             Ok(ids) => {
                 let mut p = pipeline.lock();
                 for id in ids {
-                    if !p.auth.contains(&id) {
-                        p.auth.push(id);
-                    }
+                    p.add_auth(id);
                 }
                 drop(p);
                 reply::push_error(out, xid, 0, ErrorCode::Ok);
@@ -312,9 +310,7 @@ impl Guard {
                     scheme: "sasl".into(),
                     id,
                 };
-                if !p.auth.contains(&id) {
-                    p.auth.push(id);
-                }
+                p.add_auth(id);
                 drop(p);
                 sasl_reply(out, xid, ErrorCode::Ok, token.as_deref());
                 Verdict::Answered

@@ -28,7 +28,7 @@ use super::outbox::Outbox;
 use super::reads::{self, Caller};
 use super::reply;
 use super::watch::WatchSlot;
-use crate::state::command::ConnId;
+use crate::state::command::{AuthIds, ConnId};
 use crate::state::{ops, StateMachine};
 
 /// One request waiting for its turn.
@@ -74,7 +74,7 @@ pub struct Pipeline {
     pub conn: ConnId,
     pub session: i64,
     /// The connection's auth ids (ip, then whatever `addauth` added).
-    pub auth: Vec<Id>,
+    pub auth: AuthIds,
     outbox: Arc<Outbox>,
     stats: Arc<ConnStats>,
     notify: UnboundedSender<Completion>,
@@ -84,7 +84,7 @@ impl Pipeline {
     pub fn new(
         conn: ConnId,
         session: i64,
-        auth: Vec<Id>,
+        auth: AuthIds,
         outbox: Arc<Outbox>,
         stats: Arc<ConnStats>,
         notify: UnboundedSender<Completion>,
@@ -97,6 +97,16 @@ impl Pipeline {
             outbox,
             stats,
             notify,
+        }
+    }
+
+    /// Adds an auth id the connection proved (`addauth`, SASL), unless it holds it already.
+    /// Writes already proposed keep the ids they were sent with.
+    pub fn add_auth(&mut self, id: Id) {
+        if !self.auth.contains(&id) {
+            let mut ids = self.auth.to_vec();
+            ids.push(id);
+            self.auth = ids.into();
         }
     }
 

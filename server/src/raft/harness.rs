@@ -460,7 +460,7 @@ impl Group {
             xid: 1,
             op: jute::OpCode::Create.code(),
             origin: Origin { member: via, conn },
-            auth: Vec::new(),
+            auth: Vec::new().into(),
             body: body.freeze(),
         }));
     }

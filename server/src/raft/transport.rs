@@ -24,7 +24,7 @@ use tokio::sync::mpsc;
 
 use super::input::Input;
 use super::transport_tls::{self, PeerRead, QuorumTls};
-use crate::state::command::Command;
+use crate::state::command::{AuthCache, Command};
 
 /// How the Raft layer reaches the other members: [`Transport`] in a running member, an
 /// in-memory network in the Raft layer's test harness.
@@ -424,9 +424,11 @@ async fn receive_frames(
                 let mut r = jute::Reader::new(body);
                 let n = r.read_i32().map_err(|e| ReceiveError::Bad(e.to_string()))?;
                 let mut commands = Vec::with_capacity(n.clamp(0, 1 << 16) as usize);
+                let mut cache = AuthCache::default();
                 for _ in 0..n.max(0) {
                     commands.push(
-                        Command::decode(&mut r).map_err(|e| ReceiveError::Bad(e.to_string()))?,
+                        Command::decode_with(&mut r, &mut cache)
+                            .map_err(|e| ReceiveError::Bad(e.to_string()))?,
                     );
                 }
                 Input::Forwarded(commands)

@@ -9,6 +9,8 @@
 //! Layout (big-endian, jute primitives):
 //! `u8 version=1 | i64 time | i32 count | command*`; each command starts with a tag byte.
 
+use std::sync::Arc;
+
 use bytes::{BufMut, Bytes, BytesMut};
 use jute::{DecodeError, Id, Reader, Record, WriteExt};
 
@@ -24,6 +26,9 @@ const TAG_SET_CONFIG: u8 = 6;
 /// A connection on a member: replies are addressed to it.
 pub type ConnId = u64;
 
+/// A session's auth ids (`ip:<address>`, then what `addauth`, SASL or a certificate added).
+pub type AuthIds = Arc<[Id]>;
+
 /// Where the answer to a command goes: a member, and a connection on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Origin {
@@ -38,7 +43,9 @@ pub struct ClientWrite {
     pub xid: i32,
     pub op: i32,
     pub origin: Origin,
-    pub auth: Vec<Id>,
+    /// Shared, not copied: every write of a session carries the same ids, and a batch's
+    /// decoder hands the same allocation to every command that encodes them identically.
+    pub auth: AuthIds,
     /// The request body exactly as the client sent it (after the request header).
     pub body: Bytes,
 }
@@ -122,21 +129,48 @@ fn put_write(out: &mut BytesMut, w: &ClientWrite) {
     out.put_i32(w.op);
     put_origin(out, &w.origin);
     out.put_i32(w.auth.len() as i32);
-    for id in &w.auth {
+    for id in w.auth.iter() {
         id.encode(out);
     }
     out.put_buffer(Some(&w.body));
 }
 
-fn get_write(r: &mut Reader) -> Result<ClientWrite, DecodeError> {
+fn get_write(r: &mut Reader, cache: &mut AuthCache) -> Result<ClientWrite, DecodeError> {
     Ok(ClientWrite {
         session: r.read_i64()?,
         xid: r.read_i32()?,
         op: r.read_i32()?,
         origin: get_origin(r)?,
-        auth: r.read_vec(8, Id::decode)?,
+        auth: cache.read(r)?,
         body: r.read_buffer()?.unwrap_or_default(),
     })
+}
+
+/// The auth ids last decoded in a batch, with their encoding. The commands of one batch
+/// come from a handful of sessions that all send the same ids (typically only `ip:...`),
+/// so decoding each command's ids anew would allocate two strings per write on the Raft
+/// thread for nothing. The encoding is self-delimiting (a count, then length-prefixed
+/// strings), so input that starts with the cached bytes holds exactly those ids.
+#[derive(Default)]
+pub struct AuthCache {
+    last: Option<(Bytes, AuthIds)>,
+}
+
+impl AuthCache {
+    fn read(&mut self, r: &mut Reader) -> Result<AuthIds, DecodeError> {
+        if let Some((raw, ids)) = &self.last {
+            if r.peek_rest().starts_with(raw) {
+                r.skip(raw.len())?;
+                return Ok(ids.clone());
+            }
+        }
+        let rest = r.peek_bytes();
+        let before = r.remaining();
+        let ids: AuthIds = r.read_vec(8, Id::decode)?.into();
+        let raw = rest.slice(..before - r.remaining());
+        self.last = Some((raw, ids.clone()));
+        Ok(ids)
+    }
 }
 
 fn get_stamp(r: &mut Reader) -> Result<ReconfigStamp, DecodeError> {
@@ -216,10 +250,15 @@ impl Command {
     }
 
     pub fn decode(r: &mut Reader) -> Result<Command, DecodeError> {
+        Command::decode_with(r, &mut AuthCache::default())
+    }
+
+    /// Decodes one command, sharing auth ids with the previous ones decoded through `cache`.
+    pub fn decode_with(r: &mut Reader, cache: &mut AuthCache) -> Result<Command, DecodeError> {
         match r.read_u8()? {
-            TAG_REQUEST => Ok(Command::Write(get_write(r)?)),
+            TAG_REQUEST => Ok(Command::Write(get_write(r, cache)?)),
             TAG_RECONFIG => Ok(Command::Reconfig {
-                write: get_write(r)?,
+                write: get_write(r, cache)?,
                 stamp: get_stamp(r)?,
             }),
             TAG_SET_CONFIG => Ok(Command::SetConfig {
@@ -281,7 +320,8 @@ impl Batch {
             return Err(DecodeError::InvalidLength(version as i64));
         }
         let time = r.read_i64()?;
-        let commands = r.read_vec(1, Command::decode)?;
+        let mut cache = AuthCache::default();
+        let commands = r.read_vec(1, |r| Command::decode_with(r, &mut cache))?;
         Ok(Batch { time, commands })
     }
 }
@@ -307,7 +347,8 @@ mod tests {
                     auth: vec![Id {
                         scheme: "ip".into(),
                         id: "127.0.0.1".into(),
-                    }],
+                    }]
+                    .into(),
                     body: Bytes::from_static(b"\x00\x00\x00\x02/a"),
                 }),
                 Command::CreateSession {
@@ -331,7 +372,7 @@ mod tests {
                         xid: 13,
                         op: 16,
                         origin,
-                        auth: vec![],
+                        auth: Arc::from([]),
                         body: Bytes::from_static(b"\xff\xff\xff\xff"),
                     },
                     stamp: ReconfigStamp {
@@ -349,6 +390,49 @@ mod tests {
         };
         let bytes = Bytes::from(batch.encode());
         assert_eq!(Batch::decode(bytes).unwrap(), batch);
+    }
+
+    #[test]
+    fn equal_auth_ids_in_a_batch_share_one_allocation() {
+        let ip = Id {
+            scheme: "ip".into(),
+            id: "10.0.0.1".into(),
+        };
+        let digest = Id {
+            scheme: "digest".into(),
+            id: "u:x".into(),
+        };
+        let write = |auth: Vec<Id>| {
+            Command::Write(ClientWrite {
+                session: 1,
+                xid: 1,
+                op: 5,
+                origin: Origin { member: 1, conn: 1 },
+                auth: auth.into(),
+                body: Bytes::from_static(b"body"),
+            })
+        };
+        let batch = Batch {
+            time: 1,
+            commands: vec![
+                write(vec![ip.clone()]),
+                write(vec![ip.clone()]),
+                write(vec![ip.clone(), digest.clone()]),
+                write(vec![ip.clone(), digest]),
+                write(vec![]),
+                write(vec![ip]),
+            ],
+        };
+        let decoded = Batch::decode(Bytes::from(batch.encode())).unwrap();
+        assert_eq!(decoded, batch);
+        let auth = |i: usize| match &decoded.commands[i] {
+            Command::Write(w) => w.auth.clone(),
+            _ => unreachable!(),
+        };
+        assert!(Arc::ptr_eq(&auth(0), &auth(1)));
+        assert!(Arc::ptr_eq(&auth(2), &auth(3)));
+        assert!(!Arc::ptr_eq(&auth(1), &auth(5)));
+        assert_eq!(auth(4).len(), 0);
     }
 
     #[test]

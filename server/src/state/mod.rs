@@ -490,7 +490,7 @@ mod tests {
             xid,
             op: req.opcode().code(),
             origin: ORIGIN,
-            auth: vec![],
+            auth: Vec::new().into(),
             body: body.freeze(),
         })
     }
@@ -660,7 +660,7 @@ mod tests {
             xid: 3,
             op: 1,
             origin: ORIGIN,
-            auth: vec![],
+            auth: Vec::new().into(),
             body: Bytes::from_static(b"\x00\x00"),
         });
         sm.apply_batch(
