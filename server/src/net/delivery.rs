@@ -7,12 +7,20 @@
 //! [`ApplyRound::settle`] hands those replies to their connections' pipelines, which answer
 //! the reads queued behind them against the tree as it is right then: after this write,
 //! before the next.
+//!
+//! The outboxes a round writes replies to hold their writers' wake-ups until the round
+//! finishes (`outbox.rs`): one wake-up and one `write` per connection per round. The reply
+//! buffer is kept from round to round ([`Shared::reply_buf`]), so a round allocates nothing
+//! for its replies once the previous round's are sent.
+
+use std::sync::Arc;
 
 use bytes::BytesMut;
-use parking_lot::MutexGuard;
+use parking_lot::{Mutex, MutexGuard};
 
 use super::completion::Completion;
 use super::metrics::Metrics;
+use super::outbox::Outbox;
 use super::pipeline::Env;
 use super::registry::{Registry, SessionGrant};
 use super::reply;
@@ -23,6 +31,9 @@ use crate::state::command::{ClientWrite, CloseReason, ConnId, Origin};
 use crate::state::tree::Trigger;
 use crate::state::{ApplyObserver, SessionInfo, StateMachine, WriteResult};
 
+/// The room a round's reply buffer starts with (it grows if a round needs more).
+const REPLY_BUF: usize = 64 * 1024;
+
 impl Connections for Shared {
     fn apply_round(&self) -> Box<dyn ApplyRound + '_> {
         Box::new(Delivery {
@@ -30,7 +41,13 @@ impl Connections for Shared {
             watches: self.watches.lock(),
             registry: &self.registry,
             metrics: &self.metrics,
-            buf: BytesMut::with_capacity(64 * 1024),
+            buf: {
+                let mut buf = std::mem::take(&mut *self.reply_buf.lock());
+                buf.reserve(REPLY_BUF);
+                buf
+            },
+            reply_buf: &self.reply_buf,
+            held: Vec::new(),
             replies: Vec::new(),
             out: Vec::new(),
             grants: Vec::new(),
@@ -69,6 +86,10 @@ struct Delivery<'a> {
     registry: &'a Registry,
     metrics: &'a Metrics,
     buf: BytesMut,
+    /// Where `buf` goes back when the round is over.
+    reply_buf: &'a Mutex<BytesMut>,
+    /// The outboxes whose wake-ups this round holds.
+    held: Vec<Arc<Outbox>>,
     /// Replies of the command being applied, for [`ApplyRound::settle`].
     replies: Vec<(ConnId, bytes::Bytes)>,
     /// What goes to connections once the state lock is released.
@@ -91,7 +112,11 @@ impl ApplyRound for Delivery<'_> {
                     watches: WatchSlot::Held(&mut self.watches),
                     metrics: self.metrics,
                 };
-                p.lock().write_applied(frame, &mut env);
+                let mut p = p.lock();
+                if p.outbox().hold() {
+                    self.held.push(p.outbox().clone());
+                }
+                p.write_applied(frame, &mut env);
             }
         }
     }
@@ -102,9 +127,16 @@ impl ApplyRound for Delivery<'_> {
             registry,
             out,
             grants,
+            buf,
+            reply_buf,
+            held,
             ..
         } = *self;
         drop(watches);
+        for outbox in held {
+            outbox.release();
+        }
+        *reply_buf.lock() = buf;
         for (conn, c) in out {
             registry.send(conn, c);
         }

@@ -6,6 +6,11 @@
 //! that reflects the change). A writer task drains the buffer in large chunks, so many
 //! frames leave in one `write` call and no frame is allocated on its own.
 //!
+//! The apply loop holds the wake-ups of the outboxes it writes to for the length of a round
+//! ([`Outbox::hold`], [`Outbox::release`]): a connection's writer task then wakes once per
+//! round and sends all of that round's replies in one `write`, instead of being woken (a
+//! futex call from the Raft thread) and writing once per reply.
+//!
 //! The buffered size is visible so the connection can stop reading requests from a client
 //! that does not read its replies (back-pressure), and a hard cap closes a connection whose
 //! backlog only grows (a watch storm into a dead reader), instead of growing without bound.
@@ -30,9 +35,19 @@ const CHUNK: usize = 4096;
 struct Inner {
     buf: BytesMut,
     closed: bool,
+    /// Wake-ups are held until [`Outbox::release`].
+    held: bool,
+    /// Something was queued while held.
+    wake_pending: bool,
 }
 
 impl Inner {
+    /// Whether the writer is to be woken now; otherwise a wake-up is owed at release.
+    fn wake_now(&mut self) -> bool {
+        self.wake_pending |= self.held;
+        !self.held
+    }
+
     /// The buffer to append to, allocated on the first frame after a drain.
     fn buf(&mut self) -> &mut BytesMut {
         if self.buf.capacity() == 0 {
@@ -62,6 +77,8 @@ impl Outbox {
             inner: Mutex::new(Inner {
                 buf: BytesMut::new(),
                 closed: false,
+                held: false,
+                wake_pending: false,
             }),
             notify: Notify::new(),
             traffic,
@@ -82,8 +99,12 @@ impl Outbox {
         if over {
             inner.closed = true;
         }
+        // A closed outbox's writer is woken at once, held or not: it has to finish.
+        let wake = inner.wake_now() || over;
         drop(inner);
-        self.notify.notify_one();
+        if wake {
+            self.notify.notify_one();
+        }
         !over
     }
 
@@ -94,10 +115,31 @@ impl Outbox {
             return false;
         }
         inner.buf().put_slice(frame);
+        let wake = inner.wake_now();
         drop(inner);
         self.traffic.sent(frame.len());
-        self.notify.notify_one();
+        if wake {
+            self.notify.notify_one();
+        }
         true
+    }
+
+    /// Holds wake-ups of the writer until [`Self::release`]. False if they were already
+    /// held (the caller that holds them releases them).
+    pub fn hold(&self) -> bool {
+        let mut inner = self.inner.lock();
+        !std::mem::replace(&mut inner.held, true)
+    }
+
+    /// Ends [`Self::hold`], waking the writer if anything was queued meanwhile.
+    pub fn release(&self) {
+        let mut inner = self.inner.lock();
+        inner.held = false;
+        let wake = std::mem::take(&mut inner.wake_pending);
+        drop(inner);
+        if wake {
+            self.notify.notify_one();
+        }
     }
 
     /// Appends a watch notification (counted in `watch_bytes` too).
@@ -162,5 +204,30 @@ mod tests {
         let chunk = outbox.next_chunk().await.unwrap();
         assert_eq!(&chunk[..], &[0, 0, 0, 2, b'a', b'b', 0, 0, 0, 1, b'c']);
         assert_eq!(outbox.next_chunk().await, None);
+    }
+
+    #[tokio::test]
+    async fn held_frames_wake_the_writer_once_at_release() {
+        let outbox = Arc::new(Outbox::default());
+        assert!(outbox.hold());
+        assert!(!outbox.hold());
+        let writer = {
+            let outbox = outbox.clone();
+            tokio::spawn(async move { outbox.next_chunk().await })
+        };
+        tokio::task::yield_now().await;
+        assert!(outbox.push_raw(&[0, 0, 0, 1, b'a']));
+        assert!(outbox.push_frame(|b| b.put_slice(b"b")));
+        // Held: the writer is not woken, so it has not taken anything yet.
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        assert!(!writer.is_finished());
+        assert_eq!(outbox.buffered(), 10);
+        outbox.release();
+        let chunk = writer.await.unwrap().unwrap();
+        assert_eq!(&chunk[..], &[0, 0, 0, 1, b'a', 0, 0, 0, 1, b'b']);
+        // Released: the next frame wakes the writer by itself.
+        assert!(outbox.push_raw(&[0, 0, 0, 1, b'c']));
+        let next = tokio::time::timeout(std::time::Duration::from_secs(5), outbox.next_chunk());
+        assert_eq!(&next.await.unwrap().unwrap()[..], &[0, 0, 0, 1, b'c']);
     }
 }

@@ -110,6 +110,11 @@ impl Pipeline {
         }
     }
 
+    /// Where this connection's replies go.
+    pub fn outbox(&self) -> &Arc<Outbox> {
+        &self.outbox
+    }
+
     pub fn len(&self) -> usize {
         self.items.len()
     }

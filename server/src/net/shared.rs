@@ -44,6 +44,8 @@ pub struct Shared {
     pub metrics: Metrics,
     pub session_ids: SessionIds,
     pub four_letter_words: FourLetterWords,
+    /// The apply loop's reply buffer, kept between rounds (`delivery.rs`).
+    pub reply_buf: Mutex<bytes::BytesMut>,
     next_conn: AtomicU64,
     conn_prefix: u64,
 }
@@ -82,6 +84,7 @@ impl Shared {
             watches: Mutex::new(WatchManager::default()),
             registry: Registry::default(),
             metrics: Metrics::default(),
+            reply_buf: Mutex::default(),
             next_conn: AtomicU64::new(1),
             // Connection ids outlive a restart inside the log (replies are addressed to
             // them), so each process run gets its own prefix.
