@@ -97,6 +97,13 @@ pub(super) struct Leadership {
     pub last_contact: Instant,
 }
 
+/// The ready numbers last handed to the log writer and last reported durable by it.
+#[derive(Default)]
+pub(super) struct LogJobs {
+    pub sent: u64,
+    pub persisted: u64,
+}
+
 /// How far the state machine has applied the log.
 pub(super) struct Applied {
     pub index: u64,
@@ -182,6 +189,8 @@ pub struct Consensus {
     pub(super) clock: Arc<dyn Clock>,
     inbox: Receiver<Input>,
     pub(super) workers: Workers,
+    /// What the log writer has in hand (`ready.rs` writes inline only when nothing).
+    pub(super) log_jobs: LogJobs,
     pub(super) member: Member,
     pub(super) timers: Timers,
     pub(super) leadership: Leadership,
@@ -285,6 +294,7 @@ impl Consensus {
             measures: Measures::new(now, snap.index, committed_at_start),
             inbox,
             workers,
+            log_jobs: LogJobs::default(),
             replica,
             connections,
             peers,
@@ -403,7 +413,10 @@ impl Consensus {
             }
             Input::Unreachable(id) => self.node.report_unreachable(id),
             Input::PeerGone(id) => self.on_peer_gone(id),
-            Input::Persisted(number) => self.node.on_persist_ready(number),
+            Input::Persisted(number) => {
+                self.log_jobs.persisted = self.log_jobs.persisted.max(number);
+                self.node.on_persist_ready(number);
+            }
             Input::SnapshotWritten(Some(written)) => self.snapshot_written(written),
             Input::SnapshotWritten(None) => self.snapshots.in_progress = false,
             Input::TransferLeader(what) => {

@@ -46,6 +46,10 @@ use crate::state::command::{Batch, ClientWrite, CloseReason, Origin};
 use crate::state::tree::Trigger;
 use crate::state::{snapshot, ApplyObserver, SessionInfo, WriteResult};
 
+/// The most entry bytes a ready may carry for the Raft thread to write them itself (a
+/// standalone member with an idle log writer; see `write_inline`): a few small writes.
+const INLINE_MAX_BYTES: usize = 4096;
+
 impl Consensus {
     /// Handles every pending `Ready` (see the module docs for the order).
     pub(super) fn process_ready(&mut self) {
@@ -72,8 +76,10 @@ impl Consensus {
                     .learner_proposals
                     .fetch_add(rd.entries().len() as u64, Ordering::Relaxed);
             }
+            let entry_bytes: usize = rd.entries().iter().map(|e| e.data.len()).sum();
             let write = self.storage.stage(rd.entries(), rd.hs());
             let messages = rd.take_persisted_messages();
+            let mut persisted_now = None;
             if write.is_some() || !messages.is_empty() {
                 let job = PersistJob {
                     number: rd.number(),
@@ -81,9 +87,7 @@ impl Consensus {
                     sync: rd.must_sync(),
                     messages,
                 };
-                if self.workers.log_writer.send(LogWrite::Job(job)).is_err() {
-                    critical::fatal("the log writer stopped");
-                }
+                persisted_now = self.write_inline(job, entry_bytes);
             }
             // 5. ReadIndex answers.
             for rs in rd.take_read_states() {
@@ -91,11 +95,45 @@ impl Consensus {
             }
             // 6. Advance.
             self.node.advance_append_async(rd);
+            if let Some(number) = persisted_now {
+                self.node.on_persist_ready(number);
+            }
             self.node.advance_apply();
             self.resolve_reads();
             self.maybe_snapshot();
         }
         self.publish_status();
+    }
+
+    /// Hands `job` to the log writer, or, on a standalone member with nothing in flight
+    /// there and little to write (light load, where a write's latency is its hand-offs),
+    /// writes it on this thread: then it returns the ready's number, now durable. Under
+    /// load the log writer keeps the disk busy while this thread applies and proposes.
+    /// Either way the writes reach the disk in ready order: inline only when every earlier
+    /// job is written.
+    fn write_inline(&mut self, job: PersistJob, entry_bytes: usize) -> Option<u64> {
+        let status = &self.replica.status;
+        let inline = self.member.standalone
+            && job.messages.is_empty()
+            && entry_bytes <= INLINE_MAX_BYTES
+            && self.log_jobs.sent <= self.log_jobs.persisted
+            && super::disk_space::has_room(
+                self.storage.dir(),
+                self.replica.config.disk_reserve_bytes,
+                0,
+                status,
+            );
+        if inline {
+            let writes = job.write.into_iter().collect();
+            super::log_writer::write(&self.storage, &self.replica, writes, job.sync, 1);
+            self.log_jobs.persisted = job.number;
+            return Some(job.number);
+        }
+        self.log_jobs.sent = job.number;
+        if self.workers.log_writer.send(LogWrite::Job(job)).is_err() {
+            critical::fatal("the log writer stopped");
+        }
+        None
     }
 
     /// A ready carrying a snapshot from the leader is completed synchronously: everything
