@@ -286,12 +286,15 @@ impl Pipeline {
     }
 
     fn finished(&self, xid: i32, op: i32, started: Instant, env: &Env) {
-        let elapsed = started.elapsed();
+        // One clock read for both (every reply comes through here).
+        let now = Instant::now();
+        let elapsed = now.saturating_duration_since(started);
         if xid >= 0 {
             self.stats.last_cxid.store(xid as i64, Ordering::Relaxed);
         }
         self.stats.last_response_ms.store(
-            env.metrics.started.elapsed().as_millis() as u64,
+            now.saturating_duration_since(env.metrics.started)
+                .as_millis() as u64,
             Ordering::Relaxed,
         );
         self.stats

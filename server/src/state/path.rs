@@ -25,21 +25,35 @@ pub fn validate(path: &str) -> Result<(), InvalidPath> {
     if path.ends_with('/') {
         return Err(InvalidPath("Path must not end with / character".into()));
     }
-    let chars: Vec<char> = path.chars().collect();
-    let mut last = '/';
+    // Every write and most reads validate a path: an ASCII one (the usual case) is checked
+    // on its bytes, which are its characters, without collecting them first.
+    if path.is_ascii() {
+        check_chars(path.as_bytes())
+    } else {
+        check_chars(&path.chars().collect::<Vec<char>>())
+    }
+}
+
+/// The character rules of [`validate`] on a path's characters (at least two, the first a
+/// `/`); `i` in the messages is a character index, as in ZooKeeper.
+fn check_chars<C: Copy + Into<u32>>(chars: &[C]) -> Result<(), InvalidPath> {
+    const SLASH: u32 = '/' as u32;
+    const DOT: u32 = '.' as u32;
+    let at = |i: usize| chars[i].into();
+    let mut last = SLASH;
     for i in 1..chars.len() {
-        let c = chars[i];
-        let next_is_end_or_slash = i + 1 == chars.len() || chars[i + 1] == '/';
-        if c == '\0' {
+        let c = at(i);
+        let next_is_end_or_slash = i + 1 == chars.len() || at(i + 1) == SLASH;
+        if c == 0 {
             return Err(InvalidPath(format!("null character not allowed @{i}")));
-        } else if c == '/' && last == '/' {
+        } else if c == SLASH && last == SLASH {
             return Err(InvalidPath(format!("empty node name specified @{i}")));
-        } else if c == '.' && last == '.' {
-            if chars[i - 2] == '/' && next_is_end_or_slash {
+        } else if c == DOT && last == DOT {
+            if at(i - 2) == SLASH && next_is_end_or_slash {
                 return Err(InvalidPath(format!("relative paths not allowed @{i}")));
             }
-        } else if c == '.' {
-            if chars[i - 1] == '/' && next_is_end_or_slash {
+        } else if c == DOT {
+            if at(i - 1) == SLASH && next_is_end_or_slash {
                 return Err(InvalidPath(format!("relative paths not allowed @{i}")));
             }
         } else if is_forbidden_char(c) {
@@ -50,8 +64,7 @@ pub fn validate(path: &str) -> Result<(), InvalidPath> {
     Ok(())
 }
 
-fn is_forbidden_char(c: char) -> bool {
-    let c = c as u32;
+fn is_forbidden_char(c: u32) -> bool {
     (0x01..=0x1f).contains(&c)
         || (0x7f..=0x9f).contains(&c)
         || (0xd800..=0xf8ff).contains(&c)
@@ -154,6 +167,21 @@ mod tests {
         ] {
             assert!(validate(p).is_err(), "{p:?} should be invalid");
         }
+    }
+
+    #[test]
+    fn ascii_paths_get_the_same_verdicts_and_messages_on_bytes_as_on_chars() {
+        for p in [
+            "/a", "/a/b", "/..a", "/a/...", "//", "/a//b", "/.", "/a/../b", "/a/./b", "/a\0b",
+            "/a\u{1}", "/a\u{7f}", "/x/..", "/ab/c.",
+        ] {
+            let on_chars = check_chars(&p.chars().collect::<Vec<char>>());
+            assert_eq!(check_chars(p.as_bytes()), on_chars, "{p:?}");
+        }
+        assert_eq!(
+            validate("/é//b"),
+            Err(InvalidPath("empty node name specified @3".into()))
+        );
     }
 
     #[test]
