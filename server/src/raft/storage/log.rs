@@ -1,5 +1,6 @@
-//! The log: staging and writing entries and hard state (one batch, one fsync), and reading
-//! entries back from the cache or the database.
+//! The log: staging entries and hard state (in memory, on the Raft thread), writing them
+//! (encoded and written as one batch with one fsync, on the log writer's thread), and
+//! reading entries back from the cache or the database.
 
 use super::*;
 
@@ -20,42 +21,19 @@ impl RaftStorage {
         if entries.is_empty() && hard_state.is_none() {
             return None;
         }
-        let log = self.cf(CF_LOG);
-        let mut wb = WriteBatch::default();
-        let applied = {
-            let m = self.meta.read();
-            (m.applied > m.applied_staged).then_some(m.applied)
-        };
-        if let Some(applied) = applied {
-            wb.put_cf(self.cf(CF_STATE), KEY_APPLIED, applied.to_be_bytes());
-        }
-        if let Some(first) = entries.first() {
-            let last_staged = self.meta.read().last_index;
-            if first.index <= last_staged {
-                wb.delete_range_cf(log, key(first.index), key(u64::MAX));
-            }
-            for e in entries {
-                match e.write_to_bytes() {
-                    Ok(b) => wb.put_cf(log, key(e.index), b),
-                    Err(err) => fatal("encoding an entry", err),
-                }
-            }
-        }
-        if let Some(hs) = hard_state {
-            match hs.write_to_bytes() {
-                Ok(b) => wb.put_cf(self.cf(CF_STATE), KEY_HARD_STATE, b),
-                Err(err) => fatal("encoding the hard state", err),
-            }
-        }
         let mut m = self.meta.write();
-        if let Some(hs) = hard_state {
-            m.hard_state = hs.clone();
-        }
+        let applied = (m.applied > m.applied_staged).then_some(m.applied);
         if let Some(applied) = applied {
             m.applied_staged = applied;
         }
-        let last_entry = entries.last().map(|e| e.index);
+        if let Some(hs) = hard_state {
+            m.hard_state = hs.clone();
+        }
+        let mut truncate_from = None;
         if let Some(first) = entries.first() {
+            if first.index <= m.last_index {
+                truncate_from = Some(first.index);
+            }
             while m.cache.back().is_some_and(|e| e.index >= first.index) {
                 if let Some(e) = m.cache.pop_back() {
                     m.cache_bytes -= e.data.len() + 32;
@@ -75,23 +53,50 @@ impl RaftStorage {
             m.trim_cache();
         }
         Some(PendingWrite {
-            batch: wb,
-            last_entry,
+            truncate_from,
+            entries: entries.to_vec(),
+            hard_state: hard_state.cloned(),
+            applied,
         })
     }
 
-    /// Writes staged updates, in the order they were staged, with at most one fsync for all
-    /// of them (group commit: only the last write syncs, and RocksDB's WAL is ordered).
+    /// Writes staged updates, in the order they were staged, as one RocksDB write batch
+    /// with at most one fsync (group commit).
     pub fn write(&self, writes: Vec<PendingWrite>, sync: bool) {
-        let n = writes.len();
+        if writes.is_empty() {
+            return;
+        }
+        let log = self.cf(CF_LOG);
+        let state = self.cf(CF_STATE);
+        let mut wb = WriteBatch::default();
         let mut last_entry = None;
-        for (i, w) in writes.into_iter().enumerate() {
-            let mut wo = WriteOptions::default();
-            wo.set_sync(sync && i + 1 == n);
-            if let Err(e) = self.db.write_opt(w.batch, &wo) {
-                fatal("appending to the log", e);
+        for w in writes {
+            // In staging order: a later write's truncation and entries replace an
+            // earlier one's, and its hard state is the newer.
+            if let Some(applied) = w.applied {
+                wb.put_cf(state, KEY_APPLIED, applied.to_be_bytes());
             }
-            last_entry = w.last_entry.or(last_entry);
+            if let Some(from) = w.truncate_from {
+                wb.delete_range_cf(log, key(from), key(u64::MAX));
+            }
+            for e in &w.entries {
+                match e.write_to_bytes() {
+                    Ok(b) => wb.put_cf(log, key(e.index), b),
+                    Err(err) => fatal("encoding an entry", err),
+                }
+            }
+            if let Some(hs) = &w.hard_state {
+                match hs.write_to_bytes() {
+                    Ok(b) => wb.put_cf(state, KEY_HARD_STATE, b),
+                    Err(err) => fatal("encoding the hard state", err),
+                }
+            }
+            last_entry = w.entries.last().map(|e| e.index).or(last_entry);
+        }
+        let mut wo = WriteOptions::default();
+        wo.set_sync(sync);
+        if let Err(e) = self.db.write_opt(wb, &wo) {
+            fatal("appending to the log", e);
         }
         if let Some(last) = last_entry {
             let mut m = self.meta.write();

@@ -145,10 +145,15 @@ impl Meta {
     }
 }
 
-/// Updates staged in memory, to be written by [`RaftStorage::write`].
+/// Updates staged in memory, to be written by [`RaftStorage::write`]. Encoded only there
+/// (on the log writer's thread, not the Raft thread's); the entries are clones whose data
+/// is shared, not copied.
 pub struct PendingWrite {
-    batch: WriteBatch,
-    last_entry: Option<u64>,
+    /// Stored entries from this index on are replaced (deleted first).
+    truncate_from: Option<u64>,
+    entries: Vec<Entry>,
+    hard_state: Option<HardState>,
+    applied: Option<u64>,
 }
 
 /// The Raft log and state; cheap to clone (shared).

@@ -258,3 +258,31 @@ fn snapshot_install_replaces_the_log() {
         11
     );
 }
+
+#[test]
+fn staged_writes_written_together_keep_their_order() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let s = RaftStorage::open(dir.path(), conf()).unwrap();
+        let hs = |term, commit| HardState {
+            term,
+            commit,
+            ..Default::default()
+        };
+        let first = s.stage(&[entry(1, 1), entry(2, 1), entry(3, 1)], Some(&hs(1, 1)));
+        // Replaces 3 before anything is written, then extends the log.
+        let second = s.stage(&[entry(3, 2), entry(4, 2)], Some(&hs(2, 2)));
+        let third = s.stage(&[entry(5, 2)], None);
+        s.write(first.into_iter().chain(second).chain(third).collect(), true);
+    }
+    let s = RaftStorage::open(dir.path(), conf()).unwrap();
+    assert_eq!(s.last_index().unwrap(), 5);
+    assert_eq!((s.hard_state().term, s.hard_state().commit), (2, 2));
+    let got = s
+        .entries(1, 6, None, GetEntriesContext::empty(false))
+        .unwrap();
+    assert_eq!(
+        got.iter().map(|e| (e.index, e.term)).collect::<Vec<_>>(),
+        vec![(1, 1), (2, 1), (3, 2), (4, 2), (5, 2)]
+    );
+}
