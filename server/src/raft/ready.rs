@@ -19,7 +19,9 @@
 //!    the log writer, together with the messages that may leave only once it is durable
 //!    (`take_persisted_messages`: a follower's append acks, votes). The writer fsyncs once
 //!    for everything waiting, sends those messages, and reports [`Input::Persisted`], on
-//!    which the driver calls `on_persist_ready`.
+//!    which the driver calls `on_persist_ready`. A standalone member with nothing in
+//!    flight at the writer and a small write does it on this thread instead, and calls
+//!    `on_persist_ready` itself after step 6 (`write_inline`).
 //! 5. Note the ReadIndex answers (`take_read_states`).
 //! 6. **Advance**: `advance_append_async(rd)` then `advance_apply()`. `advance_apply` right
 //!    after `advance_append_async` is correct because it only moves raft-rs's applied
