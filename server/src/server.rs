@@ -56,9 +56,13 @@ impl Server {
             extended_types: config.extended_types,
         };
         let loading = std::time::Instant::now();
-        let state = match storage.snapshot_data() {
-            Some(bytes) => snapshot::decode(bytes, options)
-                .with_context(|| format!("cannot load the snapshot in {}", dir.display()))?,
+        let state = match storage.snapshot_reader() {
+            Some(src) => snapshot::decode_from(src, options).with_context(|| {
+                format!(
+                    "cannot load the snapshot in {} (corrupt, or written by another build)",
+                    dir.display()
+                )
+            })?,
             None => StateMachine::new(options),
         };
         let (tx, rx) = std::sync::mpsc::channel();

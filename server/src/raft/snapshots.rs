@@ -3,16 +3,17 @@
 //! The Raft loop decides (by entries, or by bytes applied since the last snapshot: at least
 //! twice the last snapshot's size, so the cost of snapshots stays a fraction of the cost of
 //! the log) and captures the state in one pass of pointer copies, where the state is
-//! consistent. The worker (`snapshot_worker.rs`) encodes the capture and stores it while
-//! the loop goes on, then reports back; only then does the loop name the snapshot and
-//! compact the log behind it.
+//! consistent. The worker (`snapshot_worker.rs`) encodes the capture and streams it to a
+//! file while the loop goes on, then reports back; only then does the loop name the
+//! snapshot and compact the log behind it. The last snapshot's size, duration and peak
+//! extra memory are published for `mntr`.
 
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use super::driver::Consensus;
 use super::input::SnapshotWritten;
-use super::snapshot_worker::SnapshotJob;
+use super::snapshot_worker::{resident_bytes, SnapshotJob};
 
 /// Take a snapshot once this many bytes of entries were applied since the last one (one
 /// entry is a whole batch, so counting entries alone would let the log grow large).
@@ -33,6 +34,7 @@ impl Consensus {
             return;
         }
         self.snapshots.bytes_since = 0;
+        let resident_before = resident_bytes().unwrap_or(0);
         let started = Instant::now();
         let view = self.replica.state.read().snapshot_view();
         let job = SnapshotJob {
@@ -42,6 +44,7 @@ impl Consensus {
             conf: self.node.raft.prs().conf().to_conf_state(),
             view,
             captured_in: started.elapsed(),
+            resident_before,
         };
         self.snapshots.in_progress = self.workers.snapshots.send(job).is_ok();
     }
@@ -55,6 +58,7 @@ impl Consensus {
             bytes,
             captured_in,
             written_in,
+            peak_extra,
         } = written;
         self.snapshots.in_progress = false;
         if index <= self.storage.snapshot_metadata().index {
@@ -66,6 +70,7 @@ impl Consensus {
         self.snapshots.last_bytes = bytes;
         let counters = &self.replica.counters;
         counters.snapshot_time.record_ms(captured_in + written_in);
+        counters.snapshot_last(bytes, captured_in + written_in, peak_extra);
         self.replica
             .status
             .snapshot_index
@@ -75,6 +80,7 @@ impl Consensus {
             bytes,
             capture_ms = captured_in.as_millis() as u64,
             encode_and_write_ms = written_in.as_millis() as u64,
+            peak_extra_bytes = peak_extra,
             "snapshot taken"
         );
     }

@@ -177,8 +177,43 @@ impl RaftStorage {
         if last_index < snapshot_meta.index {
             last_index = snapshot_meta.index;
         }
-        if snapshot_meta.index > 0 {
-            // Read in full once: a snapshot the log was compacted behind must be whole.
+        let snapshot_file = match db.get_cf(state, KEY_SNAPSHOT_FILE)? {
+            Some(b) => match super::snapshots::parse_file_record(&b) {
+                Some((i, t, len)) if (i, t) == (snapshot_meta.index, snapshot_meta.term) => {
+                    Some(len)
+                }
+                // Both are written in one batch: anything else is damage.
+                _ => {
+                    return Err(corrupt(
+                        "snapshot file record",
+                        "does not match snapshot_meta",
+                    ))
+                }
+            },
+            None => None,
+        };
+        let files = dir.join(snapshot_files::SNAPSHOT_DIR);
+        create_dir_durably(&files).map_err(|e| corrupt("snapshot directory", e))?;
+        let named = (snapshot_meta.index > 0 && snapshot_file.is_some())
+            .then(|| snapshot_files::file_name(snapshot_meta.index, snapshot_meta.term));
+        if let (Some(name), Some(len)) = (&named, snapshot_file) {
+            // Whole, as far as its length tells (its checksum is verified as it loads).
+            let found = std::fs::metadata(files.join(name)).map(|m| m.len());
+            if found.as_ref().ok() != Some(&len) {
+                let found = match found {
+                    Ok(n) => format!("{n} bytes"),
+                    Err(e) => e.to_string(),
+                };
+                return Err(corrupt(
+                    "snapshot",
+                    format!(
+                        "{name}: {found}, {len} bytes were written (the log before it was compacted away)"
+                    ),
+                ));
+            }
+        } else if snapshot_meta.index > 0 {
+            // The earlier layout: read in full once, a snapshot the log was compacted
+            // behind must be whole.
             if let Err(e) = read_snapshot(&db, snapshot_meta.index, snapshot_meta.term) {
                 return Err(corrupt(
                     "snapshot",
@@ -186,12 +221,17 @@ impl RaftStorage {
                 ));
             }
         }
-        // Chunks of a snapshot whose naming never became durable (a crash in between).
+        // Snapshots whose naming never became durable (a crash in between), and chunks of
+        // the earlier layout once a file replaced them.
+        snapshot_files::remove_others(&files, named.as_deref());
         {
             let snapshots = db
                 .cf_handle(CF_SNAPSHOT)
                 .ok_or_else(|| corrupt("store", "snapshot column family missing"))?;
-            let (index, term) = (snapshot_meta.index, snapshot_meta.term);
+            let (index, term) = match named {
+                Some(_) => (u64::MAX, u64::MAX),
+                None => (snapshot_meta.index, snapshot_meta.term),
+            };
             let mut wb = WriteBatch::default();
             wb.delete_range_cf(snapshots, &[][..], &snapshot_key(index, term, 0)[..]);
             wb.delete_range_cf(
@@ -206,6 +246,7 @@ impl RaftStorage {
             hard_state,
             conf_state,
             snapshot_meta,
+            snapshot_file,
             truncated_index,
             truncated_term,
             last_index,
