@@ -65,6 +65,11 @@ impl Server {
             })?,
             None => StateMachine::new(options),
         };
+        tracing::info!(
+            ms = loading.elapsed().as_millis() as u64,
+            znodes = state.tree.node_count(),
+            "snapshot loaded"
+        );
         let (tx, rx) = std::sync::mpsc::channel();
         let me = config.my_id;
         let client_addr = match config.members.get(&me).and_then(|m| m.client_port) {

@@ -329,6 +329,11 @@ impl Measures {
                 let took = now.saturating_duration_since(started);
                 counters.txns_load_time.record_ms(took);
                 counters.txns_loaded.record(to.saturating_sub(from));
+                tracing::info!(
+                    entries = to.saturating_sub(from),
+                    ms = took.as_millis() as u64,
+                    "log after the snapshot replayed"
+                );
                 let snapshot_ms = counters.snap_load_time.view().sum;
                 counters
                     .db_init_time

@@ -61,7 +61,9 @@ impl RaftStorage {
             cf.set_max_write_buffer_number(2);
             ColumnFamilyDescriptor::new(name, cf)
         });
+        let started = std::time::Instant::now();
         let db = DB::open_cf_descriptors(&opts, dir, cfs)?;
+        let db_opened = started.elapsed();
         let state = db
             .cf_handle(CF_STATE)
             .ok_or_else(|| corrupt("store", "state column family missing"))?;
@@ -256,6 +258,12 @@ impl RaftStorage {
             cache_bytes,
         };
         meta.trim_cache();
+        tracing::info!(
+            rocksdb_open_ms = db_opened.as_millis() as u64,
+            total_ms = started.elapsed().as_millis() as u64,
+            entries = meta.last_index - meta.truncated_index,
+            "store opened"
+        );
         Ok(RaftStorage {
             db: Arc::new(db),
             meta: Arc::new(RwLock::new(meta)),
