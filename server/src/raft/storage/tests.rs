@@ -186,6 +186,13 @@ fn files_in_dir(s: &RaftStorage) -> Vec<String> {
     names
 }
 
+/// A snapshot loader for `open_loading`: the bytes.
+fn read_all(mut src: snapshots::SnapshotSource) -> Vec<u8> {
+    let mut v = Vec::new();
+    std::io::Read::read_to_end(&mut src, &mut v).unwrap();
+    v
+}
+
 fn big_data() -> Vec<u8> {
     (0..(2 * SNAPSHOT_CHUNK + 12345))
         .map(|i| (i % 251) as u8)
@@ -220,7 +227,8 @@ fn snapshot_files_survive_reopen_and_replace_older_ones() {
         s.write_snapshot(9, 1, b"orphan").unwrap();
         std::fs::write(s.snapshots_dir().join("x.snap.tmp"), b"torn").unwrap();
     }
-    let s = RaftStorage::open(dir.path(), conf()).unwrap();
+    let (s, loaded) = RaftStorage::open_loading(dir.path(), conf(), Some(read_all)).unwrap();
+    assert_eq!(loaded.unwrap(), big);
     assert_eq!(s.snapshot_data().unwrap().as_ref(), big.as_slice());
     let mut streamed = Vec::new();
     std::io::Read::read_to_end(&mut s.snapshot_reader().unwrap(), &mut streamed).unwrap();
@@ -236,7 +244,8 @@ fn a_snapshot_of_the_earlier_layout_is_read_then_replaced_by_a_file() {
         let s = two_committed_entries(dir.path());
         store_chunks(&s, 2, 1, &big);
     }
-    let s = RaftStorage::open(dir.path(), conf()).unwrap();
+    let (s, loaded) = RaftStorage::open_loading(dir.path(), conf(), Some(read_all)).unwrap();
+    assert_eq!(loaded.unwrap(), big);
     assert_eq!(s.snapshot_metadata().index, 2);
     assert_eq!(s.snapshot_data().unwrap().as_ref(), big.as_slice());
     let mut streamed = Vec::new();
@@ -267,6 +276,10 @@ fn a_failed_snapshot_write_leaves_nothing_and_names_nothing() {
     assert!(files_in_dir(&s).is_empty(), "{:?}", files_in_dir(&s));
     assert_eq!(s.snapshot_metadata().index, 0);
     assert!(s.snapshot_reader().is_none());
+    drop(s);
+    // Nothing to load: the loader is not called.
+    let (_, loaded) = RaftStorage::open_loading(dir.path(), conf(), Some(read_all)).unwrap();
+    assert!(loaded.is_none());
 }
 
 #[test]
