@@ -5,7 +5,8 @@
 //! | column family | key                     | value                                   |
 //! |---------------|-------------------------|-----------------------------------------|
 //! | `log`         | index, u64 big-endian   | `eraftpb::Entry` (protobuf)             |
-//! | `state`       | `format`                | format version (u32 BE) — refuse others |
+//! | `state`       | `format`                | format version (u32 BE): 4, or 3 (no    |
+//! |               |                         | snapshot file yet) — refuse others      |
 //! | `state`       | `hard_state`            | `eraftpb::HardState`                    |
 //! | `state`       | `conf_state`            | `eraftpb::ConfState`                    |
 //! | `state`       | `snapshot_meta`         | `eraftpb::SnapshotMetadata`             |
@@ -61,7 +62,11 @@ mod snapshots;
 pub use snapshot_files::PACE as SNAPSHOT_PACE;
 use snapshots::{read_snapshot, snapshot_key};
 
-const FORMAT_VERSION: u32 = 3;
+/// Format 4 names snapshot files (`snapshot_file`); format 3 (snapshots in chunks only) is
+/// still opened, and becomes 4 with the first snapshot file named, so that an earlier build
+/// refuses the store as incompatible instead of finding its snapshot missing.
+const FORMAT_VERSION: u32 = 4;
+const FORMAT_CHUNK_SNAPSHOTS: u32 = 3;
 const CF_LOG: &str = "log";
 const CF_STATE: &str = "state";
 const CF_SNAPSHOT: &str = "snapshot";

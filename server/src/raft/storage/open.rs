@@ -96,7 +96,9 @@ impl RaftStorage {
                 wo.set_sync(true);
                 db.write_opt(wb, &wo)?;
             }
-            Some(v) if v.as_slice() == FORMAT_VERSION.to_be_bytes() => {}
+            Some(v)
+                if v.as_slice() == FORMAT_VERSION.to_be_bytes()
+                    || v.as_slice() == FORMAT_CHUNK_SNAPSHOTS.to_be_bytes() => {}
             Some(v) => {
                 return Err(StorageOpenError::IncompatibleFormat {
                     found: format!("{v:?}"),

@@ -236,6 +236,7 @@ impl RaftStorage {
         let file_len = self.snapshot_file_len(index, term);
         let mut wb = WriteBatch::default();
         wb.put_cf(self.cf(CF_STATE), KEY_SNAPSHOT_META, meta_bytes);
+        wb.put_cf(self.cf(CF_STATE), KEY_FORMAT, FORMAT_VERSION.to_be_bytes());
         wb.put_cf(
             self.cf(CF_STATE),
             KEY_SNAPSHOT_FILE,
@@ -285,6 +286,7 @@ impl RaftStorage {
             Err(e) => fatal("encoding snapshot state", e),
         };
         wb.put_cf(self.cf(CF_STATE), KEY_SNAPSHOT_META, encode(meta));
+        wb.put_cf(self.cf(CF_STATE), KEY_FORMAT, FORMAT_VERSION.to_be_bytes());
         wb.put_cf(
             self.cf(CF_STATE),
             KEY_SNAPSHOT_FILE,

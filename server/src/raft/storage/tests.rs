@@ -243,6 +243,12 @@ fn a_snapshot_of_the_earlier_layout_is_read_then_replaced_by_a_file() {
     {
         let s = two_committed_entries(dir.path());
         store_chunks(&s, 2, 1, &big);
+        s.db.put_cf(
+            s.cf(CF_STATE),
+            KEY_FORMAT,
+            FORMAT_CHUNK_SNAPSHOTS.to_be_bytes(),
+        )
+        .unwrap();
     }
     let (s, loaded) = RaftStorage::open_loading(dir.path(), conf(), Some(read_all)).unwrap();
     assert_eq!(loaded.unwrap(), big);
@@ -256,6 +262,12 @@ fn a_snapshot_of_the_earlier_layout_is_read_then_replaced_by_a_file() {
     s.write_snapshot(3, 1, b"newer").unwrap();
     s.save_snapshot(3, 1, &conf(), 3);
     assert!(stored_chunks(&s).is_empty(), "{:?}", stored_chunks(&s));
+    let format = s.db.get_cf(s.cf(CF_STATE), KEY_FORMAT).unwrap().unwrap();
+    assert_eq!(
+        format,
+        FORMAT_VERSION.to_be_bytes(),
+        "upgraded with the first file"
+    );
     drop(s);
     let s = RaftStorage::open(dir.path(), conf()).unwrap();
     assert_eq!(s.snapshot_data().unwrap().as_ref(), b"newer");
