@@ -37,7 +37,15 @@ impl Server {
     pub async fn start(config: Config) -> anyhow::Result<Server> {
         let conf = raft::initial_membership(&config);
         let dir = raft_dir(&config);
-        let storage = RaftStorage::open(&dir, conf.clone())
+        let options = TreeOptions {
+            extended_types: config.extended_types,
+        };
+        // The snapshot decodes while the store reads its log.
+        let load = move |src| {
+            let started = std::time::Instant::now();
+            (snapshot::decode_from(src, options), started.elapsed())
+        };
+        let (storage, loaded) = RaftStorage::open_loading(&dir, conf.clone(), Some(load))
             .with_context(|| format!("cannot use data directory {}", dir.display()))?;
         let stored = storage.conf_state();
         // With reconfig the committed membership rules, and zoo.cfg's is only the first one.
@@ -52,15 +60,23 @@ impl Server {
                 stored.learners
             );
         }
-        let options = TreeOptions {
-            extended_types: config.extended_types,
+        let (state, snapshot_load) = match loaded {
+            Some((decoded, took)) => (
+                decoded.with_context(|| {
+                    format!(
+                        "cannot load the snapshot in {} (corrupt, or written by another build)",
+                        dir.display()
+                    )
+                })?,
+                took,
+            ),
+            None => (StateMachine::new(options), std::time::Duration::ZERO),
         };
-        let loading = std::time::Instant::now();
-        let state = match storage.snapshot_data() {
-            Some(bytes) => snapshot::decode(bytes, options)
-                .with_context(|| format!("cannot load the snapshot in {}", dir.display()))?,
-            None => StateMachine::new(options),
-        };
+        tracing::info!(
+            ms = snapshot_load.as_millis() as u64,
+            znodes = state.tree.node_count(),
+            "snapshot loaded"
+        );
         let (tx, rx) = std::sync::mpsc::channel();
         let me = config.my_id;
         let client_addr = match config.members.get(&me).and_then(|m| m.client_port) {
@@ -106,7 +122,6 @@ impl Server {
             }
             _ => None,
         };
-        let snapshot_load = loading.elapsed();
         let replica = Arc::new(Replica::new(config, state, tx));
         replica.counters.snap_load_time.record_ms(snapshot_load);
         let admin_replica = replica.clone();

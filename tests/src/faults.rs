@@ -135,7 +135,7 @@ impl Rng {
 }
 
 /// The store files of a data directory that hold data (RocksDB's tables, write-ahead logs,
-/// manifests, `CURRENT`), sorted, recursively.
+/// manifests, `CURRENT`, and snapshot files), sorted, recursively.
 pub fn store_files(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
@@ -151,6 +151,7 @@ pub fn store_files(dir: &Path) -> Vec<PathBuf> {
             }
             let name = e.file_name().to_string_lossy().into_owned();
             let data = name.ends_with(".sst")
+                || name.ends_with(".snap")
                 || name.ends_with(".log")
                 || name.starts_with("MANIFEST-")
                 || name == "CURRENT";

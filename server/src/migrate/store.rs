@@ -107,8 +107,8 @@ pub fn load_stopped(config: &Config) -> anyhow::Result<StateMachine> {
     let options = TreeOptions {
         extended_types: config.extended_types,
     };
-    let mut state = match storage.snapshot_data() {
-        Some(bytes) => snapshot::decode(bytes, options)
+    let mut state = match storage.snapshot_reader() {
+        Some(src) => snapshot::decode_from(src, options)
             .with_context(|| format!("cannot load the snapshot in {}", dir.display()))?,
         None => StateMachine::new(options),
     };

@@ -415,6 +415,21 @@ pub fn gather(shared: &Shared, version: &str) -> Vec<Figure> {
             "RocksDB block cache",
             &r.store_block_cache,
         ),
+        counter_gauge(
+            "last_snapshot_bytes",
+            "Size of the last snapshot taken",
+            &r.snapshot_last_bytes,
+        ),
+        counter_gauge(
+            "last_snapshot_ms",
+            "Milliseconds to capture and write the last snapshot",
+            &r.snapshot_last_ms,
+        ),
+        counter_gauge(
+            "last_snapshot_peak_extra_bytes",
+            "Peak resident memory above the level before the last snapshot, while it was written",
+            &r.snapshot_last_peak_extra_bytes,
+        ),
     ]);
     let in_quorum = v.role != Role::Standalone;
     if in_quorum {

@@ -65,4 +65,6 @@ pub struct SnapshotWritten {
     pub captured_in: Duration,
     /// Time the snapshot worker spent encoding and writing.
     pub written_in: Duration,
+    /// The resident set's peak while it was written, above what it was before the capture.
+    pub peak_extra: u64,
 }

@@ -25,6 +25,11 @@ pub struct RaftCounters {
     pub fsync_batch: Summary,
     /// Milliseconds to capture and write a snapshot (its count: the snapshots taken).
     pub snapshot_time: Summary,
+    /// The last snapshot: its bytes, milliseconds to take it, and the resident set's peak
+    /// above what it was before (the capture, copies on write, buffers).
+    pub snapshot_last_bytes: AtomicU64,
+    pub snapshot_last_ms: AtomicU64,
+    pub snapshot_last_peak_extra_bytes: AtomicU64,
     /// Start-up: loading the snapshot, replaying the log after it, both, and entries replayed.
     pub snap_load_time: Summary,
     pub txns_load_time: Summary,
@@ -72,6 +77,9 @@ impl Default for RaftCounters {
             fsync_time: Summary::new(),
             fsync_batch: Summary::new(),
             snapshot_time: Summary::new(),
+            snapshot_last_bytes: AtomicU64::new(0),
+            snapshot_last_ms: AtomicU64::new(0),
+            snapshot_last_peak_extra_bytes: AtomicU64::new(0),
             snap_load_time: Summary::new(),
             txns_load_time: Summary::new(),
             db_init_time: Summary::new(),
@@ -108,6 +116,15 @@ impl RaftCounters {
             self.proposal_size_min.store(bytes, Ordering::Relaxed);
         }
         self.proposal_size_max.fetch_max(bytes, Ordering::Relaxed);
+    }
+
+    /// Publishes the figures of the snapshot just taken.
+    pub fn snapshot_last(&self, bytes: u64, took: std::time::Duration, peak_extra: u64) {
+        self.snapshot_last_bytes.store(bytes, Ordering::Relaxed);
+        self.snapshot_last_ms
+            .store(took.as_millis() as u64, Ordering::Relaxed);
+        self.snapshot_last_peak_extra_bytes
+            .store(peak_extra, Ordering::Relaxed);
     }
 
     /// Publishes the store's memory figures.
@@ -312,6 +329,11 @@ impl Measures {
                 let took = now.saturating_duration_since(started);
                 counters.txns_load_time.record_ms(took);
                 counters.txns_loaded.record(to.saturating_sub(from));
+                tracing::info!(
+                    entries = to.saturating_sub(from),
+                    ms = took.as_millis() as u64,
+                    "log after the snapshot replayed"
+                );
                 let snapshot_ms = counters.snap_load_time.view().sum;
                 counters
                     .db_init_time

@@ -5,7 +5,8 @@
 //!
 //! This layer depends on `jute` and nothing else of the server: `tree/` (znodes, `Stat`,
 //! every write in ZooKeeper's order of checks), `command.rs` (what a Raft entry carries),
-//! `acl.rs`, `path.rs`, `ops.rs` (the opcode table) and `snapshot.rs` (its encoding).
+//! `acl.rs`, `path.rs`, `ops.rs` (the opcode table) and `snapshot.rs` (its encoding,
+//! streamed by `snapshot_io.rs`).
 //!
 //! Every member applies the same committed batches in log order and so reaches the same
 //! state. Every command consumes one zxid, failed ones included (ZooKeeper logs failed
@@ -30,6 +31,7 @@ pub mod ops;
 pub mod path;
 pub mod reconfig;
 pub mod snapshot;
+pub mod snapshot_io;
 pub mod tree;
 
 #[cfg(test)]

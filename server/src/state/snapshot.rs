@@ -9,18 +9,21 @@
 //! whose parent is missing is corruption).
 //!
 //! Version 2 ends with a CRC-32 (IEEE, u32) of everything before it, checked before
-//! anything is decoded: a snapshot travels between members and into backups, where
+//! anything decoded is used: a snapshot travels between members and into backups, where
 //! RocksDB's block checksums no longer cover it, and a flipped byte in a node's data would
 //! otherwise load as a different tree. Version 1 (no checksum, written by earlier builds)
-//! still loads.
+//! still loads. Both directions stream through a few MiB (`snapshot_io.rs`): the size of
+//! a snapshot is never held in memory on top of the tree it encodes or decodes.
 
 use std::collections::HashMap;
+use std::io::{self, Read, Write};
 use std::sync::Arc;
 
 use bytes::{BufMut, Bytes, BytesMut};
-use jute::{Acl, DecodeError, Reader, Record, WriteExt};
+use jute::{Acl, DecodeError, Record, WriteExt};
 
 use super::path;
+use super::snapshot_io::{ChunkedOut, MaybeShort, TrailerSplit, Window};
 use super::tree::{owned, DataTree, Name, NodeKind, TreeOptions, Znode};
 use super::{SessionInfo, StateMachine};
 
@@ -42,6 +45,8 @@ pub enum SnapshotError {
     Inconsistent(String),
     #[error("corrupt snapshot: checksum mismatch (stored {stored:08x}, computed {computed:08x})")]
     Checksum { stored: u32, computed: u32 },
+    #[error("cannot read the snapshot: {0}")]
+    Io(#[from] io::Error),
 }
 
 fn kind_code(kind: NodeKind) -> (u8, i64) {
@@ -80,10 +85,22 @@ impl StateMachine {
     }
 }
 
-/// Serialises a captured state.
+/// Serialises a captured state into memory (a backup, a test); a snapshot for the store
+/// is streamed with [`encode_into`].
 pub fn encode(view: &SnapshotView) -> Bytes {
     let capacity = 64 + view.data_size as usize + view.nodes.len() * 80 + view.sessions.len() * 28;
-    let mut out = BytesMut::with_capacity(capacity);
+    let mut out = Vec::with_capacity(capacity);
+    match encode_into(view, &mut out) {
+        Ok(_) => Bytes::from(out),
+        Err(e) => unreachable!("writing to a Vec fails only when memory does: {e}"),
+    }
+}
+
+/// Serialises a captured state into `w` as it goes, through a buffer of a few MiB (see
+/// `snapshot_io.rs`); the bytes written.
+pub fn encode_into<W: Write + ?Sized>(view: &SnapshotView, w: &mut W) -> io::Result<u64> {
+    let mut sink = ChunkedOut::new(w);
+    let out = &mut sink.buf;
     out.put_slice(MAGIC);
     out.put_u32(VERSION);
     out.put_i64(view.last_zxid);
@@ -108,12 +125,14 @@ pub fn encode(view: &SnapshotView) -> Bytes {
     for list in &acl_lists {
         out.put_i32(list.len() as i32);
         for a in list.iter() {
-            a.encode(&mut out);
+            a.encode(out);
         }
     }
     out.put_i64(view.nodes.len() as i64);
+    sink.maybe_flush()?;
     let mut last_acl: (*const Acl, i32) = (std::ptr::null(), 0);
     for (p, n) in &view.nodes {
+        let out = &mut sink.buf;
         out.put_ustring(p);
         out.put_buffer(n.data.as_deref());
         let key = n.acl.as_ptr();
@@ -132,102 +151,145 @@ pub fn encode(view: &SnapshotView) -> Bytes {
         out.put_u8(k);
         out.put_i64(v);
         out.put_i64(n.pzxid);
+        sink.maybe_flush()?;
     }
-    let crc = crc32fast::hash(&out);
-    out.put_u32(crc);
-    out.freeze()
+    sink.finish(true)
 }
 
-/// The version of a snapshot after its magic, and (version 2) its checksum verified; the
-/// body to decode, without the trailer.
-fn verified_body(bytes: Bytes) -> Result<Bytes, SnapshotError> {
-    if bytes.len() < 8 || &bytes[..4] != MAGIC {
+impl MaybeShort for SnapshotError {
+    fn is_short(&self) -> bool {
+        matches!(self, SnapshotError::Decode(e) if e.is_short())
+    }
+}
+
+/// Loads a state machine from a snapshot in memory.
+pub fn decode(bytes: Bytes, options: TreeOptions) -> Result<StateMachine, SnapshotError> {
+    decode_from(&bytes[..], options)
+}
+
+/// Loads a state machine from a snapshot read as a stream, a window of a few MiB at a
+/// time. The tree is built as the stream goes and returned only once the checksum over
+/// the whole stream matched (format 2); a stream that fails to decode is read to its end
+/// all the same, so that damage shows as the checksum mismatch it is.
+pub fn decode_from(
+    mut src: impl Read,
+    options: TreeOptions,
+) -> Result<StateMachine, SnapshotError> {
+    let mut head = [0u8; 8];
+    if let Err(e) = src.read_exact(&mut head) {
+        return Err(match e.kind() {
+            io::ErrorKind::UnexpectedEof => SnapshotError::BadMagic,
+            _ => SnapshotError::Io(e),
+        });
+    }
+    if &head[..4] != MAGIC {
         return Err(SnapshotError::BadMagic);
     }
-    let version = u32::from_be_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]);
-    match version {
-        VERSION_UNCHECKED => Ok(bytes),
-        VERSION => {
-            let body_len = bytes.len().saturating_sub(4);
-            let tail = &bytes[body_len..];
-            let stored = u32::from_be_bytes([tail[0], tail[1], tail[2], tail[3]]);
-            let computed = crc32fast::hash(&bytes[..body_len]);
-            if stored != computed {
-                return Err(SnapshotError::Checksum { stored, computed });
-            }
-            Ok(bytes.slice(..body_len))
+    let checked = match u32::from_be_bytes([head[4], head[5], head[6], head[7]]) {
+        VERSION => true,
+        VERSION_UNCHECKED => false,
+        v => return Err(SnapshotError::Version(v)),
+    };
+    let mut w = Window::new(TrailerSplit::new(src, checked, &head));
+    let decoded = decode_body(&mut w, options);
+    if !checked {
+        return decoded;
+    }
+    let split = w.source();
+    if decoded.is_err() {
+        if let Err(e) = split.drain() {
+            tracing::warn!("cannot read a damaged snapshot to its end: {e}");
+            return decoded;
         }
-        v => Err(SnapshotError::Version(v)),
+    }
+    match split.trailer() {
+        (Some(stored), computed) if stored != computed => {
+            Err(SnapshotError::Checksum { stored, computed })
+        }
+        (Some(_), _) => decoded,
+        (None, _) => decoded.and(Err(SnapshotError::Inconsistent(
+            "shorter than its checksum".into(),
+        ))),
     }
 }
 
-/// Loads a state machine from a snapshot.
-pub fn decode(bytes: Bytes, options: TreeOptions) -> Result<StateMachine, SnapshotError> {
-    let mut r = Reader::new(verified_body(bytes)?);
-    // Magic and version, checked above.
-    r.read_i64()?;
-    let last_zxid = r.read_i64()?;
+/// Decodes everything after the magic and version, to the end of the stream.
+fn decode_body<R: Read>(
+    w: &mut Window<R>,
+    options: TreeOptions,
+) -> Result<StateMachine, SnapshotError> {
+    let (last_zxid, n) = w.record(|r| Ok::<_, SnapshotError>((r.read_i64()?, r.read_i32()?)))?;
     let mut sessions = std::collections::BTreeMap::new();
-    let n = r.read_i32()?;
     for _ in 0..n.max(0) {
-        let id = r.read_i64()?;
-        let timeout = r.read_i32()?;
-        let mut passwd = [0u8; 16];
-        for b in passwd.iter_mut() {
-            *b = r.read_u8()?;
-        }
-        sessions.insert(id, SessionInfo { timeout, passwd });
+        let (id, info) = w.record(|r| {
+            let id = r.read_i64()?;
+            let timeout = r.read_i32()?;
+            let mut passwd = [0u8; 16];
+            for b in passwd.iter_mut() {
+                *b = r.read_u8()?;
+            }
+            Ok::<_, SnapshotError>((id, SessionInfo { timeout, passwd }))
+        })?;
+        sessions.insert(id, info);
     }
     let mut tree = DataTree::empty(options);
-    let n_acls = r.read_i32()?;
+    let n_acls = w.record(|r| Ok::<_, SnapshotError>(r.read_i32()?))?;
     let mut acls: Vec<Arc<[Acl]>> = Vec::new();
     for _ in 0..n_acls.max(0) {
-        let list = r.read_vec(12, Acl::decode)?;
+        let list = w.record(|r| Ok::<_, SnapshotError>(r.read_vec(12, Acl::decode)?))?;
         acls.push(tree.intern_acl(list));
     }
-    let n_nodes = r.read_i64()?;
+    let n_nodes = w.record(|r| Ok::<_, SnapshotError>(r.read_i64()?))?;
     let mut paths = Vec::with_capacity(n_nodes.clamp(0, 1 << 20) as usize);
     for _ in 0..n_nodes.max(0) {
-        let p = r.read_ustring()?;
-        let data = r.read_buffer()?;
-        let acl_i = r.read_i32()?;
-        let acl = acls
-            .get(acl_i as usize)
-            .cloned()
-            .ok_or_else(|| SnapshotError::Inconsistent(format!("{p}: ACL index {acl_i}")))?;
-        let czxid = r.read_i64()?;
-        let mzxid = r.read_i64()?;
-        let ctime = r.read_i64()?;
-        let mtime = r.read_i64()?;
-        let version = r.read_i32()?;
-        let cversion = r.read_i32()?;
-        let aversion = r.read_i32()?;
-        let kind = match (r.read_u8()?, r.read_i64()?) {
-            (0, _) => NodeKind::Persistent,
-            (1, s) => NodeKind::Ephemeral(s),
-            (2, _) => NodeKind::Container,
-            (3, t) => NodeKind::Ttl(t),
-            (k, _) => return Err(SnapshotError::Inconsistent(format!("{p}: node kind {k}"))),
-        };
-        let pzxid = r.read_i64()?;
+        let (p, znode) = w.record(|r| {
+            let p = r.read_ustring()?;
+            let data = r.read_buffer()?;
+            let acl_i = r.read_i32()?;
+            let acl = acls
+                .get(acl_i as usize)
+                .cloned()
+                .ok_or_else(|| SnapshotError::Inconsistent(format!("{p}: ACL index {acl_i}")))?;
+            let czxid = r.read_i64()?;
+            let mzxid = r.read_i64()?;
+            let ctime = r.read_i64()?;
+            let mtime = r.read_i64()?;
+            let version = r.read_i32()?;
+            let cversion = r.read_i32()?;
+            let aversion = r.read_i32()?;
+            let kind = match (r.read_u8()?, r.read_i64()?) {
+                (0, _) => NodeKind::Persistent,
+                (1, s) => NodeKind::Ephemeral(s),
+                (2, _) => NodeKind::Container,
+                (3, t) => NodeKind::Ttl(t),
+                (k, _) => return Err(SnapshotError::Inconsistent(format!("{p}: node kind {k}"))),
+            };
+            let pzxid = r.read_i64()?;
+            Ok((
+                p,
+                Znode {
+                    data: owned(data),
+                    acl,
+                    czxid,
+                    mzxid,
+                    ctime,
+                    mtime,
+                    version,
+                    cversion,
+                    aversion,
+                    kind,
+                    pzxid,
+                    children: DataTree::new_children(),
+                },
+            ))
+        })?;
         paths.push(p.clone());
-        tree.load_node(
-            p,
-            Znode {
-                data: owned(data),
-                acl,
-                czxid,
-                mzxid,
-                ctime,
-                mtime,
-                version,
-                cversion,
-                aversion,
-                kind,
-                pzxid,
-                children: DataTree::new_children(),
-            },
-        );
+        tree.load_node(p, znode);
+    }
+    if !w.at_end()? {
+        return Err(SnapshotError::Inconsistent(
+            "bytes after the last node".into(),
+        ));
     }
     if tree.get("/").is_none() {
         return Err(SnapshotError::Inconsistent("no root node".into()));

@@ -5,24 +5,26 @@
 //! | column family | key                     | value                                   |
 //! |---------------|-------------------------|-----------------------------------------|
 //! | `log`         | index, u64 big-endian   | `eraftpb::Entry` (protobuf)             |
-//! | `state`       | `format`                | format version (u32 BE) — refuse others |
+//! | `state`       | `format`                | format version (u32 BE): 4, or 3 (no    |
+//! |               |                         | snapshot file yet) — refuse others      |
 //! | `state`       | `hard_state`            | `eraftpb::HardState`                    |
 //! | `state`       | `conf_state`            | `eraftpb::ConfState`                    |
 //! | `state`       | `snapshot_meta`         | `eraftpb::SnapshotMetadata`             |
+//! | `state`       | `snapshot_file`         | index, term, length (u64 BE each) of    |
+//! |               |                         | the snapshot file `snapshot_meta` names |
 //! | `state`       | `truncated`             | index and term (u64 BE each) before the |
 //! |               |                         | first stored entry                      |
 //! | `state`       | `applied`               | applied index (u64 BE), a lower bound:  |
 //! |               |                         | written with the next log write         |
-//! | `snapshot`    | index, term (u64 BE),   | the state machine snapshot in chunks of |
-//! |               | chunk number (u32 BE)   | up to 4 MiB, in order                   |
-//! | `snapshot`    | index, term, `u32::MAX` | end mark: chunk count (u32 BE), total   |
-//! |               |                         | length (u64 BE)                         |
+//! | `snapshot`    | index, term (u64 BE),   | earlier builds' snapshots, in chunks of |
+//! |               | chunk number (u32 BE)   | up to 4 MiB, in order (read, not        |
+//! | `snapshot`    | index, term, `u32::MAX` | written); end mark: chunk count (u32    |
+//! |               |                         | BE), total length (u64 BE)              |
 //!
-//! A snapshot's chunks are written without the WAL and then the `snapshot` column family is
-//! flushed (RocksDB writes and fsyncs the SST files and its manifest), all before
-//! `snapshot_meta` names the snapshot. Taking a snapshot therefore never pushes hundreds of
-//! megabytes through the WAL, and a background thread writes it while the Raft loop goes on.
-//! Chunks no `snapshot_meta` names (a crash between the two steps) are deleted at open.
+//! Snapshots are files in `snapshots/` (see `snapshot_files.rs`), streamed by a background
+//! thread while the Raft loop goes on, fsynced and renamed before `snapshot_meta` and
+//! `snapshot_file` name them. Files (and chunks) nothing names — a crash between the two
+//! steps — are deleted at open.
 //!
 //! Appends write entries and the hard state in one batch with one fsync (raft-rs's ready
 //! contract: persist before the entries count). The log behind a durable snapshot is deleted.
@@ -37,10 +39,10 @@
 //! an unacknowledged write) is tolerated; corruption anywhere else is an error.
 //!
 //! Files: `open.rs` (opening and validation), `log.rs` (entries and hard state),
-//! `snapshots.rs` (snapshot chunks), and here the shared records and raft-rs's `Storage`.
+//! `snapshots.rs` and `snapshot_files.rs` (snapshots), and here the shared records and raft-rs's `Storage`.
 
 use std::collections::VecDeque;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -54,23 +56,27 @@ use rocksdb::{
 
 mod log;
 mod open;
+mod snapshot_files;
 mod snapshots;
 
+pub use snapshot_files::PACE as SNAPSHOT_PACE;
 use snapshots::{read_snapshot, snapshot_key};
 
-const FORMAT_VERSION: u32 = 3;
+/// Format 4 names snapshot files (`snapshot_file`); format 3 (snapshots in chunks only) is
+/// still opened, and becomes 4 with the first snapshot file named, so that an earlier build
+/// refuses the store as incompatible instead of finding its snapshot missing.
+const FORMAT_VERSION: u32 = 4;
+const FORMAT_CHUNK_SNAPSHOTS: u32 = 3;
 const CF_LOG: &str = "log";
 const CF_STATE: &str = "state";
 const CF_SNAPSHOT: &str = "snapshot";
-/// Chunk size of a stored snapshot, and how many bytes go to RocksDB per write batch.
-const SNAPSHOT_CHUNK: usize = 4 << 20;
-const SNAPSHOT_BATCH: usize = 32 << 20;
-/// The chunk number of a snapshot's end mark.
+/// The chunk number of an earlier-layout snapshot's end mark.
 const END_MARK: u32 = u32::MAX;
 const KEY_FORMAT: &[u8] = b"format";
 const KEY_HARD_STATE: &[u8] = b"hard_state";
 const KEY_CONF_STATE: &[u8] = b"conf_state";
 const KEY_SNAPSHOT_META: &[u8] = b"snapshot_meta";
+const KEY_SNAPSHOT_FILE: &[u8] = b"snapshot_file";
 const KEY_TRUNCATED: &[u8] = b"truncated";
 const KEY_APPLIED: &[u8] = b"applied";
 
@@ -107,6 +113,9 @@ struct Meta {
     durable_index: u64,
     conf_state: ConfState,
     snapshot_meta: SnapshotMetadata,
+    /// The length of the named snapshot's file; `None`: no snapshot, or one of the earlier
+    /// layout (chunks in the `snapshot` column family).
+    snapshot_file: Option<u64>,
     /// The entry just before the first stored one (its term is kept for raft-rs).
     truncated_index: u64,
     truncated_term: u64,

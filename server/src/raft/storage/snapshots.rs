@@ -1,8 +1,51 @@
-//! Snapshots in the `snapshot` column family: written in chunks without the WAL and
-//! flushed before `snapshot_meta` names them, read back whole, replaced by newer ones, and
-//! installed from the leader (which replaces the log).
+//! Snapshots: written as files (`snapshot_files.rs`) and named by `snapshot_meta` once
+//! durable, read back as a stream (or whole, for sending), replaced by newer ones, and
+//! installed from the leader (which replaces the log). Snapshots of earlier builds, in
+//! chunks in the `snapshot` column family, are still read; the first new snapshot
+//! replaces them.
 
+use std::io::{self, Read};
+
+use super::snapshot_files::{self, SnapshotSink, SNAPSHOT_DIR};
 use super::*;
+
+/// A stored snapshot, read as a stream.
+pub enum SnapshotSource {
+    File(std::fs::File),
+    /// A snapshot of the earlier layout, read whole from its chunks.
+    Chunks(io::Cursor<bytes::Bytes>),
+}
+
+impl Read for SnapshotSource {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            SnapshotSource::File(f) => f.read(buf),
+            SnapshotSource::Chunks(c) => c.read(buf),
+        }
+    }
+}
+
+/// The record naming a snapshot file: index, term and length (u64 BE each).
+pub(super) fn file_record(index: u64, term: u64, len: u64) -> Vec<u8> {
+    let mut v = Vec::with_capacity(24);
+    for x in [index, term, len] {
+        v.extend_from_slice(&x.to_be_bytes());
+    }
+    v
+}
+
+/// The index, term and length a file record holds.
+pub(super) fn parse_file_record(b: &[u8]) -> Option<(u64, u64, u64)> {
+    let field = |i: usize| {
+        Some(u64::from_be_bytes(
+            b.get(i * 8..i * 8 + 8)?.try_into().ok()?,
+        ))
+    };
+    if b.len() != 24 {
+        return None;
+    }
+    Some((field(0)?, field(1)?, field(2)?))
+}
 
 /// The key of chunk `chunk` of the snapshot at (`index`, `term`).
 pub(super) fn snapshot_key(index: u64, term: u64, chunk: u32) -> [u8; 20] {
@@ -57,47 +100,67 @@ pub(super) fn read_snapshot(db: &DB, index: u64, term: u64) -> Result<bytes::Byt
 }
 
 impl RaftStorage {
-    /// Stores the snapshot at (`index`, `term`) durably: chunks without the WAL, then a
-    /// flush of the `snapshot` column family. Safe to call from any thread; the snapshot
-    /// counts only once [`Self::save_snapshot`] (or `install_snapshot`) names it.
-    pub fn write_snapshot(&self, index: u64, term: u64, data: &[u8]) -> Result<(), rocksdb::Error> {
-        let cf = self.cf(CF_SNAPSHOT);
-        let mut wo = WriteOptions::default();
-        wo.disable_wal(true);
-        let mut wb = WriteBatch::default();
-        let mut batched = 0;
-        let mut count = 0u32;
-        for chunk in data.chunks(SNAPSHOT_CHUNK) {
-            wb.put_cf(cf, snapshot_key(index, term, count), chunk);
-            count += 1;
-            batched += chunk.len();
-            if batched >= SNAPSHOT_BATCH {
-                self.db.write_opt(std::mem::take(&mut wb), &wo)?;
-                batched = 0;
-            }
-        }
-        let mut end = Vec::with_capacity(12);
-        end.extend_from_slice(&count.to_be_bytes());
-        end.extend_from_slice(&(data.len() as u64).to_be_bytes());
-        wb.put_cf(cf, snapshot_key(index, term, END_MARK), end);
-        self.db.write_opt(wb, &wo)?;
-        let mut fo = rocksdb::FlushOptions::default();
-        fo.set_wait(true);
-        self.db.flush_cf_opt(cf, &fo)
+    /// The directory of snapshot files.
+    pub fn snapshots_dir(&self) -> PathBuf {
+        self.dir().join(SNAPSHOT_DIR)
     }
 
-    /// The stored state machine snapshot, if any, read for loading it at start-up: not
-    /// kept (the state it decodes into holds copies of what it needs, and a cached copy
-    /// would double the memory of a member that never sends a snapshot).
-    pub fn snapshot_data(&self) -> Option<bytes::Bytes> {
-        let meta = self.snapshot_metadata();
+    /// Stores the snapshot at (`index`, `term`) durably as `write` streams it into the
+    /// sink; its size. Safe to call from any thread; the snapshot counts only once
+    /// [`Self::save_snapshot`] (or `install_snapshot`) names it. A failed write leaves
+    /// nothing behind.
+    pub fn write_snapshot_with(
+        &self,
+        index: u64,
+        term: u64,
+        write: impl FnOnce(&mut SnapshotSink) -> io::Result<()>,
+    ) -> io::Result<u64> {
+        let mut sink = SnapshotSink::create(&self.snapshots_dir(), index, term)?;
+        write(&mut sink)?;
+        sink.finish()
+    }
+
+    /// Stores a snapshot held in memory (one received from the leader).
+    pub fn write_snapshot(&self, index: u64, term: u64, data: &[u8]) -> io::Result<u64> {
+        self.write_snapshot_with(index, term, |sink| io::Write::write_all(sink, data))
+    }
+
+    /// The stored state machine snapshot, if any, as a stream: for loading it at start-up
+    /// without holding it whole on top of the tree it decodes into.
+    pub fn snapshot_reader(&self) -> Option<SnapshotSource> {
+        let (meta, file) = {
+            let m = self.meta.read();
+            (m.snapshot_meta.clone(), m.snapshot_file)
+        };
         if meta.index == 0 {
             return None;
         }
+        if file.is_some() {
+            let path = self
+                .snapshots_dir()
+                .join(snapshot_files::file_name(meta.index, meta.term));
+            return match std::fs::File::open(&path) {
+                Ok(f) => Some(SnapshotSource::File(f)),
+                Err(e) => fatal(&format!("opening {}", path.display()), e),
+            };
+        }
         match read_snapshot(&self.db, meta.index, meta.term) {
-            Ok(d) => Some(d),
+            Ok(d) => Some(SnapshotSource::Chunks(io::Cursor::new(d))),
             Err(e) => fatal("reading the stored snapshot", e),
         }
+    }
+
+    /// The stored snapshot whole (raft-rs sends a snapshot in one message).
+    pub fn snapshot_data(&self) -> Option<bytes::Bytes> {
+        let mut src = self.snapshot_reader()?;
+        if let SnapshotSource::Chunks(c) = src {
+            return Some(c.into_inner());
+        }
+        let mut data = Vec::new();
+        if let Err(e) = src.read_to_end(&mut data) {
+            fatal("reading the stored snapshot", e);
+        }
+        Some(bytes::Bytes::from(data))
     }
 
     /// The stored snapshot for sending to followers: kept after the first read, as a leader
@@ -114,17 +177,27 @@ impl RaftStorage {
         Some(data)
     }
 
-    /// Deletes the chunks of snapshots older than the current one (RocksDB reclaims the
-    /// space as it compacts).
-    fn remove_old_snapshots(&self, keep_index: u64) {
+    /// Deletes every snapshot but the named one (`index`, `term`), a file: the others'
+    /// files, and the chunks of the earlier layout (RocksDB reclaims their space as it
+    /// compacts).
+    fn remove_old_snapshots(&self, index: u64, term: u64) {
         let mut wb = WriteBatch::default();
-        wb.delete_range_cf(
-            self.cf(CF_SNAPSHOT),
-            &[][..],
-            &snapshot_key(keep_index, 0, 0)[..],
-        );
+        wb.delete_range_cf(self.cf(CF_SNAPSHOT), &[][..], &[0xffu8; 21][..]);
         if let Err(e) = self.db.write(wb) {
             tracing::warn!("cannot delete old snapshots: {e}");
+        }
+        let keep = snapshot_files::file_name(index, term);
+        snapshot_files::remove_others(&self.snapshots_dir(), Some(&keep));
+    }
+
+    /// The length of the durable file of the snapshot at (`index`, `term`), to name it.
+    fn snapshot_file_len(&self, index: u64, term: u64) -> u64 {
+        let path = self
+            .snapshots_dir()
+            .join(snapshot_files::file_name(index, term));
+        match std::fs::metadata(&path) {
+            Ok(m) => m.len(),
+            Err(e) => fatal(&format!("naming snapshot {}", path.display()), e),
         }
     }
 
@@ -160,8 +233,15 @@ impl RaftStorage {
         let mut truncated = Vec::with_capacity(16);
         truncated.extend_from_slice(&compact_to.to_be_bytes());
         truncated.extend_from_slice(&compact_term.to_be_bytes());
+        let file_len = self.snapshot_file_len(index, term);
         let mut wb = WriteBatch::default();
         wb.put_cf(self.cf(CF_STATE), KEY_SNAPSHOT_META, meta_bytes);
+        wb.put_cf(self.cf(CF_STATE), KEY_FORMAT, FORMAT_VERSION.to_be_bytes());
+        wb.put_cf(
+            self.cf(CF_STATE),
+            KEY_SNAPSHOT_FILE,
+            file_record(index, term, file_len),
+        );
         wb.put_cf(self.cf(CF_STATE), KEY_TRUNCATED, truncated);
         wb.delete_range_cf(self.cf(CF_LOG), key(0), key(compact_to + 1));
         let mut wo = WriteOptions::default();
@@ -171,6 +251,7 @@ impl RaftStorage {
         }
         let mut m = self.meta.write();
         m.snapshot_meta = meta;
+        m.snapshot_file = Some(file_len);
         m.truncated_index = compact_to;
         m.truncated_term = compact_term;
         while m.cache.front().is_some_and(|e| e.index <= compact_to) {
@@ -182,7 +263,7 @@ impl RaftStorage {
             m.last_index = index;
         }
         drop(m);
-        self.remove_old_snapshots(index);
+        self.remove_old_snapshots(index, term);
         // A newer snapshot replaces the one kept for sending.
         *self.snapshot_cache.lock() = None;
     }
@@ -194,9 +275,10 @@ impl RaftStorage {
         let mut hs = self.hard_state();
         hs.term = hs.term.max(meta.term);
         hs.commit = hs.commit.max(meta.index);
-        if let Err(e) = self.write_snapshot(meta.index, meta.term, &snap.data) {
-            fatal("writing a snapshot received from the leader", e);
-        }
+        let file_len = match self.write_snapshot(meta.index, meta.term, &snap.data) {
+            Ok(len) => len,
+            Err(e) => fatal("writing a snapshot received from the leader", e),
+        };
         let mut wb = WriteBatch::default();
         wb.delete_range_cf(self.cf(CF_LOG), key(0), key(u64::MAX));
         let encode = |m: &dyn protobuf::Message| match m.write_to_bytes() {
@@ -204,6 +286,12 @@ impl RaftStorage {
             Err(e) => fatal("encoding snapshot state", e),
         };
         wb.put_cf(self.cf(CF_STATE), KEY_SNAPSHOT_META, encode(meta));
+        wb.put_cf(self.cf(CF_STATE), KEY_FORMAT, FORMAT_VERSION.to_be_bytes());
+        wb.put_cf(
+            self.cf(CF_STATE),
+            KEY_SNAPSHOT_FILE,
+            file_record(meta.index, meta.term, file_len),
+        );
         wb.put_cf(
             self.cf(CF_STATE),
             KEY_CONF_STATE,
@@ -223,6 +311,7 @@ impl RaftStorage {
         }
         let mut m = self.meta.write();
         m.snapshot_meta = meta.clone();
+        m.snapshot_file = Some(file_len);
         m.conf_state = meta.get_conf_state().clone();
         m.hard_state = hs;
         m.truncated_index = meta.index;
@@ -234,6 +323,7 @@ impl RaftStorage {
         m.cache.clear();
         m.cache_bytes = 0;
         drop(m);
-        self.remove_old_snapshots(meta.index);
+        self.remove_old_snapshots(meta.index, meta.term);
+        *self.snapshot_cache.lock() = None;
     }
 }

@@ -133,6 +133,37 @@ fn a_missing_committed_entry_is_a_clear_error() {
     );
 }
 
+/// Chunk size of an earlier build's snapshots.
+const SNAPSHOT_CHUNK: usize = 4 << 20;
+
+/// Stores and names a snapshot as earlier builds did: chunks in the `snapshot` column
+/// family, an end mark, `snapshot_meta` without a file record.
+fn store_chunks(s: &RaftStorage, index: u64, term: u64, data: &[u8]) {
+    let cf = s.cf(CF_SNAPSHOT);
+    let mut count = 0u32;
+    for chunk in data.chunks(SNAPSHOT_CHUNK) {
+        s.db.put_cf(cf, snapshot_key(index, term, count), chunk)
+            .unwrap();
+        count += 1;
+    }
+    let mut end = count.to_be_bytes().to_vec();
+    end.extend_from_slice(&(data.len() as u64).to_be_bytes());
+    s.db.put_cf(cf, snapshot_key(index, term, END_MARK), end)
+        .unwrap();
+    let mut meta = SnapshotMetadata {
+        index,
+        term,
+        ..Default::default()
+    };
+    meta.set_conf_state(conf());
+    let state = s.cf(CF_STATE);
+    s.db.put_cf(state, KEY_SNAPSHOT_META, meta.write_to_bytes().unwrap())
+        .unwrap();
+    let mut truncated = index.to_be_bytes().to_vec();
+    truncated.extend_from_slice(&term.to_be_bytes());
+    s.db.put_cf(state, KEY_TRUNCATED, truncated).unwrap();
+}
+
 /// Counts the stored chunks (end marks included) of every snapshot.
 fn stored_chunks(s: &RaftStorage) -> Vec<(u64, u32)> {
     s.db.iterator_cf(s.cf(CF_SNAPSHOT), IteratorMode::Start)
@@ -145,12 +176,33 @@ fn stored_chunks(s: &RaftStorage) -> Vec<(u64, u32)> {
         .collect()
 }
 
-#[test]
-fn large_snapshots_are_chunked_survive_reopen_and_replace_older_ones() {
-    let dir = tempfile::tempdir().unwrap();
-    let big: Vec<u8> = (0..(2 * SNAPSHOT_CHUNK + 12345))
-        .map(|i| (i % 251) as u8)
+/// The files in the store's snapshot directory.
+fn files_in_dir(s: &RaftStorage) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(s.snapshots_dir())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
+    names.sort();
+    names
+}
+
+/// A snapshot loader for `open_loading`: the bytes.
+fn read_all(mut src: snapshots::SnapshotSource) -> Vec<u8> {
+    let mut v = Vec::new();
+    std::io::Read::read_to_end(&mut src, &mut v).unwrap();
+    v
+}
+
+fn big_data() -> Vec<u8> {
+    (0..(2 * SNAPSHOT_CHUNK + 12345))
+        .map(|i| (i % 251) as u8)
+        .collect()
+}
+
+#[test]
+fn snapshot_files_survive_reopen_and_replace_older_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = big_data();
     {
         let s = RaftStorage::open(dir.path(), conf()).unwrap();
         let hs = HardState {
@@ -165,19 +217,117 @@ fn large_snapshots_are_chunked_survive_reopen_and_replace_older_ones() {
         );
         s.write_snapshot(2, 1, b"older").unwrap();
         s.save_snapshot(2, 1, &conf(), 2);
-        s.write_snapshot(4, 1, &big).unwrap();
+        assert_eq!(s.write_snapshot(4, 1, &big).unwrap(), big.len() as u64);
+        // Written, not yet named: the named one is still the older.
+        assert_eq!(s.snapshot_data().unwrap().as_ref(), b"older");
         s.save_snapshot(4, 1, &conf(), 4);
-        // The older snapshot's chunks are gone; the new one has three and an end mark.
-        assert_eq!(
-            stored_chunks(&s),
-            vec![(4, 0), (4, 1), (4, 2), (4, END_MARK)]
-        );
-        // Written, never named (a crash before `save_snapshot`): dropped at open.
+        assert_eq!(files_in_dir(&s), vec![snapshot_files::file_name(4, 1)]);
+        // Written, never named (a crash before `save_snapshot`), and a torn temporary
+        // file (a crash while writing): dropped at open.
         s.write_snapshot(9, 1, b"orphan").unwrap();
+        std::fs::write(s.snapshots_dir().join("x.snap.tmp"), b"torn").unwrap();
     }
-    let s = RaftStorage::open(dir.path(), conf()).unwrap();
+    let (s, loaded) = RaftStorage::open_loading(dir.path(), conf(), Some(read_all)).unwrap();
+    assert_eq!(loaded.unwrap(), big);
     assert_eq!(s.snapshot_data().unwrap().as_ref(), big.as_slice());
-    assert!(stored_chunks(&s).iter().all(|(index, _)| *index == 4));
+    let mut streamed = Vec::new();
+    std::io::Read::read_to_end(&mut s.snapshot_reader().unwrap(), &mut streamed).unwrap();
+    assert_eq!(streamed, big);
+    assert_eq!(files_in_dir(&s), vec![snapshot_files::file_name(4, 1)]);
+}
+
+#[test]
+fn a_snapshot_of_the_earlier_layout_is_read_then_replaced_by_a_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = big_data();
+    {
+        let s = two_committed_entries(dir.path());
+        store_chunks(&s, 2, 1, &big);
+        s.db.put_cf(
+            s.cf(CF_STATE),
+            KEY_FORMAT,
+            FORMAT_CHUNK_SNAPSHOTS.to_be_bytes(),
+        )
+        .unwrap();
+    }
+    let (s, loaded) = RaftStorage::open_loading(dir.path(), conf(), Some(read_all)).unwrap();
+    assert_eq!(loaded.unwrap(), big);
+    assert_eq!(s.snapshot_metadata().index, 2);
+    assert_eq!(s.snapshot_data().unwrap().as_ref(), big.as_slice());
+    let mut streamed = Vec::new();
+    std::io::Read::read_to_end(&mut s.snapshot_reader().unwrap(), &mut streamed).unwrap();
+    assert_eq!(streamed, big);
+    assert_eq!(stored_chunks(&s).len(), 4);
+    s.append(&[entry(3, 1)], None, true);
+    s.write_snapshot(3, 1, b"newer").unwrap();
+    s.save_snapshot(3, 1, &conf(), 3);
+    assert!(stored_chunks(&s).is_empty(), "{:?}", stored_chunks(&s));
+    let format = s.db.get_cf(s.cf(CF_STATE), KEY_FORMAT).unwrap().unwrap();
+    assert_eq!(
+        format,
+        FORMAT_VERSION.to_be_bytes(),
+        "upgraded with the first file"
+    );
+    drop(s);
+    let s = RaftStorage::open(dir.path(), conf()).unwrap();
+    assert_eq!(s.snapshot_data().unwrap().as_ref(), b"newer");
+}
+
+#[test]
+fn a_failed_snapshot_write_leaves_nothing_and_names_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = two_committed_entries(dir.path());
+    // The disk fills up half way through (ENOSPC from the writer).
+    let err = s
+        .write_snapshot_with(2, 1, |sink| {
+            std::io::Write::write_all(sink, &vec![1u8; 3 << 20])?;
+            Err(std::io::Error::from_raw_os_error(libc::ENOSPC))
+        })
+        .unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::ENOSPC));
+    assert!(files_in_dir(&s).is_empty(), "{:?}", files_in_dir(&s));
+    assert_eq!(s.snapshot_metadata().index, 0);
+    assert!(s.snapshot_reader().is_none());
+    drop(s);
+    // Nothing to load: the loader is not called.
+    let (_, loaded) = RaftStorage::open_loading(dir.path(), conf(), Some(read_all)).unwrap();
+    assert!(loaded.is_none());
+}
+
+#[test]
+fn a_torn_or_flipped_snapshot_file_is_refused() {
+    use crate::state::snapshot::{self, SnapshotError};
+    use crate::state::tree::TreeOptions;
+    use crate::state::StateMachine;
+
+    let dir = tempfile::tempdir().unwrap();
+    let s = two_committed_entries(dir.path());
+    let view = StateMachine::new(TreeOptions::default()).snapshot_view();
+    let len = s
+        .write_snapshot_with(2, 1, |sink| snapshot::encode_into(&view, sink).map(|_| ()))
+        .unwrap();
+    s.save_snapshot(2, 1, &conf(), 2);
+    let path = s.snapshots_dir().join(snapshot_files::file_name(2, 1));
+    let good = std::fs::read(&path).unwrap();
+    assert_eq!(good.len() as u64, len);
+    let load = |s: &RaftStorage| {
+        snapshot::decode_from(s.snapshot_reader().unwrap(), TreeOptions::default())
+    };
+    assert!(load(&s).is_ok());
+    // A flipped byte: the checksum.
+    let mut flipped = good.clone();
+    flipped[good.len() / 2] ^= 0x04;
+    std::fs::write(&path, &flipped).unwrap();
+    assert!(matches!(load(&s), Err(SnapshotError::Checksum { .. })));
+    drop(s);
+    // A torn file (shorter than named): refused at open.
+    std::fs::write(&path, &good[..good.len() - 1]).unwrap();
+    let err = RaftStorage::open(dir.path(), conf()).err().unwrap();
+    assert!(err.to_string().contains("corrupt snapshot"), "{err}");
+    // A missing one too.
+    std::fs::remove_file(&path).unwrap();
+    let err = RaftStorage::open(dir.path(), conf()).err().unwrap();
+    assert!(err.to_string().contains("corrupt snapshot"), "{err}");
 }
 
 /// A fresh store holding entries 1 and 2 (term 1), both committed.
@@ -198,8 +348,7 @@ fn a_damaged_snapshot_is_a_clear_error() {
     {
         let s = two_committed_entries(dir.path());
         let data = vec![7u8; SNAPSHOT_CHUNK + 1];
-        s.write_snapshot(2, 1, &data).unwrap();
-        s.save_snapshot(2, 1, &conf(), 2);
+        store_chunks(&s, 2, 1, &data);
         s.db.delete_cf(s.cf(CF_SNAPSHOT), snapshot_key(2, 1, 1))
             .unwrap();
     }
@@ -244,6 +393,7 @@ fn snapshot_install_replaces_the_log() {
     snap.mut_metadata().set_conf_state(conf());
     snap.data = bytes::Bytes::from_static(b"tree");
     s.install_snapshot(&snap);
+    assert_eq!(s.snapshot_data().unwrap().as_ref(), b"tree");
     assert_eq!(
         (s.first_index().unwrap(), s.last_index().unwrap()),
         (11, 10)
