@@ -309,7 +309,9 @@ pub fn tls_markdown(pairs: &[(Row, Row)]) -> String {
             fmt_ratio_cell(tls),
         );
     }
-    out.push_str("\nWhat the handshakes negotiated (median round, set-up and warm-up included):\n\n");
+    out.push_str(
+        "\nWhat the handshakes negotiated (median round, set-up and warm-up included):\n\n",
+    );
     for (_, tls) in pairs {
         for (name, o) in [("ZooKeeper", &tls.zookeeper), ("zooraft", &tls.zooraft)] {
             if let Some(h) = o

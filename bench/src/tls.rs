@@ -254,7 +254,9 @@ struct HandshakeCounter(std::sync::Mutex<Handshakes>);
 
 impl HandshakeCounter {
     fn lock(&self) -> std::sync::MutexGuard<'_, Handshakes> {
-        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 

@@ -352,7 +352,10 @@ impl ServerCertVerifier for MemberHost {
             Err(other) => return Err(other),
         }
         if let (true, ServerName::IpAddress(ip)) = (self.check_host, server_name) {
-            verify_peer_host(end_entity.as_ref(), std::net::IpAddr::from(*ip)).map_err(|e| {
+            // A reverse lookup may block: keep it off the runtime's task queue (the
+            // verifier runs inside the handshake's poll, on the dialling task).
+            let ip = std::net::IpAddr::from(*ip);
+            host::off_worker(|| verify_peer_host(end_entity.as_ref(), ip)).map_err(|e| {
                 rustls::Error::InvalidCertificate(rustls::CertificateError::Other(
                     rustls::OtherError(Arc::new(HostMismatch(e))),
                 ))
