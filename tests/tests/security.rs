@@ -519,6 +519,10 @@ fn tls_sessions_resume(kind: ServerKind) {
     let p = pki();
     let (server, secure) = tls_server(kind, &p, "need", &[]);
     let addr = ([127, 0, 0, 1], secure).into();
+    // ZooKeeper may open its secure port a moment after the plain one.
+    eventually("the TLS port serving", Duration::from_secs(30), || {
+        tls_session(addr, &p.ca.cert, Some(&p.client1)).ok()
+    });
     let seen = resuming_sessions(addr, &p.ca.cert, Some(&p.client1), 3)
         .unwrap_or_else(|e| panic!("{}: {e}\n{}", kind.name(), server.log_tail()));
     for (i, s) in seen.iter().enumerate() {
