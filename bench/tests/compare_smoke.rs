@@ -112,7 +112,7 @@ fn compare_runs_ensembles_tls_scenarios_and_charts() {
     );
     for expected in [
         "3-member ensembles",
-        "| get 3×2 |",
+        "| get (TLS) 3×2 |",
         "## TLS",
         "| get (TLS) |",
         "| connect (TLS) |",
