@@ -151,7 +151,8 @@ pub struct CompareArgs {
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=9))]
     pub ensemble: u16,
     /// Workloads to run over TLS too (e.g. get,set,connect), on servers with a TLS port and
-    /// the same certificates, each also measured on the same servers' plain port.
+    /// the same certificates, each also measured on the same servers' plain port
+    /// (`connect` twice over TLS: resuming sessions, and full handshakes only).
     #[arg(long, default_value = "none", value_parser = parse_workload_list)]
     pub tls: WorkloadList,
     /// Scenarios on fresh servers: failover, sessions, watches, scale, all, none.

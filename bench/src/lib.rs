@@ -74,7 +74,12 @@
 //!   certificates ([`tls`]: made with openssl, mutual TLS, PEM stores) and measures each
 //!   workload on the plain port and over TLS: the TLS cost (TLS / plain) of each server and
 //!   zooraft/ZooKeeper over TLS. ZooKeeper serves TLS only with Netty, so its plain figures
-//!   there are Netty's.
+//!   there are Netty's. `connect` over TLS is measured twice: `connect (TLS)`, each loop
+//!   a client that resumes the session its previous connection got (its own session
+//!   store, as a reconnecting client process has), and `connect (TLS, full handshakes)`,
+//!   resumption off (new clients: certificate signatures and checks every time). Every
+//!   TLS result records what its handshakes negotiated (version, cipher suite, full or
+//!   resumed), listed under the TLS table and in the JSON (`tls_handshakes`).
 //! - `--scenarios failover,sessions,watches,scale` (or `all`) runs the [`scenario`]s, each on
 //!   fresh servers: leader kill -9 to first acknowledged write (3 members), memory per
 //!   session and per watch, time to fire `--fire` watches on one change, and at each

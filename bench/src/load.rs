@@ -112,6 +112,9 @@ pub struct WorkloadResult {
     pub errors: std::collections::BTreeMap<String, u64>,
     pub cpu: CpuUsage,
     pub server_cpu_us_per_op: Option<f64>,
+    /// Over TLS: what the run's handshakes (set-up and warm-up included) negotiated.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_handshakes: Option<crate::tls::Handshakes>,
 }
 
 impl WorkloadResult {
@@ -172,6 +175,9 @@ pub async fn run_workload_on(
         return Err(LoadError::Setup("no server address".into()));
     };
     let tls = spec.tls.as_ref();
+    if let Some(t) = tls {
+        t.take_handshakes(); // count this run's only
+    }
     let connections = spec.connections.max(1);
     let depth = spec.depth.max(1);
     let nonce = SystemTime::now()
@@ -228,7 +234,8 @@ pub async fn run_workload_on(
         for i in 0..connections {
             let timeout = spec.session_timeout_ms;
             let member = addrs[i % addrs.len()];
-            tasks.spawn(drive_connect(member, tls.cloned(), timeout, window));
+            let tls = tls.map(TlsClient::with_own_sessions);
+            tasks.spawn(drive_connect(member, tls, timeout, window));
         }
     } else {
         for (id, session) in sessions.into_iter().enumerate() {
@@ -298,6 +305,7 @@ pub async fn run_workload_on(
         errors: total.errors().clone(),
         server_cpu_us_per_op: cpu.server_us_per_op(ops),
         cpu,
+        tls_handshakes: tls.map(TlsClient::take_handshakes),
     })
 }
 

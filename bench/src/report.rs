@@ -297,7 +297,7 @@ pub fn tls_markdown(pairs: &[(Row, Row)]) -> String {
         let _ = writeln!(
             out,
             "| {} {}×{} | {} | {} | {} | {} | {} | {} | {} |",
-            tls.workload,
+            tls.label(),
             tls.connections,
             tls.depth,
             f(zkp),
@@ -308,6 +308,20 @@ pub fn tls_markdown(pairs: &[(Row, Row)]) -> String {
             fmt_ratio(cost(zrt, zrp)),
             fmt_ratio_cell(tls),
         );
+    }
+    out.push_str(
+        "\nWhat the handshakes negotiated (median round, set-up and warm-up included):\n\n",
+    );
+    for (_, tls) in pairs {
+        for (name, o) in [("ZooKeeper", &tls.zookeeper), ("zooraft", &tls.zooraft)] {
+            if let Some(h) = o
+                .as_ref()
+                .and_then(Outcome::measured)
+                .and_then(|w| w.tls_handshakes.as_ref())
+            {
+                let _ = writeln!(out, "- {} {name}: {h}", tls.label());
+            }
+        }
     }
     out.push_str(
         "\nTLS-enabled servers: the same certificates for both (mutual TLS, PEM stores); ZooKeeper \
@@ -423,6 +437,7 @@ mod tests {
             cdf: vec![(0.0, 100), (0.5, 400), (0.99, 1500), (1.0, 9000)],
             errors: errors.iter().map(|(k, n)| (k.to_string(), *n)).collect(),
             cpu: CpuUsage::default(),
+            tls_handshakes: None,
             server_cpu_us_per_op: None,
         }
     }

@@ -185,12 +185,39 @@ pub fn compare(args: &CompareArgs) -> anyhow::Result<Finished> {
             .prefix("zooraft-bench-pki-")
             .tempdir_in(&data_root)?;
         let pki = Pki::make(pki_dir.path())?;
-        let client = pki.client()?;
         let lines = |port: u16| pki.server_config(port);
         let targets = start_targets(&kinds, ensemble, &launch, Some(&lines))?;
         let plain = measure_rows(&rt, args, &targets, &args.tls.0, Transport::PlainBesideTls);
-        let tls = measure_rows(&rt, args, &targets, &args.tls.0, Transport::Tls(client));
-        tls_pairs = plain.into_iter().zip(tls).collect();
+        let tls = measure_rows(
+            &rt,
+            args,
+            &targets,
+            &args.tls.0,
+            Transport::Tls(pki.client(true)?),
+        );
+        // A client that resumes does a full handshake only now and then; `connect` is
+        // measured once more with full handshakes only, the worst case and the one where
+        // both servers do the same work whatever their session caches hold.
+        let connect = [Workload::Connect];
+        let full = if args.tls.0.contains(&Workload::Connect) {
+            measure_rows(
+                &rt,
+                args,
+                &targets,
+                &connect,
+                Transport::Tls(pki.client(false)?),
+            )
+        } else {
+            Vec::new()
+        };
+        for (plain, tls) in plain.into_iter().zip(tls) {
+            if plain.workload == Workload::Connect {
+                for f in full.iter().filter(|f| f.connections == plain.connections) {
+                    tls_pairs.push((plain.clone(), f.clone()));
+                }
+            }
+            tls_pairs.push((plain, tls));
+        }
     }
 
     let mut scenarios = Vec::new();
@@ -351,7 +378,8 @@ fn measure_rows(
     let variant = match &transport {
         Transport::Plain => None,
         Transport::PlainBesideTls => Some("plain, TLS-enabled servers".to_string()),
-        Transport::Tls(_) => Some("TLS".to_string()),
+        Transport::Tls(c) if c.resumes() => Some("TLS".to_string()),
+        Transport::Tls(_) => Some("TLS, full handshakes".to_string()),
     };
     if !args.server_warmup.is_zero() {
         for target in targets {
@@ -463,6 +491,9 @@ fn measure(rt: &tokio::runtime::Runtime, target: &Target, spec: &LoadSpec) -> Ou
                     .map(|p| format!("{p:.0}%"))
                     .unwrap_or_else(|| "?".into())
             );
+            if let Some(h) = &r.tls_handshakes {
+                tracing::info!("  handshakes: {h}");
+            }
             Outcome::Measured(Box::new(r))
         }
         Err(e) => {

@@ -167,7 +167,10 @@ impl Pki {
     }
 
     /// The load generator's TLS client: trusts the CA, presents the client certificate.
-    pub fn client(&self) -> Result<TlsClient, TlsError> {
+    /// With `resume`, it keeps the sessions (TLS 1.2 session ids and tickets, TLS 1.3
+    /// tickets) servers give it and offers them on the next connection, as rustls clients
+    /// do by default; without, every connection is a full handshake.
+    pub fn client(&self, resume: bool) -> Result<TlsClient, TlsError> {
         let certs = |path: &Path| -> Result<Vec<CertificateDer<'static>>, TlsError> {
             rustls_pemfile::certs(&mut read(path)?.as_slice())
                 .collect::<Result<_, _>>()
@@ -184,14 +187,19 @@ impl Pki {
                 .map_err(|e| TlsError::Rustls(format!("client key: {e}")))?
                 .ok_or_else(|| TlsError::Rustls("no key in the client key file".into()))?;
         let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let config = rustls::ClientConfig::builder_with_provider(provider)
+        let mut config = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .map_err(|e| TlsError::Rustls(e.to_string()))?
             .with_root_certificates(roots)
             .with_client_auth_cert(certs(&self.client_cert)?, key)
             .map_err(|e| TlsError::Rustls(format!("client certificate: {e}")))?;
+        if !resume {
+            config.resumption = rustls::client::Resumption::disabled();
+        }
         Ok(TlsClient {
             connector: tokio_rustls::TlsConnector::from(Arc::new(config)),
+            handshakes: Arc::new(HandshakeCounter::default()),
+            resume,
         })
     }
 }
@@ -200,6 +208,56 @@ impl Pki {
 #[derive(Clone)]
 pub struct TlsClient {
     connector: tokio_rustls::TlsConnector,
+    handshakes: Arc<HandshakeCounter>,
+    resume: bool,
+}
+
+/// What the handshakes since the last [`TlsClient::take_handshakes`] negotiated.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Handshakes {
+    pub tls12_full: u64,
+    pub tls12_resumed: u64,
+    pub tls13_full: u64,
+    pub tls13_resumed: u64,
+    /// The cipher suites negotiated, by rustls name.
+    pub suites: std::collections::BTreeMap<String, u64>,
+}
+
+impl Handshakes {
+    pub fn total(&self) -> u64 {
+        self.tls12_full + self.tls12_resumed + self.tls13_full + self.tls13_resumed
+    }
+}
+
+impl std::fmt::Display for Handshakes {
+    /// `TLS 1.3: 120 full, 3400 resumed; TLS13_AES_256_GCM_SHA384`: the versions seen only.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut parts = Vec::new();
+        for (v, full, resumed) in [
+            ("1.2", self.tls12_full, self.tls12_resumed),
+            ("1.3", self.tls13_full, self.tls13_resumed),
+        ] {
+            if full + resumed > 0 {
+                parts.push(format!("TLS {v}: {full} full, {resumed} resumed"));
+            }
+        }
+        if parts.is_empty() {
+            return f.write_str("no handshake");
+        }
+        let suites: Vec<&str> = self.suites.keys().map(String::as_str).collect();
+        write!(f, "{}; {}", parts.join(", "), suites.join(", "))
+    }
+}
+
+#[derive(Default)]
+struct HandshakeCounter(std::sync::Mutex<Handshakes>);
+
+impl HandshakeCounter {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Handshakes> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 }
 
 impl TlsClient {
@@ -211,7 +269,50 @@ impl TlsClient {
         tcp: TcpStream,
     ) -> std::io::Result<tokio_rustls::client::TlsStream<TcpStream>> {
         let name = ServerName::IpAddress(addr.ip().into());
-        self.connector.connect(name, tcp).await
+        let stream = self.connector.connect(name, tcp).await?;
+        let conn = stream.get_ref().1;
+        let resumed = conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
+        let tls13 = conn.protocol_version() == Some(rustls::ProtocolVersion::TLSv1_3);
+        let suite = conn.negotiated_cipher_suite().map(|s| s.suite());
+        let mut h = self.handshakes.lock();
+        *match (tls13, resumed) {
+            (false, false) => &mut h.tls12_full,
+            (false, true) => &mut h.tls12_resumed,
+            (true, false) => &mut h.tls13_full,
+            (true, true) => &mut h.tls13_resumed,
+        } += 1;
+        if let Some(suite) = suite {
+            *h.suites.entry(format!("{suite:?}")).or_default() += 1;
+        }
+        Ok(stream)
+    }
+
+    /// A client with the same settings and counters but a session store of its own, as a
+    /// separate client process would have: what it resumes is only what its own earlier
+    /// connections were given. (One store shared by many concurrent loops would hand a
+    /// TLS 1.2 session id to all of them at once, while a TLS 1.3 ticket serves one
+    /// connection and rustls keeps 8 per server, so most concurrent TLS 1.3 connects would
+    /// find none: a bench artefact, not a property of either server.)
+    pub fn with_own_sessions(&self) -> TlsClient {
+        let mut config = rustls::ClientConfig::clone(self.connector.config());
+        if self.resume {
+            config.resumption = rustls::client::Resumption::in_memory_sessions(8);
+        }
+        TlsClient {
+            connector: tokio_rustls::TlsConnector::from(Arc::new(config)),
+            handshakes: self.handshakes.clone(),
+            resume: self.resume,
+        }
+    }
+
+    /// The handshakes counted since the last call (every session of every clone).
+    pub fn take_handshakes(&self) -> Handshakes {
+        std::mem::take(&mut *self.handshakes.lock())
+    }
+
+    /// Whether this client offers sessions back to servers.
+    pub fn resumes(&self) -> bool {
+        self.resume
     }
 }
 
@@ -236,7 +337,8 @@ mod tests {
     fn certificates_and_client_are_made() {
         let dir = tempfile::tempdir().expect("temp dir");
         let pki = Pki::make(dir.path()).expect("certificates");
-        let client = pki.client().expect("TLS client");
+        let client = pki.client(true).expect("TLS client");
+        assert!(client.resumes() && !pki.client(false).expect("client").resumes());
         assert_eq!(client, client.clone());
         let cfg = pki.server_config(2281);
         assert!(cfg.contains(&"secureClientPort=2281".to_string()));
@@ -254,6 +356,6 @@ mod tests {
             client_cert: dir.path().join("none"),
             client_key: dir.path().join("none"),
         };
-        assert!(matches!(pki.client(), Err(TlsError::Read { .. })));
+        assert!(matches!(pki.client(true), Err(TlsError::Read { .. })));
     }
 }

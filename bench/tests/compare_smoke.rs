@@ -112,10 +112,13 @@ fn compare_runs_ensembles_tls_scenarios_and_charts() {
     );
     for expected in [
         "3-member ensembles",
-        "| get 3×2 |",
+        "| get (TLS) 3×2 |",
         "## TLS",
         "| get (TLS) |",
         "| connect (TLS) |",
+        "| connect (TLS, full handshakes) |",
+        "- connect (TLS) zooraft: TLS 1.3: ",
+        "- connect (TLS) ZooKeeper: TLS 1.2: ",
         "| failover | leader kill -9 to first acknowledged write |",
         "| sessions | memory per session |",
         "| watches | time to fire 200 watches on one change |",
@@ -129,6 +132,27 @@ fn compare_runs_ensembles_tls_scenarios_and_charts() {
             .expect("JSON");
     assert_eq!(doc["ensemble"], 3);
     assert_eq!(doc["scenarios"].as_array().map(Vec::len), Some(4));
+    // What the TLS connect rows negotiated: the resuming loops resumed on both servers,
+    // the full-handshake ones never did.
+    let tls_rows = doc["tls"].as_array().expect("tls rows");
+    let handshakes = |variant: &str, server: &str, field: &str| {
+        tls_rows
+            .iter()
+            .find(|r| r["tls"]["workload"] == "connect" && r["tls"]["variant"] == variant)
+            .and_then(|r| r["tls"][server]["measured"]["tls_handshakes"][field].as_u64())
+            .unwrap_or_else(|| panic!("no {variant} {server} {field} in {tls_rows:?}"))
+    };
+    assert!(handshakes("TLS", "zooraft", "tls13_resumed") > 0);
+    assert!(handshakes("TLS", "zookeeper", "tls12_resumed") > 0);
+    assert_eq!(
+        handshakes("TLS, full handshakes", "zooraft", "tls13_resumed"),
+        0
+    );
+    assert!(handshakes("TLS, full handshakes", "zooraft", "tls13_full") > 0);
+    assert_eq!(
+        handshakes("TLS, full handshakes", "zookeeper", "tls12_resumed"),
+        0
+    );
     for chart in [
         "smoke-throughput.svg",
         "smoke-latency-get.svg",

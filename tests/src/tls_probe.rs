@@ -1,6 +1,7 @@
 //! A minimal ZooKeeper client over TLS (rustls, blocking) for the refusal tests: it opens
 //! a session over a TLS connection, with or without a client certificate, and says what
-//! happened, so a test can tell an accepted client from a refused handshake.
+//! happened, so a test can tell an accepted client from a refused handshake; and for the
+//! resumption test, sessions over connections that resume the previous one's TLS session.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -66,7 +67,77 @@ pub fn new_session_frame() -> Vec<u8> {
 /// Opens a session over TLS; `Ok(session id)`, or `Err` with what went wrong (a refused
 /// handshake, the connection closed before the ConnectResponse, ...).
 pub fn tls_session(addr: SocketAddr, ca: &Path, identity: Option<&Issued>) -> Result<i64, String> {
+    session_over(Arc::new(client_config(ca, identity)), addr).map(|(id, _)| id)
+}
+
+/// What one connection of [`resuming_sessions`] saw.
+#[derive(Debug)]
+pub struct Resumed {
+    /// The TLS handshake resumed an earlier session.
+    pub resumed: bool,
+    /// `TLSv1_2` or `TLSv1_3`.
+    pub version: String,
+    /// The `scheme:id` pairs whoAmI answered.
+    pub ids: Vec<String>,
+}
+
+/// `n` connections one after the other with one client configuration (rustls keeps the
+/// sessions servers give it and offers them again), each opening a session and asking
+/// whoAmI.
+pub fn resuming_sessions(
+    addr: SocketAddr,
+    ca: &Path,
+    identity: Option<&Issued>,
+    n: usize,
+) -> Result<Vec<Resumed>, String> {
     let config = Arc::new(client_config(ca, identity));
+    (0..n)
+        .map(|_| {
+            let (_, mut tls) = session_over(config.clone(), addr)?;
+            // whoAmI: xid 1, opcode 107, no body.
+            let mut frame = 8i32.to_be_bytes().to_vec();
+            frame.extend_from_slice(&1i32.to_be_bytes());
+            frame.extend_from_slice(&(jute::OpCode::WhoAmI as i32).to_be_bytes());
+            tls.write_all(&frame).map_err(|e| format!("write: {e}"))?;
+            tls.flush().map_err(|e| format!("flush: {e}"))?;
+            let mut r = Reader::new(bytes::Bytes::from(read_frame(&mut tls)?));
+            let header = jute::ReplyHeader::decode(&mut r).map_err(|e| e.to_string())?;
+            if header.err != 0 {
+                return Err(format!("whoAmI: error {}", header.err));
+            }
+            let who = jute::WhoAmIResponse::decode(&mut r).map_err(|e| e.to_string())?;
+            let _ = tls.sock.shutdown(std::net::Shutdown::Both);
+            Ok(Resumed {
+                resumed: tls.conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed),
+                version: format!("{:?}", tls.conn.protocol_version()),
+                ids: who
+                    .client_info
+                    .iter()
+                    .map(|c| format!("{}:{}", c.auth_scheme, c.user))
+                    .collect(),
+            })
+        })
+        .collect()
+}
+
+type Tls = rustls::StreamOwned<rustls::ClientConnection, TcpStream>;
+
+fn read_frame(tls: &mut Tls) -> Result<Vec<u8>, String> {
+    let mut len = [0u8; 4];
+    tls.read_exact(&mut len)
+        .map_err(|e| format!("no reply: {e}"))?;
+    let n = i32::from_be_bytes(len);
+    if !(0..=1024).contains(&n) {
+        return Err(format!("bad frame length {n}"));
+    }
+    let mut body = vec![0u8; n as usize];
+    tls.read_exact(&mut body)
+        .map_err(|e| format!("truncated reply: {e}"))?;
+    Ok(body)
+}
+
+/// A session over a new TLS connection: its id and the open connection.
+fn session_over(config: Arc<rustls::ClientConfig>, addr: SocketAddr) -> Result<(i64, Tls), String> {
     let name = ServerName::IpAddress(addr.ip().into());
     let conn = rustls::ClientConnection::new(config, name).map_err(|e| e.to_string())?;
     let sock = TcpStream::connect(addr).map_err(|e| e.to_string())?;
@@ -76,21 +147,11 @@ pub fn tls_session(addr: SocketAddr, ca: &Path, identity: Option<&Issued>) -> Re
     tls.write_all(&new_session_frame())
         .map_err(|e| format!("write: {e}"))?;
     tls.flush().map_err(|e| format!("flush: {e}"))?;
-    let mut len = [0u8; 4];
-    tls.read_exact(&mut len)
-        .map_err(|e| format!("no ConnectResponse: {e}"))?;
-    let n = i32::from_be_bytes(len);
-    if !(0..=1024).contains(&n) {
-        return Err(format!("bad frame length {n}"));
-    }
-    let mut body = vec![0u8; n as usize];
-    tls.read_exact(&mut body)
-        .map_err(|e| format!("truncated ConnectResponse: {e}"))?;
+    let body = read_frame(&mut tls).map_err(|e| format!("ConnectResponse: {e}"))?;
     let response = ConnectResponse::decode(&mut Reader::new(bytes::Bytes::from(body)))
         .map_err(|e| format!("bad ConnectResponse: {e}"))?;
     if response.session_id == 0 {
         return Err("session refused".into());
     }
-    let _ = tls.sock.shutdown(std::net::Shutdown::Both);
-    Ok(response.session_id)
+    Ok((response.session_id, tls))
 }

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use harness::pki::{self, Ca, Issued};
 use harness::rt::eventually;
 use harness::server::NETTY_TLS_JARS;
-use harness::tls_probe::tls_session;
+use harness::tls_probe::{resuming_sessions, tls_session};
 use harness::zkcli::ZkCli;
 use harness::{against_both, free_port, ServerKind, TestServer};
 
@@ -511,6 +511,45 @@ fn secure_port_alone_zooraft() {
     assert!(served, "no TLS session on the secure port alone:\n{log}");
     assert!(!log.contains(":2181"), "a plain port was opened:\n{log}");
 }
+
+/// A client that reconnects resumes its TLS session (no certificate signatures again),
+/// and the resumed connection keeps the x509 id of the certificate it was made with.
+/// Under `need`, with rustls's client (TLS 1.3 against zooraft, 1.2 against ZooKeeper 3.8).
+fn tls_sessions_resume(kind: ServerKind) {
+    let p = pki();
+    let (server, secure) = tls_server(kind, &p, "need", &[]);
+    let addr = ([127, 0, 0, 1], secure).into();
+    // ZooKeeper may open its secure port a moment after the plain one.
+    eventually("the TLS port serving", Duration::from_secs(30), || {
+        tls_session(addr, &p.ca.cert, Some(&p.client1)).ok()
+    });
+    let seen = resuming_sessions(addr, &p.ca.cert, Some(&p.client1), 3)
+        .unwrap_or_else(|e| panic!("{}: {e}\n{}", kind.name(), server.log_tail()));
+    for (i, s) in seen.iter().enumerate() {
+        assert_eq!(
+            s.resumed,
+            i > 0,
+            "{}: connection {i}: {seen:?}",
+            kind.name()
+        );
+        assert!(
+            s.ids.iter().any(|id| id == "x509:CN=client1"),
+            "{}: connection {i}: {seen:?}",
+            kind.name()
+        );
+    }
+    let expected = match kind {
+        ServerKind::Zooraft => "Some(TLSv1_3)",
+        ServerKind::Apache => "Some(TLSv1_2)",
+    };
+    assert!(seen.iter().all(|s| s.version == expected), "{seen:?}");
+}
+
+against_both!(
+    tls_sessions_resume_apache,
+    tls_sessions_resume_zooraft,
+    tls_sessions_resume
+);
 
 /// zookeeper-client (Rust) over TLS (`tcp+tls://`), with its CA and a client certificate:
 /// reads and writes, and its x509 ACL holds.

@@ -20,6 +20,19 @@ const NO_PROTECTION: u8 = 1;
 /// The JDK's default maximum receive buffer, announced in the layer offer.
 const MAX_BUFFER: u32 = 65536;
 
+/// Runs blocking `f` on this thread, first handing the tasks queued on it to another
+/// worker (`block_in_place`) when it is a worker of a multi-threaded runtime, so that
+/// other connections do not wait behind it. (The exchange is a step of its connection's
+/// request handling, answered in order, so the work stays on the connection's task.)
+fn off_worker<R>(f: impl FnOnce() -> R) -> R {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(f)
+        }
+        _ => f(),
+    }
+}
+
 /// Why an exchange failed (logged; the client gets AUTHFAILED).
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum GssapiError {
@@ -74,7 +87,9 @@ impl Gssapi {
         }
         match std::mem::replace(&mut self.stage, Stage::Complete) {
             Stage::Context => {
-                let accepted = self.ctx.accept(cred, token)?;
+                // gss_accept_sec_context reads the keytab and writes the replay cache (file
+                // I/O, an fsync): blocking work, kept off the runtime's task queue.
+                let accepted = off_worker(|| self.ctx.accept(cred, token))?;
                 match accepted.peer {
                     // Established without an AP-REP to send (the client asked for no
                     // mutual authentication, as ZooKeeper's Java client does): the offer

@@ -122,6 +122,19 @@ pub fn verify_peer_host(cert_der: &[u8], ip: IpAddr) -> Result<(), String> {
     }
 }
 
+/// Runs blocking `f` (a reverse lookup) on this thread, first handing the tasks queued on
+/// it to another worker (`block_in_place`) when it is a worker of a multi-threaded
+/// runtime. For checks that must finish inside a synchronous rustls callback, where
+/// `spawn_blocking` cannot be awaited.
+pub(super) fn off_worker<R>(f: impl FnOnce() -> R) -> R {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(f)
+        }
+        _ => f(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -151,5 +164,22 @@ mod tests {
     #[test]
     fn garbage_is_an_error() {
         assert!(verify_peer_host(b"junk", IpAddr::from([127, 0, 0, 1])).is_err());
+    }
+
+    #[test]
+    fn blocking_work_runs_on_any_runtime() {
+        let threads = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .build()
+            .unwrap();
+        assert_eq!(
+            threads.block_on(async { tokio::spawn(async { off_worker(|| 7) }).await.unwrap() }),
+            7
+        );
+        let single = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        assert_eq!(single.block_on(async { off_worker(|| 8) }), 8);
+        assert_eq!(off_worker(|| 9), 9);
     }
 }
