@@ -1,0 +1,217 @@
+//! The tree in and out of snapshots: a frozen capture to encode from, and a loader that
+//! builds the arena straight from decoded nodes.
+//!
+//! The capture walks the tree depth first, so snapshots list parents before children and
+//! loading one places every node under a parent already placed (one index probe per path
+//! segment of the parent, no per-node path kept). Snapshots from earlier builds list nodes
+//! in any order: a node whose parent has not come yet waits, and the waiting nodes are
+//! placed after the rest, shallowest first.
+
+use std::sync::Arc;
+
+use jute::Acl;
+
+use super::arena::{new_slot, Slot, Slots, NONE, ROOT};
+use super::{DataTree, Node, NodeKind, TreeOptions};
+use crate::state::path;
+
+/// A frozen view of the tree, for encoding a snapshot while the tree goes on changing.
+#[derive(Debug, Clone)]
+pub struct TreeCapture {
+    pub(super) slots: Slots,
+    pub(super) acls: Vec<Arc<[Acl]>>,
+    pub(super) len: usize,
+}
+
+impl TreeCapture {
+    /// Number of nodes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The interned ACL lists nodes refer to by [`Node::acl_id`].
+    pub fn acl_lists(&self) -> &[Arc<[Acl]>] {
+        &self.acls
+    }
+
+    /// Every node with its path, parents before their children.
+    pub fn walk(&self, mut visit: impl FnMut(&str, Node<'_>)) {
+        self.slots.walk(|path, id, slot| {
+            visit(
+                path,
+                Node {
+                    id,
+                    slot,
+                    slots: &self.slots,
+                    acls: &self.acls,
+                },
+            )
+        });
+    }
+}
+
+/// A node as a snapshot stores it. `acl` is an index returned by [`DataTree::intern_acl`].
+#[derive(Debug, Clone, Copy)]
+pub struct NodeRecord<'a> {
+    pub data: Option<&'a [u8]>,
+    pub acl: u32,
+    pub czxid: i64,
+    pub mzxid: i64,
+    pub ctime: i64,
+    pub mtime: i64,
+    pub version: i32,
+    pub cversion: i32,
+    pub aversion: i32,
+    pub kind: NodeKind,
+    pub pzxid: i64,
+}
+
+impl NodeRecord<'_> {
+    fn slot(&self, name: &str) -> Slot {
+        let mut s = new_slot(name.as_bytes(), self.data);
+        let (tag, owner) = self.kind.pack();
+        s.tag |= tag;
+        s.owner = owner;
+        s.acl = self.acl;
+        s.czxid = self.czxid;
+        s.mzxid = self.mzxid;
+        s.ctime = self.ctime;
+        s.mtime = self.mtime;
+        s.version = self.version;
+        s.cversion = self.cversion;
+        s.aversion = self.aversion;
+        s.pzxid = self.pzxid;
+        s
+    }
+}
+
+/// Why loaded nodes do not make a tree.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LoadError {
+    #[error("invalid path {0:?}")]
+    BadPath(String),
+    #[error("{0} has no parent")]
+    NoParent(String),
+    #[error("no root node")]
+    NoRoot,
+    #[error("{0}: ACL index {1}")]
+    Acl(String, u32),
+}
+
+/// Builds a tree from a snapshot's nodes.
+pub struct TreeLoader {
+    pub tree: DataTree,
+    waiting: Vec<(String, Slot)>,
+}
+
+impl TreeLoader {
+    /// A loader for about `n` nodes.
+    pub fn new(options: TreeOptions, n: usize) -> TreeLoader {
+        let mut tree = DataTree::empty(options);
+        tree.arena.reserve(n.min(1 << 26));
+        TreeLoader {
+            tree,
+            waiting: Vec::new(),
+        }
+    }
+
+    /// Adds one node; a node already loaded under the same path is replaced (its children
+    /// stay).
+    pub fn node(&mut self, path_in: &str, record: &NodeRecord) -> Result<(), LoadError> {
+        if record.acl as usize >= self.tree.acls.len() {
+            return Err(LoadError::Acl(path_in.to_string(), record.acl));
+        }
+        if path_in == "/" {
+            let slot = record.slot("");
+            return match self.tree.arena.get(ROOT) {
+                Some(_) => {
+                    self.replace(ROOT, path_in, slot);
+                    Ok(())
+                }
+                None if self.tree.arena.len() == 0 => {
+                    self.tree.insert_slot(NONE, path_in, slot);
+                    Ok(())
+                }
+                None => Err(LoadError::NoRoot),
+            };
+        }
+        if path::validate(path_in).is_err() {
+            return Err(LoadError::BadPath(path_in.to_string()));
+        }
+        let name = path::child_name(path_in);
+        let slot = record.slot(name);
+        self.place(path_in, slot);
+        Ok(())
+    }
+
+    fn place(&mut self, path_in: &str, slot: Slot) -> bool {
+        let tree = &mut self.tree;
+        let root_loaded = tree.arena.get(ROOT).is_some();
+        match root_loaded
+            .then(|| tree.arena.lookup(path::parent_of(path_in)))
+            .flatten()
+        {
+            Some(parent) => {
+                match tree.arena.child(parent, slot.name()) {
+                    Some(old) => self.replace(old, path_in, slot),
+                    None => {
+                        tree.insert_slot(parent, path_in, slot);
+                    }
+                }
+                true
+            }
+            None => {
+                self.waiting.push((path_in.to_string(), slot));
+                false
+            }
+        }
+    }
+
+    fn replace(&mut self, id: u32, path_in: &str, slot: Slot) {
+        let tree = &mut self.tree;
+        let Some(old) = tree.arena.get_mut(id) else {
+            return;
+        };
+        let old_len = old.data_len();
+        let old_kind = NodeKind::unpack(old.tag, old.owner);
+        let links = (
+            old.parent,
+            old.first_child,
+            old.next,
+            old.prev,
+            old.children,
+        );
+        *old = slot;
+        (
+            old.parent,
+            old.first_child,
+            old.next,
+            old.prev,
+            old.children,
+        ) = links;
+        let new_len = old.data_len();
+        let new_kind = NodeKind::unpack(old.tag, old.owner);
+        tree.data_size = (tree.data_size + new_len).saturating_sub(old_len);
+        tree.unindex_kind(path_in, old_kind);
+        tree.index_kind(path_in, new_kind);
+    }
+
+    /// The tree, once every node waiting for its parent is placed.
+    pub fn finish(mut self) -> Result<DataTree, LoadError> {
+        if self.tree.arena.get(ROOT).is_none() {
+            return Err(LoadError::NoRoot);
+        }
+        let mut waiting = std::mem::take(&mut self.waiting);
+        waiting.sort_by_key(|(p, _)| p.bytes().filter(|&b| b == b'/').count());
+        for (p, slot) in waiting {
+            if !self.place(&p, slot) {
+                return Err(LoadError::NoParent(p));
+            }
+        }
+        Ok(self.tree)
+    }
+}
