@@ -25,21 +25,32 @@ pub fn validate(path: &str) -> Result<(), InvalidPath> {
     if path.ends_with('/') {
         return Err(InvalidPath("Path must not end with / character".into()));
     }
+    // Most paths are ASCII: checked in place (a snapshot load validates every path).
+    if path.is_ascii() {
+        let bytes = path.as_bytes();
+        return validate_chars(bytes.len(), |i| bytes[i] as char);
+    }
     let chars: Vec<char> = path.chars().collect();
+    validate_chars(chars.len(), |i| chars[i])
+}
+
+/// The character rules of [`validate`] over `len` characters (`at(i)` the i-th), for a
+/// path that starts with `/`, is longer than 1 and does not end with `/`.
+fn validate_chars(len: usize, at: impl Fn(usize) -> char) -> Result<(), InvalidPath> {
     let mut last = '/';
-    for i in 1..chars.len() {
-        let c = chars[i];
-        let next_is_end_or_slash = i + 1 == chars.len() || chars[i + 1] == '/';
+    for i in 1..len {
+        let c = at(i);
+        let next_is_end_or_slash = i + 1 == len || at(i + 1) == '/';
         if c == '\0' {
             return Err(InvalidPath(format!("null character not allowed @{i}")));
         } else if c == '/' && last == '/' {
             return Err(InvalidPath(format!("empty node name specified @{i}")));
         } else if c == '.' && last == '.' {
-            if chars[i - 2] == '/' && next_is_end_or_slash {
+            if at(i - 2) == '/' && next_is_end_or_slash {
                 return Err(InvalidPath(format!("relative paths not allowed @{i}")));
             }
         } else if c == '.' {
-            if chars[i - 1] == '/' && next_is_end_or_slash {
+            if at(i - 1) == '/' && next_is_end_or_slash {
                 return Err(InvalidPath(format!("relative paths not allowed @{i}")));
             }
         } else if is_forbidden_char(c) {

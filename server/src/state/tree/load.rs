@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use jute::Acl;
 
-use super::arena::{new_slot, Slot, Slots, NONE, ROOT};
+use super::arena::{new_slot, NodeId, Slot, Slots, NONE, ROOT};
 use super::{DataTree, Node, NodeKind, TreeOptions};
 use crate::state::path;
 
@@ -106,6 +106,8 @@ pub enum LoadError {
 pub struct TreeLoader {
     pub tree: DataTree,
     waiting: Vec<(String, Slot)>,
+    /// The last parent found, by path: siblings come one after another in a snapshot.
+    last_parent: (String, NodeId),
 }
 
 impl TreeLoader {
@@ -116,6 +118,7 @@ impl TreeLoader {
         TreeLoader {
             tree,
             waiting: Vec::new(),
+            last_parent: (String::new(), NONE),
         }
     }
 
@@ -149,12 +152,23 @@ impl TreeLoader {
     }
 
     fn place(&mut self, path_in: &str, slot: Slot) -> bool {
+        let parent_path = path::parent_of(path_in);
         let tree = &mut self.tree;
-        let root_loaded = tree.arena.get(ROOT).is_some();
-        match root_loaded
-            .then(|| tree.arena.lookup(path::parent_of(path_in)))
-            .flatten()
-        {
+        let cached = &mut self.last_parent;
+        let parent = if cached.1 != NONE && cached.0 == parent_path {
+            Some(cached.1)
+        } else if tree.arena.get(ROOT).is_none() {
+            None
+        } else {
+            let found = tree.arena.lookup(parent_path);
+            if let Some(id) = found {
+                cached.0.clear();
+                cached.0.push_str(parent_path);
+                cached.1 = id;
+            }
+            found
+        };
+        match parent {
             Some(parent) => {
                 match tree.arena.child(parent, slot.name()) {
                     Some(old) => self.replace(old, path_in, slot),
@@ -213,5 +227,184 @@ impl TreeLoader {
             }
         }
         Ok(self.tree)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+    use jute::Acl;
+
+    use super::*;
+    use crate::state::tree::{CreateOp, CreateRecord, TxnContext};
+
+    fn ctx(zxid: i64) -> TxnContext<'static> {
+        TxnContext {
+            zxid,
+            time: zxid,
+            session: 9,
+            auth: &[],
+        }
+    }
+
+    fn sample() -> DataTree {
+        let mut t = DataTree::default();
+        let acl = [Acl::open_unsafe()];
+        for (i, (p, data, flags)) in [
+            ("/a", Some(&b"x"[..]), 0),
+            ("/a/b", None, 0),
+            ("/a/b/c", Some(&b""[..]), 1),
+            ("/d", Some(&b"yy"[..]), 0),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let op = CreateOp {
+                path: p,
+                data: data.map(Bytes::copy_from_slice),
+                acl: &acl,
+                flags,
+                record: CreateRecord::Plain,
+            };
+            t.create(&ctx(i as i64 + 1), &op, &mut Vec::new(), None)
+                .unwrap();
+        }
+        t
+    }
+
+    fn reload(capture: &TreeCapture, reverse: bool) -> Result<DataTree, LoadError> {
+        let mut nodes = Vec::new();
+        capture.walk(|p, n| {
+            let record = NodeRecord {
+                data: n.data(),
+                acl: n.acl_id(),
+                czxid: n.czxid(),
+                mzxid: n.mzxid(),
+                ctime: n.ctime(),
+                mtime: n.mtime(),
+                version: n.version(),
+                cversion: n.cversion(),
+                aversion: n.aversion(),
+                kind: n.kind(),
+                pzxid: n.pzxid(),
+            };
+            let record = NodeRecord {
+                data: None,
+                ..record
+            };
+            nodes.push((p.to_string(), record, n.data().map(<[u8]>::to_vec)));
+        });
+        if reverse {
+            nodes.reverse();
+        }
+        let mut loader = TreeLoader::new(TreeOptions::default(), nodes.len());
+        for list in capture.acl_lists() {
+            loader.tree.intern_acl(list.to_vec());
+        }
+        for (p, record, data) in &nodes {
+            let record = NodeRecord {
+                data: data.as_deref(),
+                ..*record
+            };
+            loader.node(p, &record)?;
+        }
+        loader.finish()
+    }
+
+    fn summary(t: &DataTree) -> Vec<String> {
+        t.sorted_paths()
+            .into_iter()
+            .map(|p| {
+                let n = t.get(&p).unwrap();
+                format!("{p} {:?} {:?} {:?}", n.data(), n.stat(), n.kind())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn loads_in_any_order_and_keeps_null_data() {
+        let t = sample();
+        for reverse in [false, true] {
+            let back = reload(&t.capture(), reverse).unwrap();
+            assert_eq!(summary(&back), summary(&t));
+            assert_eq!(back.approximate_data_size(), t.approximate_data_size());
+            assert_eq!(back.ephemerals_of(9).count(), 1);
+        }
+        assert_eq!(t.get("/a/b").unwrap().data(), None);
+        assert_eq!(t.get("/a/b/c").unwrap().data(), Some(&b""[..]));
+    }
+
+    #[test]
+    fn a_capture_does_not_see_later_writes() {
+        let mut t = sample();
+        let before = summary(&t);
+        let capture = t.capture();
+        let mut tr = Vec::new();
+        t.set_data(
+            &ctx(9),
+            "/d",
+            Some(Bytes::from_static(b"new")),
+            -1,
+            &mut tr,
+            None,
+        )
+        .unwrap();
+        t.delete(&ctx(10), "/a/b/c", -1, &mut tr, None).unwrap();
+        let op = CreateOp {
+            path: "/z",
+            data: None,
+            acl: &[Acl::read_unsafe()],
+            flags: 0,
+            record: CreateRecord::Plain,
+        };
+        t.create(&ctx(11), &op, &mut tr, None).unwrap();
+        assert_eq!(summary(&reload(&capture, false).unwrap()), before);
+        assert_ne!(summary(&t), before);
+    }
+
+    #[test]
+    fn an_orphan_or_a_bad_path_is_refused() {
+        let t = sample();
+        let capture = t.capture();
+        let mut loader = TreeLoader::new(TreeOptions::default(), 4);
+        let acl = loader.tree.intern_acl(vec![Acl::open_unsafe()]);
+        let mut record = None;
+        capture.walk(|p, n| {
+            if p == "/" {
+                record = Some((n.czxid(), n.kind()));
+            }
+        });
+        let (czxid, kind) = record.unwrap();
+        let node = NodeRecord {
+            data: None,
+            acl,
+            czxid,
+            mzxid: 0,
+            ctime: 0,
+            mtime: 0,
+            version: 0,
+            cversion: 0,
+            aversion: 0,
+            kind,
+            pzxid: 0,
+        };
+        assert_eq!(
+            loader.node("/x/", &node),
+            Err(LoadError::BadPath("/x/".into()))
+        );
+        assert_eq!(
+            loader.node("/", &NodeRecord { acl: 7, ..node }),
+            Err(LoadError::Acl("/".into(), 7))
+        );
+        loader.node("/p/q", &node).unwrap();
+        assert_eq!(loader.finish().err(), Some(LoadError::NoRoot));
+        let mut loader = TreeLoader::new(TreeOptions::default(), 4);
+        loader.tree.intern_acl(vec![Acl::open_unsafe()]);
+        loader.node("/", &node).unwrap();
+        loader.node("/p/q", &node).unwrap();
+        assert_eq!(
+            loader.finish().err(),
+            Some(LoadError::NoParent("/p/q".into()))
+        );
     }
 }
