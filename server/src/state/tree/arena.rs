@@ -116,7 +116,7 @@ impl Slot {
 }
 
 /// A frozen copy of the arena's slots (pointer copies of its chunks).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Slots {
     chunks: Vec<Arc<Vec<Slot>>>,
 }

@@ -24,7 +24,6 @@ use jute::Acl;
 
 mod arena;
 mod load;
-#[cfg(test)]
 pub mod memory;
 mod node;
 mod write;
