@@ -16,6 +16,7 @@
 
 use std::sync::{Arc, OnceLock};
 
+use hashbrown::hash_table::Entry;
 use hashbrown::HashTable;
 
 /// A node id: its slot in the arena.
@@ -130,6 +131,13 @@ impl Slots {
         slot.blob.is_some().then_some(slot)
     }
 
+    /// A live slot to change (its chunk copied first if a capture still holds it).
+    fn get_mut(&mut self, id: NodeId) -> Option<&mut Slot> {
+        let chunk = self.chunks.get_mut(id as usize / CHUNK)?;
+        let slot = Arc::make_mut(chunk).get_mut(id as usize % CHUNK)?;
+        slot.blob.is_some().then_some(slot)
+    }
+
     /// The children of `id`, newest first.
     pub fn children(&self, id: NodeId) -> impl Iterator<Item = (NodeId, &Slot)> {
         let mut next = self.get(id).map_or(NONE, |s| s.first_child);
@@ -221,9 +229,7 @@ impl Arena {
 
     /// A slot to change (its chunk copied first if a capture still holds it).
     pub fn get_mut(&mut self, id: NodeId) -> Option<&mut Slot> {
-        let chunk = self.slots.chunks.get_mut(id as usize / CHUNK)?;
-        let slot = Arc::make_mut(chunk).get_mut(id as usize % CHUNK)?;
-        slot.blob.is_some().then_some(slot)
+        self.slots.get_mut(id)
     }
 
     /// The child of `parent` called `name`.
@@ -253,12 +259,34 @@ impl Arena {
 
     /// Places a node (its blob, Stat, kind, ACL set by the caller; links are set here)
     /// under `parent` (NONE for the root, which must be the first node placed). Newest
-    /// children come first in the sibling list.
-    pub fn insert(&mut self, parent: NodeId, mut slot: Slot) -> NodeId {
-        let id = match self.free.pop() {
+    /// children come first in the sibling list. If `parent` already has a child of that
+    /// name, nothing changes and that child's id is the error, with the slot given back (one
+    /// index probe for both).
+    pub fn insert(&mut self, parent: NodeId, mut slot: Slot) -> Result<NodeId, (NodeId, Slot)> {
+        let Arena {
+            slots,
+            free,
+            index,
+            live,
+        } = self;
+        let vacant = if parent == NONE {
+            None
+        } else {
+            let name = slot.name();
+            let same = |&i: &NodeId| {
+                slots
+                    .get(i)
+                    .is_some_and(|s| s.parent == parent && s.name() == name)
+            };
+            match index.entry(hash_of(parent, name), same, |&i| hash_in(slots, i)) {
+                Entry::Occupied(e) => return Err((*e.get(), slot)),
+                Entry::Vacant(v) => Some(v),
+            }
+        };
+        let id = match free.pop() {
             Some(id) => id,
             None => {
-                let chunks = &mut self.slots.chunks;
+                let chunks = &mut slots.chunks;
                 if chunks.last().is_none_or(|c| c.len() == CHUNK) {
                     chunks.push(Arc::new(Vec::with_capacity(CHUNK)));
                 }
@@ -273,25 +301,21 @@ impl Arena {
         slot.first_child = NONE;
         slot.children = 0;
         slot.next = NONE;
-        if parent != NONE {
-            if let Some(p) = self.get_mut(parent) {
+        if let Some(v) = vacant {
+            v.insert(id);
+            if let Some(p) = slots.get_mut(parent) {
                 slot.next = p.first_child;
                 p.first_child = id;
                 p.children += 1;
             }
-            if slot.next != NONE {
-                if let Some(n) = self.get_mut(slot.next) {
-                    n.prev = id;
-                }
+            if let Some(n) = slots.get_mut(slot.next) {
+                n.prev = id;
             }
-            let hash = hash_of(parent, slot.name());
-            let slots = &self.slots;
-            self.index.insert_unique(hash, id, |&i| hash_in(slots, i));
         }
-        let chunk = &mut self.slots.chunks[id as usize / CHUNK];
+        let chunk = &mut slots.chunks[id as usize / CHUNK];
         Arc::make_mut(chunk)[id as usize % CHUNK] = slot;
-        self.live += 1;
-        id
+        *live += 1;
+        Ok(id)
     }
 
     /// Removes a node (unlinking it from its parent) and returns its slot. Its children, if
@@ -342,6 +366,7 @@ mod tests {
 
     fn node(a: &mut Arena, parent: NodeId, name: &str) -> NodeId {
         a.insert(parent, new_slot(name.as_bytes(), Some(b"d")))
+            .unwrap()
     }
 
     #[test]
@@ -354,6 +379,9 @@ mod tests {
         let z = node(&mut a, x, "z");
         assert_eq!(a.lookup("/x/z"), Some(z));
         assert_eq!(a.lookup("/y"), Some(y));
+        let taken = a.insert(ROOT, new_slot(b"y", None)).map_err(|(id, _)| id);
+        assert_eq!(taken, Err(y), "a name once per parent");
+        assert_eq!(a.len(), 4);
         assert_eq!(a.lookup("/x/"), None);
         assert_eq!(a.lookup("x"), None);
         assert_eq!(a.get(ROOT).unwrap().children, 2);

@@ -136,7 +136,7 @@ impl TreeLoader {
                     Ok(())
                 }
                 None if self.tree.arena.len() == 0 => {
-                    self.tree.insert_slot(NONE, path_in, slot);
+                    let _ = self.tree.insert_slot(NONE, path_in, slot);
                     Ok(())
                 }
                 None => Err(LoadError::NoRoot),
@@ -170,11 +170,9 @@ impl TreeLoader {
         };
         match parent {
             Some(parent) => {
-                match tree.arena.child(parent, slot.name()) {
-                    Some(old) => self.replace(old, path_in, slot),
-                    None => {
-                        tree.insert_slot(parent, path_in, slot);
-                    }
+                // A path listed twice: the later node replaces the earlier (kept for it).
+                if let Err((old, slot)) = tree.insert_slot(parent, path_in, slot) {
+                    self.replace(old, path_in, slot);
                 }
                 true
             }
@@ -360,6 +358,49 @@ mod tests {
         t.create(&ctx(11), &op, &mut tr, None).unwrap();
         assert_eq!(summary(&reload(&capture, false).unwrap()), before);
         assert_ne!(summary(&t), before);
+    }
+
+    #[test]
+    fn a_path_listed_twice_keeps_the_later_node_and_its_children() {
+        let t = sample();
+        let mut loader = TreeLoader::new(TreeOptions::default(), 8);
+        for list in t.capture().acl_lists() {
+            loader.tree.intern_acl(list.to_vec());
+        }
+        let mut nodes = Vec::new();
+        t.capture().walk(|p, n| {
+            let data = n.data().map(<[u8]>::to_vec);
+            nodes.push((p.to_string(), data, n.acl_id(), n.kind(), n.version()));
+        });
+        fn record(data: Option<&[u8]>, acl: u32, kind: NodeKind, version: i32) -> NodeRecord<'_> {
+            NodeRecord {
+                data,
+                acl,
+                czxid: 1,
+                mzxid: 1,
+                ctime: 1,
+                mtime: 1,
+                version,
+                cversion: 0,
+                aversion: 0,
+                kind,
+                pzxid: 1,
+            }
+        }
+        for (p, data, acl, kind, version) in &nodes {
+            loader
+                .node(p, &record(data.as_deref(), *acl, *kind, *version))
+                .unwrap();
+        }
+        loader
+            .node("/a", &record(Some(b"again"), 0, NodeKind::Persistent, 7))
+            .unwrap();
+        let back = loader.finish().unwrap();
+        assert_eq!(back.node_count(), t.node_count());
+        let a = back.get("/a").unwrap();
+        assert_eq!((a.data(), a.version()), (Some(&b"again"[..]), 7));
+        assert_eq!(a.children().collect::<Vec<_>>(), ["b"]);
+        assert!(back.get("/a/b/c").is_some());
     }
 
     #[test]

@@ -76,12 +76,15 @@ impl DataTree {
             s.acl = acl;
             s
         };
-        let root = tree.insert_slot(NONE, "/", system("", open));
-        let zk = tree.insert_slot(root, ZOOKEEPER, system("zookeeper", open));
-        tree.insert_slot(zk, QUOTA, system("quota", open));
         let mut config = system("config", read);
         config.aversion = -1;
-        tree.insert_slot(zk, CONFIG, config);
+        // (Into an empty tree: no name is taken yet.)
+        let _ = tree.insert_slot(NONE, "/", system("", open));
+        let _ = tree.insert_slot(ROOT, ZOOKEEPER, system("zookeeper", open));
+        if let Some(zk) = tree.arena.lookup(ZOOKEEPER) {
+            let _ = tree.insert_slot(zk, QUOTA, system("quota", open));
+            let _ = tree.insert_slot(zk, CONFIG, config);
+        }
         tree
     }
 
@@ -99,11 +102,20 @@ impl DataTree {
         }
     }
 
-    /// Places a node under `parent` and indexes it; `path` is its full path.
-    fn insert_slot(&mut self, parent: NodeId, path: &str, slot: Slot) -> NodeId {
-        self.data_size += path.len() as u64 + slot.data_len();
-        self.index_kind(path, NodeKind::unpack(slot.tag, slot.owner));
-        self.arena.insert(parent, slot)
+    /// Places a node under `parent` and indexes it; `path` is its full path. If `parent`
+    /// has a child of that name already, nothing changes and its id is the error (with the
+    /// slot given back).
+    fn insert_slot(
+        &mut self,
+        parent: NodeId,
+        path: &str,
+        slot: Slot,
+    ) -> Result<NodeId, (NodeId, Slot)> {
+        let (len, kind) = (slot.data_len(), NodeKind::unpack(slot.tag, slot.owner));
+        let id = self.arena.insert(parent, slot)?;
+        self.data_size += path.len() as u64 + len;
+        self.index_kind(path, kind);
+        Ok(id)
     }
 
     /// Removes a (childless) node and unindexes it; `path` is its full path.

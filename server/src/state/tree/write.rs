@@ -89,7 +89,8 @@ impl DataTree {
             parent.cversion = new_cversion;
             parent.pzxid = ctx.zxid;
         }
-        self.insert_slot(parent_id, &full_path, node);
+        // (Absent: checked above.)
+        let _ = self.insert_slot(parent_id, &full_path, node);
         if let Some(undo) = undo {
             undo.push(Undo::Created {
                 path: full_path.clone(),
@@ -377,7 +378,8 @@ impl DataTree {
                         if let Some(p) = self.arena.get_mut(parent_id) {
                             p.pzxid = parent_pzxid;
                         }
-                        self.insert_slot(parent_id, &path, *node);
+                        // (Its name is free again: later steps were undone first.)
+                        let _ = self.insert_slot(parent_id, &path, *node);
                     }
                 }
                 Undo::DataSet { path, old } => {
