@@ -6,7 +6,9 @@
 //! nodes: i64 n, (ustring path, buffer data, i32 acl index, i64 czxid, i64 mzxid, i64 ctime,
 //! i64 mtime, i32 version, i32 cversion, i32 aversion, u8 kind, i64 kind value, i64 pzxid)*`.
 //! Children are not stored: they follow from the paths, and are rebuilt on load (a path
-//! whose parent is missing is corruption).
+//! whose parent is missing is corruption). Nodes are written depth first, parents before
+//! children, so loading places each under a parent already there; snapshots of earlier
+//! builds (in hash order, same layout) still load, their early children waiting.
 //!
 //! Version 2 ends with a CRC-32 (IEEE, u32) of everything before it, checked before
 //! anything is decoded: a snapshot travels between members and into backups, where
