@@ -63,16 +63,6 @@ pub struct SnapshotView {
     pub data_size: u64,
 }
 
-impl Drop for SnapshotView {
-    /// Releases the capture first: the live tree stops sharing its chunks (copies made on
-    /// write since the capture go), and then the allocator gives back what that freed.
-    /// A view is dropped where it was encoded, off the Raft thread.
-    fn drop(&mut self) {
-        drop(std::mem::take(&mut self.tree));
-        super::tree::memory::release_freed();
-    }
-}
-
 impl StateMachine {
     /// Captures the state for a snapshot (cheap: no znode is copied).
     pub fn snapshot_view(&self) -> SnapshotView {

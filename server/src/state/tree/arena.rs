@@ -117,7 +117,7 @@ impl Slot {
 }
 
 /// A frozen copy of the arena's slots (pointer copies of its chunks).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Slots {
     chunks: Vec<Arc<Vec<Slot>>>,
 }

@@ -16,7 +16,7 @@ use super::{DataTree, Node, NodeKind, TreeOptions};
 use crate::state::path;
 
 /// A frozen view of the tree, for encoding a snapshot while the tree goes on changing.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct TreeCapture {
     pub(super) slots: Slots,
     pub(super) acls: Vec<Arc<[Acl]>>,

@@ -1,48 +1,23 @@
-//! The tree's memory: giving freed memory back to the system, and what a znode costs.
-//!
-//! glibc's malloc keeps what is freed in its arenas, and hands it back to the system only
-//! from the top of the main heap. A server that fills millions of znodes frees as much in
-//! request buffers, Raft entries and (while a snapshot holds the tree) chunks copied on
-//! write, scattered between live znodes, and its RSS keeps it: measured at 334k znodes,
-//! `malloc_trim` gave back 76 of 255 MiB. [`release_freed`] does that once a snapshot's
-//! capture is released (see `state/snapshot.rs`), off the Raft thread.
-//!
-//! The cost of a znode, measured: a test-only allocator counts the bytes the current thread
-//! holds, and the test builds a tree shaped like the bench's (one parent, paths of 40-odd
-//! bytes, 100 bytes of data) and reports the bytes per znode beyond its path and data. It
-//! guards the figure against regressions (a fixed bound, not a speed).
+//! What a znode costs in memory, measured: a test-only allocator counts the bytes the
+//! current thread holds, and the test builds a tree shaped like the bench's (one parent,
+//! paths of 40-odd bytes, 100 bytes of data) and reports the bytes per znode beyond its
+//! path and data. It guards the figure against regressions (a fixed bound, not a speed).
 
-#[cfg(test)]
 use std::alloc::{GlobalAlloc, Layout, System};
-#[cfg(test)]
 use std::cell::Cell;
 
-/// Returns the free memory of every malloc arena to the system (glibc's `malloc_trim`); a
-/// no-op elsewhere.
-pub fn release_freed() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only walks the allocator's own free lists, under its locks.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-}
-
 /// Counts the bytes allocated minus freed by each thread (system allocator underneath).
-#[cfg(test)]
 pub struct CountingAlloc;
 
-#[cfg(test)]
 thread_local! {
     static HELD: Cell<i64> = const { Cell::new(0) };
 }
 
-#[cfg(test)]
 fn add(bytes: i64) {
     // `try_with`: allocations during thread teardown are not counted.
     let _ = HELD.try_with(|h| h.set(h.get() + bytes));
 }
 
-#[cfg(test)]
 // SAFETY: every call is forwarded to the system allocator unchanged; only a counter of the
 // calling thread is updated besides.
 unsafe impl GlobalAlloc for CountingAlloc {
@@ -66,7 +41,6 @@ unsafe impl GlobalAlloc for CountingAlloc {
 }
 
 /// Bytes the current thread holds now.
-#[cfg(test)]
 pub fn held() -> i64 {
     HELD.with(Cell::get)
 }

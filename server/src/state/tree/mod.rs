@@ -24,6 +24,7 @@ use jute::Acl;
 
 mod arena;
 mod load;
+#[cfg(test)]
 pub mod memory;
 mod node;
 mod write;
