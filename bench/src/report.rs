@@ -309,9 +309,7 @@ pub fn tls_markdown(pairs: &[(Row, Row)]) -> String {
             fmt_ratio_cell(tls),
         );
     }
-    out.push_str(
-        "\nWhat the handshakes negotiated (median round, set-up and warm-up included):\n\n",
-    );
+    let mut negotiated = String::new();
     for (_, tls) in pairs {
         for (name, o) in [("ZooKeeper", &tls.zookeeper), ("zooraft", &tls.zooraft)] {
             if let Some(h) = o
@@ -319,9 +317,15 @@ pub fn tls_markdown(pairs: &[(Row, Row)]) -> String {
                 .and_then(Outcome::measured)
                 .and_then(|w| w.tls_handshakes.as_ref())
             {
-                let _ = writeln!(out, "- {} {name}: {h}", tls.label());
+                let _ = writeln!(negotiated, "- {} {name}: {h}", tls.label());
             }
         }
+    }
+    if !negotiated.is_empty() {
+        out.push_str(
+            "\nWhat the handshakes negotiated (median round, set-up and warm-up included):\n\n",
+        );
+        out.push_str(&negotiated);
     }
     out.push_str(
         "\nTLS-enabled servers: the same certificates for both (mutual TLS, PEM stores); ZooKeeper \
@@ -551,9 +555,10 @@ mod tests {
         assert_eq!(tls.label(), "get (TLS)");
         let md = tls_markdown(&[(plain, tls)]);
         assert!(
-            md.contains("| get 8×4 | 10000 | 5000 | 0.50× | 40000 | 30000 | 0.75× | 6.00× |"),
+            md.contains("| get (TLS) 8×4 | 10000 | 5000 | 0.50× | 40000 | 30000 | 0.75× | 6.00× |"),
             "{md}"
         );
+        assert!(!md.contains("What the handshakes negotiated"), "{md}");
         assert!(tls_markdown(&[]).is_empty());
     }
 

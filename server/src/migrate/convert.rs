@@ -9,7 +9,7 @@
 
 use zkdata::tree::{FastSet, OwnerKind, StatPersisted, ZkNode, ZkTree};
 
-use crate::state::tree::{DataTree, Name, NodeKind, TreeOptions, Znode};
+use crate::state::tree::{LoadError, NodeKind, NodeRecord, TreeLoader, TreeOptions};
 use crate::state::{SessionInfo, StateMachine};
 
 /// Why a ZooKeeper tree cannot become zooraft state.
@@ -45,55 +45,51 @@ fn owner_of(kind: NodeKind) -> i64 {
 /// Builds zooraft's state from a restored ZooKeeper tree, consuming it (the nodes move
 /// instead of being copied, which halves the peak memory of a large import).
 pub fn to_state(mut zk: ZkTree, options: TreeOptions) -> Result<StateMachine, ConvertError> {
-    let mut tree = DataTree::empty(options);
-    let mut acl_lists = std::collections::HashMap::new();
     let count = zk.nodes.len();
+    let mut loader = TreeLoader::new(options, count);
+    let mut acl_lists = std::collections::HashMap::new();
     let mut links = 0;
     let nodes = std::mem::take(&mut zk.nodes);
     for (path, node) in nodes {
         let acl = match acl_lists.get(&node.acl) {
-            Some(a) => std::sync::Arc::clone(a),
+            Some(&a) => a,
             None => {
                 let list = zk
                     .acl_of(&node)
                     .ok_or_else(|| ConvertError::MissingAcl(path.clone()))?;
-                let shared = tree.intern_acl(list);
-                acl_lists.insert(node.acl, shared.clone());
+                let shared = loader.tree.intern_acl(list);
+                acl_lists.insert(node.acl, shared);
                 shared
             }
         };
-        if path != "/" && crate::state::path::validate(&path).is_err() {
-            return Err(ConvertError::BadPath(path));
-        }
         let s = node.stat;
-        // The children sets come along: `ZkTree` links every node to its parent.
-        let mut children = DataTree::new_children();
-        children.reserve(node.children.len());
-        for c in node.children {
-            children.insert(Name::from(c));
-        }
-        links += children.len();
-        tree.load_node(
-            path,
-            Znode {
-                data: node.data,
-                acl,
-                czxid: s.czxid,
-                mzxid: s.mzxid,
-                ctime: s.ctime,
-                mtime: s.mtime,
-                version: s.version,
-                cversion: s.cversion,
-                aversion: s.aversion,
-                kind: kind_of(s.ephemeral_owner),
-                pzxid: s.pzxid,
-                children,
-            },
-        );
+        // ZooKeeper's children sets must agree with the paths, from which the tree's links
+        // are built.
+        links += node.children.len();
+        let record = NodeRecord {
+            data: node.data.as_deref(),
+            acl,
+            czxid: s.czxid,
+            mzxid: s.mzxid,
+            ctime: s.ctime,
+            mtime: s.mtime,
+            version: s.version,
+            cversion: s.cversion,
+            aversion: s.aversion,
+            kind: kind_of(s.ephemeral_owner),
+            pzxid: s.pzxid,
+        };
+        loader.node(&path, &record).map_err(|e| match e {
+            LoadError::BadPath(p) => ConvertError::BadPath(p),
+            _ => ConvertError::Links(count, links),
+        })?;
     }
-    if links + 1 != count || tree.get("/").is_none() {
+    if links + 1 != count {
         return Err(ConvertError::Links(count, links));
     }
+    let tree = loader
+        .finish()
+        .map_err(|_| ConvertError::Links(count, links))?;
     let sessions = zk
         .sessions
         .iter()
@@ -115,32 +111,28 @@ pub fn to_state(mut zk: ZkTree, options: TreeOptions) -> Result<StateMachine, Co
 /// ZooKeeper's tree for a zooraft state (for export).
 pub fn to_zookeeper(state: &StateMachine) -> ZkTree {
     let mut zk = ZkTree::new();
-    for (path, node) in state.tree.snapshot_nodes() {
-        let acl = zk.acl_key(&node.acl);
+    state.tree.capture().walk(|path, node| {
+        let acl = zk.acl_key(node.acl());
         zk.insert(
             path.to_string(),
             ZkNode {
-                data: node.data.clone(),
+                data: node.data_bytes(),
                 acl,
                 stat: StatPersisted {
-                    czxid: node.czxid,
-                    mzxid: node.mzxid,
-                    ctime: node.ctime,
-                    mtime: node.mtime,
-                    version: node.version,
-                    cversion: node.cversion,
-                    aversion: node.aversion,
-                    ephemeral_owner: owner_of(node.kind),
-                    pzxid: node.pzxid,
+                    czxid: node.czxid(),
+                    mzxid: node.mzxid(),
+                    ctime: node.ctime(),
+                    mtime: node.mtime(),
+                    version: node.version(),
+                    cversion: node.cversion(),
+                    aversion: node.aversion(),
+                    ephemeral_owner: owner_of(node.kind()),
+                    pzxid: node.pzxid(),
                 },
-                children: node
-                    .children
-                    .iter()
-                    .map(|c| c.to_string())
-                    .collect::<FastSet<_>>(),
+                children: node.children().map(str::to_string).collect::<FastSet<_>>(),
             },
         );
-    }
+    });
     zk.sessions = state
         .sessions
         .iter()

@@ -19,7 +19,7 @@ use super::reply;
 use super::watch::{Tables, WatchManager, WatchSlot};
 use crate::state::acl;
 use crate::state::command::ConnId;
-use crate::state::tree::Znode;
+use crate::state::tree::Node;
 use crate::state::StateMachine;
 
 /// Who is asking.
@@ -29,15 +29,15 @@ pub struct Caller<'a> {
     pub auth: &'a [Id],
 }
 
-fn readable<'t>(state: &'t StateMachine, path: &str, auth: &[Id]) -> Result<&'t Znode, ErrorCode> {
+fn readable<'t>(state: &'t StateMachine, path: &str, auth: &[Id]) -> Result<Node<'t>, ErrorCode> {
     let node = state.tree.get(path).ok_or(ErrorCode::NoNode)?;
-    acl::check(&node.acl, perms::READ, auth)?;
+    acl::check(node.acl(), perms::READ, auth)?;
     Ok(node)
 }
 
-fn put_children(b: &mut BytesMut, node: &Znode) {
-    b.put_i32(node.children.len() as i32);
-    for c in &node.children {
+fn put_children(b: &mut BytesMut, node: &Node) {
+    b.put_i32(node.num_children() as i32);
+    for c in node.children() {
         b.put_ustring(c);
     }
 }
@@ -74,7 +74,7 @@ pub fn execute(
                     watches.with(|w| w.watch_data(&r.path, caller.conn));
                 }
                 reply::push(out, xid, zxid, ErrorCode::Ok, |b| {
-                    b.put_buffer(n.data.as_deref());
+                    b.put_buffer(n.data());
                     n.stat().encode(b);
                 })
             }
@@ -88,7 +88,7 @@ pub fn execute(
                     }
                     let with_stat = matches!(request, Request::GetChildren2(_));
                     reply::push(out, xid, zxid, ErrorCode::Ok, |b| {
-                        put_children(b, n);
+                        put_children(b, &n);
                         if with_stat {
                             n.stat().encode(b);
                         }
@@ -101,14 +101,14 @@ pub fn execute(
             let Some(n) = state.tree.get(&r.path) else {
                 return reply::push_error(out, xid, zxid, ErrorCode::NoNode);
             };
-            if let Err(e) = acl::check(&n.acl, perms::READ | perms::ADMIN, caller.auth) {
+            if let Err(e) = acl::check(n.acl(), perms::READ | perms::ADMIN, caller.auth) {
                 return reply::push_error(out, xid, zxid, e);
             }
-            let full = acl::check(&n.acl, perms::ADMIN, caller.auth).is_ok();
+            let full = acl::check(n.acl(), perms::ADMIN, caller.auth).is_ok();
             let list = if full {
-                n.acl.to_vec()
+                n.acl().to_vec()
             } else {
-                acl::mask_digests(&n.acl)
+                acl::mask_digests(n.acl())
             };
             reply::push(out, xid, zxid, ErrorCode::Ok, |b| {
                 b.put_i32(list.len() as i32);
@@ -150,12 +150,10 @@ pub fn execute(
                 .map(|op| {
                     let r = match op {
                         MultiOp::GetChildren(r) => readable(state, &r.path, caller.auth).map(|n| {
-                            MultiResult::GetChildren(
-                                n.children.iter().map(|c| c.to_string()).collect(),
-                            )
+                            MultiResult::GetChildren(n.children().map(str::to_string).collect())
                         }),
                         MultiOp::GetData(r) => readable(state, &r.path, caller.auth)
-                            .map(|n| MultiResult::GetData(n.data.clone(), n.stat())),
+                            .map(|n| MultiResult::GetData(n.data_bytes(), n.stat())),
                         _ => Err(ErrorCode::MarshallingError),
                     };
                     r.unwrap_or_else(|e| MultiResult::Error(e.code()))
@@ -297,7 +295,7 @@ fn set_watches(
     for p in data {
         match state.tree.get(p) {
             None => watches.notify(conn, EventType::NodeDeleted, p),
-            Some(n) if n.mzxid > relative_zxid => {
+            Some(n) if n.mzxid() > relative_zxid => {
                 watches.notify(conn, EventType::NodeDataChanged, p)
             }
             Some(_) => watches.watch_data(p, conn),
@@ -312,7 +310,7 @@ fn set_watches(
     for p in child {
         match state.tree.get(p) {
             None => watches.notify(conn, EventType::NodeDeleted, p),
-            Some(n) if n.pzxid > relative_zxid => {
+            Some(n) if n.pzxid() > relative_zxid => {
                 watches.notify(conn, EventType::NodeChildrenChanged, p)
             }
             Some(_) => watches.watch_children(p, conn),

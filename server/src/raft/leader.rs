@@ -71,8 +71,8 @@ impl Consensus {
             let tree = &state.tree;
             let ttl_nodes = tree.ttls().iter().filter_map(|p| {
                 let n = tree.get(p)?;
-                match n.kind {
-                    NodeKind::Ttl(ttl) => Some((p.as_str(), n.mtime, ttl)),
+                match n.kind() {
+                    NodeKind::Ttl(ttl) => Some((p.as_str(), n.mtime(), ttl)),
                     _ => None,
                 }
             });

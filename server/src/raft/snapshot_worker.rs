@@ -117,7 +117,7 @@ impl<W: Write> Write for Watched<'_, W> {
 /// What the encoding of `view` will take on disk, roughly (checked against the free space
 /// before writing: the size itself is known only at the end).
 fn estimated_size(view: &SnapshotView) -> u64 {
-    64 + view.data_size + view.nodes.len() as u64 * 64 + view.sessions.len() as u64 * 28
+    64 + view.data_size + view.tree.len() as u64 * 64 + view.sessions.len() as u64 * 28
 }
 
 /// Encodes and stores one captured state, if `room(bytes)` says the disk has room for it

@@ -547,7 +547,7 @@ mod tests {
             &mut rec,
         );
         assert_eq!(rec.results[2].1, (3 << 32) | 1);
-        assert_eq!(sm.tree.get("/").unwrap().pzxid, (3 << 32) | 1);
+        assert_eq!(sm.tree.get("/").unwrap().pzxid(), (3 << 32) | 1);
     }
 
     #[test]
@@ -648,7 +648,7 @@ mod tests {
         );
         assert_eq!(results[3], MultiResult::Check);
         assert_eq!(
-            sm.tree.get("/m/s0000000000").unwrap().czxid,
+            sm.tree.get("/m/s0000000000").unwrap().czxid(),
             rec.results[1].1
         );
     }

@@ -98,15 +98,6 @@ pub fn parent_of(path: &str) -> &str {
     }
 }
 
-/// Joins a parent path and a child name.
-pub fn join(parent: &str, child: &str) -> String {
-    if parent == "/" || parent.is_empty() {
-        format!("/{child}")
-    } else {
-        format!("{parent}/{child}")
-    }
-}
-
 /// The ancestors of a path, nearest first, ending with `/` (not including the path itself).
 pub fn ancestors(path: &str) -> impl Iterator<Item = &str> {
     let mut current = Some(path);
@@ -193,8 +184,6 @@ mod tests {
         assert_eq!(parent_of("/a"), "/");
         assert_eq!(parent_of("/a/b"), "/a");
         assert_eq!(child_name("/a/b"), "b");
-        assert_eq!(join("/", "a"), "/a");
-        assert_eq!(join("/a", "b"), "/a/b");
         assert_eq!(
             ancestors("/a/b/c").collect::<Vec<_>>(),
             vec!["/a/b", "/a", "/"]

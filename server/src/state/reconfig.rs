@@ -224,11 +224,11 @@ impl LeaderView for ReconfigStamp {
 /// the first one: a member's own view, [`show_local`], is not committed).
 pub fn committed(tree: &DataTree) -> Option<DynamicConfig> {
     let node = tree.get(CONFIG)?;
-    if node.mtime == LOCAL_MTIME {
+    if node.mtime() == LOCAL_MTIME {
         return None;
     }
-    let data = node.data.clone()?;
-    let text = std::str::from_utf8(&data).ok()?;
+    let data = node.data()?;
+    let text = std::str::from_utf8(data).ok()?;
     let c = DynamicConfig::parse(text).ok()?;
     (!c.servers.is_empty()).then_some(c)
 }
@@ -250,7 +250,7 @@ pub const LOCAL_VERSION: i64 = 0;
 pub fn show_local(tree: &mut DataTree, text: &str) {
     let has_data = tree
         .get(CONFIG)
-        .is_some_and(|n| n.data.as_ref().is_some_and(|d| !d.is_empty()));
+        .is_some_and(|n| n.data().is_some_and(|d| !d.is_empty()));
     if !has_data {
         let data = Bytes::from(text.to_string().into_bytes());
         tree.replace_config(LOCAL_VERSION, LOCAL_MTIME, data, -1, &mut Vec::new());
@@ -291,7 +291,7 @@ pub fn apply(
         let servers = next_config(&current, &args, stamp)?;
         if !stamp.skip_acl {
             let node = tree.get(CONFIG).ok_or(ErrorCode::NoNode)?;
-            acl::check(&node.acl, perms::WRITE, ctx.auth)?;
+            acl::check(node.acl(), perms::WRITE, ctx.auth)?;
         }
         let next = DynamicConfig {
             servers,
@@ -535,8 +535,8 @@ mod tests {
         let local = THREE.replace("version=100000000", "version=0");
         show_local(&mut tree, &local);
         let node = tree.get(CONFIG).unwrap();
-        assert_eq!(node.data.as_deref(), Some(local.as_bytes()));
-        assert_eq!(node.mzxid, LOCAL_VERSION);
+        assert_eq!(node.data(), Some(local.as_bytes()));
+        assert_eq!(node.mzxid(), LOCAL_VERSION);
         assert_eq!(committed(&tree), None, "a local view is not committed");
         state_first(&mut tree, 1_700_000_000_000, THREE, &mut Vec::new());
         assert_eq!(committed(&tree), DynamicConfig::parse(THREE).ok());

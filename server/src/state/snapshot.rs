@@ -6,7 +6,9 @@
 //! nodes: i64 n, (ustring path, buffer data, i32 acl index, i64 czxid, i64 mzxid, i64 ctime,
 //! i64 mtime, i32 version, i32 cversion, i32 aversion, u8 kind, i64 kind value, i64 pzxid)*`.
 //! Children are not stored: they follow from the paths, and are rebuilt on load (a path
-//! whose parent is missing is corruption).
+//! whose parent is missing is corruption). Nodes are written depth first, parents before
+//! children, so loading places each under a parent already there; snapshots of earlier
+//! builds (in hash order, same layout) still load, their early children waiting.
 //!
 //! Version 2 ends with a CRC-32 (IEEE, u32) of everything before it, checked before
 //! anything decoded is used: a snapshot travels between members and into backups, where
@@ -15,16 +17,13 @@
 //! still loads. Both directions stream through a few MiB (`snapshot_io.rs`): the size of
 //! a snapshot is never held in memory on top of the tree it encodes or decodes.
 
-use std::collections::HashMap;
 use std::io::{self, Read, Write};
-use std::sync::Arc;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use jute::{Acl, DecodeError, Record, WriteExt};
 
-use super::path;
 use super::snapshot_io::{ChunkedOut, MaybeShort, TrailerSplit, Window};
-use super::tree::{owned, DataTree, Name, NodeKind, TreeOptions, Znode};
+use super::tree::{DataTree, NodeKind, NodeRecord, TreeCapture, TreeLoader, TreeOptions};
 use super::{SessionInfo, StateMachine};
 
 const MAGIC: &[u8; 4] = b"ZRSM";
@@ -58,13 +57,14 @@ fn kind_code(kind: NodeKind) -> (u8, i64) {
     }
 }
 
-/// What a snapshot holds, captured on the Raft loop in one pass of pointer copies (the
-/// znodes themselves are shared with the live tree, which copies one only when it changes
-/// it while the snapshot still holds it). Encoding happens elsewhere, from this view.
+/// What a snapshot holds, captured on the Raft loop in one pointer copy per chunk of the
+/// tree's arena (the chunks are shared with the live tree, which copies one only when it
+/// changes it while the snapshot still holds it). Encoding happens elsewhere, from this
+/// view.
 pub struct SnapshotView {
     pub last_zxid: i64,
     pub sessions: Vec<(i64, SessionInfo)>,
-    pub nodes: Vec<(Name, Arc<Znode>)>,
+    pub tree: TreeCapture,
     /// Path and data bytes, to size the encoding buffer once.
     pub data_size: u64,
 }
@@ -79,7 +79,7 @@ impl StateMachine {
                 .iter()
                 .map(|(id, s)| (*id, s.clone()))
                 .collect(),
-            nodes: self.tree.snapshot_nodes(),
+            tree: self.tree.capture(),
             data_size: self.tree.approximate_data_size(),
         }
     }
@@ -88,7 +88,7 @@ impl StateMachine {
 /// Serialises a captured state into memory (a backup, a test); a snapshot for the store
 /// is streamed with [`encode_into`].
 pub fn encode(view: &SnapshotView) -> Bytes {
-    let capacity = 64 + view.data_size as usize + view.nodes.len() * 80 + view.sessions.len() * 28;
+    let capacity = 64 + view.data_size as usize + view.tree.len() * 80 + view.sessions.len() * 28;
     let mut out = Vec::with_capacity(capacity);
     match encode_into(view, &mut out) {
         Ok(_) => Bytes::from(out),
@@ -110,48 +110,45 @@ pub fn encode_into<W: Write + ?Sized>(view: &SnapshotView, w: &mut W) -> io::Res
         out.put_i32(info.timeout);
         out.put_slice(&info.passwd);
     }
-    // ACL lists, shared by pointer in the tree, are written once each; nodes mostly share
-    // one list, so the previous node's answer is tried before the map.
-    let mut acl_index: HashMap<*const Acl, i32> = HashMap::new();
-    let mut acl_lists: Vec<&Arc<[Acl]>> = Vec::new();
-    for (_, node) in &view.nodes {
-        let key = node.acl.as_ptr();
-        if let std::collections::hash_map::Entry::Vacant(v) = acl_index.entry(key) {
-            v.insert(acl_lists.len() as i32);
-            acl_lists.push(&node.acl);
-        }
-    }
-    out.put_i32(acl_lists.len() as i32);
-    for list in &acl_lists {
+    // The tree's interned ACL lists, each written once; nodes refer to them by index.
+    let lists = view.tree.acl_lists();
+    out.put_i32(lists.len() as i32);
+    for list in lists {
         out.put_i32(list.len() as i32);
         for a in list.iter() {
             a.encode(out);
         }
     }
-    out.put_i64(view.nodes.len() as i64);
+    // Parents before children (the capture walks depth first), which loading relies on
+    // for speed (it accepts any order).
+    out.put_i64(view.tree.len() as i64);
     sink.maybe_flush()?;
-    let mut last_acl: (*const Acl, i32) = (std::ptr::null(), 0);
-    for (p, n) in &view.nodes {
+    let mut failed = None;
+    view.tree.walk(|p, n| {
+        if failed.is_some() {
+            return;
+        }
         let out = &mut sink.buf;
         out.put_ustring(p);
-        out.put_buffer(n.data.as_deref());
-        let key = n.acl.as_ptr();
-        if key != last_acl.0 {
-            last_acl = (key, acl_index[&key]);
-        }
-        out.put_i32(last_acl.1);
-        out.put_i64(n.czxid);
-        out.put_i64(n.mzxid);
-        out.put_i64(n.ctime);
-        out.put_i64(n.mtime);
-        out.put_i32(n.version);
-        out.put_i32(n.cversion);
-        out.put_i32(n.aversion);
-        let (k, v) = kind_code(n.kind);
+        out.put_buffer(n.data());
+        out.put_i32(n.acl_id() as i32);
+        out.put_i64(n.czxid());
+        out.put_i64(n.mzxid());
+        out.put_i64(n.ctime());
+        out.put_i64(n.mtime());
+        out.put_i32(n.version());
+        out.put_i32(n.cversion());
+        out.put_i32(n.aversion());
+        let (k, v) = kind_code(n.kind());
         out.put_u8(k);
         out.put_i64(v);
-        out.put_i64(n.pzxid);
-        sink.maybe_flush()?;
+        out.put_i64(n.pzxid());
+        if let Err(e) = sink.maybe_flush() {
+            failed = Some(e);
+        }
+    });
+    if let Some(e) = failed {
+        return Err(e);
     }
     sink.finish(true)
 }
@@ -232,23 +229,29 @@ fn decode_body<R: Read>(
         })?;
         sessions.insert(id, info);
     }
-    let mut tree = DataTree::empty(options);
     let n_acls = w.record(|r| Ok::<_, SnapshotError>(r.read_i32()?))?;
-    let mut acls: Vec<Arc<[Acl]>> = Vec::new();
+    let mut lists = Vec::new();
     for _ in 0..n_acls.max(0) {
-        let list = w.record(|r| Ok::<_, SnapshotError>(r.read_vec(12, Acl::decode)?))?;
-        acls.push(tree.intern_acl(list));
+        lists.push(w.record(|r| Ok::<_, SnapshotError>(r.read_vec(12, Acl::decode)?))?);
     }
     let n_nodes = w.record(|r| Ok::<_, SnapshotError>(r.read_i64()?))?;
-    let mut paths = Vec::with_capacity(n_nodes.clamp(0, 1 << 20) as usize);
+    // Sized for the count it announces, within reason: the count is not yet checked.
+    let mut loader = TreeLoader::new(options, n_nodes.clamp(0, 1 << 24) as usize);
+    let acls: Vec<u32> = lists
+        .into_iter()
+        .map(|l| loader.tree.intern_acl(l))
+        .collect();
+    let inconsistent = |e: super::tree::LoadError| SnapshotError::Inconsistent(e.to_string());
     for _ in 0..n_nodes.max(0) {
-        let (p, znode) = w.record(|r| {
+        // Every field is read before the node is placed, so a record cut short by the
+        // window is retried before anything of it reached the loader.
+        w.record(|r| {
             let p = r.read_ustring()?;
             let data = r.read_buffer()?;
             let acl_i = r.read_i32()?;
             let acl = acls
                 .get(acl_i as usize)
-                .cloned()
+                .copied()
                 .ok_or_else(|| SnapshotError::Inconsistent(format!("{p}: ACL index {acl_i}")))?;
             let czxid = r.read_i64()?;
             let mzxid = r.read_i64()?;
@@ -265,46 +268,28 @@ fn decode_body<R: Read>(
                 (k, _) => return Err(SnapshotError::Inconsistent(format!("{p}: node kind {k}"))),
             };
             let pzxid = r.read_i64()?;
-            Ok((
-                p,
-                Znode {
-                    data: owned(data),
-                    acl,
-                    czxid,
-                    mzxid,
-                    ctime,
-                    mtime,
-                    version,
-                    cversion,
-                    aversion,
-                    kind,
-                    pzxid,
-                    children: DataTree::new_children(),
-                },
-            ))
+            let record = NodeRecord {
+                data: data.as_deref(),
+                acl,
+                czxid,
+                mzxid,
+                ctime,
+                mtime,
+                version,
+                cversion,
+                aversion,
+                kind,
+                pzxid,
+            };
+            loader.node(&p, &record).map_err(inconsistent)
         })?;
-        paths.push(p.clone());
-        tree.load_node(p, znode);
     }
     if !w.at_end()? {
         return Err(SnapshotError::Inconsistent(
             "bytes after the last node".into(),
         ));
     }
-    if tree.get("/").is_none() {
-        return Err(SnapshotError::Inconsistent("no root node".into()));
-    }
-    for p in &paths {
-        if p == "/" {
-            continue;
-        }
-        if path::validate(p).is_err() {
-            return Err(SnapshotError::Inconsistent(format!("invalid path {p:?}")));
-        }
-        if !tree.link_child(p) {
-            return Err(SnapshotError::Inconsistent(format!("{p} has no parent")));
-        }
-    }
+    let tree = loader.finish().map_err(inconsistent)?;
     Ok(StateMachine {
         tree,
         sessions,
@@ -325,15 +310,15 @@ pub fn tree_digest(tree: &DataTree) -> u64 {
     };
     let mut buf = BytesMut::new();
     for p in tree.sorted_paths() {
-        let Some(n) = tree.get(p) else { continue };
+        let Some(n) = tree.get(&p) else { continue };
         buf.clear();
-        buf.put_ustring(p);
-        buf.put_buffer(n.data.as_deref());
+        buf.put_ustring(&p);
+        buf.put_buffer(n.data());
         n.stat().encode(&mut buf);
-        for a in n.acl.iter() {
+        for a in n.acl().iter() {
             a.encode(&mut buf);
         }
-        let (k, v) = kind_code(n.kind);
+        let (k, v) = kind_code(n.kind());
         buf.put_u8(k);
         buf.put_i64(v);
         feed(&buf);

@@ -11,30 +11,30 @@
 //! log is rolled back so the multi leaves no trace. Watch triggers are returned to the caller
 //! (never fired from here) so a failed multi fires none.
 //!
-//! Each znode sits behind an `Arc` (and names are `Arc<str>`), so a snapshot is a list of
-//! pointers taken in one quick pass ([`DataTree::snapshot_nodes`]); the snapshot thread
-//! encodes that frozen view while the tree goes on changing, a write copying a znode only
-//! if the snapshot still holds it (`Arc::make_mut`).
+//! The znodes live in an arena of compact slots ([`arena`]): one slot and one name+data
+//! allocation per znode, one (parent, name) index, no stored paths. A snapshot captures the
+//! arena in one pointer copy per chunk of slots ([`DataTree::capture`]); the snapshot thread
+//! encodes that frozen view while the tree goes on changing, a write copying a chunk only
+//! if the capture still holds it.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
-use bytes::Bytes;
 use jute::Acl;
 
-use crate::state::path;
-
+mod arena;
+mod load;
 #[cfg(test)]
 pub mod memory;
 mod node;
 mod write;
 
+use arena::{new_slot, Arena, NodeId, Slot, NONE, ROOT};
+pub use load::{LoadError, NodeRecord, TreeCapture, TreeLoader};
 pub use node::{
-    owned, CreateOp, CreateRecord, Name, NodeKind, Trigger, TxnContext, Undo, Znode, CONFIG,
-    MAX_TTL_MS, QUOTA, ZOOKEEPER,
+    CreateOp, CreateRecord, Node, NodeKind, Trigger, TxnContext, Undo, CONFIG, MAX_TTL_MS, QUOTA,
+    ZOOKEEPER,
 };
-
-type FastMap<K, V> = HashMap<K, V, ahash::RandomState>;
 
 /// Tree-wide settings that change what writes accept.
 #[derive(Debug, Clone, Copy, Default)]
@@ -46,11 +46,13 @@ pub struct TreeOptions {
 /// The tree and its indexes (ephemerals by session, containers, TTL nodes).
 #[derive(Debug, Clone)]
 pub struct DataTree {
-    nodes: FastMap<Name, Arc<Znode>>,
+    arena: Arena,
+    /// Interned ACL lists; a node holds the index of its list.
+    acls: Vec<Arc<[Acl]>>,
+    acl_ids: HashMap<Arc<[Acl]>, u32>,
     ephemerals: HashMap<i64, BTreeSet<String>>,
     containers: BTreeSet<String>,
     ttls: BTreeSet<String>,
-    acl_cache: HashMap<Vec<Acl>, Arc<[Acl]>>,
     /// Sum of path lengths and data lengths (ZooKeeper's `approximateDataSize`).
     data_size: u64,
     pub options: TreeOptions,
@@ -70,26 +72,61 @@ impl DataTree {
         let mut tree = DataTree::empty(options);
         let open = tree.intern_acl(vec![Acl::open_unsafe()]);
         let read = tree.intern_acl(vec![Acl::read_unsafe()]);
-        let empty = || Some(Bytes::new());
-        let system = |acl: Arc<[Acl]>| Znode::new(empty(), acl, 0, 0, NodeKind::Persistent);
-        let mut root = system(open.clone());
-        root.children.insert("zookeeper".into());
-        let mut zk = system(open.clone());
-        zk.children.insert("quota".into());
-        zk.children.insert("config".into());
-        let mut config = system(read);
+        let system = |name: &str, acl: u32| {
+            let mut s = new_slot(name.as_bytes(), Some(&[]));
+            s.acl = acl;
+            s
+        };
+        let mut config = system("config", read);
         config.aversion = -1;
-        tree.insert_raw("/".into(), root);
-        tree.insert_raw(ZOOKEEPER.into(), zk);
-        tree.insert_raw(QUOTA.into(), system(open));
-        tree.insert_raw(CONFIG.into(), config);
+        // (Into an empty tree: no name is taken yet.)
+        let _ = tree.insert_slot(NONE, "/", system("", open));
+        let _ = tree.insert_slot(ROOT, ZOOKEEPER, system("zookeeper", open));
+        if let Some(zk) = tree.arena.lookup(ZOOKEEPER) {
+            let _ = tree.insert_slot(zk, QUOTA, system("quota", open));
+            let _ = tree.insert_slot(zk, CONFIG, config);
+        }
         tree
     }
 
-    fn insert_raw(&mut self, path: String, node: Znode) {
-        self.data_size += path.len() as u64 + node.data_len();
-        self.index_kind(&path, node.kind);
-        self.nodes.insert(Name::from(path), Arc::new(node));
+    /// An empty tree with nothing in it, for loading a snapshot into.
+    pub fn empty(options: TreeOptions) -> DataTree {
+        DataTree {
+            arena: Arena::new(),
+            acls: Vec::new(),
+            acl_ids: HashMap::new(),
+            ephemerals: HashMap::new(),
+            containers: BTreeSet::new(),
+            ttls: BTreeSet::new(),
+            data_size: 0,
+            options,
+        }
+    }
+
+    /// Places a node under `parent` and indexes it; `path` is its full path. If `parent`
+    /// has a child of that name already, nothing changes and its id is the error (with the
+    /// slot given back).
+    fn insert_slot(
+        &mut self,
+        parent: NodeId,
+        path: &str,
+        slot: Slot,
+    ) -> Result<NodeId, (NodeId, Slot)> {
+        let (len, kind) = (slot.data_len(), NodeKind::unpack(slot.tag, slot.owner));
+        let id = self.arena.insert(parent, slot)?;
+        self.data_size += path.len() as u64 + len;
+        self.index_kind(path, kind);
+        Ok(id)
+    }
+
+    /// Removes a (childless) node and unindexes it; `path` is its full path.
+    fn remove_slot(&mut self, id: NodeId, path: &str) -> Option<Slot> {
+        let slot = self.arena.remove(id)?;
+        self.data_size = self
+            .data_size
+            .saturating_sub(path.len() as u64 + slot.data_len());
+        self.unindex_kind(path, NodeKind::unpack(slot.tag, slot.owner));
+        Some(slot)
     }
 
     fn index_kind(&mut self, path: &str, kind: NodeKind) {
@@ -130,41 +167,53 @@ impl DataTree {
         }
     }
 
-    /// Shares identical ACL lists between nodes (most nodes have the same one).
-    pub fn intern_acl(&mut self, acl: Vec<Acl>) -> Arc<[Acl]> {
-        if let Some(a) = self.acl_cache.get(&acl) {
-            return a.clone();
+    /// Shares identical ACL lists between nodes (most nodes have the same one): the index
+    /// of the list in the tree's table.
+    pub fn intern_acl(&mut self, acl: Vec<Acl>) -> u32 {
+        if let Some(&i) = self.acl_ids.get(&acl[..]) {
+            return i;
         }
-        let shared: Arc<[Acl]> = acl.clone().into();
-        self.acl_cache.insert(acl, shared.clone());
-        shared
+        let shared: Arc<[Acl]> = acl.into();
+        let i = self.acls.len() as u32;
+        self.acls.push(shared.clone());
+        self.acl_ids.insert(shared, i);
+        i
+    }
+
+    fn view(&self, id: NodeId) -> Option<Node<'_>> {
+        Some(Node {
+            id,
+            slot: self.arena.get(id)?,
+            slots: self.arena.slots(),
+            acls: &self.acls,
+        })
     }
 
     /// Looks a node up. `""` is the root, as in ZooKeeper.
-    pub fn get(&self, path: &str) -> Option<&Znode> {
-        let path = if path.is_empty() { "/" } else { path };
-        self.nodes.get(path).map(|n| &**n)
+    pub fn get(&self, path: &str) -> Option<Node<'_>> {
+        self.view(self.arena.lookup(path)?)
     }
 
-    /// A node to change; copied first if a snapshot still holds it.
-    fn get_mut(&mut self, path: &str) -> Option<&mut Znode> {
-        let path = if path.is_empty() { "/" } else { path };
-        self.nodes.get_mut(path).map(Arc::make_mut)
+    /// A node to change by path, with its id (its chunk copied first if a snapshot still
+    /// holds it).
+    fn get_mut(&mut self, path: &str) -> Option<&mut Slot> {
+        let id = self.arena.lookup(path)?;
+        self.arena.get_mut(id)
     }
 
-    /// Every node, as shared pointers: a consistent view of the tree for a snapshot, taken
-    /// in one pass of pointer copies.
-    pub fn snapshot_nodes(&self) -> Vec<(Name, Arc<Znode>)> {
-        self.nodes
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect()
+    /// A consistent view of the tree for a snapshot, taken in one pointer copy per chunk.
+    pub fn capture(&self) -> TreeCapture {
+        TreeCapture {
+            slots: self.arena.capture(),
+            acls: self.acls.clone(),
+            len: self.arena.len(),
+        }
     }
 
     /// Node count as ZooKeeper reports it (`Node count`, `zk_znode_count`): its map holds the
     /// root twice (under `""` and `/`).
     pub fn node_count(&self) -> usize {
-        self.nodes.len() + 1
+        self.arena.len() + 1
     }
 
     pub fn approximate_data_size(&self) -> u64 {
@@ -189,30 +238,32 @@ impl DataTree {
     /// `getAllChildrenNumber`: every descendant (ZooKeeper counts all nodes for `/`, which
     /// includes the `/zookeeper` subtree).
     pub fn all_children_number(&self, path: &str) -> usize {
-        if path == "/" {
-            return self.nodes.len() - 1;
+        let Some(id) = self.arena.lookup(path) else {
+            return 0;
+        };
+        if id == ROOT {
+            return self.arena.len() - 1;
         }
+        let slots = self.arena.slots();
         let mut count = 0;
-        let mut stack: Vec<String> = vec![path.to_string()];
-        while let Some(p) = stack.pop() {
-            if let Some(n) = self.nodes.get(p.as_str()) {
-                for c in &n.children {
-                    count += 1;
-                    stack.push(path::join(&p, c));
-                }
+        let mut stack = vec![id];
+        while let Some(n) = stack.pop() {
+            for (c, _) in slots.children(n) {
+                count += 1;
+                stack.push(c);
             }
         }
         count
     }
 
-    /// Every path in the tree, sorted (snapshots, digests, dumps).
-    pub fn sorted_paths(&self) -> Vec<&str> {
-        let mut paths: Vec<&str> = self.nodes.keys().map(|k| &**k).collect();
+    /// Every path in the tree, sorted (digests, dumps, tests).
+    pub fn sorted_paths(&self) -> Vec<String> {
+        let mut paths = Vec::with_capacity(self.arena.len());
+        self.arena.slots().walk(|p, _, _| paths.push(p.to_string()));
         paths.sort_unstable();
         paths
     }
 
-    /// Iterates over all nodes (unordered).
     /// Paths of the containers (for tests of snapshot loading).
     #[cfg(test)]
     pub fn containers(&self) -> &BTreeSet<String> {
@@ -222,51 +273,6 @@ impl DataTree {
     /// Paths of the TTL nodes (the leader's cleanup ages them, `raft/ttl_clock.rs`).
     pub fn ttls(&self) -> &BTreeSet<String> {
         &self.ttls
-    }
-
-    // ---------------------------------------------------------------- snapshot loading
-
-    /// Inserts a node while loading a snapshot (parents before children is not required:
-    /// children sets are stored with each node).
-    pub fn load_node(&mut self, path: String, node: Znode) {
-        if let Some(old) = self.nodes.remove(path.as_str()) {
-            self.data_size = self
-                .data_size
-                .saturating_sub(path.len() as u64 + old.data_len());
-            self.unindex_kind(&path, old.kind);
-        }
-        self.insert_raw(path, node);
-    }
-
-    /// An empty tree with nothing in it, for loading a snapshot into.
-    pub fn empty(options: TreeOptions) -> DataTree {
-        DataTree {
-            nodes: FastMap::default(),
-            ephemerals: HashMap::new(),
-            containers: BTreeSet::new(),
-            ttls: BTreeSet::new(),
-            acl_cache: HashMap::new(),
-            data_size: 0,
-            options,
-        }
-    }
-
-    /// A new, empty children set (for snapshot loading).
-    pub fn new_children() -> node::ChildSet {
-        node::ChildSet::default()
-    }
-
-    /// Adds a loaded node to its parent's children; false if the parent is missing.
-    pub fn link_child(&mut self, path_in: &str) -> bool {
-        let parent = path::parent_of(path_in);
-        let name = path::child_name(path_in);
-        match self.get_mut(parent) {
-            Some(p) => {
-                p.children.insert(name.into());
-                true
-            }
-            None => false,
-        }
     }
 }
 
@@ -278,6 +284,7 @@ pub fn is_special_path(path: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytes::Bytes;
     use jute::{ErrorCode, Stat};
 
     fn ctx(zxid: i64) -> TxnContext<'static> {
@@ -448,7 +455,7 @@ mod tests {
         assert_eq!(format!("{:?}", t.sorted_paths()), before);
         assert_eq!(t.get("/a").unwrap().stat(), before_stat);
         assert_eq!(t.approximate_data_size(), before_size);
-        assert_eq!(&*t.get("/a").unwrap().acl, &open()[..]);
+        assert_eq!(t.get("/a").unwrap().acl(), &open()[..]);
         // The sequence counter was rolled back too.
         assert_eq!(create(&mut t, 3, "/a/s", 2).unwrap().0, "/a/s0000000000");
     }
@@ -494,7 +501,7 @@ mod tests {
             record: CreateRecord::Ttl(100),
         };
         t.create(&ctx(4), &op, &mut Vec::new(), None).unwrap();
-        let mtime = t.get("/t").unwrap().mtime;
+        let mtime = t.get("/t").unwrap().mtime();
         assert!(!t.cleanup_candidates(mtime + 50).contains(&"/t".to_string()));
         assert!(t
             .cleanup_candidates(mtime + 101)

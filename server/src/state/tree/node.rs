@@ -6,44 +6,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use jute::{Acl, Id, Stat};
 
-use std::collections::HashSet;
-use std::hash::BuildHasher;
-use std::sync::OnceLock;
-
-/// A path or a child's name, shared between the tree and snapshots.
-pub type Name = Arc<str>;
-
-/// The hasher of child sets: ahash keyed once per process. A keyed `RandomState` in every
-/// set would cost 32 bytes in each of millions of znodes; an unkeyed hash would let a client
-/// choose child names that collide.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct ChildHasher;
-
-impl BuildHasher for ChildHasher {
-    type Hasher = ahash::AHasher;
-
-    fn build_hasher(&self) -> ahash::AHasher {
-        static KEYS: OnceLock<ahash::RandomState> = OnceLock::new();
-        KEYS.get_or_init(ahash::RandomState::new).build_hasher()
-    }
-}
-
-/// A znode's child names.
-pub type ChildSet = HashSet<Name, ChildHasher>;
-
-/// Data as the tree keeps it: in an allocation of its own, exactly its size. Data decoded
-/// from a Raft entry, a snapshot or a request is a slice of that whole buffer, and keeping
-/// the slice would keep the whole buffer (every other command, header and path in it) alive
-/// for as long as the znode lives.
-pub fn owned(data: Option<Bytes>) -> Option<Bytes> {
-    data.map(|d| {
-        if d.is_empty() {
-            Bytes::new()
-        } else {
-            Bytes::copy_from_slice(&d)
-        }
-    })
-}
+use super::arena::{NodeId, Slot, Slots, HAS_DATA, KIND_MASK};
 
 /// `/zookeeper` and its system children (ZooKeeper's `isSpecialPath`).
 pub const ZOOKEEPER: &str = "/zookeeper";
@@ -73,70 +36,132 @@ impl NodeKind {
     }
 }
 
-/// One znode.
-#[derive(Debug, Clone)]
-pub struct Znode {
-    pub data: Option<Bytes>,
-    pub acl: Arc<[Acl]>,
-    pub czxid: i64,
-    pub mzxid: i64,
-    pub ctime: i64,
-    pub mtime: i64,
-    pub version: i32,
-    /// The internal child-create counter (ZooKeeper's persisted cversion): it names the next
-    /// sequential child and only ever grows.
-    pub cversion: i32,
-    pub aversion: i32,
-    pub kind: NodeKind,
-    pub pzxid: i64,
-    pub children: ChildSet,
+impl NodeKind {
+    /// The kind packed as a slot's tag bits and owner field.
+    pub(super) fn pack(self) -> (u8, i64) {
+        match self {
+            NodeKind::Persistent => (0, 0),
+            NodeKind::Ephemeral(s) => (1, s),
+            NodeKind::Container => (2, 0),
+            NodeKind::Ttl(t) => (3, t),
+        }
+    }
+
+    pub(super) fn unpack(tag: u8, owner: i64) -> NodeKind {
+        match tag & KIND_MASK {
+            0 => NodeKind::Persistent,
+            1 => NodeKind::Ephemeral(owner),
+            2 => NodeKind::Container,
+            _ => NodeKind::Ttl(owner),
+        }
+    }
 }
 
-impl Znode {
-    pub(super) fn new(
-        data: Option<Bytes>,
-        acl: Arc<[Acl]>,
-        zxid: i64,
-        time: i64,
-        kind: NodeKind,
-    ) -> Znode {
-        Znode {
-            data: owned(data),
-            acl,
-            czxid: zxid,
-            mzxid: zxid,
-            ctime: time,
-            mtime: time,
-            version: 0,
-            cversion: 0,
-            aversion: 0,
-            kind,
-            pzxid: zxid,
-            children: ChildSet::default(),
-        }
+/// A read-only view of one znode (in the live tree or in a snapshot's capture).
+#[derive(Clone, Copy)]
+pub struct Node<'a> {
+    pub(super) id: NodeId,
+    pub(super) slot: &'a Slot,
+    pub(super) slots: &'a Slots,
+    pub(super) acls: &'a [Arc<[Acl]>],
+}
+
+impl<'a> Node<'a> {
+    pub fn data(&self) -> Option<&'a [u8]> {
+        self.slot.data()
+    }
+
+    /// The data as an owned buffer (a copy).
+    pub fn data_bytes(&self) -> Option<Bytes> {
+        self.data().map(Bytes::copy_from_slice)
+    }
+
+    pub fn acl(&self) -> &'a [Acl] {
+        self.acls.get(self.slot.acl as usize).map_or(&[], |a| a)
+    }
+
+    /// The index of its ACL list in the tree's table of lists.
+    pub fn acl_id(&self) -> u32 {
+        self.slot.acl
+    }
+
+    pub fn kind(&self) -> NodeKind {
+        NodeKind::unpack(self.slot.tag, self.slot.owner)
+    }
+
+    pub fn czxid(&self) -> i64 {
+        self.slot.czxid
+    }
+
+    pub fn mzxid(&self) -> i64 {
+        self.slot.mzxid
+    }
+
+    pub fn pzxid(&self) -> i64 {
+        self.slot.pzxid
+    }
+
+    pub fn ctime(&self) -> i64 {
+        self.slot.ctime
+    }
+
+    pub fn mtime(&self) -> i64 {
+        self.slot.mtime
+    }
+
+    pub fn version(&self) -> i32 {
+        self.slot.version
+    }
+
+    /// The internal child-create counter (ZooKeeper's persisted cversion): it names the
+    /// next sequential child and only ever grows.
+    pub fn cversion(&self) -> i32 {
+        self.slot.cversion
+    }
+
+    pub fn aversion(&self) -> i32 {
+        self.slot.aversion
+    }
+
+    pub fn num_children(&self) -> usize {
+        self.slot.children as usize
+    }
+
+    /// Whether the node was created (or last set) with null data.
+    pub fn has_data(&self) -> bool {
+        self.slot.tag & HAS_DATA != 0
+    }
+
+    /// The children's names (newest first; ZooKeeper's order is its hash set's, which no
+    /// client may rely on).
+    pub fn children(&self) -> impl Iterator<Item = &'a str> {
+        self.slots
+            .children(self.id)
+            .map(|(_, s)| std::str::from_utf8(s.name()).unwrap_or_default())
     }
 
     /// The `Stat` clients see. The visible cversion counts creates *and* deletes of children:
     /// `2 × creates − current children` (`DataNode.copyStat`).
     pub fn stat(&self) -> Stat {
-        let num_children = self.children.len() as i32;
-        Stat {
-            czxid: self.czxid,
-            mzxid: self.mzxid,
-            ctime: self.ctime,
-            mtime: self.mtime,
-            version: self.version,
-            cversion: self.cversion.wrapping_mul(2).wrapping_sub(num_children),
-            aversion: self.aversion,
-            ephemeral_owner: self.kind.client_owner(),
-            data_length: self.data.as_ref().map_or(0, |d| d.len() as i32),
-            num_children,
-            pzxid: self.pzxid,
-        }
+        stat_of(self.slot)
     }
+}
 
-    pub(super) fn data_len(&self) -> u64 {
-        self.data.as_ref().map_or(0, |d| d.len() as u64)
+/// The `Stat` of a slot (see [`Node::stat`]).
+pub(super) fn stat_of(s: &Slot) -> Stat {
+    let num_children = s.children as i32;
+    Stat {
+        czxid: s.czxid,
+        mzxid: s.mzxid,
+        ctime: s.ctime,
+        mtime: s.mtime,
+        version: s.version,
+        cversion: s.cversion.wrapping_mul(2).wrapping_sub(num_children),
+        aversion: s.aversion,
+        ephemeral_owner: NodeKind::unpack(s.tag, s.owner).client_owner(),
+        data_length: s.data().map_or(0, |d| d.len() as i32),
+        num_children,
+        pzxid: s.pzxid,
     }
 }
 
@@ -161,20 +186,18 @@ pub enum Undo {
     },
     Deleted {
         path: String,
-        node: Arc<Znode>,
+        node: Box<Slot>,
         parent: String,
         parent_pzxid: i64,
     },
     DataSet {
         path: String,
-        data: Option<Bytes>,
-        mzxid: i64,
-        mtime: i64,
-        version: i32,
+        /// The node as it was (its blob shared, not copied).
+        old: Box<Slot>,
     },
     AclSet {
         path: String,
-        acl: Arc<[Acl]>,
+        acl: u32,
         aversion: i32,
     },
 }

@@ -4,9 +4,11 @@
 use bytes::Bytes;
 use jute::{perms, Acl, CreateMode, ErrorCode, Stat};
 
+use super::arena::new_slot;
+use super::node::stat_of;
 use super::{
-    is_special_path, CreateOp, CreateRecord, DataTree, Name, NodeKind, Trigger, TxnContext, Undo,
-    Znode, CONFIG, MAX_TTL_MS,
+    is_special_path, CreateOp, CreateRecord, DataTree, NodeKind, Trigger, TxnContext, Undo, CONFIG,
+    MAX_TTL_MS,
 };
 use crate::state::{acl, path};
 
@@ -39,17 +41,20 @@ impl DataTree {
         }
         let parent_path = path::parent_for_create(op.path).ok_or(ErrorCode::BadArguments)?;
         let acl = acl::fixup(ctx.auth, op.acl)?;
-        let parent = self.get(parent_path).ok_or(ErrorCode::NoNode)?;
-        acl::check(&parent.acl, perms::CREATE, ctx.auth)?;
-        let parent_cversion = parent.cversion;
-        let parent_kind = parent.kind;
+        let parent_id = self.arena.lookup(parent_path).ok_or(ErrorCode::NoNode)?;
+        let parent = self.view(parent_id).ok_or(ErrorCode::NoNode)?;
+        acl::check(parent.acl(), perms::CREATE, ctx.auth)?;
+        let parent_cversion = parent.cversion();
+        let parent_kind = parent.kind();
         let full_path = if mode.is_sequential() {
             format!("{}{:010}", op.path, parent_cversion)
         } else {
             op.path.to_string()
         };
         path::validate(&full_path).map_err(|_| ErrorCode::BadArguments)?;
-        if self.get(&full_path).is_some() {
+        let child = path::child_name(&full_path);
+        // (A valid path's only empty name is the root's: creating `/` finds it.)
+        if child.is_empty() || self.arena.child(parent_id, child.as_bytes()).is_some() {
             return Err(ErrorCode::NodeExists);
         }
         if matches!(parent_kind, NodeKind::Ephemeral(_)) {
@@ -69,19 +74,23 @@ impl DataTree {
             parent_path
         }
         .to_string();
-        let acl = self.intern_acl(acl);
-        let node = Znode::new(op.data.clone(), acl, ctx.zxid, ctx.time, kind);
-        let stat = node.stat();
-        let child = path::child_name(&full_path).to_string();
-        let parent = self.get_mut(&parent_key).ok_or(ErrorCode::NoNode)?;
+        let mut node = new_slot(child.as_bytes(), op.data.as_deref());
+        let (tag, owner) = kind.pack();
+        node.tag |= tag;
+        node.owner = owner;
+        node.acl = self.intern_acl(acl);
+        (node.czxid, node.mzxid, node.pzxid) = (ctx.zxid, ctx.zxid, ctx.zxid);
+        (node.ctime, node.mtime) = (ctx.time, ctx.time);
+        let stat = stat_of(&node);
+        let parent = self.arena.get_mut(parent_id).ok_or(ErrorCode::NoNode)?;
         let (old_cversion, old_pzxid) = (parent.cversion, parent.pzxid);
         let new_cversion = parent_cversion.wrapping_add(1);
         if new_cversion > parent.cversion {
             parent.cversion = new_cversion;
             parent.pzxid = ctx.zxid;
         }
-        parent.children.insert(Name::from(child));
-        self.insert_raw(full_path.clone(), node);
+        // (Absent: checked above.)
+        let _ = self.insert_slot(parent_id, &full_path, node);
         if let Some(undo) = undo {
             undo.push(Undo::Created {
                 path: full_path.clone(),
@@ -110,12 +119,12 @@ impl DataTree {
             return Err(ErrorCode::BadArguments);
         }
         let parent = self.get(parent_path).ok_or(ErrorCode::NoNode)?;
-        acl::check(&parent.acl, perms::DELETE, ctx.auth)?;
+        acl::check(parent.acl(), perms::DELETE, ctx.auth)?;
         let node = self.get(path_in).ok_or(ErrorCode::NoNode)?;
-        if version != -1 && version != node.version {
+        if version != -1 && version != node.version() {
             return Err(ErrorCode::BadVersion);
         }
-        if !node.children.is_empty() {
+        if node.num_children() != 0 {
             return Err(ErrorCode::NotEmpty);
         }
         self.remove_node(ctx.zxid, path_in, triggers, undo);
@@ -131,16 +140,14 @@ impl DataTree {
         undo: Option<&mut Vec<Undo>>,
     ) {
         let parent_key = path::parent_of(path_in).to_string();
-        let Some(node) = self.nodes.remove(path_in) else {
+        let Some(id) = self.arena.lookup(path_in) else {
             return;
         };
-        self.data_size = self
-            .data_size
-            .saturating_sub(path_in.len() as u64 + node.data_len());
-        self.unindex_kind(path_in, node.kind);
+        let Some(node) = self.remove_slot(id, path_in) else {
+            return;
+        };
         let mut old_pzxid = 0;
-        if let Some(parent) = self.get_mut(&parent_key) {
-            parent.children.remove(path::child_name(path_in));
+        if let Some(parent) = self.arena.get_mut(node.parent) {
             old_pzxid = parent.pzxid;
             if zxid > parent.pzxid {
                 parent.pzxid = zxid;
@@ -149,7 +156,7 @@ impl DataTree {
         if let Some(undo) = undo {
             undo.push(Undo::Deleted {
                 path: path_in.to_string(),
-                node,
+                node: Box::new(node),
                 parent: parent_key.clone(),
                 parent_pzxid: old_pzxid,
             });
@@ -170,27 +177,24 @@ impl DataTree {
     ) -> Result<Stat, ErrorCode> {
         path::validate(path_in).map_err(|_| ErrorCode::BadArguments)?;
         let node = self.get(path_in).ok_or(ErrorCode::NoNode)?;
-        acl::check(&node.acl, perms::WRITE, ctx.auth)?;
-        if version != -1 && version != node.version {
+        acl::check(node.acl(), perms::WRITE, ctx.auth)?;
+        if version != -1 && version != node.version() {
             return Err(ErrorCode::BadVersion);
         }
         let new_len = data.as_ref().map_or(0, |d| d.len() as u64);
         let node = self.get_mut(path_in).ok_or(ErrorCode::NoNode)?;
         let old_len = node.data_len();
-        let old_data = std::mem::replace(&mut node.data, super::node::owned(data));
         if let Some(undo) = undo {
             undo.push(Undo::DataSet {
                 path: path_in.to_string(),
-                data: old_data,
-                mzxid: node.mzxid,
-                mtime: node.mtime,
-                version: node.version,
+                old: Box::new(node.clone()),
             });
         }
+        node.set_data(data.as_deref());
         node.version = node.version.wrapping_add(1);
         node.mzxid = ctx.zxid;
         node.mtime = ctx.time;
-        let stat = node.stat();
+        let stat = stat_of(node);
         self.data_size = (self.data_size + new_len).saturating_sub(old_len);
         triggers.push(Trigger::DataChanged(path_in.to_string()));
         Ok(stat)
@@ -209,11 +213,11 @@ impl DataTree {
         let new_len = data.len() as u64;
         let node = self.get_mut(CONFIG)?;
         let old_len = node.data_len();
-        node.data = Some(data);
+        node.set_data(Some(&data));
         node.version = version;
         node.mzxid = zxid;
         node.mtime = time;
-        let stat = node.stat();
+        let stat = stat_of(node);
         self.data_size = (self.data_size + new_len).saturating_sub(old_len);
         triggers.push(Trigger::DataChanged(CONFIG.to_string()));
         Some(stat)
@@ -232,8 +236,8 @@ impl DataTree {
         path::validate(path_in).map_err(|_| ErrorCode::BadArguments)?;
         let fixed = acl::fixup(ctx.auth, new_acl)?;
         let node = self.get(path_in).ok_or(ErrorCode::NoNode)?;
-        acl::check(&node.acl, perms::ADMIN, ctx.auth)?;
-        if version != -1 && version != node.aversion {
+        acl::check(node.acl(), perms::ADMIN, ctx.auth)?;
+        if version != -1 && version != node.aversion() {
             return Err(ErrorCode::BadVersion);
         }
         let acl = self.intern_acl(fixed);
@@ -247,7 +251,7 @@ impl DataTree {
             });
         }
         node.aversion = node.aversion.wrapping_add(1);
-        Ok(node.stat())
+        Ok(stat_of(node))
     }
 
     /// check (op 13, and inside multi): path validation → node exists → READ permission →
@@ -255,8 +259,8 @@ impl DataTree {
     pub fn check(&self, ctx: &TxnContext, path_in: &str, version: i32) -> Result<(), ErrorCode> {
         path::validate(path_in).map_err(|_| ErrorCode::BadArguments)?;
         let node = self.get(path_in).ok_or(ErrorCode::NoNode)?;
-        acl::check(&node.acl, perms::READ, ctx.auth)?;
-        if version != -1 && version != node.version {
+        acl::check(node.acl(), perms::READ, ctx.auth)?;
+        if version != -1 && version != node.version() {
             return Err(ErrorCode::BadVersion);
         }
         Ok(())
@@ -286,12 +290,12 @@ impl DataTree {
         triggers: &mut Vec<Trigger>,
     ) -> Result<(), ErrorCode> {
         let node = self.get(path_in).ok_or(ErrorCode::NoNode)?;
-        if !node.children.is_empty() {
+        if node.num_children() != 0 {
             return Err(ErrorCode::NotEmpty);
         }
-        match node.kind {
+        match node.kind() {
             NodeKind::Container => {}
-            NodeKind::Ttl(ttl) if time - node.mtime > ttl => {}
+            NodeKind::Ttl(ttl) if time - node.mtime() > ttl => {}
             _ => return Err(ErrorCode::BadVersion),
         }
         self.remove_node(zxid, path_in, triggers, None);
@@ -312,10 +316,10 @@ impl DataTree {
             return Err(ErrorCode::BadArguments);
         }
         let node = self.get(path_in).ok_or(ErrorCode::NoNode)?;
-        if !node.children.is_empty() {
+        if node.num_children() != 0 {
             return Err(ErrorCode::NotEmpty);
         }
-        if matches!(node.kind, NodeKind::Ephemeral(_)) {
+        if matches!(node.kind(), NodeKind::Ephemeral(_)) {
             return Err(ErrorCode::BadVersion);
         }
         self.get(parent).ok_or(ErrorCode::NoNode)?;
@@ -328,16 +332,16 @@ impl DataTree {
     pub fn cleanup_candidates(&self, now: i64) -> Vec<String> {
         let mut out = Vec::new();
         for p in &self.containers {
-            if let Some(n) = self.nodes.get(p.as_str()) {
-                if n.cversion > 0 && n.children.is_empty() {
+            if let Some(n) = self.get(p) {
+                if n.cversion() > 0 && n.num_children() == 0 {
                     out.push(p.clone());
                 }
             }
         }
         for p in &self.ttls {
-            if let Some(n) = self.nodes.get(p.as_str()) {
-                if let NodeKind::Ttl(ttl) = n.kind {
-                    if n.children.is_empty() && ttl != 0 && now - n.mtime > ttl {
+            if let Some(n) = self.get(p) {
+                if let NodeKind::Ttl(ttl) = n.kind() {
+                    if n.num_children() == 0 && ttl != 0 && now - n.mtime() > ttl {
                         out.push(p.clone());
                     }
                 }
@@ -356,14 +360,10 @@ impl DataTree {
                     parent_cversion,
                     parent_pzxid,
                 } => {
-                    if let Some(node) = self.nodes.remove(path.as_str()) {
-                        self.data_size = self
-                            .data_size
-                            .saturating_sub(path.len() as u64 + node.data_len());
-                        self.unindex_kind(&path, node.kind);
+                    if let Some(id) = self.arena.lookup(&path) {
+                        self.remove_slot(id, &path);
                     }
                     if let Some(p) = self.get_mut(&parent) {
-                        p.children.remove(path::child_name(&path));
                         p.cversion = parent_cversion;
                         p.pzxid = parent_pzxid;
                     }
@@ -374,27 +374,23 @@ impl DataTree {
                     parent,
                     parent_pzxid,
                 } => {
-                    if let Some(p) = self.get_mut(&parent) {
-                        p.children.insert(path::child_name(&path).into());
-                        p.pzxid = parent_pzxid;
+                    if let Some(parent_id) = self.arena.lookup(&parent) {
+                        if let Some(p) = self.arena.get_mut(parent_id) {
+                            p.pzxid = parent_pzxid;
+                        }
+                        // (Its name is free again: later steps were undone first.)
+                        let _ = self.insert_slot(parent_id, &path, *node);
                     }
-                    self.data_size += path.len() as u64 + node.data_len();
-                    self.index_kind(&path, node.kind);
-                    self.nodes.insert(Name::from(path), node);
                 }
-                Undo::DataSet {
-                    path,
-                    data,
-                    mzxid,
-                    mtime,
-                    version,
-                } => {
+                Undo::DataSet { path, old } => {
                     if let Some(n) = self.get_mut(&path) {
                         let new_len = n.data_len();
-                        n.data = data;
-                        n.mzxid = mzxid;
-                        n.mtime = mtime;
-                        n.version = version;
+                        n.blob = old.blob;
+                        n.name_len = old.name_len;
+                        n.tag = old.tag;
+                        n.mzxid = old.mzxid;
+                        n.mtime = old.mtime;
+                        n.version = old.version;
                         let old_len = n.data_len();
                         self.data_size = (self.data_size + old_len).saturating_sub(new_len);
                     }

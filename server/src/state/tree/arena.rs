@@ -1,0 +1,427 @@
+//! Where the znodes live: compact slots in an arena, addressed by `u32` ids, and one index
+//! from (parent id, child name) to id.
+//!
+//! A million znodes as separately allocated nodes keyed by their full paths cost several
+//! allocations each (the path key, the node, a children set, a name per child). Here a
+//! znode is one fixed-size [`Slot`] (its Stat, packed kind, an interned ACL id, its links to
+//! parent and siblings) plus one allocation holding its name (last path segment) and its
+//! data. Children are a doubly linked list through the slots (O(1) unlink), and the only
+//! lookup structure is a `HashTable<u32>` hashing (parent, name) read from the arena, so no
+//! path is stored anywhere: a path lookup walks its segments.
+//!
+//! Slots are grouped in chunks of [`CHUNK`], each behind an `Arc`. Capturing the arena for
+//! a snapshot ([`Arena::capture`]) copies one pointer per chunk; a write to a chunk a
+//! capture still holds copies that chunk only (`Arc::make_mut`; the name/data allocations
+//! are shared by reference count, not copied). Freed ids go on a free list for reuse.
+
+use std::sync::{Arc, OnceLock};
+
+use hashbrown::hash_table::Entry;
+use hashbrown::HashTable;
+
+/// A node id: its slot in the arena.
+pub type NodeId = u32;
+
+/// No node (the root's parent, the end of a sibling list).
+pub const NONE: NodeId = u32::MAX;
+
+/// The root's id.
+pub const ROOT: NodeId = 0;
+
+/// Slots per chunk: the unit of copy-on-write while a snapshot holds the arena.
+pub const CHUNK: usize = 512;
+
+/// Tag bits: the kind in the low two bits, and whether the node has data (null vs empty).
+pub const KIND_MASK: u8 = 0b11;
+pub const HAS_DATA: u8 = 0b100;
+
+/// One znode. `blob` holds the name then the data; `None` marks a free slot.
+#[derive(Debug, Clone)]
+pub struct Slot {
+    pub blob: Option<Arc<[u8]>>,
+    pub czxid: i64,
+    pub mzxid: i64,
+    pub pzxid: i64,
+    pub ctime: i64,
+    pub mtime: i64,
+    /// The ephemeral owner or the TTL, per the kind in `tag`.
+    pub owner: i64,
+    pub version: i32,
+    /// The internal child-create counter (ZooKeeper's persisted cversion).
+    pub cversion: i32,
+    pub aversion: i32,
+    pub acl: u32,
+    pub parent: NodeId,
+    pub first_child: NodeId,
+    pub next: NodeId,
+    pub prev: NodeId,
+    pub children: u32,
+    pub name_len: u32,
+    pub tag: u8,
+}
+
+impl Slot {
+    const FREE: Slot = Slot {
+        blob: None,
+        czxid: 0,
+        mzxid: 0,
+        pzxid: 0,
+        ctime: 0,
+        mtime: 0,
+        owner: 0,
+        version: 0,
+        cversion: 0,
+        aversion: 0,
+        acl: 0,
+        parent: NONE,
+        first_child: NONE,
+        next: NONE,
+        prev: NONE,
+        children: 0,
+        name_len: 0,
+        tag: 0,
+    };
+
+    pub fn name(&self) -> &[u8] {
+        match &self.blob {
+            Some(b) => &b[..self.name_len as usize],
+            None => &[],
+        }
+    }
+
+    pub fn data(&self) -> Option<&[u8]> {
+        if self.tag & HAS_DATA == 0 {
+            return None;
+        }
+        self.blob.as_ref().map(|b| &b[self.name_len as usize..])
+    }
+
+    pub fn data_len(&self) -> u64 {
+        self.data().map_or(0, |d| d.len() as u64)
+    }
+
+    /// Sets name and data in one allocation of exactly their size.
+    pub fn set_blob(&mut self, name: &[u8], data: Option<&[u8]>) {
+        let data_bytes = data.unwrap_or_default();
+        let blob: Arc<[u8]> = name.iter().chain(data_bytes).copied().collect();
+        self.blob = Some(blob);
+        self.name_len = name.len() as u32;
+        self.tag = (self.tag & KIND_MASK) | if data.is_some() { HAS_DATA } else { 0 };
+    }
+
+    /// Keeps the name, replaces the data.
+    pub fn set_data(&mut self, data: Option<&[u8]>) {
+        let name = self.name().to_vec();
+        self.set_blob(&name, data);
+    }
+}
+
+/// A frozen copy of the arena's slots (pointer copies of its chunks).
+#[derive(Debug, Clone)]
+pub struct Slots {
+    chunks: Vec<Arc<Vec<Slot>>>,
+}
+
+impl Slots {
+    pub fn get(&self, id: NodeId) -> Option<&Slot> {
+        let slot = self
+            .chunks
+            .get(id as usize / CHUNK)?
+            .get(id as usize % CHUNK)?;
+        slot.blob.is_some().then_some(slot)
+    }
+
+    /// A live slot to change (its chunk copied first if a capture still holds it).
+    fn get_mut(&mut self, id: NodeId) -> Option<&mut Slot> {
+        let chunk = self.chunks.get_mut(id as usize / CHUNK)?;
+        let slot = Arc::make_mut(chunk).get_mut(id as usize % CHUNK)?;
+        slot.blob.is_some().then_some(slot)
+    }
+
+    /// The children of `id`, newest first.
+    pub fn children(&self, id: NodeId) -> impl Iterator<Item = (NodeId, &Slot)> {
+        let mut next = self.get(id).map_or(NONE, |s| s.first_child);
+        std::iter::from_fn(move || {
+            let slot = self.get(next)?;
+            let id = next;
+            next = slot.next;
+            Some((id, slot))
+        })
+    }
+
+    /// Every node with its full path, parents before their children (depth first from the
+    /// root).
+    pub fn walk(&self, mut visit: impl FnMut(&str, NodeId, &Slot)) {
+        let mut path = String::new();
+        let mut stack: Vec<(NodeId, usize)> = vec![(ROOT, 0)];
+        while let Some((id, parent_len)) = stack.pop() {
+            let Some(slot) = self.get(id) else { continue };
+            path.truncate(parent_len);
+            if id == ROOT {
+                path.push('/');
+            } else {
+                if parent_len > 1 {
+                    path.push('/');
+                }
+                path.push_str(&String::from_utf8_lossy(slot.name()));
+            }
+            visit(&path, id, slot);
+            let len = path.len();
+            stack.extend(self.children(id).map(|(c, _)| (c, len)));
+        }
+    }
+}
+
+/// The hasher of the (parent, name) index: ahash keyed once per process, so clients cannot
+/// choose names that collide.
+fn keys() -> &'static ahash::RandomState {
+    static KEYS: OnceLock<ahash::RandomState> = OnceLock::new();
+    KEYS.get_or_init(ahash::RandomState::new)
+}
+
+fn hash_of(parent: NodeId, name: &[u8]) -> u64 {
+    keys().hash_one((parent, name))
+}
+
+/// The slots, their free list and the (parent, name) index.
+#[derive(Debug, Clone)]
+pub struct Arena {
+    slots: Slots,
+    free: Vec<NodeId>,
+    index: HashTable<NodeId>,
+    live: usize,
+}
+
+impl Arena {
+    pub fn new() -> Arena {
+        Arena {
+            slots: Slots { chunks: Vec::new() },
+            free: Vec::new(),
+            index: HashTable::new(),
+            live: 0,
+        }
+    }
+
+    /// Room for `n` more nodes without growing the index.
+    pub fn reserve(&mut self, n: usize) {
+        let slots = &self.slots;
+        self.index.reserve(n, |&id| hash_in(slots, id));
+        self.slots.chunks.reserve(n / CHUNK + 1);
+    }
+
+    /// Live nodes.
+    pub fn len(&self) -> usize {
+        self.live
+    }
+
+    pub fn slots(&self) -> &Slots {
+        &self.slots
+    }
+
+    /// A snapshot's view: one pointer copy per chunk.
+    pub fn capture(&self) -> Slots {
+        self.slots.clone()
+    }
+
+    pub fn get(&self, id: NodeId) -> Option<&Slot> {
+        self.slots.get(id)
+    }
+
+    /// A slot to change (its chunk copied first if a capture still holds it).
+    pub fn get_mut(&mut self, id: NodeId) -> Option<&mut Slot> {
+        self.slots.get_mut(id)
+    }
+
+    /// The child of `parent` called `name`.
+    pub fn child(&self, parent: NodeId, name: &[u8]) -> Option<NodeId> {
+        let slots = &self.slots;
+        self.index
+            .find(hash_of(parent, name), |&id| {
+                slots
+                    .get(id)
+                    .is_some_and(|s| s.parent == parent && s.name() == name)
+            })
+            .copied()
+    }
+
+    /// The id of a path (`""` and `"/"` are the root); None unless every segment exists.
+    pub fn lookup(&self, path: &str) -> Option<NodeId> {
+        if path.is_empty() || path == "/" {
+            return self.get(ROOT).map(|_| ROOT);
+        }
+        let rest = path.strip_prefix('/')?;
+        let mut id = ROOT;
+        for seg in rest.split('/') {
+            id = self.child(id, seg.as_bytes())?;
+        }
+        Some(id)
+    }
+
+    /// Places a node (its blob, Stat, kind, ACL set by the caller; links are set here)
+    /// under `parent` (NONE for the root, which must be the first node placed). Newest
+    /// children come first in the sibling list. If `parent` already has a child of that
+    /// name, nothing changes and that child's id is the error, with the slot given back (one
+    /// index probe for both).
+    pub fn insert(&mut self, parent: NodeId, mut slot: Slot) -> Result<NodeId, (NodeId, Slot)> {
+        let Arena {
+            slots,
+            free,
+            index,
+            live,
+        } = self;
+        let vacant = if parent == NONE {
+            None
+        } else {
+            let name = slot.name();
+            let same = |&i: &NodeId| {
+                slots
+                    .get(i)
+                    .is_some_and(|s| s.parent == parent && s.name() == name)
+            };
+            match index.entry(hash_of(parent, name), same, |&i| hash_in(slots, i)) {
+                Entry::Occupied(e) => return Err((*e.get(), slot)),
+                Entry::Vacant(v) => Some(v),
+            }
+        };
+        let id = match free.pop() {
+            Some(id) => id,
+            None => {
+                let chunks = &mut slots.chunks;
+                if chunks.last().is_none_or(|c| c.len() == CHUNK) {
+                    chunks.push(Arc::new(Vec::with_capacity(CHUNK)));
+                }
+                let n = chunks.len();
+                let chunk = Arc::make_mut(&mut chunks[n - 1]);
+                chunk.push(Slot::FREE);
+                ((n - 1) * CHUNK + chunk.len() - 1) as NodeId
+            }
+        };
+        slot.parent = parent;
+        slot.prev = NONE;
+        slot.first_child = NONE;
+        slot.children = 0;
+        slot.next = NONE;
+        if let Some(v) = vacant {
+            v.insert(id);
+            if let Some(p) = slots.get_mut(parent) {
+                slot.next = p.first_child;
+                p.first_child = id;
+                p.children += 1;
+            }
+            if let Some(n) = slots.get_mut(slot.next) {
+                n.prev = id;
+            }
+        }
+        let chunk = &mut slots.chunks[id as usize / CHUNK];
+        Arc::make_mut(chunk)[id as usize % CHUNK] = slot;
+        *live += 1;
+        Ok(id)
+    }
+
+    /// Removes a node (unlinking it from its parent) and returns its slot. Its children, if
+    /// any, are not removed: callers only remove childless nodes.
+    pub fn remove(&mut self, id: NodeId) -> Option<Slot> {
+        let slot = self.get(id)?;
+        let (parent, prev, next) = (slot.parent, slot.prev, slot.next);
+        let hash = hash_of(parent, slot.name());
+        if let Ok(e) = self.index.find_entry(hash, |&i| i == id) {
+            e.remove();
+        }
+        if prev != NONE {
+            if let Some(p) = self.get_mut(prev) {
+                p.next = next;
+            }
+        } else if let Some(p) = self.get_mut(parent) {
+            p.first_child = next;
+        }
+        if next != NONE {
+            if let Some(n) = self.get_mut(next) {
+                n.prev = prev;
+            }
+        }
+        if let Some(p) = self.get_mut(parent) {
+            p.children = p.children.saturating_sub(1);
+        }
+        let slot = std::mem::replace(self.get_mut(id)?, Slot::FREE);
+        self.free.push(id);
+        self.live -= 1;
+        Some(slot)
+    }
+}
+
+fn hash_in(slots: &Slots, id: NodeId) -> u64 {
+    slots.get(id).map_or(0, |s| hash_of(s.parent, s.name()))
+}
+
+/// A fresh slot with name and data, every other field zero (the caller fills the Stat).
+pub fn new_slot(name: &[u8], data: Option<&[u8]>) -> Slot {
+    let mut slot = Slot::FREE;
+    slot.set_blob(name, data);
+    slot
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(a: &mut Arena, parent: NodeId, name: &str) -> NodeId {
+        a.insert(parent, new_slot(name.as_bytes(), Some(b"d")))
+            .unwrap()
+    }
+
+    #[test]
+    fn links_lookup_remove_and_reuse() {
+        let mut a = Arena::new();
+        let root = node(&mut a, NONE, "");
+        assert_eq!(root, ROOT);
+        let x = node(&mut a, ROOT, "x");
+        let y = node(&mut a, ROOT, "y");
+        let z = node(&mut a, x, "z");
+        assert_eq!(a.lookup("/x/z"), Some(z));
+        assert_eq!(a.lookup("/y"), Some(y));
+        let taken = a.insert(ROOT, new_slot(b"y", None)).map_err(|(id, _)| id);
+        assert_eq!(taken, Err(y), "a name once per parent");
+        assert_eq!(a.len(), 4);
+        assert_eq!(a.lookup("/x/"), None);
+        assert_eq!(a.lookup("x"), None);
+        assert_eq!(a.get(ROOT).unwrap().children, 2);
+        let before = a.capture();
+        a.remove(z);
+        a.remove(x);
+        // Not unlinked yet from the captured copy, which still sees x.
+        assert_eq!(before.children(ROOT).count(), 2);
+        assert_eq!(
+            a.slots().children(ROOT).map(|(i, _)| i).collect::<Vec<_>>(),
+            [y]
+        );
+        assert_eq!(a.lookup("/x"), None);
+        let w = node(&mut a, ROOT, "w");
+        assert_eq!(w, x, "a freed id is reused");
+        let mut paths = Vec::new();
+        a.slots().walk(|p, _, _| paths.push(p.to_string()));
+        assert_eq!(paths[0], "/");
+        paths.sort();
+        assert_eq!(paths, ["/", "/w", "/y"]);
+        assert!(a.lookup("/w/z").is_none());
+    }
+
+    #[test]
+    fn ids_span_chunks() {
+        let mut a = Arena::new();
+        node(&mut a, NONE, "");
+        for i in 0..(3 * CHUNK) {
+            let id = node(&mut a, ROOT, &format!("n{i}"));
+            assert_eq!(a.lookup(&format!("/n{i}")), Some(id));
+        }
+        assert_eq!(a.len(), 3 * CHUNK + 1);
+        assert_eq!(a.slots().children(ROOT).count(), 3 * CHUNK);
+    }
+
+    #[test]
+    fn null_and_empty_data_differ() {
+        let a = new_slot(b"n", None);
+        let b = new_slot(b"n", Some(b""));
+        assert_eq!(a.data(), None);
+        assert_eq!(b.data(), Some(&b""[..]));
+    }
+}
