@@ -9,13 +9,6 @@
 
 use std::path::PathBuf;
 
-/// mimalloc instead of glibc's malloc: the apply loop allocates and frees many small
-/// objects per write (reply frames, triggers, decoded commands), and under glibc that was a
-/// fifth of the Raft thread's time (`_int_malloc`, `malloc_consolidate` after every large
-/// buffer), on the one thread every write goes through.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 use clap::Parser;
 use zooraft::config::{Config, Overrides};
 use zooraft::server::Server;
