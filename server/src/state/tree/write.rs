@@ -4,7 +4,7 @@
 use bytes::Bytes;
 use jute::{perms, Acl, CreateMode, ErrorCode, Stat};
 
-use super::arena::new_slot;
+use super::arena::{new_slot, NodeId};
 use super::node::stat_of;
 use super::{
     is_special_path, CreateOp, CreateRecord, DataTree, NodeKind, Trigger, TxnContext, Undo, CONFIG,
@@ -118,16 +118,22 @@ impl DataTree {
         if is_special_path(path_in) {
             return Err(ErrorCode::BadArguments);
         }
-        let parent = self.get(parent_path).ok_or(ErrorCode::NoNode)?;
+        // The parent is found by its path and the node under it by name: one walk.
+        let parent_id = self.arena.lookup(parent_path).ok_or(ErrorCode::NoNode)?;
+        let parent = self.view(parent_id).ok_or(ErrorCode::NoNode)?;
         acl::check(parent.acl(), perms::DELETE, ctx.auth)?;
-        let node = self.get(path_in).ok_or(ErrorCode::NoNode)?;
+        let id = self
+            .arena
+            .child(parent_id, path::child_name(path_in).as_bytes())
+            .ok_or(ErrorCode::NoNode)?;
+        let node = self.view(id).ok_or(ErrorCode::NoNode)?;
         if version != -1 && version != node.version() {
             return Err(ErrorCode::BadVersion);
         }
         if node.num_children() != 0 {
             return Err(ErrorCode::NotEmpty);
         }
-        self.remove_node(ctx.zxid, path_in, triggers, undo);
+        self.remove_node_at(ctx.zxid, id, path_in, triggers, undo);
         Ok(())
     }
 
@@ -139,10 +145,21 @@ impl DataTree {
         triggers: &mut Vec<Trigger>,
         undo: Option<&mut Vec<Undo>>,
     ) {
+        if let Some(id) = self.arena.lookup(path_in) {
+            self.remove_node_at(zxid, id, path_in, triggers, undo);
+        }
+    }
+
+    /// [`Self::remove_node`] of the node `id`, found at `path_in` by the caller.
+    fn remove_node_at(
+        &mut self,
+        zxid: i64,
+        id: NodeId,
+        path_in: &str,
+        triggers: &mut Vec<Trigger>,
+        undo: Option<&mut Vec<Undo>>,
+    ) {
         let parent_key = path::parent_of(path_in).to_string();
-        let Some(id) = self.arena.lookup(path_in) else {
-            return;
-        };
         let Some(node) = self.remove_slot(id, path_in) else {
             return;
         };
@@ -176,13 +193,14 @@ impl DataTree {
         undo: Option<&mut Vec<Undo>>,
     ) -> Result<Stat, ErrorCode> {
         path::validate(path_in).map_err(|_| ErrorCode::BadArguments)?;
-        let node = self.get(path_in).ok_or(ErrorCode::NoNode)?;
+        let id = self.arena.lookup(path_in).ok_or(ErrorCode::NoNode)?;
+        let node = self.view(id).ok_or(ErrorCode::NoNode)?;
         acl::check(node.acl(), perms::WRITE, ctx.auth)?;
         if version != -1 && version != node.version() {
             return Err(ErrorCode::BadVersion);
         }
         let new_len = data.as_ref().map_or(0, |d| d.len() as u64);
-        let node = self.get_mut(path_in).ok_or(ErrorCode::NoNode)?;
+        let node = self.arena.get_mut(id).ok_or(ErrorCode::NoNode)?;
         let old_len = node.data_len();
         if let Some(undo) = undo {
             undo.push(Undo::DataSet {
@@ -235,13 +253,14 @@ impl DataTree {
     ) -> Result<Stat, ErrorCode> {
         path::validate(path_in).map_err(|_| ErrorCode::BadArguments)?;
         let fixed = acl::fixup(ctx.auth, new_acl)?;
-        let node = self.get(path_in).ok_or(ErrorCode::NoNode)?;
+        let id = self.arena.lookup(path_in).ok_or(ErrorCode::NoNode)?;
+        let node = self.view(id).ok_or(ErrorCode::NoNode)?;
         acl::check(node.acl(), perms::ADMIN, ctx.auth)?;
         if version != -1 && version != node.aversion() {
             return Err(ErrorCode::BadVersion);
         }
         let acl = self.intern_acl(fixed);
-        let node = self.get_mut(path_in).ok_or(ErrorCode::NoNode)?;
+        let node = self.arena.get_mut(id).ok_or(ErrorCode::NoNode)?;
         let old = std::mem::replace(&mut node.acl, acl);
         if let Some(undo) = undo {
             undo.push(Undo::AclSet {
