@@ -65,7 +65,13 @@ fn tls_server(
     for (k, v) in extra {
         b = b.config(k, v);
     }
-    (b.start(), secure)
+    let server = b.start();
+    // The server is up once its plain port answers; ZooKeeper opens its TLS port a moment
+    // later, so every test here waits until that port accepts too.
+    eventually("the TLS port accepting", Duration::from_secs(30), || {
+        std::net::TcpStream::connect(("127.0.0.1", secure)).ok()
+    });
+    (server, secure)
 }
 
 fn tls_cli(name: &'static str, secure: u16, p: &Pki, id: Option<&Issued>) -> ZkCli {
