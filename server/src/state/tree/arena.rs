@@ -3,9 +3,9 @@
 //!
 //! A million znodes as separately allocated nodes keyed by their full paths cost several
 //! allocations each (the path key, the node, a children set, a name per child). Here a
-//! znode is one fixed-size [`Slot`] (its Stat, packed kind, an interned ACL id, its links to
-//! parent and siblings) plus one allocation holding its name (last path segment) and its
-//! data. Children are a doubly linked list through the slots (O(1) unlink), and the only
+//! znode is one fixed-size [`Slot`] (its Stat, an interned ACL id, its links to parent and
+//! siblings) plus one [`Blob`] holding its kind, owner (ephemerals and TTL nodes only), name
+//! (last path segment) and data. Children are a doubly linked list through the slots (O(1) unlink), and the only
 //! lookup structure is a `HashTable<u32>` hashing (parent, name) read from the arena, so no
 //! path is stored anywhere: a path lookup walks its segments.
 //!
@@ -18,6 +18,9 @@ use std::sync::{Arc, OnceLock};
 
 use hashbrown::hash_table::Entry;
 use hashbrown::HashTable;
+
+use super::blob::Blob;
+use super::node::NodeKind;
 
 /// A node id: its slot in the arena.
 pub type NodeId = u32;
@@ -35,17 +38,17 @@ pub const CHUNK: usize = 512;
 pub const KIND_MASK: u8 = 0b11;
 pub const HAS_DATA: u8 = 0b100;
 
-/// One znode. `blob` holds the name then the data; `None` marks a free slot.
+/// One znode (88 bytes). `blob` holds its tag byte (kind and null-data flag), then the
+/// ephemeral owner or TTL (8 bytes, only for those kinds), then the name, then the data;
+/// `None` marks a free slot.
 #[derive(Debug, Clone)]
 pub struct Slot {
-    pub blob: Option<Arc<[u8]>>,
+    blob: Option<Blob>,
     pub czxid: i64,
     pub mzxid: i64,
     pub pzxid: i64,
     pub ctime: i64,
     pub mtime: i64,
-    /// The ephemeral owner or the TTL, per the kind in `tag`.
-    pub owner: i64,
     pub version: i32,
     /// The internal child-create counter (ZooKeeper's persisted cversion).
     pub cversion: i32,
@@ -56,8 +59,15 @@ pub struct Slot {
     pub next: NodeId,
     pub prev: NodeId,
     pub children: u32,
-    pub name_len: u32,
-    pub tag: u8,
+    name_len: u32,
+}
+
+/// Bytes of the blob before the name: the tag, and the owner for kinds that have one.
+fn name_offset(tag: u8) -> usize {
+    match tag & KIND_MASK {
+        1 | 3 => 9,
+        _ => 1,
+    }
 }
 
 impl Slot {
@@ -68,7 +78,6 @@ impl Slot {
         pzxid: 0,
         ctime: 0,
         mtime: 0,
-        owner: 0,
         version: 0,
         cversion: 0,
         aversion: 0,
@@ -79,40 +88,78 @@ impl Slot {
         prev: NONE,
         children: 0,
         name_len: 0,
-        tag: 0,
     };
 
+    fn bytes(&self) -> &[u8] {
+        self.blob.as_ref().map_or(&[], Blob::bytes)
+    }
+
+    fn tag(&self) -> u8 {
+        self.bytes().first().copied().unwrap_or(0)
+    }
+
+    pub fn kind(&self) -> NodeKind {
+        let bytes = self.bytes();
+        let tag = self.tag();
+        let owner = match bytes.get(1..9) {
+            Some(b) if name_offset(tag) == 9 => {
+                i64::from_le_bytes(b.try_into().unwrap_or_default())
+            }
+            _ => 0,
+        };
+        NodeKind::unpack(tag, owner)
+    }
+
     pub fn name(&self) -> &[u8] {
-        match &self.blob {
-            Some(b) => &b[..self.name_len as usize],
-            None => &[],
-        }
+        let start = name_offset(self.tag());
+        self.bytes()
+            .get(start..start + self.name_len as usize)
+            .unwrap_or_default()
+    }
+
+    /// Whether the node was created (or last set) with data (null data is not empty data).
+    pub fn has_data(&self) -> bool {
+        self.tag() & HAS_DATA != 0
     }
 
     pub fn data(&self) -> Option<&[u8]> {
-        if self.tag & HAS_DATA == 0 {
+        if !self.has_data() {
             return None;
         }
-        self.blob.as_ref().map(|b| &b[self.name_len as usize..])
+        let start = name_offset(self.tag()) + self.name_len as usize;
+        Some(self.bytes().get(start..).unwrap_or_default())
     }
 
     pub fn data_len(&self) -> u64 {
         self.data().map_or(0, |d| d.len() as u64)
     }
 
-    /// Sets name and data in one allocation of exactly their size.
-    pub fn set_blob(&mut self, name: &[u8], data: Option<&[u8]>) {
-        let data_bytes = data.unwrap_or_default();
-        let blob: Arc<[u8]> = name.iter().chain(data_bytes).copied().collect();
+    /// Sets kind, name and data in one allocation of exactly their size (plus the tag).
+    fn set_blob(&mut self, kind: NodeKind, name: &[u8], data: Option<&[u8]>) {
+        let (kind_tag, owner) = kind.pack();
+        let tag = kind_tag | if data.is_some() { HAS_DATA } else { 0 };
+        let owner = owner.to_le_bytes();
+        let owner = &owner[..name_offset(tag) - 1];
+        let blob = Blob::new(&[&[tag], owner, name, data.unwrap_or_default()]);
         self.blob = Some(blob);
         self.name_len = name.len() as u32;
-        self.tag = (self.tag & KIND_MASK) | if data.is_some() { HAS_DATA } else { 0 };
     }
 
-    /// Keeps the name, replaces the data.
+    /// Keeps the kind and name, replaces the data.
     pub fn set_data(&mut self, data: Option<&[u8]>) {
-        let name = self.name().to_vec();
-        self.set_blob(&name, data);
+        let old = self.blob.take();
+        let keep = Slot {
+            blob: old,
+            name_len: self.name_len,
+            ..Slot::FREE
+        };
+        self.set_blob(keep.kind(), keep.name(), data);
+    }
+
+    /// Takes back the kind, name and data `old` had (shared, not copied).
+    pub fn restore_blob(&mut self, old: &Slot) {
+        self.blob = old.blob.clone();
+        self.name_len = old.name_len;
     }
 }
 
@@ -353,10 +400,11 @@ fn hash_in(slots: &Slots, id: NodeId) -> u64 {
     slots.get(id).map_or(0, |s| hash_of(s.parent, s.name()))
 }
 
-/// A fresh slot with name and data, every other field zero (the caller fills the Stat).
-pub fn new_slot(name: &[u8], data: Option<&[u8]>) -> Slot {
+/// A fresh slot with kind, name and data, every other field zero (the caller fills the
+/// Stat).
+pub fn new_slot(kind: NodeKind, name: &[u8], data: Option<&[u8]>) -> Slot {
     let mut slot = Slot::FREE;
-    slot.set_blob(name, data);
+    slot.set_blob(kind, name, data);
     slot
 }
 
@@ -365,8 +413,11 @@ mod tests {
     use super::*;
 
     fn node(a: &mut Arena, parent: NodeId, name: &str) -> NodeId {
-        a.insert(parent, new_slot(name.as_bytes(), Some(b"d")))
-            .unwrap()
+        a.insert(
+            parent,
+            new_slot(NodeKind::Persistent, name.as_bytes(), Some(b"d")),
+        )
+        .unwrap()
     }
 
     #[test]
@@ -379,7 +430,9 @@ mod tests {
         let z = node(&mut a, x, "z");
         assert_eq!(a.lookup("/x/z"), Some(z));
         assert_eq!(a.lookup("/y"), Some(y));
-        let taken = a.insert(ROOT, new_slot(b"y", None)).map_err(|(id, _)| id);
+        let taken = a
+            .insert(ROOT, new_slot(NodeKind::Persistent, b"y", None))
+            .map_err(|(id, _)| id);
         assert_eq!(taken, Err(y), "a name once per parent");
         assert_eq!(a.len(), 4);
         assert_eq!(a.lookup("/x/"), None);
@@ -419,9 +472,39 @@ mod tests {
 
     #[test]
     fn null_and_empty_data_differ() {
-        let a = new_slot(b"n", None);
-        let b = new_slot(b"n", Some(b""));
+        let a = new_slot(NodeKind::Persistent, b"n", None);
+        let b = new_slot(NodeKind::Persistent, b"n", Some(b""));
         assert_eq!(a.data(), None);
         assert_eq!(b.data(), Some(&b""[..]));
+    }
+
+    #[test]
+    fn kinds_names_and_data_round_trip() {
+        assert_eq!(std::mem::size_of::<Slot>(), 88);
+        for kind in [
+            NodeKind::Persistent,
+            NodeKind::Ephemeral(-0x1234_5678_9abc),
+            NodeKind::Container,
+            NodeKind::Ttl(0x00FF_FFFF_FFFF),
+        ] {
+            let mut s = new_slot(kind, b"name", Some(b"data"));
+            assert_eq!(
+                (s.kind(), s.name(), s.data()),
+                (kind, &b"name"[..], Some(&b"data"[..]))
+            );
+            let before = s.clone();
+            s.set_data(None);
+            assert_eq!((s.kind(), s.name(), s.data()), (kind, &b"name"[..], None));
+            s.set_data(Some(b""));
+            assert_eq!(
+                (s.kind(), s.data(), s.data_len()),
+                (kind, Some(&b""[..]), 0)
+            );
+            s.restore_blob(&before);
+            assert_eq!(
+                (s.kind(), s.name(), s.data()),
+                (kind, &b"name"[..], Some(&b"data"[..]))
+            );
+        }
     }
 }

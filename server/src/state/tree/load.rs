@@ -72,10 +72,7 @@ pub struct NodeRecord<'a> {
 
 impl NodeRecord<'_> {
     fn slot(&self, name: &str) -> Slot {
-        let mut s = new_slot(name.as_bytes(), self.data);
-        let (tag, owner) = self.kind.pack();
-        s.tag |= tag;
-        s.owner = owner;
+        let mut s = new_slot(self.kind, name.as_bytes(), self.data);
         s.acl = self.acl;
         s.czxid = self.czxid;
         s.mzxid = self.mzxid;
@@ -189,7 +186,7 @@ impl TreeLoader {
             return;
         };
         let old_len = old.data_len();
-        let old_kind = NodeKind::unpack(old.tag, old.owner);
+        let old_kind = old.kind();
         let links = (
             old.parent,
             old.first_child,
@@ -206,7 +203,7 @@ impl TreeLoader {
             old.children,
         ) = links;
         let new_len = old.data_len();
-        let new_kind = NodeKind::unpack(old.tag, old.owner);
+        let new_kind = old.kind();
         tree.data_size = (tree.data_size + new_len).saturating_sub(old_len);
         tree.unindex_kind(path_in, old_kind);
         tree.index_kind(path_in, new_kind);

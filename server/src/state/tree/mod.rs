@@ -23,6 +23,7 @@ use std::sync::Arc;
 use jute::Acl;
 
 mod arena;
+mod blob;
 mod load;
 #[cfg(test)]
 pub mod memory;
@@ -73,7 +74,7 @@ impl DataTree {
         let open = tree.intern_acl(vec![Acl::open_unsafe()]);
         let read = tree.intern_acl(vec![Acl::read_unsafe()]);
         let system = |name: &str, acl: u32| {
-            let mut s = new_slot(name.as_bytes(), Some(&[]));
+            let mut s = new_slot(NodeKind::Persistent, name.as_bytes(), Some(&[]));
             s.acl = acl;
             s
         };
@@ -112,7 +113,7 @@ impl DataTree {
         path: &str,
         slot: Slot,
     ) -> Result<NodeId, (NodeId, Slot)> {
-        let (len, kind) = (slot.data_len(), NodeKind::unpack(slot.tag, slot.owner));
+        let (len, kind) = (slot.data_len(), slot.kind());
         let id = self.arena.insert(parent, slot)?;
         self.data_size += path.len() as u64 + len;
         self.index_kind(path, kind);
@@ -125,7 +126,7 @@ impl DataTree {
         self.data_size = self
             .data_size
             .saturating_sub(path.len() as u64 + slot.data_len());
-        self.unindex_kind(path, NodeKind::unpack(slot.tag, slot.owner));
+        self.unindex_kind(path, slot.kind());
         Some(slot)
     }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use jute::{Acl, Id, Stat};
 
-use super::arena::{NodeId, Slot, Slots, HAS_DATA, KIND_MASK};
+use super::arena::{NodeId, Slot, Slots, KIND_MASK};
 
 /// `/zookeeper` and its system children (ZooKeeper's `isSpecialPath`).
 pub const ZOOKEEPER: &str = "/zookeeper";
@@ -37,7 +37,7 @@ impl NodeKind {
 }
 
 impl NodeKind {
-    /// The kind packed as a slot's tag bits and owner field.
+    /// The kind packed as a blob's tag bits and owner.
     pub(super) fn pack(self) -> (u8, i64) {
         match self {
             NodeKind::Persistent => (0, 0),
@@ -86,7 +86,7 @@ impl<'a> Node<'a> {
     }
 
     pub fn kind(&self) -> NodeKind {
-        NodeKind::unpack(self.slot.tag, self.slot.owner)
+        self.slot.kind()
     }
 
     pub fn czxid(&self) -> i64 {
@@ -129,7 +129,7 @@ impl<'a> Node<'a> {
 
     /// Whether the node was created (or last set) with null data.
     pub fn has_data(&self) -> bool {
-        self.slot.tag & HAS_DATA != 0
+        self.slot.has_data()
     }
 
     /// The children's names (newest first; ZooKeeper's order is its hash set's, which no
@@ -158,7 +158,7 @@ pub(super) fn stat_of(s: &Slot) -> Stat {
         version: s.version,
         cversion: s.cversion.wrapping_mul(2).wrapping_sub(num_children),
         aversion: s.aversion,
-        ephemeral_owner: NodeKind::unpack(s.tag, s.owner).client_owner(),
+        ephemeral_owner: s.kind().client_owner(),
         data_length: s.data().map_or(0, |d| d.len() as i32),
         num_children,
         pzxid: s.pzxid,

@@ -74,10 +74,7 @@ impl DataTree {
             parent_path
         }
         .to_string();
-        let mut node = new_slot(child.as_bytes(), op.data.as_deref());
-        let (tag, owner) = kind.pack();
-        node.tag |= tag;
-        node.owner = owner;
+        let mut node = new_slot(kind, child.as_bytes(), op.data.as_deref());
         node.acl = self.intern_acl(acl);
         (node.czxid, node.mzxid, node.pzxid) = (ctx.zxid, ctx.zxid, ctx.zxid);
         (node.ctime, node.mtime) = (ctx.time, ctx.time);
@@ -404,9 +401,7 @@ impl DataTree {
                 Undo::DataSet { path, old } => {
                     if let Some(n) = self.get_mut(&path) {
                         let new_len = n.data_len();
-                        n.blob = old.blob;
-                        n.name_len = old.name_len;
-                        n.tag = old.tag;
+                        n.restore_blob(&old);
                         n.mzxid = old.mzxid;
                         n.mtime = old.mtime;
                         n.version = old.version;
