@@ -38,9 +38,10 @@ pub const CHUNK: usize = 512;
 pub const KIND_MASK: u8 = 0b11;
 pub const HAS_DATA: u8 = 0b100;
 
-/// One znode (88 bytes). `blob` holds its tag byte (kind and null-data flag), then the
-/// ephemeral owner or TTL (8 bytes, only for those kinds), then the name, then the data;
-/// `None` marks a free slot.
+/// One znode (80 bytes). `blob` holds what a write rarely changes, one after another: a
+/// tag byte (kind and null-data flag), the ephemeral owner or TTL (8 bytes, only for those
+/// kinds), the ACL id and the name's length (LEB128 varints: a byte each, usually), the
+/// name, the data. `None` marks a free slot.
 #[derive(Debug, Clone)]
 pub struct Slot {
     blob: Option<Blob>,
@@ -53,20 +54,68 @@ pub struct Slot {
     /// The internal child-create counter (ZooKeeper's persisted cversion).
     pub cversion: i32,
     pub aversion: i32,
-    pub acl: u32,
     pub parent: NodeId,
     pub first_child: NodeId,
     pub next: NodeId,
     pub prev: NodeId,
     pub children: u32,
-    name_len: u32,
 }
 
-/// Bytes of the blob before the name: the tag, and the owner for kinds that have one.
-fn name_offset(tag: u8) -> usize {
-    match tag & KIND_MASK {
-        1 | 3 => 9,
-        _ => 1,
+/// A blob read back into its fields.
+struct Parts<'a> {
+    tag: u8,
+    owner: i64,
+    acl: u32,
+    name: &'a [u8],
+    /// The data (even when the tag says null: then empty).
+    data: &'a [u8],
+}
+
+/// Whether a kind tag carries an owner (ephemerals) or TTL.
+fn has_owner(tag: u8) -> bool {
+    matches!(tag & KIND_MASK, 1 | 3)
+}
+
+/// A LEB128 varint of `v` into `buf`: the bytes used.
+fn put_varint(mut v: u32, buf: &mut [u8; 5]) -> &[u8] {
+    let mut n = 0;
+    while v >= 0x80 {
+        buf[n] = (v as u8) | 0x80;
+        v >>= 7;
+        n += 1;
+    }
+    buf[n] = v as u8;
+    &buf[..=n]
+}
+
+/// A LEB128 varint from the front of `bytes` (0 from a truncated one: blobs are only ever
+/// written by [`Slot::set_blob`]), and the rest.
+fn get_varint(bytes: &[u8]) -> (u32, &[u8]) {
+    let mut v: u32 = 0;
+    for (i, &b) in bytes.iter().enumerate().take(5) {
+        v |= u32::from(b & 0x7f) << (7 * i);
+        if b & 0x80 == 0 {
+            return (v, &bytes[i + 1..]);
+        }
+    }
+    (0, &[])
+}
+
+fn parse(bytes: &[u8]) -> Parts<'_> {
+    let (&tag, rest) = bytes.split_first().unwrap_or((&0, &[]));
+    let (owner, rest) = match rest.split_first_chunk::<8>() {
+        Some((o, rest)) if has_owner(tag) => (i64::from_le_bytes(*o), rest),
+        _ => (0, rest),
+    };
+    let (acl, rest) = get_varint(rest);
+    let (name_len, rest) = get_varint(rest);
+    let (name, data) = rest.split_at(rest.len().min(name_len as usize));
+    Parts {
+        tag,
+        owner,
+        acl,
+        name,
+        data,
     }
 }
 
@@ -81,85 +130,77 @@ impl Slot {
         version: 0,
         cversion: 0,
         aversion: 0,
-        acl: 0,
         parent: NONE,
         first_child: NONE,
         next: NONE,
         prev: NONE,
         children: 0,
-        name_len: 0,
     };
 
-    fn bytes(&self) -> &[u8] {
-        self.blob.as_ref().map_or(&[], Blob::bytes)
-    }
-
-    fn tag(&self) -> u8 {
-        self.bytes().first().copied().unwrap_or(0)
+    fn parts(&self) -> Parts<'_> {
+        parse(self.blob.as_ref().map_or(&[], Blob::bytes))
     }
 
     pub fn kind(&self) -> NodeKind {
-        let bytes = self.bytes();
-        let tag = self.tag();
-        let owner = match bytes.get(1..9) {
-            Some(b) if name_offset(tag) == 9 => {
-                i64::from_le_bytes(b.try_into().unwrap_or_default())
-            }
-            _ => 0,
-        };
-        NodeKind::unpack(tag, owner)
+        let p = self.parts();
+        NodeKind::unpack(p.tag, p.owner)
+    }
+
+    /// The index of its ACL list in the tree's table of lists.
+    pub fn acl(&self) -> u32 {
+        self.parts().acl
     }
 
     pub fn name(&self) -> &[u8] {
-        let start = name_offset(self.tag());
-        self.bytes()
-            .get(start..start + self.name_len as usize)
-            .unwrap_or_default()
+        self.parts().name
     }
 
     /// Whether the node was created (or last set) with data (null data is not empty data).
     pub fn has_data(&self) -> bool {
-        self.tag() & HAS_DATA != 0
+        self.parts().tag & HAS_DATA != 0
     }
 
     pub fn data(&self) -> Option<&[u8]> {
-        if !self.has_data() {
-            return None;
-        }
-        let start = name_offset(self.tag()) + self.name_len as usize;
-        Some(self.bytes().get(start..).unwrap_or_default())
+        let p = self.parts();
+        (p.tag & HAS_DATA != 0).then_some(p.data)
     }
 
     pub fn data_len(&self) -> u64 {
         self.data().map_or(0, |d| d.len() as u64)
     }
 
-    /// Sets kind, name and data in one allocation of exactly their size (plus the tag).
-    fn set_blob(&mut self, kind: NodeKind, name: &[u8], data: Option<&[u8]>) {
+    /// Sets kind, ACL, name and data in one allocation of exactly their size (plus the tag
+    /// and the varints).
+    fn set_blob(&mut self, kind: NodeKind, acl: u32, name: &[u8], data: Option<&[u8]>) {
         let (kind_tag, owner) = kind.pack();
         let tag = kind_tag | if data.is_some() { HAS_DATA } else { 0 };
         let owner = owner.to_le_bytes();
-        let owner = &owner[..name_offset(tag) - 1];
-        let blob = Blob::new(&[&[tag], owner, name, data.unwrap_or_default()]);
+        let owner = if has_owner(tag) { &owner[..] } else { &[] };
+        let (mut acl_buf, mut len_buf) = ([0; 5], [0; 5]);
+        let acl = put_varint(acl, &mut acl_buf);
+        let name_len = put_varint(u32::try_from(name.len()).unwrap_or(u32::MAX), &mut len_buf);
+        let blob = Blob::new(&[&[tag], owner, acl, name_len, name, data.unwrap_or_default()]);
         self.blob = Some(blob);
-        self.name_len = name.len() as u32;
     }
 
-    /// Keeps the kind and name, replaces the data.
+    /// Keeps kind, ACL and name, replaces the data.
     pub fn set_data(&mut self, data: Option<&[u8]>) {
         let old = self.blob.take();
-        let keep = Slot {
-            blob: old,
-            name_len: self.name_len,
-            ..Slot::FREE
-        };
-        self.set_blob(keep.kind(), keep.name(), data);
+        let p = parse(old.as_ref().map_or(&[], Blob::bytes));
+        self.set_blob(NodeKind::unpack(p.tag, p.owner), p.acl, p.name, data);
     }
 
-    /// Takes back the kind, name and data `old` had (shared, not copied).
+    /// Keeps kind, name and data, replaces the ACL id.
+    pub fn set_acl(&mut self, acl: u32) {
+        let old = self.blob.take();
+        let p = parse(old.as_ref().map_or(&[], Blob::bytes));
+        let data = (p.tag & HAS_DATA != 0).then_some(p.data);
+        self.set_blob(NodeKind::unpack(p.tag, p.owner), acl, p.name, data);
+    }
+
+    /// Takes back the kind, ACL, name and data `old` had (shared, not copied).
     pub fn restore_blob(&mut self, old: &Slot) {
         self.blob = old.blob.clone();
-        self.name_len = old.name_len;
     }
 }
 
@@ -400,11 +441,11 @@ fn hash_in(slots: &Slots, id: NodeId) -> u64 {
     slots.get(id).map_or(0, |s| hash_of(s.parent, s.name()))
 }
 
-/// A fresh slot with kind, name and data, every other field zero (the caller fills the
-/// Stat).
-pub fn new_slot(kind: NodeKind, name: &[u8], data: Option<&[u8]>) -> Slot {
+/// A fresh slot with kind, ACL id, name and data, every other field zero (the caller fills
+/// the Stat).
+pub fn new_slot(kind: NodeKind, acl: u32, name: &[u8], data: Option<&[u8]>) -> Slot {
     let mut slot = Slot::FREE;
-    slot.set_blob(kind, name, data);
+    slot.set_blob(kind, acl, name, data);
     slot
 }
 
@@ -415,7 +456,7 @@ mod tests {
     fn node(a: &mut Arena, parent: NodeId, name: &str) -> NodeId {
         a.insert(
             parent,
-            new_slot(NodeKind::Persistent, name.as_bytes(), Some(b"d")),
+            new_slot(NodeKind::Persistent, 0, name.as_bytes(), Some(b"d")),
         )
         .unwrap()
     }
@@ -431,7 +472,7 @@ mod tests {
         assert_eq!(a.lookup("/x/z"), Some(z));
         assert_eq!(a.lookup("/y"), Some(y));
         let taken = a
-            .insert(ROOT, new_slot(NodeKind::Persistent, b"y", None))
+            .insert(ROOT, new_slot(NodeKind::Persistent, 0, b"y", None))
             .map_err(|(id, _)| id);
         assert_eq!(taken, Err(y), "a name once per parent");
         assert_eq!(a.len(), 4);
@@ -472,22 +513,22 @@ mod tests {
 
     #[test]
     fn null_and_empty_data_differ() {
-        let a = new_slot(NodeKind::Persistent, b"n", None);
-        let b = new_slot(NodeKind::Persistent, b"n", Some(b""));
+        let a = new_slot(NodeKind::Persistent, 0, b"n", None);
+        let b = new_slot(NodeKind::Persistent, 0, b"n", Some(b""));
         assert_eq!(a.data(), None);
         assert_eq!(b.data(), Some(&b""[..]));
     }
 
     #[test]
     fn kinds_names_and_data_round_trip() {
-        assert_eq!(std::mem::size_of::<Slot>(), 88);
+        assert_eq!(std::mem::size_of::<Slot>(), 80);
         for kind in [
             NodeKind::Persistent,
             NodeKind::Ephemeral(-0x1234_5678_9abc),
             NodeKind::Container,
             NodeKind::Ttl(0x00FF_FFFF_FFFF),
         ] {
-            let mut s = new_slot(kind, b"name", Some(b"data"));
+            let mut s = new_slot(kind, 300, b"name", Some(b"data"));
             assert_eq!(
                 (s.kind(), s.name(), s.data()),
                 (kind, &b"name"[..], Some(&b"data"[..]))
@@ -500,7 +541,13 @@ mod tests {
                 (s.kind(), s.data(), s.data_len()),
                 (kind, Some(&b""[..]), 0)
             );
+            s.set_acl(u32::MAX);
+            assert_eq!(
+                (s.kind(), s.acl(), s.name()),
+                (kind, u32::MAX, &b"name"[..])
+            );
             s.restore_blob(&before);
+            assert_eq!(s.acl(), 300);
             assert_eq!(
                 (s.kind(), s.name(), s.data()),
                 (kind, &b"name"[..], Some(&b"data"[..]))

@@ -72,8 +72,7 @@ pub struct NodeRecord<'a> {
 
 impl NodeRecord<'_> {
     fn slot(&self, name: &str) -> Slot {
-        let mut s = new_slot(self.kind, name.as_bytes(), self.data);
-        s.acl = self.acl;
+        let mut s = new_slot(self.kind, self.acl, name.as_bytes(), self.data);
         s.czxid = self.czxid;
         s.mzxid = self.mzxid;
         s.ctime = self.ctime;

@@ -73,11 +73,8 @@ impl DataTree {
         let mut tree = DataTree::empty(options);
         let open = tree.intern_acl(vec![Acl::open_unsafe()]);
         let read = tree.intern_acl(vec![Acl::read_unsafe()]);
-        let system = |name: &str, acl: u32| {
-            let mut s = new_slot(NodeKind::Persistent, name.as_bytes(), Some(&[]));
-            s.acl = acl;
-            s
-        };
+        let system =
+            |name: &str, acl: u32| new_slot(NodeKind::Persistent, acl, name.as_bytes(), Some(&[]));
         let mut config = system("config", read);
         config.aversion = -1;
         // (Into an empty tree: no name is taken yet.)

@@ -77,12 +77,12 @@ impl<'a> Node<'a> {
     }
 
     pub fn acl(&self) -> &'a [Acl] {
-        self.acls.get(self.slot.acl as usize).map_or(&[], |a| a)
+        self.acls.get(self.slot.acl() as usize).map_or(&[], |a| a)
     }
 
     /// The index of its ACL list in the tree's table of lists.
     pub fn acl_id(&self) -> u32 {
-        self.slot.acl
+        self.slot.acl()
     }
 
     pub fn kind(&self) -> NodeKind {

@@ -74,8 +74,8 @@ impl DataTree {
             parent_path
         }
         .to_string();
-        let mut node = new_slot(kind, child.as_bytes(), op.data.as_deref());
-        node.acl = self.intern_acl(acl);
+        let acl = self.intern_acl(acl);
+        let mut node = new_slot(kind, acl, child.as_bytes(), op.data.as_deref());
         (node.czxid, node.mzxid, node.pzxid) = (ctx.zxid, ctx.zxid, ctx.zxid);
         (node.ctime, node.mtime) = (ctx.time, ctx.time);
         let stat = stat_of(&node);
@@ -258,7 +258,8 @@ impl DataTree {
         }
         let acl = self.intern_acl(fixed);
         let node = self.arena.get_mut(id).ok_or(ErrorCode::NoNode)?;
-        let old = std::mem::replace(&mut node.acl, acl);
+        let old = node.acl();
+        node.set_acl(acl);
         if let Some(undo) = undo {
             undo.push(Undo::AclSet {
                 path: path_in.to_string(),
@@ -415,7 +416,7 @@ impl DataTree {
                     aversion,
                 } => {
                     if let Some(n) = self.get_mut(&path) {
-                        n.acl = acl;
+                        n.set_acl(acl);
                         n.aversion = aversion;
                     }
                 }
