@@ -20,7 +20,7 @@ use hashbrown::hash_table::Entry;
 use hashbrown::HashTable;
 
 use super::blob::Blob;
-use super::node::NodeKind;
+use super::kind::{NodeKind, KIND_MASK};
 
 /// A node id: its slot in the arena.
 pub type NodeId = u32;
@@ -34,8 +34,7 @@ pub const ROOT: NodeId = 0;
 /// Slots per chunk: the unit of copy-on-write while a snapshot holds the arena.
 pub const CHUNK: usize = 512;
 
-/// Tag bits: the kind in the low two bits, and whether the node has data (null vs empty).
-pub const KIND_MASK: u8 = 0b11;
+/// Tag bit: whether the node has data (null vs empty); the kind is in the low two bits.
 pub const HAS_DATA: u8 = 0b100;
 
 /// One znode (80 bytes). `blob` holds what a write rarely changes, one after another: a

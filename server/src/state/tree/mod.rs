@@ -24,6 +24,7 @@ use jute::Acl;
 
 mod arena;
 mod blob;
+mod kind;
 mod load;
 #[cfg(test)]
 pub mod memory;

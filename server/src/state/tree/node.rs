@@ -6,7 +6,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 use jute::{Acl, Id, Stat};
 
-use super::arena::{NodeId, Slot, Slots, KIND_MASK};
+use super::arena::{NodeId, Slot, Slots};
+pub use super::kind::NodeKind;
 
 /// `/zookeeper` and its system children (ZooKeeper's `isSpecialPath`).
 pub const ZOOKEEPER: &str = "/zookeeper";
@@ -15,47 +16,6 @@ pub const CONFIG: &str = "/zookeeper/config";
 
 /// The largest TTL ZooKeeper accepts (`EphemeralType.TTL` keeps 40 bits of milliseconds).
 pub const MAX_TTL_MS: i64 = 0x00FF_FFFF_FFFF;
-
-/// What kind of znode this is; ZooKeeper folds this into `ephemeralOwner`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NodeKind {
-    Persistent,
-    Ephemeral(i64),
-    Container,
-    Ttl(i64),
-}
-
-impl NodeKind {
-    /// The `ephemeralOwner` clients see: the session for ephemerals, 0 otherwise
-    /// (containers and TTL nodes report 0, as `DataNode.getClientEphemeralOwner` does).
-    pub fn client_owner(self) -> i64 {
-        match self {
-            NodeKind::Ephemeral(s) => s,
-            _ => 0,
-        }
-    }
-}
-
-impl NodeKind {
-    /// The kind packed as a blob's tag bits and owner.
-    pub(super) fn pack(self) -> (u8, i64) {
-        match self {
-            NodeKind::Persistent => (0, 0),
-            NodeKind::Ephemeral(s) => (1, s),
-            NodeKind::Container => (2, 0),
-            NodeKind::Ttl(t) => (3, t),
-        }
-    }
-
-    pub(super) fn unpack(tag: u8, owner: i64) -> NodeKind {
-        match tag & KIND_MASK {
-            0 => NodeKind::Persistent,
-            1 => NodeKind::Ephemeral(owner),
-            2 => NodeKind::Container,
-            _ => NodeKind::Ttl(owner),
-        }
-    }
-}
 
 /// A read-only view of one znode (in the live tree or in a snapshot's capture).
 #[derive(Clone, Copy)]
