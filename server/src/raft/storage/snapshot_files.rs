@@ -33,6 +33,30 @@ pub(super) fn file_name(index: u64, term: u64) -> String {
     format!("{index:020}-{term:020}.snap")
 }
 
+/// The index and term a snapshot file's name gives, if it is one (not a temporary file).
+fn parse_name(name: &str) -> Option<(u64, u64)> {
+    let (index, term) = name.strip_suffix(".snap")?.split_once('-')?;
+    Some((index.parse().ok()?, term.parse().ok()?))
+}
+
+/// The snapshot file in `dir` with the highest index (then term), opened, with its index,
+/// term and length; None when there is none (or it cannot be opened). A guess made before
+/// the store says which file it names: start-up decodes it while RocksDB opens, and uses
+/// the result only if the store names this very file with this length.
+pub(super) fn newest(dir: &Path) -> Option<(u64, u64, u64, File)> {
+    let (index, term, path) = std::fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .filter_map(|e| {
+            let (i, t) = parse_name(e.file_name().to_str()?)?;
+            Some((i, t, e.path()))
+        })
+        .max_by_key(|&(i, t, _)| (i, t))?;
+    let file = File::open(path).ok()?;
+    let len = file.metadata().ok()?.len();
+    Some((index, term, len, file))
+}
+
 /// Syncs a directory (its entries: a rename or a creation in it).
 pub(super) fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
