@@ -72,15 +72,17 @@ impl RaftStorage {
         // thread's arena left its holes there: 20% more resident memory after a restart).
         let (storage, loaded) = std::thread::scope(|s| {
             let opening = s.spawn(move || Self::open_store(dir, initial_conf, Some(named_tx)));
-            let early = guess.map(|(i, t, len, file)| ((i, t, len), load(SnapshotSource::File(file))));
+            let early =
+                guess.map(|(i, t, len, file)| ((i, t, len), load(SnapshotSource::File(file))));
             let loaded = match (named_rx.recv(), early) {
                 // The store did not open: its error comes from the join.
                 (Err(_), _) => Ok(None),
-                (Ok(Stored::File { index, term, len, .. }), Some((guessed, t)))
-                    if guessed == (index, term, len) =>
-                {
-                    Ok(Some(t))
-                }
+                (
+                    Ok(Stored::File {
+                        index, term, len, ..
+                    }),
+                    Some((guessed, t)),
+                ) if guessed == (index, term, len) => Ok(Some(t)),
                 (Ok(stored), early) => {
                     drop(early);
                     stored.source().map(|src| src.map(&mut load))
@@ -391,7 +393,9 @@ impl Stored {
             Stored::File { path, .. } => Some(SnapshotSource::File(
                 std::fs::File::open(path).map_err(|e| corrupt("snapshot", e))?,
             )),
-            Stored::Chunks(chunks) => chunks.map(|d| SnapshotSource::Chunks(std::io::Cursor::new(d))),
+            Stored::Chunks(chunks) => {
+                chunks.map(|d| SnapshotSource::Chunks(std::io::Cursor::new(d)))
+            }
         })
     }
 }
