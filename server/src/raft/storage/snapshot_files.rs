@@ -174,3 +174,23 @@ pub(super) fn remove_others(dir: &Path, keep: Option<&str>) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_newest_snapshot_file_is_found_by_its_name() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(newest(dir.path()).is_none(), "none in an empty directory");
+        assert_eq!(parse_name(&file_name(12, 3)), Some((12, 3)));
+        assert_eq!(parse_name(&format!("{}.tmp", file_name(12, 3))), None);
+        assert_eq!(parse_name("x-1.snap"), None);
+        std::fs::write(dir.path().join(file_name(9, 2)), b"nine").unwrap();
+        std::fs::write(dir.path().join(file_name(10, 1)), b"ten!!").unwrap();
+        // A temporary file (a snapshot still being written) is never the guess.
+        std::fs::write(dir.path().join(format!("{}.tmp", file_name(11, 2))), b"t").unwrap();
+        let (index, term, len, _) = newest(dir.path()).unwrap();
+        assert_eq!((index, term, len), (10, 1, 5));
+    }
+}
