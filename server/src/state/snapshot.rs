@@ -246,42 +246,34 @@ fn decode_body<R: Read>(
         // Every field is read before the node is placed, so a record cut short by the
         // window is retried before anything of it reached the loader.
         w.record(|r| {
-            let p = r.read_ustring()?;
-            let data = r.read_buffer()?;
-            let acl_i = r.read_i32()?;
-            let acl = acls
-                .get(acl_i as usize)
-                .copied()
-                .ok_or_else(|| SnapshotError::Inconsistent(format!("{p}: ACL index {acl_i}")))?;
-            let czxid = r.read_i64()?;
-            let mzxid = r.read_i64()?;
-            let ctime = r.read_i64()?;
-            let mtime = r.read_i64()?;
-            let version = r.read_i32()?;
-            let cversion = r.read_i32()?;
-            let aversion = r.read_i32()?;
-            let kind = match (r.read_u8()?, r.read_i64()?) {
+            let (node, used) = read_node(r.peek_rest())?;
+            let p = node.path;
+            let acl = acls.get(node.acl as usize).copied().ok_or_else(|| {
+                SnapshotError::Inconsistent(format!("{p}: ACL index {}", node.acl))
+            })?;
+            let kind = match (node.kind, node.kind_value) {
                 (0, _) => NodeKind::Persistent,
                 (1, s) => NodeKind::Ephemeral(s),
                 (2, _) => NodeKind::Container,
                 (3, t) => NodeKind::Ttl(t),
                 (k, _) => return Err(SnapshotError::Inconsistent(format!("{p}: node kind {k}"))),
             };
-            let pzxid = r.read_i64()?;
             let record = NodeRecord {
-                data: data.as_deref(),
+                data: node.data,
                 acl,
-                czxid,
-                mzxid,
-                ctime,
-                mtime,
-                version,
-                cversion,
-                aversion,
+                czxid: node.czxid,
+                mzxid: node.mzxid,
+                ctime: node.ctime,
+                mtime: node.mtime,
+                version: node.version,
+                cversion: node.cversion,
+                aversion: node.aversion,
                 kind,
-                pzxid,
+                pzxid: node.pzxid,
             };
-            loader.node(&p, &record).map_err(inconsistent)
+            loader.node(p, &record).map_err(inconsistent)?;
+            r.skip(used)?;
+            Ok(())
         })?;
     }
     if !w.at_end()? {
@@ -295,6 +287,98 @@ fn decode_body<R: Read>(
         sessions,
         last_zxid,
     })
+}
+
+/// A node's fields as a snapshot stores them, read in place (its path and data are not
+/// copied out of the window: the loader copies them once, into the node).
+struct RawNode<'a> {
+    path: &'a str,
+    data: Option<&'a [u8]>,
+    acl: i32,
+    czxid: i64,
+    mzxid: i64,
+    ctime: i64,
+    mtime: i64,
+    version: i32,
+    cversion: i32,
+    aversion: i32,
+    kind: u8,
+    kind_value: i64,
+    pzxid: i64,
+}
+
+/// Reads one node record at the start of `buf`, and how many bytes it took. The same
+/// rules as the jute reader's: a length beyond `buf` (or a record cut short) is
+/// `Truncated`, so the window reads more and retries; a null path or one that is not UTF-8
+/// is an error.
+fn read_node(buf: &[u8]) -> Result<(RawNode<'_>, usize), SnapshotError> {
+    let mut c = Cursor { buf, at: 0 };
+    let path = match c.i32()? {
+        -1 => return Err(DecodeError::UnexpectedNull("string").into()),
+        n if n < 0 => return Err(DecodeError::InvalidLength(n as i64).into()),
+        n => {
+            let raw = c.take(n as usize)?;
+            // Paths are written from strings: anything else is damage.
+            std::str::from_utf8(raw)
+                .map_err(|_| SnapshotError::Inconsistent("a path is not UTF-8".into()))?
+        }
+    };
+    let data = match c.i32()? {
+        -1 => None,
+        n if n < 0 => return Err(DecodeError::InvalidLength(n as i64).into()),
+        n => Some(c.take(n as usize)?),
+    };
+    let node = RawNode {
+        path,
+        data,
+        acl: c.i32()?,
+        czxid: c.i64()?,
+        mzxid: c.i64()?,
+        ctime: c.i64()?,
+        mtime: c.i64()?,
+        version: c.i32()?,
+        cversion: c.i32()?,
+        aversion: c.i32()?,
+        kind: c.take(1)?[0],
+        kind_value: c.i64()?,
+        pzxid: c.i64()?,
+    };
+    Ok((node, c.at))
+}
+
+/// Big-endian reads over a slice, for [`read_node`].
+struct Cursor<'a> {
+    buf: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
+        let remaining = self.buf.len() - self.at;
+        if n > remaining {
+            return Err(DecodeError::Truncated {
+                needed: n,
+                remaining,
+            });
+        }
+        let out = &self.buf[self.at..self.at + n];
+        self.at += n;
+        Ok(out)
+    }
+
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
+        let mut a = [0u8; N];
+        a.copy_from_slice(self.take(N)?);
+        Ok(a)
+    }
+
+    fn i32(&mut self) -> Result<i32, DecodeError> {
+        self.array().map(i32::from_be_bytes)
+    }
+
+    fn i64(&mut self) -> Result<i64, DecodeError> {
+        self.array().map(i64::from_be_bytes)
+    }
 }
 
 /// A 64-bit digest of the tree (paths, data, Stat, ACLs), independent of map order: equal
