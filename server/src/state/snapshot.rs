@@ -169,7 +169,7 @@ pub fn decode(bytes: Bytes, options: TreeOptions) -> Result<StateMachine, Snapsh
 /// the whole stream matched (format 2); a stream that fails to decode is read to its end
 /// all the same, so that damage shows as the checksum mismatch it is.
 pub fn decode_from(
-    mut src: impl Read,
+    mut src: impl Read + Send,
     options: TreeOptions,
 ) -> Result<StateMachine, SnapshotError> {
     let mut head = [0u8; 8];
@@ -211,7 +211,7 @@ pub fn decode_from(
 }
 
 /// Decodes everything after the magic and version, to the end of the stream.
-fn decode_body<R: Read>(
+fn decode_body<R: Read + Send>(
     w: &mut Window<R>,
     options: TreeOptions,
 ) -> Result<StateMachine, SnapshotError> {
@@ -242,40 +242,55 @@ fn decode_body<R: Read>(
         .map(|l| loader.tree.intern_acl(l))
         .collect();
     let inconsistent = |e: super::tree::LoadError| SnapshotError::Inconsistent(e.to_string());
-    for _ in 0..n_nodes.max(0) {
-        // Every field is read before the node is placed, so a record cut short by the
-        // window is retried before anything of it reached the loader.
-        w.record(|r| {
-            let (node, used) = read_node(r.peek_rest())?;
-            let p = node.path;
-            let acl = acls.get(node.acl as usize).copied().ok_or_else(|| {
-                SnapshotError::Inconsistent(format!("{p}: ACL index {}", node.acl))
-            })?;
-            let kind = match (node.kind, node.kind_value) {
-                (0, _) => NodeKind::Persistent,
-                (1, s) => NodeKind::Ephemeral(s),
-                (2, _) => NodeKind::Container,
-                (3, t) => NodeKind::Ttl(t),
-                (k, _) => return Err(SnapshotError::Inconsistent(format!("{p}: node kind {k}"))),
-            };
-            let record = NodeRecord {
-                data: node.data,
-                acl,
-                czxid: node.czxid,
-                mzxid: node.mzxid,
-                ctime: node.ctime,
-                mtime: node.mtime,
-                version: node.version,
-                cversion: node.cversion,
-                aversion: node.aversion,
-                kind,
-                pzxid: node.pzxid,
-            };
-            loader.node(p, &record).map_err(inconsistent)?;
-            r.skip(used)?;
+    // The stream is read, checksummed and cut into records on one thread while this one
+    // builds the tree (where it will be used: see `open_loading` on allocator arenas).
+    let (to_builder, batches) = std::sync::mpsc::sync_channel::<Batch>(BATCHES_IN_FLIGHT);
+    let (built, parsed) = std::thread::scope(|s| {
+        let (n, reading) = (n_nodes.max(0) as u64, &mut *w);
+        let parser = s.spawn(move || parse_nodes(reading, n, to_builder));
+        let built = (|| {
+            for batch in batches {
+                for node in &batch.nodes {
+                    let path = batch.text(node.path)?;
+                    let acl = acls.get(node.acl as usize).copied().ok_or_else(|| {
+                        SnapshotError::Inconsistent(format!("{path}: ACL index {}", node.acl))
+                    })?;
+                    let kind = match (node.kind, node.kind_value) {
+                        (0, _) => NodeKind::Persistent,
+                        (1, s) => NodeKind::Ephemeral(s),
+                        (2, _) => NodeKind::Container,
+                        (3, t) => NodeKind::Ttl(t),
+                        (k, _) => {
+                            return Err(SnapshotError::Inconsistent(format!(
+                                "{path}: node kind {k}"
+                            )))
+                        }
+                    };
+                    let record = NodeRecord {
+                        data: node.data.map(|d| batch.slice(d)),
+                        acl,
+                        czxid: node.czxid,
+                        mzxid: node.mzxid,
+                        ctime: node.ctime,
+                        mtime: node.mtime,
+                        version: node.version,
+                        cversion: node.cversion,
+                        aversion: node.aversion,
+                        kind,
+                        pzxid: node.pzxid,
+                    };
+                    loader.node(path, &record).map_err(inconsistent)?;
+                }
+            }
             Ok(())
-        })?;
-    }
+        })();
+        let parsed = parser
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p));
+        (built, parsed)
+    });
+    built?;
+    parsed?;
     if !w.at_end()? {
         return Err(SnapshotError::Inconsistent(
             "bytes after the last node".into(),
@@ -289,11 +304,16 @@ fn decode_body<R: Read>(
     })
 }
 
-/// A node's fields as a snapshot stores them, read in place (its path and data are not
-/// copied out of the window: the loader copies them once, into the node).
-struct RawNode<'a> {
-    path: &'a str,
-    data: Option<&'a [u8]>,
+/// Parsed node records handed from the reading thread to the building one.
+const BATCH_NODES: usize = 4096;
+/// Batches parsed ahead of the builder (bounds the memory the pipeline holds).
+const BATCHES_IN_FLIGHT: usize = 4;
+
+/// A node's fields as a snapshot stores them; its path and data are ranges of its batch's
+/// bytes.
+struct RawNode {
+    path: (u32, u32),
+    data: Option<(u32, u32)>,
     acl: i32,
     czxid: i64,
     mzxid: i64,
@@ -307,43 +327,93 @@ struct RawNode<'a> {
     pzxid: i64,
 }
 
-/// Reads one node record at the start of `buf`, and how many bytes it took. The same
-/// rules as the jute reader's: a length beyond `buf` (or a record cut short) is
-/// `Truncated`, so the window reads more and retries; a null path or one that is not UTF-8
+/// Consecutive node records: their fixed fields, and their paths and data in one buffer.
+#[derive(Default)]
+struct Batch {
+    nodes: Vec<RawNode>,
+    bytes: Vec<u8>,
+}
+
+impl Batch {
+    fn push_bytes(&mut self, b: &[u8]) -> (u32, u32) {
+        let at = self.bytes.len() as u32;
+        self.bytes.extend_from_slice(b);
+        (at, b.len() as u32)
+    }
+
+    fn slice(&self, (at, len): (u32, u32)) -> &[u8] {
+        &self.bytes[at as usize..at as usize + len as usize]
+    }
+
+    fn text(&self, range: (u32, u32)) -> Result<&str, SnapshotError> {
+        // Paths are written from strings: anything else is damage.
+        std::str::from_utf8(self.slice(range))
+            .map_err(|_| SnapshotError::Inconsistent("a path is not UTF-8".into()))
+    }
+}
+
+/// Reads `n` node records from the window into batches for the builder. Stops early, with
+/// no error, when the builder stopped (its error is the one reported).
+fn parse_nodes<R: Read>(
+    w: &mut Window<R>,
+    n: u64,
+    to: std::sync::mpsc::SyncSender<Batch>,
+) -> Result<(), SnapshotError> {
+    let mut batch = Batch::default();
+    for _ in 0..n {
+        w.record(|r| {
+            let used = read_node(r.peek_rest(), &mut batch)?;
+            r.skip(used)?;
+            Ok::<_, SnapshotError>(())
+        })?;
+        if batch.nodes.len() == BATCH_NODES || batch.bytes.len() >= 1 << 20 {
+            if to.send(std::mem::take(&mut batch)).is_err() {
+                return Ok(());
+            }
+        }
+    }
+    if !batch.nodes.is_empty() {
+        let _ = to.send(batch);
+    }
+    Ok(())
+}
+
+/// Reads one node record at the start of `buf` into `batch` (only once it is whole), and
+/// how many bytes it took. The same rules as the jute reader's: a length beyond `buf` (or
+/// a record cut short) is `Truncated`, so the window reads more and retries; a null path
 /// is an error.
-fn read_node(buf: &[u8]) -> Result<(RawNode<'_>, usize), SnapshotError> {
+fn read_node(buf: &[u8], batch: &mut Batch) -> Result<usize, DecodeError> {
     let mut c = Cursor { buf, at: 0 };
     let path = match c.i32()? {
-        -1 => return Err(DecodeError::UnexpectedNull("string").into()),
-        n if n < 0 => return Err(DecodeError::InvalidLength(n as i64).into()),
-        n => {
-            let raw = c.take(n as usize)?;
-            // Paths are written from strings: anything else is damage.
-            std::str::from_utf8(raw)
-                .map_err(|_| SnapshotError::Inconsistent("a path is not UTF-8".into()))?
-        }
+        -1 => return Err(DecodeError::UnexpectedNull("string")),
+        n if n < 0 => return Err(DecodeError::InvalidLength(n as i64)),
+        n => c.take(n as usize)?,
     };
     let data = match c.i32()? {
         -1 => None,
-        n if n < 0 => return Err(DecodeError::InvalidLength(n as i64).into()),
+        n if n < 0 => return Err(DecodeError::InvalidLength(n as i64)),
         n => Some(c.take(n as usize)?),
     };
+    let (acl, czxid, mzxid, ctime, mtime) = (c.i32()?, c.i64()?, c.i64()?, c.i64()?, c.i64()?);
+    let (version, cversion, aversion) = (c.i32()?, c.i32()?, c.i32()?);
+    let (kind, kind_value, pzxid) = (c.take(1)?[0], c.i64()?, c.i64()?);
     let node = RawNode {
-        path,
-        data,
-        acl: c.i32()?,
-        czxid: c.i64()?,
-        mzxid: c.i64()?,
-        ctime: c.i64()?,
-        mtime: c.i64()?,
-        version: c.i32()?,
-        cversion: c.i32()?,
-        aversion: c.i32()?,
-        kind: c.take(1)?[0],
-        kind_value: c.i64()?,
-        pzxid: c.i64()?,
+        path: batch.push_bytes(path),
+        data: data.map(|d| batch.push_bytes(d)),
+        acl,
+        czxid,
+        mzxid,
+        ctime,
+        mtime,
+        version,
+        cversion,
+        aversion,
+        kind,
+        kind_value,
+        pzxid,
     };
-    Ok((node, c.at))
+    batch.nodes.push(node);
+    Ok(c.at)
 }
 
 /// Big-endian reads over a slice, for [`read_node`].
@@ -565,5 +635,66 @@ mod tests {
         };
         let back = decode(Bytes::from(v1), options).unwrap();
         assert_eq!(tree_digest(&back.tree), tree_digest(&sm.tree));
+    }
+
+    /// Reads at most `step` bytes at a time.
+    struct Trickle<'a> {
+        data: &'a [u8],
+        step: usize,
+    }
+
+    impl Read for Trickle<'_> {
+        fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+            let n = out.len().min(self.step).min(self.data.len());
+            out[..n].copy_from_slice(&self.data[..n]);
+            self.data = &self.data[n..];
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn a_tree_of_many_batches_and_windows_round_trips_and_damage_fails() {
+        let mut sm = sample();
+        let ctx = TxnContext {
+            zxid: 6,
+            time: 100,
+            session: 7,
+            auth: &[],
+        };
+        let open = [Acl::open_unsafe()];
+        let data = Bytes::from(vec![b'd'; 300]);
+        for i in 0..12_000 {
+            let op = CreateOp {
+                path: &format!("/a/n{i}"),
+                data: Some(data.clone()),
+                acl: &open,
+                flags: 0,
+                record: CreateRecord::Plain,
+            };
+            sm.tree.create(&ctx, &op, &mut Vec::new(), None).unwrap();
+        }
+        let bytes = encode(&sm.snapshot_view());
+        assert!(bytes.len() > 3 << 20, "spans several windows");
+        for step in [7777, 1 << 20] {
+            let src = Trickle { data: &bytes, step };
+            let back = decode_from(src, TreeOptions::default()).unwrap();
+            assert_eq!(
+                tree_digest(&back.tree),
+                tree_digest(&sm.tree),
+                "step {step}"
+            );
+        }
+        for pos in [bytes.len() / 3, bytes.len() - 10] {
+            let mut v = bytes.to_vec();
+            v[pos] ^= 0x01;
+            assert!(
+                matches!(
+                    decode(Bytes::from(v), TreeOptions::default()),
+                    Err(SnapshotError::Checksum { .. })
+                ),
+                "flip at {pos} not detected"
+            );
+        }
+        assert!(decode(bytes.slice(..bytes.len() / 2), TreeOptions::default()).is_err());
     }
 }
