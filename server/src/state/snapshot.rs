@@ -246,40 +246,18 @@ fn decode_body<R: Read + Send>(
     // builds the tree (where it will be used: see `open_loading` on allocator arenas).
     let (to_builder, batches) = std::sync::mpsc::sync_channel::<Batch>(BATCHES_IN_FLIGHT);
     let (built, parsed) = std::thread::scope(|s| {
-        let (n, reading) = (n_nodes.max(0) as u64, &mut *w);
-        let parser = s.spawn(move || parse_nodes(reading, n, to_builder));
-        let built = (|| {
+        let (n, reading, acls) = (n_nodes.max(0) as u64, &mut *w, &acls[..]);
+        let parser = s.spawn(move || parse_nodes(reading, n, acls, to_builder));
+        let built = (|| -> Result<(), SnapshotError> {
             for batch in batches {
                 for node in &batch.nodes {
-                    let path = batch.text(node.path)?;
-                    let acl = acls.get(node.acl as usize).copied().ok_or_else(|| {
-                        SnapshotError::Inconsistent(format!("{path}: ACL index {}", node.acl))
-                    })?;
-                    let kind = match (node.kind, node.kind_value) {
-                        (0, _) => NodeKind::Persistent,
-                        (1, s) => NodeKind::Ephemeral(s),
-                        (2, _) => NodeKind::Container,
-                        (3, t) => NodeKind::Ttl(t),
-                        (k, _) => {
-                            return Err(SnapshotError::Inconsistent(format!(
-                                "{path}: node kind {k}"
-                            )))
-                        }
-                    };
                     let record = NodeRecord {
                         data: node.data.map(|d| batch.slice(d)),
-                        acl,
-                        czxid: node.czxid,
-                        mzxid: node.mzxid,
-                        ctime: node.ctime,
-                        mtime: node.mtime,
-                        version: node.version,
-                        cversion: node.cversion,
-                        aversion: node.aversion,
-                        kind,
-                        pzxid: node.pzxid,
+                        ..node.record
                     };
-                    loader.node(path, &record).map_err(inconsistent)?;
+                    loader
+                        .node(batch.text(node.path)?, &record)
+                        .map_err(inconsistent)?;
                 }
             }
             Ok(())
@@ -309,22 +287,12 @@ const BATCH_NODES: usize = 4096;
 /// Batches parsed ahead of the builder (bounds the memory the pipeline holds).
 const BATCHES_IN_FLIGHT: usize = 4;
 
-/// A node's fields as a snapshot stores them; its path and data are ranges of its batch's
-/// bytes.
+/// A node as a snapshot stores it; its path and data are ranges of its batch's bytes (the
+/// record's own `data` is set from them when the node is placed).
 struct RawNode {
     path: (u32, u32),
     data: Option<(u32, u32)>,
-    acl: i32,
-    czxid: i64,
-    mzxid: i64,
-    ctime: i64,
-    mtime: i64,
-    version: i32,
-    cversion: i32,
-    aversion: i32,
-    kind: u8,
-    kind_value: i64,
-    pzxid: i64,
+    record: NodeRecord<'static>,
 }
 
 /// Consecutive node records: their fixed fields, and their paths and data in one buffer.
@@ -357,19 +325,19 @@ impl Batch {
 fn parse_nodes<R: Read>(
     w: &mut Window<R>,
     n: u64,
+    acls: &[u32],
     to: std::sync::mpsc::SyncSender<Batch>,
 ) -> Result<(), SnapshotError> {
     let mut batch = Batch::default();
     for _ in 0..n {
         w.record(|r| {
-            let used = read_node(r.peek_rest(), &mut batch)?;
+            let used = read_node(r.peek_rest(), acls, &mut batch)?;
             r.skip(used)?;
             Ok::<_, SnapshotError>(())
         })?;
-        if batch.nodes.len() == BATCH_NODES || batch.bytes.len() >= 1 << 20 {
-            if to.send(std::mem::take(&mut batch)).is_err() {
-                return Ok(());
-            }
+        let full = batch.nodes.len() == BATCH_NODES || batch.bytes.len() >= 1 << 20;
+        if full && to.send(std::mem::take(&mut batch)).is_err() {
+            return Ok(());
         }
     }
     if !batch.nodes.is_empty() {
@@ -378,39 +346,56 @@ fn parse_nodes<R: Read>(
     Ok(())
 }
 
-/// Reads one node record at the start of `buf` into `batch` (only once it is whole), and
-/// how many bytes it took. The same rules as the jute reader's: a length beyond `buf` (or
-/// a record cut short) is `Truncated`, so the window reads more and retries; a null path
-/// is an error.
-fn read_node(buf: &[u8], batch: &mut Batch) -> Result<usize, DecodeError> {
+/// Reads one node record at the start of `buf` into `batch` (only once it is whole and
+/// valid), and how many bytes it took. `acls` maps the snapshot's ACL indexes to the
+/// tree's. The same rules as the jute reader's: a length beyond `buf` (or a record cut
+/// short) is `Truncated`, so the window reads more and retries; a null path is an error.
+fn read_node(buf: &[u8], acls: &[u32], batch: &mut Batch) -> Result<usize, SnapshotError> {
     let mut c = Cursor { buf, at: 0 };
     let path = match c.i32()? {
-        -1 => return Err(DecodeError::UnexpectedNull("string")),
-        n if n < 0 => return Err(DecodeError::InvalidLength(n as i64)),
+        -1 => return Err(DecodeError::UnexpectedNull("string").into()),
+        n if n < 0 => return Err(DecodeError::InvalidLength(n as i64).into()),
         n => c.take(n as usize)?,
     };
     let data = match c.i32()? {
         -1 => None,
-        n if n < 0 => return Err(DecodeError::InvalidLength(n as i64)),
+        n if n < 0 => return Err(DecodeError::InvalidLength(n as i64).into()),
         n => Some(c.take(n as usize)?),
     };
-    let (acl, czxid, mzxid, ctime, mtime) = (c.i32()?, c.i64()?, c.i64()?, c.i64()?, c.i64()?);
+    let (acl_i, czxid, mzxid, ctime, mtime) = (c.i32()?, c.i64()?, c.i64()?, c.i64()?, c.i64()?);
     let (version, cversion, aversion) = (c.i32()?, c.i32()?, c.i32()?);
     let (kind, kind_value, pzxid) = (c.take(1)?[0], c.i64()?, c.i64()?);
+    let bad = |what: String| {
+        let p = String::from_utf8_lossy(path);
+        SnapshotError::Inconsistent(format!("{p}: {what}"))
+    };
+    let acl = acls
+        .get(acl_i as usize)
+        .copied()
+        .ok_or_else(|| bad(format!("ACL index {acl_i}")))?;
+    let kind = match (kind, kind_value) {
+        (0, _) => NodeKind::Persistent,
+        (1, s) => NodeKind::Ephemeral(s),
+        (2, _) => NodeKind::Container,
+        (3, t) => NodeKind::Ttl(t),
+        (k, _) => return Err(bad(format!("node kind {k}"))),
+    };
     let node = RawNode {
         path: batch.push_bytes(path),
         data: data.map(|d| batch.push_bytes(d)),
-        acl,
-        czxid,
-        mzxid,
-        ctime,
-        mtime,
-        version,
-        cversion,
-        aversion,
-        kind,
-        kind_value,
-        pzxid,
+        record: NodeRecord {
+            data: None,
+            acl,
+            czxid,
+            mzxid,
+            ctime,
+            mtime,
+            version,
+            cversion,
+            aversion,
+            kind,
+            pzxid,
+        },
     };
     batch.nodes.push(node);
     Ok(c.at)
@@ -483,6 +468,7 @@ pub fn tree_digest(tree: &DataTree) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::state::snapshot_io::tests::Trickle;
     use crate::state::tree::{CreateOp, CreateRecord, TxnContext};
     use jute::Id;
 
@@ -635,21 +621,6 @@ mod tests {
         };
         let back = decode(Bytes::from(v1), options).unwrap();
         assert_eq!(tree_digest(&back.tree), tree_digest(&sm.tree));
-    }
-
-    /// Reads at most `step` bytes at a time.
-    struct Trickle<'a> {
-        data: &'a [u8],
-        step: usize,
-    }
-
-    impl Read for Trickle<'_> {
-        fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
-            let n = out.len().min(self.step).min(self.data.len());
-            out[..n].copy_from_slice(&self.data[..n]);
-            self.data = &self.data[n..];
-            Ok(n)
-        }
     }
 
     #[test]
