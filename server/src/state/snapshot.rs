@@ -16,6 +16,9 @@
 //! otherwise load as a different tree. Version 1 (no checksum, written by earlier builds)
 //! still loads. Both directions stream through a few MiB (`snapshot_io.rs`): the size of
 //! a snapshot is never held in memory on top of the tree it encodes or decodes.
+//! Decoding runs in two stages: a thread reads, checksums and cuts the stream into batches
+//! of node records, the calling thread builds the tree from them (where its memory then
+//! lives); a start-up's load takes the longer of the two instead of their sum.
 
 use std::io::{self, Read, Write};
 

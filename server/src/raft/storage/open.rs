@@ -1,5 +1,8 @@
 //! Opening the store: creating it, or validating what an earlier run left (format version,
 //! every stored entry, the log's continuity, the commit and applied indexes against it).
+//! With a snapshot wanted ([`RaftStorage::open_loading`]), RocksDB opens and the log is read
+//! on one thread while the newest snapshot file decodes on the caller's: the two are the
+//! start-up's critical paths, and neither needs the other.
 
 use super::snapshots::SnapshotSource;
 use super::*;
