@@ -1,6 +1,7 @@
 //! Standalone durability: a write acknowledged to a client survives `kill -9` and restart,
 //! and a restart with 100,000 znodes brings every one back with the same zxids, from the
-//! log alone or from a snapshot plus the log after it.
+//! log alone or from a snapshot plus the log after it; a clean stop snapshots the log it
+//! would otherwise replay.
 
 use std::time::{Duration, Instant};
 
@@ -166,4 +167,86 @@ fn restart_with_100k_znodes_from_the_log() {
 #[test]
 fn restart_with_100k_znodes_from_a_snapshot() {
     restart_with_100k(Some("200"));
+}
+
+/// The value of a `mntr` line.
+fn mntr(server: &TestServer, key: &str) -> Option<String> {
+    let answer = server.four_letter_word("mntr").expect("mntr");
+    answer.lines().find_map(|l| {
+        let (k, v) = l.split_once('\t')?;
+        (k == key).then(|| v.trim().to_string())
+    })
+}
+
+#[test]
+fn a_clean_stop_snapshots_the_log_and_the_restart_replays_none() {
+    let mut server = TestServer::builder(ServerKind::Zooraft)
+        .config("4lw.commands.whitelist", "*")
+        .start();
+    // About 6 MiB of log: past the share of it a stop snapshots, far below the size after
+    // which a running server snapshots by itself.
+    let count = 20_000;
+    let czxids = block_on(async {
+        let c = connect(&server.connect_string()).await;
+        let value = vec![b'v'; 300];
+        tokio::time::timeout(WAIT, c.create("/big", b"", &persistent()))
+            .await
+            .expect("in time")
+            .expect("/big");
+        let mut tasks = tokio::task::JoinSet::new();
+        for k in 0..8 {
+            let (c, value) = (c.clone(), value.clone());
+            tasks.spawn(async move {
+                let mut out = Vec::new();
+                for i in (k..count).step_by(8) {
+                    let (stat, _) = c
+                        .create(&format!("/big/n{i}"), &value, &persistent())
+                        .await
+                        .expect("create acknowledged");
+                    out.push((i, stat.czxid));
+                }
+                out
+            });
+        }
+        let mut czxids = vec![0i64; count];
+        while let Some(done) = tokio::time::timeout(WAIT, tasks.join_next())
+            .await
+            .expect("progress")
+        {
+            for (i, czxid) in done.expect("task") {
+                czxids[i] = czxid;
+            }
+        }
+        czxids
+    });
+    let before = settled_digest(&server);
+    let log = std::fs::read_to_string(server.log_path()).unwrap_or_default();
+    assert!(!log.contains("snapshot taken"), "no snapshot while running");
+    assert!(server.stop(), "stopped by SIGTERM in time");
+    let log = std::fs::read_to_string(server.log_path()).unwrap_or_default();
+    let stopping = log.rfind("shutting down").expect("shutdown logged");
+    assert!(
+        log[stopping..].contains("snapshot taken"),
+        "the stop took a snapshot"
+    );
+    server.restart();
+    assert_eq!(digest(&server), before, "same tree and last zxid");
+    assert_eq!(
+        mntr(&server, "zk_cnt_startup_txns_loaded").as_deref(),
+        Some("1"),
+        "one start-up replay recorded"
+    );
+    assert_eq!(
+        mntr(&server, "zk_sum_startup_txns_loaded").as_deref(),
+        Some("0"),
+        "nothing to replay after the snapshot"
+    );
+    block_on(async {
+        let c = connect(&server.connect_string()).await;
+        for (i, czxid) in czxids.iter().enumerate().step_by(997) {
+            let (data, stat) = c.get_data(&format!("/big/n{i}")).await.expect("present");
+            assert_eq!(data.len(), 300);
+            assert_eq!(stat.czxid, *czxid, "/big/n{i} keeps its zxid");
+        }
+    });
 }

@@ -360,20 +360,22 @@ impl Consensus {
     /// Stops serving, then lets the log writer finish what it was given and the snapshot
     /// worker finish its snapshot, and waits for both: when this returns, and the node and
     /// storage are dropped with `self`, nothing uses the store any more.
-    fn shutdown(self) {
+    fn shutdown(mut self) {
         self.replica.status.serving.store(false, Ordering::Release);
         self.replica.status.stopping.store(true, Ordering::Release);
         self.connections.stop_serving();
-        let Workers {
-            log_writer,
-            snapshots,
-            threads,
-        } = self.workers;
-        drop(log_writer);
-        drop(snapshots);
-        for t in threads {
+        // Closing their channels stops the workers once they finished what they were given.
+        self.workers.log_writer = std::sync::mpsc::channel().0;
+        self.workers.snapshots = std::sync::mpsc::channel().0;
+        for t in std::mem::take(&mut self.workers.threads) {
             let _ = t.join();
         }
+        let finished = self.inbox.try_iter().filter_map(|input| match input {
+            Input::SnapshotWritten(w) => Some(w),
+            _ => None,
+        });
+        let finished: Vec<_> = finished.collect();
+        self.snapshot_at_shutdown(finished);
     }
 
     /// Handles one input; false on [`Input::Shutdown`].

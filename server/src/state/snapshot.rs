@@ -16,6 +16,9 @@
 //! otherwise load as a different tree. Version 1 (no checksum, written by earlier builds)
 //! still loads. Both directions stream through a few MiB (`snapshot_io.rs`): the size of
 //! a snapshot is never held in memory on top of the tree it encodes or decodes.
+//! Decoding runs in two stages: a thread reads, checksums and cuts the stream into batches
+//! of node records, the calling thread builds the tree from them (where its memory then
+//! lives); a start-up's load takes the longer of the two instead of their sum.
 
 use std::io::{self, Read, Write};
 
@@ -169,7 +172,7 @@ pub fn decode(bytes: Bytes, options: TreeOptions) -> Result<StateMachine, Snapsh
 /// the whole stream matched (format 2); a stream that fails to decode is read to its end
 /// all the same, so that damage shows as the checksum mismatch it is.
 pub fn decode_from(
-    mut src: impl Read,
+    mut src: impl Read + Send,
     options: TreeOptions,
 ) -> Result<StateMachine, SnapshotError> {
     let mut head = [0u8; 8];
@@ -211,7 +214,7 @@ pub fn decode_from(
 }
 
 /// Decodes everything after the magic and version, to the end of the stream.
-fn decode_body<R: Read>(
+fn decode_body<R: Read + Send>(
     w: &mut Window<R>,
     options: TreeOptions,
 ) -> Result<StateMachine, SnapshotError> {
@@ -242,48 +245,33 @@ fn decode_body<R: Read>(
         .map(|l| loader.tree.intern_acl(l))
         .collect();
     let inconsistent = |e: super::tree::LoadError| SnapshotError::Inconsistent(e.to_string());
-    for _ in 0..n_nodes.max(0) {
-        // Every field is read before the node is placed, so a record cut short by the
-        // window is retried before anything of it reached the loader.
-        w.record(|r| {
-            let p = r.read_ustring()?;
-            let data = r.read_buffer()?;
-            let acl_i = r.read_i32()?;
-            let acl = acls
-                .get(acl_i as usize)
-                .copied()
-                .ok_or_else(|| SnapshotError::Inconsistent(format!("{p}: ACL index {acl_i}")))?;
-            let czxid = r.read_i64()?;
-            let mzxid = r.read_i64()?;
-            let ctime = r.read_i64()?;
-            let mtime = r.read_i64()?;
-            let version = r.read_i32()?;
-            let cversion = r.read_i32()?;
-            let aversion = r.read_i32()?;
-            let kind = match (r.read_u8()?, r.read_i64()?) {
-                (0, _) => NodeKind::Persistent,
-                (1, s) => NodeKind::Ephemeral(s),
-                (2, _) => NodeKind::Container,
-                (3, t) => NodeKind::Ttl(t),
-                (k, _) => return Err(SnapshotError::Inconsistent(format!("{p}: node kind {k}"))),
-            };
-            let pzxid = r.read_i64()?;
-            let record = NodeRecord {
-                data: data.as_deref(),
-                acl,
-                czxid,
-                mzxid,
-                ctime,
-                mtime,
-                version,
-                cversion,
-                aversion,
-                kind,
-                pzxid,
-            };
-            loader.node(&p, &record).map_err(inconsistent)
-        })?;
-    }
+    // The stream is read, checksummed and cut into records on one thread while this one
+    // builds the tree (where it will be used: see `open_loading` on allocator arenas).
+    let (to_builder, batches) = std::sync::mpsc::sync_channel::<Batch>(BATCHES_IN_FLIGHT);
+    let (built, parsed) = std::thread::scope(|s| {
+        let (n, reading, acls) = (n_nodes.max(0) as u64, &mut *w, &acls[..]);
+        let parser = s.spawn(move || parse_nodes(reading, n, acls, to_builder));
+        let built = (|| -> Result<(), SnapshotError> {
+            for batch in batches {
+                for node in &batch.nodes {
+                    let record = NodeRecord {
+                        data: node.data.map(|d| batch.slice(d)),
+                        ..node.record
+                    };
+                    loader
+                        .node(batch.text(node.path)?, &record)
+                        .map_err(inconsistent)?;
+                }
+            }
+            Ok(())
+        })();
+        let parsed = parser
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p));
+        (built, parsed)
+    });
+    built?;
+    parsed?;
     if !w.at_end()? {
         return Err(SnapshotError::Inconsistent(
             "bytes after the last node".into(),
@@ -295,6 +283,160 @@ fn decode_body<R: Read>(
         sessions,
         last_zxid,
     })
+}
+
+/// Parsed node records handed from the reading thread to the building one.
+const BATCH_NODES: usize = 4096;
+/// Batches parsed ahead of the builder (bounds the memory the pipeline holds).
+const BATCHES_IN_FLIGHT: usize = 4;
+
+/// A node as a snapshot stores it; its path and data are ranges of its batch's bytes (the
+/// record's own `data` is set from them when the node is placed).
+struct RawNode {
+    path: (u32, u32),
+    data: Option<(u32, u32)>,
+    record: NodeRecord<'static>,
+}
+
+/// Consecutive node records: their fixed fields, and their paths and data in one buffer.
+#[derive(Default)]
+struct Batch {
+    nodes: Vec<RawNode>,
+    bytes: Vec<u8>,
+}
+
+impl Batch {
+    fn push_bytes(&mut self, b: &[u8]) -> (u32, u32) {
+        let at = self.bytes.len() as u32;
+        self.bytes.extend_from_slice(b);
+        (at, b.len() as u32)
+    }
+
+    fn slice(&self, (at, len): (u32, u32)) -> &[u8] {
+        &self.bytes[at as usize..at as usize + len as usize]
+    }
+
+    fn text(&self, range: (u32, u32)) -> Result<&str, SnapshotError> {
+        // Paths are written from strings: anything else is damage.
+        std::str::from_utf8(self.slice(range))
+            .map_err(|_| SnapshotError::Inconsistent("a path is not UTF-8".into()))
+    }
+}
+
+/// Reads `n` node records from the window into batches for the builder. Stops early, with
+/// no error, when the builder stopped (its error is the one reported).
+fn parse_nodes<R: Read>(
+    w: &mut Window<R>,
+    n: u64,
+    acls: &[u32],
+    to: std::sync::mpsc::SyncSender<Batch>,
+) -> Result<(), SnapshotError> {
+    let mut batch = Batch::default();
+    for _ in 0..n {
+        w.record(|r| {
+            let used = read_node(r.peek_rest(), acls, &mut batch)?;
+            r.skip(used)?;
+            Ok::<_, SnapshotError>(())
+        })?;
+        let full = batch.nodes.len() == BATCH_NODES || batch.bytes.len() >= 1 << 20;
+        if full && to.send(std::mem::take(&mut batch)).is_err() {
+            return Ok(());
+        }
+    }
+    if !batch.nodes.is_empty() {
+        let _ = to.send(batch);
+    }
+    Ok(())
+}
+
+/// Reads one node record at the start of `buf` into `batch` (only once it is whole and
+/// valid), and how many bytes it took. `acls` maps the snapshot's ACL indexes to the
+/// tree's. The same rules as the jute reader's: a length beyond `buf` (or a record cut
+/// short) is `Truncated`, so the window reads more and retries; a null path is an error.
+fn read_node(buf: &[u8], acls: &[u32], batch: &mut Batch) -> Result<usize, SnapshotError> {
+    let mut c = Cursor { buf, at: 0 };
+    let path = match c.i32()? {
+        -1 => return Err(DecodeError::UnexpectedNull("string").into()),
+        n if n < 0 => return Err(DecodeError::InvalidLength(n as i64).into()),
+        n => c.take(n as usize)?,
+    };
+    let data = match c.i32()? {
+        -1 => None,
+        n if n < 0 => return Err(DecodeError::InvalidLength(n as i64).into()),
+        n => Some(c.take(n as usize)?),
+    };
+    let (acl_i, czxid, mzxid, ctime, mtime) = (c.i32()?, c.i64()?, c.i64()?, c.i64()?, c.i64()?);
+    let (version, cversion, aversion) = (c.i32()?, c.i32()?, c.i32()?);
+    let (kind, kind_value, pzxid) = (c.take(1)?[0], c.i64()?, c.i64()?);
+    let bad = |what: String| {
+        let p = String::from_utf8_lossy(path);
+        SnapshotError::Inconsistent(format!("{p}: {what}"))
+    };
+    let acl = acls
+        .get(acl_i as usize)
+        .copied()
+        .ok_or_else(|| bad(format!("ACL index {acl_i}")))?;
+    let kind = match (kind, kind_value) {
+        (0, _) => NodeKind::Persistent,
+        (1, s) => NodeKind::Ephemeral(s),
+        (2, _) => NodeKind::Container,
+        (3, t) => NodeKind::Ttl(t),
+        (k, _) => return Err(bad(format!("node kind {k}"))),
+    };
+    let node = RawNode {
+        path: batch.push_bytes(path),
+        data: data.map(|d| batch.push_bytes(d)),
+        record: NodeRecord {
+            data: None,
+            acl,
+            czxid,
+            mzxid,
+            ctime,
+            mtime,
+            version,
+            cversion,
+            aversion,
+            kind,
+            pzxid,
+        },
+    };
+    batch.nodes.push(node);
+    Ok(c.at)
+}
+
+/// Big-endian reads over a slice, for [`read_node`].
+struct Cursor<'a> {
+    buf: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
+        let remaining = self.buf.len() - self.at;
+        if n > remaining {
+            return Err(DecodeError::Truncated {
+                needed: n,
+                remaining,
+            });
+        }
+        let out = &self.buf[self.at..self.at + n];
+        self.at += n;
+        Ok(out)
+    }
+
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
+        let mut a = [0u8; N];
+        a.copy_from_slice(self.take(N)?);
+        Ok(a)
+    }
+
+    fn i32(&mut self) -> Result<i32, DecodeError> {
+        self.array().map(i32::from_be_bytes)
+    }
+
+    fn i64(&mut self) -> Result<i64, DecodeError> {
+        self.array().map(i64::from_be_bytes)
+    }
 }
 
 /// A 64-bit digest of the tree (paths, data, Stat, ACLs), independent of map order: equal
@@ -329,6 +471,7 @@ pub fn tree_digest(tree: &DataTree) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::state::snapshot_io::tests::Trickle;
     use crate::state::tree::{CreateOp, CreateRecord, TxnContext};
     use jute::Id;
 
@@ -481,5 +624,51 @@ mod tests {
         };
         let back = decode(Bytes::from(v1), options).unwrap();
         assert_eq!(tree_digest(&back.tree), tree_digest(&sm.tree));
+    }
+
+    #[test]
+    fn a_tree_of_many_batches_and_windows_round_trips_and_damage_fails() {
+        let mut sm = sample();
+        let ctx = TxnContext {
+            zxid: 6,
+            time: 100,
+            session: 7,
+            auth: &[],
+        };
+        let open = [Acl::open_unsafe()];
+        let data = Bytes::from(vec![b'd'; 300]);
+        for i in 0..12_000 {
+            let op = CreateOp {
+                path: &format!("/a/n{i}"),
+                data: Some(data.clone()),
+                acl: &open,
+                flags: 0,
+                record: CreateRecord::Plain,
+            };
+            sm.tree.create(&ctx, &op, &mut Vec::new(), None).unwrap();
+        }
+        let bytes = encode(&sm.snapshot_view());
+        assert!(bytes.len() > 3 << 20, "spans several windows");
+        for step in [7777, 1 << 20] {
+            let src = Trickle { data: &bytes, step };
+            let back = decode_from(src, TreeOptions::default()).unwrap();
+            assert_eq!(
+                tree_digest(&back.tree),
+                tree_digest(&sm.tree),
+                "step {step}"
+            );
+        }
+        for pos in [bytes.len() / 3, bytes.len() - 10] {
+            let mut v = bytes.to_vec();
+            v[pos] ^= 0x01;
+            assert!(
+                matches!(
+                    decode(Bytes::from(v), TreeOptions::default()),
+                    Err(SnapshotError::Checksum { .. })
+                ),
+                "flip at {pos} not detected"
+            );
+        }
+        assert!(decode(bytes.slice(..bytes.len() / 2), TreeOptions::default()).is_err());
     }
 }

@@ -238,13 +238,13 @@ impl<R: Read> Window<R> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     /// A reader that gives at most `step` bytes per call.
-    struct Trickle<'a> {
-        data: &'a [u8],
-        step: usize,
+    pub(crate) struct Trickle<'a> {
+        pub data: &'a [u8],
+        pub step: usize,
     }
 
     impl Read for Trickle<'_> {

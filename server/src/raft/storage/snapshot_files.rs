@@ -33,6 +33,30 @@ pub(super) fn file_name(index: u64, term: u64) -> String {
     format!("{index:020}-{term:020}.snap")
 }
 
+/// The index and term a snapshot file's name gives, if it is one (not a temporary file).
+fn parse_name(name: &str) -> Option<(u64, u64)> {
+    let (index, term) = name.strip_suffix(".snap")?.split_once('-')?;
+    Some((index.parse().ok()?, term.parse().ok()?))
+}
+
+/// The snapshot file in `dir` with the highest index (then term), opened, with its index,
+/// term and length; None when there is none (or it cannot be opened). A guess made before
+/// the store says which file it names: start-up decodes it while RocksDB opens, and uses
+/// the result only if the store names this very file with this length.
+pub(super) fn newest(dir: &Path) -> Option<(u64, u64, u64, File)> {
+    let (index, term, path) = std::fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .filter_map(|e| {
+            let (i, t) = parse_name(e.file_name().to_str()?)?;
+            Some((i, t, e.path()))
+        })
+        .max_by_key(|&(i, t, _)| (i, t))?;
+    let file = File::open(path).ok()?;
+    let len = file.metadata().ok()?.len();
+    Some((index, term, len, file))
+}
+
 /// Syncs a directory (its entries: a rename or a creation in it).
 pub(super) fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
@@ -148,5 +172,25 @@ pub(super) fn remove_others(dir: &Path, keep: Option<&str>) {
         if let Err(err) = std::fs::remove_file(e.path()) {
             tracing::warn!("cannot remove {}: {err}", e.path().display());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_newest_snapshot_file_is_found_by_its_name() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(newest(dir.path()).is_none(), "none in an empty directory");
+        assert_eq!(parse_name(&file_name(12, 3)), Some((12, 3)));
+        assert_eq!(parse_name(&format!("{}.tmp", file_name(12, 3))), None);
+        assert_eq!(parse_name("x-1.snap"), None);
+        std::fs::write(dir.path().join(file_name(9, 2)), b"nine").unwrap();
+        std::fs::write(dir.path().join(file_name(10, 1)), b"ten!!").unwrap();
+        // A temporary file (a snapshot still being written) is never the guess.
+        std::fs::write(dir.path().join(format!("{}.tmp", file_name(11, 2))), b"t").unwrap();
+        let (index, term, len, _) = newest(dir.path()).unwrap();
+        assert_eq!((index, term, len), (10, 1, 5));
     }
 }

@@ -125,6 +125,11 @@ impl RaftStorage {
         self.write_snapshot_with(index, term, |sink| io::Write::write_all(sink, data))
     }
 
+    /// The length of the named snapshot file (None for none, or one of the earlier layout).
+    pub fn snapshot_len(&self) -> Option<u64> {
+        self.meta.read().snapshot_file
+    }
+
     /// The stored state machine snapshot, if any, as a stream: for loading it at start-up
     /// without holding it whole on top of the tree it decodes into.
     pub fn snapshot_reader(&self) -> Option<SnapshotSource> {
