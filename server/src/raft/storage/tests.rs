@@ -436,3 +436,28 @@ fn staged_writes_written_together_keep_their_order() {
         vec![(1, 1), (2, 1), (3, 2), (4, 2), (5, 2)]
     );
 }
+
+#[test]
+fn a_standalone_member_drops_applied_entries_from_the_cache() {
+    let three = ConfState {
+        voters: vec![1, 2, 3],
+        ..Default::default()
+    };
+    for (conf, kept) in [(conf(), vec![4, 5]), (three, vec![1, 2, 3, 4, 5])] {
+        let dir = tempfile::tempdir().unwrap();
+        let s = RaftStorage::open(dir.path(), conf).unwrap();
+        let all: Vec<Entry> = (1..=5).map(|i| entry(i, 1)).collect();
+        s.append(&all, None, true);
+        s.set_applied(3);
+        let cached: Vec<u64> = s.meta.read().cache.iter().map(|e| e.index).collect();
+        assert_eq!(cached, kept);
+        // Dropped from memory, still in the log.
+        let got = s
+            .entries(1, 6, None, GetEntriesContext::empty(false))
+            .unwrap();
+        assert_eq!(got.len(), 5);
+        // The last entry stays cached even once applied.
+        s.set_applied(5);
+        assert!(s.meta.read().cache.back().is_some_and(|e| e.index == 5));
+    }
+}
