@@ -121,6 +121,7 @@ fn run_command(command: Command) -> std::process::ExitCode {
 }
 
 fn main() -> std::process::ExitCode {
+    limit_malloc_arenas();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -167,6 +168,26 @@ fn main() -> std::process::ExitCode {
         Err(e) => {
             eprintln!("zooraft: {e:#}");
             std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// How many malloc arenas glibc may create (unless `MALLOC_ARENA_MAX` says otherwise).
+const MALLOC_ARENAS: libc::c_int = 2;
+
+/// Caps glibc's malloc arenas before any thread starts. By default glibc gives threads up to
+/// eight arenas per core, and each keeps the memory freed into it for its own later use:
+/// the tree's blocks, allocated by the Raft thread and the loader threads and freed by
+/// others, left about 12 bytes per znode unused but held at a million znodes (258 against
+/// 246 bytes per znode with two arenas, 244 with one). Small allocations go through each
+/// thread's cache first, so two arenas are no lock contention for a server whose hot paths
+/// run on a handful of threads. An operator's own `MALLOC_ARENA_MAX` wins.
+fn limit_malloc_arenas() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
+        // SAFETY: mallopt only sets a malloc parameter; called before any other thread.
+        unsafe {
+            libc::mallopt(libc::M_ARENA_MAX, MALLOC_ARENAS);
         }
     }
 }
