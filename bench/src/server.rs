@@ -22,7 +22,12 @@ pub const ZOOKEEPER_JAR: &str = "/usr/share/java/zookeeper.jar";
 /// The slf4j binding used for ZooKeeper's logs (to the server's log file).
 const SLF4J_SIMPLE_JAR: &str = "/usr/share/java/slf4j-simple.jar";
 /// How long a server may take to start serving.
-const START_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a server may take to serve after its start (ZooKeeper at 10M znodes on a busy
+/// machine took about a minute).
+const START_TIMEOUT: Duration = Duration::from_secs(300);
+/// How long a restart lets the server stop on its own: zooraft snapshots its log on the
+/// way out, which at 10M znodes writes a few GB.
+const STOP_GRACE: Duration = Duration::from_secs(120);
 
 /// Which server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
@@ -281,10 +286,23 @@ impl Server {
         Ok(())
     }
 
-    /// Stops the server (SIGTERM), starts it again on the same data, and returns the time
-    /// from the new process's start to its first `srvr` with a Mode (it serves).
+    /// Stops the server (SIGTERM, up to [`STOP_GRACE`] to finish what it does on the way
+    /// out), starts it again on the same data, and returns the time from the new process's
+    /// start to its first `srvr` with a Mode (it serves).
     pub fn restart(&mut self) -> Result<Duration, LaunchError> {
-        self.stop();
+        self.stop_within(STOP_GRACE);
+        self.start_timed()
+    }
+
+    /// Kills the server (SIGKILL: whatever it had not written is lost, and a restart has
+    /// to replay its log), starts it again on the same data and returns the time to serving
+    /// as [`Server::restart`] does.
+    pub fn crash_restart(&mut self) -> Result<Duration, LaunchError> {
+        self.kill9();
+        self.start_timed()
+    }
+
+    fn start_timed(&mut self) -> Result<Duration, LaunchError> {
         let t = Instant::now();
         self.spawn()?;
         self.wait_ready()?;
@@ -375,6 +393,11 @@ impl Server {
 
     /// SIGTERM, then SIGKILL if the server is still there after 10 s.
     pub fn stop(&mut self) {
+        self.stop_within(Duration::from_secs(10));
+    }
+
+    /// SIGTERM, then SIGKILL if the server is still there after `grace`.
+    fn stop_within(&mut self, grace: Duration) {
         let Some(mut child) = self.child.take() else {
             return;
         };
@@ -382,7 +405,7 @@ impl Server {
         unsafe {
             libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
         }
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = Instant::now() + grace;
         while Instant::now() < deadline {
             if let Ok(Some(_)) = child.try_wait() {
                 return;

@@ -4,6 +4,9 @@
 //! sessions with 256 creates in flight each. At every `--znodes` count it reads the
 //! server's memory (and bytes per znode over the empty server's reading), then restarts
 //! the server (SIGTERM, start, first `srvr` with a Mode) and reads its memory again.
+//! Last (after the snapshot load, if any), it kills the server with SIGKILL and times the
+//! restart that has to replay the server's log: what a crash costs, where the SIGTERM
+//! restart lets a server prepare (zooraft snapshots its log on the way out).
 //!
 //! At the last count, when `--snapshot-load` is not zero, 32 sessions × 8 in flight set
 //! data on 1000 of the znodes for that long while a sampler reads `mntr` (both servers
@@ -160,6 +163,13 @@ pub fn run(
     if !params.snapshot_load.is_zero() {
         snapshot_under_load(kind, &target, filled, params, rt, &mut out)?;
     }
+    let crash = target.members[0].crash_restart()?;
+    out.measures.push(Measure::new(
+        format!("restart to serving after kill -9 at {}", fmt_count(filled)),
+        "s",
+        crash.as_secs_f64(),
+        true,
+    ));
     target.stop();
     Ok(out)
 }
