@@ -117,6 +117,8 @@ pub(super) struct Proposals {
     /// When the oldest pending command arrived (commands wait at most a few election
     /// timeouts for a leader).
     pub since: Option<Instant>,
+    /// The batches proposed and not yet applied (`proposed.rs`).
+    pub proposed: super::proposed::Proposed,
 }
 
 impl Proposals {
@@ -134,7 +136,8 @@ impl Proposals {
 
     pub fn take(&mut self) -> Vec<Command> {
         self.since = None;
-        std::mem::take(&mut self.pending)
+        let fresh = self.proposed.fresh();
+        std::mem::replace(&mut self.pending, fresh)
     }
 }
 

@@ -109,11 +109,23 @@ impl Consensus {
             // raft-rs would drop them: they wait for the next leader (bounded below).
         } else if self.leads() {
             let taken = self.proposals.take();
-            let commands = self.hold_reconfigs(taken, now);
+            let commands = if taken.iter().any(is_reconfig) {
+                self.hold_reconfigs(taken, now)
+            } else {
+                taken
+            };
             let time = self.clock.wall_ms();
             if let Some(reconfig) = self.release_reconfig(now) {
                 self.propose(vec![reconfig], time);
                 self.membership.reconfig_index = self.node.raft.raft_log.last_index();
+            }
+            let total: usize = commands.iter().map(approximate_size).sum();
+            if total < MAX_BATCH_BYTES {
+                // The common case: the turn's commands are one entry, in their own vector.
+                if !commands.is_empty() {
+                    self.propose(commands, time);
+                }
+                return self.drop_stale(now);
             }
             let mut batch = Vec::new();
             let mut size = 0;
@@ -135,6 +147,11 @@ impl Consensus {
                 }
             }
         }
+        self.drop_stale(now);
+    }
+
+    /// Drops the commands that waited too long for a leader.
+    fn drop_stale(&mut self, now: Instant) {
         let limit = election_timeout(self.timers.tick) * 3;
         if self
             .proposals
@@ -162,6 +179,8 @@ impl Consensus {
                 let counters = &self.replica.counters;
                 counters.proposed(bytes);
                 let index = self.node.raft.raft_log.last_index();
+                let term = self.node.raft.term;
+                self.proposals.proposed.keep(index, term, batch);
                 let now = self.clock.now();
                 self.measures.proposals.proposed(index, now);
                 counters.proposals.fetch_add(n, Ordering::Relaxed);
@@ -174,6 +193,10 @@ impl Consensus {
             }
         }
     }
+}
+
+fn is_reconfig(c: &Command) -> bool {
+    matches!(c, Command::Write(w) if w.op == jute::OpCode::Reconfig as i32)
 }
 
 fn approximate_size(c: &Command) -> usize {

@@ -1,0 +1,122 @@
+//! The leader's own batches between proposal and apply, so that applying them does not
+//! decode what this thread encoded a moment before.
+//!
+//! A leader proposes a batch as the entry at (index, term) of its current term; Raft's Log
+//! Matching property makes that pair name exactly one entry, the one raft-rs appended for
+//! that proposal. When an entry with the same index and term comes to be applied, its bytes
+//! are therefore the encoding of the kept batch, and the batch itself is applied instead of
+//! the decoded bytes (decoding was a twentieth of the Raft thread's time under a write
+//! load). Any other entry (a follower's, a new leader's empty entry, a conf change, an entry
+//! of an older term that replaced ours) finds no match and is decoded as always.
+//!
+//! What is kept is bounded: a leader that cannot commit (no quorum) stops keeping batches
+//! past [`MAX_KEPT`] rather than holding a second copy of everything it proposed. The
+//! command vectors of applied batches go back to the proposals, so a steady write load
+//! allocates no vector per turn.
+
+use std::collections::VecDeque;
+
+use crate::state::command::{Batch, Command};
+
+/// Most batches kept (a few turns' worth of proposals in flight is typical).
+const MAX_KEPT: usize = 1024;
+
+/// See the module docs.
+#[derive(Default)]
+pub(super) struct Proposed {
+    kept: VecDeque<(u64, u64, Batch)>,
+    /// An emptied command vector, for the next turn's proposals.
+    spare: Option<Vec<Command>>,
+}
+
+impl Proposed {
+    /// Remembers the batch just proposed as the entry at `index` in `term`.
+    pub fn keep(&mut self, index: u64, term: u64, batch: Batch) {
+        if self.kept.len() < MAX_KEPT {
+            self.kept.push_back((index, term, batch));
+        }
+    }
+
+    /// The batch proposed as the entry at (`index`, `term`), if this member proposed it;
+    /// forgets the batches of earlier indexes (applied otherwise, or replaced).
+    pub fn take(&mut self, index: u64, term: u64) -> Option<Batch> {
+        while let Some((i, _, _)) = self.kept.front() {
+            if *i >= index {
+                break;
+            }
+            self.kept.pop_front();
+        }
+        match self.kept.front() {
+            Some((i, t, _)) if *i == index && *t == term => self.kept.pop_front().map(|k| k.2),
+            _ => None,
+        }
+    }
+
+    /// Forgets every kept batch (the log was replaced by a snapshot).
+    pub fn clear(&mut self) {
+        self.kept.clear();
+    }
+
+    /// Gives back an applied batch's command vector for reuse.
+    pub fn recycle(&mut self, mut commands: Vec<Command>) {
+        if self.spare.is_none() {
+            commands.clear();
+            self.spare = Some(commands);
+        }
+    }
+
+    /// An empty command vector, reused when one was given back.
+    pub fn fresh(&mut self) -> Vec<Command> {
+        self.spare.take().unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::command::Command;
+
+    fn batch(time: i64) -> Batch {
+        Batch {
+            time,
+            commands: vec![Command::SetConfig {
+                text: format!("t{time}"),
+            }],
+        }
+    }
+
+    #[test]
+    fn only_the_same_index_and_term_match() {
+        let mut p = Proposed::default();
+        p.keep(5, 2, batch(5));
+        p.keep(6, 2, batch(6));
+        p.keep(8, 2, batch(8));
+        // Another term at index 5 (our entry was replaced): decoded, and ours forgotten.
+        assert_eq!(p.take(5, 3), None);
+        assert_eq!(p.take(6, 2), Some(batch(6)));
+        // Index 7 is not ours; 8 still is.
+        assert_eq!(p.take(7, 2), None);
+        assert_eq!(p.take(8, 2), Some(batch(8)));
+        assert_eq!(p.take(8, 2), None);
+        p.keep(9, 2, batch(9));
+        p.clear();
+        assert_eq!(p.take(9, 2), None);
+    }
+
+    #[test]
+    fn kept_batches_are_bounded_and_vectors_reused() {
+        let mut p = Proposed::default();
+        for i in 0..(MAX_KEPT as u64 + 10) {
+            p.keep(i + 1, 1, batch(i as i64));
+        }
+        assert_eq!(p.kept.len(), MAX_KEPT);
+        // Past the bound nothing matches: those entries are decoded.
+        assert_eq!(p.take(MAX_KEPT as u64 + 5, 1), None);
+        let mut v = Vec::with_capacity(100);
+        v.push(Command::SetConfig { text: "x".into() });
+        p.recycle(v);
+        let fresh = p.fresh();
+        assert!(fresh.is_empty() && fresh.capacity() >= 100);
+        assert_eq!(p.fresh().capacity(), 0);
+    }
+}
