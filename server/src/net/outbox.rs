@@ -23,7 +23,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{BufMut, BytesMut};
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
@@ -186,7 +186,7 @@ impl Outbox {
 
     /// Waits for bytes to write. `None` when closed and fully drained.
     #[cfg(test)]
-    pub async fn next_chunk(&self) -> Option<Bytes> {
+    pub async fn next_chunk(&self) -> Option<bytes::Bytes> {
         let mut chunk = BytesMut::new();
         self.refill(&mut chunk).await.then(|| chunk.freeze())
     }

@@ -384,6 +384,7 @@ impl Consensus {
         let now = self.clock.now();
         match input {
             Input::Command(c) => self.proposals.push(c, now),
+            Input::Commands(cs) => self.proposals.extend(cs, now),
             Input::Forwarded(_) | Input::Raft(_) | Input::Touch(_) if self.hooks.peers_cut() => {}
             Input::Forwarded(cs) => self.proposals.extend(cs, now),
             Input::ReadIndex(waiter) => {

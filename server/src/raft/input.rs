@@ -12,6 +12,8 @@ use crate::state::command::{Command, ConnId};
 pub enum Input {
     /// A command from a local connection.
     Command(Command),
+    /// Commands of one connection, in arrival order (one read's worth).
+    Commands(Vec<Command>),
     /// Commands a follower forwarded to us as leader.
     Forwarded(Vec<Command>),
     /// A `sync` (Raft's ReadIndex): the waiter is told once this member has applied
