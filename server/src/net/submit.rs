@@ -5,6 +5,12 @@
 //! (and often a wake-up) that the serial Raft thread pays for. The connection gathers the
 //! writes of one read here and submits them together, in arrival order, once the read's
 //! frames are taken: the Raft thread proposes them exactly as if they had come one by one.
+//!
+//! The connection also encodes them for the log here (`Command::encode`), on its own task:
+//! the Raft thread appends those bytes to the turn's entry instead of encoding every write
+//! itself (`raft/proposed.rs`).
+
+use bytes::BytesMut;
 
 use crate::raft::{Input, Replica};
 use crate::state::command::Command;
@@ -13,6 +19,7 @@ use crate::state::command::Command;
 #[derive(Default)]
 pub struct Submitter {
     commands: Vec<Command>,
+    encoded: BytesMut,
     /// How many the last submission carried: the next one's vector starts that large.
     last: usize,
 }
@@ -23,21 +30,24 @@ impl Submitter {
         if self.commands.capacity() == 0 {
             self.commands.reserve(self.last.max(4));
         }
+        if self.encoded.capacity() == 0 {
+            self.encoded.reserve(self.last.max(4) * command.size_hint());
+        }
+        command.encode(&mut self.encoded);
         self.commands.push(command);
     }
 
     /// Hands the queued commands to the Raft thread, in order. False once the Raft thread
-    /// is gone (the member is stopping).
+    /// is gone (the member is stopping). Nothing stays allocated here in between (an idle
+    /// connection holds no buffer).
     pub fn submit(&mut self, replica: &Replica) -> bool {
         self.last = self.commands.len();
-        match self.commands.len() {
-            0 => true,
-            1 => match self.commands.pop() {
-                Some(c) => replica.submit(Input::Command(c)),
-                None => true,
-            },
-            _ => replica.submit(Input::Commands(std::mem::take(&mut self.commands))),
+        if self.commands.is_empty() {
+            return true;
         }
+        let commands = std::mem::take(&mut self.commands);
+        let encoded = std::mem::take(&mut self.encoded).freeze();
+        replica.submit(Input::Commands(commands, encoded))
     }
 }
 
@@ -68,13 +78,25 @@ mod tests {
         assert!(rx.try_recv().is_err(), "nothing queued, nothing sent");
         s.push(close(1));
         assert!(s.submit(&replica));
-        assert!(matches!(rx.try_recv(), Ok(Input::Command(c)) if c == close(1)));
+        let expect = |cs: Vec<Command>| {
+            let mut encoded = BytesMut::new();
+            for c in &cs {
+                c.encode(&mut encoded);
+            }
+            (cs, encoded.freeze())
+        };
+        match rx.try_recv() {
+            Ok(Input::Commands(cs, e)) => assert_eq!((cs, e), expect(vec![close(1)])),
+            _ => panic!("expected one message with one command"),
+        }
         for i in 2..5 {
             s.push(close(i));
         }
         assert!(s.submit(&replica));
         match rx.try_recv() {
-            Ok(Input::Commands(cs)) => assert_eq!(cs, vec![close(2), close(3), close(4)]),
+            Ok(Input::Commands(cs, e)) => {
+                assert_eq!((cs, e), expect(vec![close(2), close(3), close(4)]))
+            }
             _ => panic!("expected one message with three commands"),
         }
         assert!(rx.try_recv().is_err());

@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use super::driver::Consensus;
 use super::timing::election_timeout;
-use crate::state::command::{Batch, CloseReason, Command};
+use crate::state::command::{Batch, CloseReason, Command, EncodedBatch};
 use crate::state::tree::NodeKind;
 
 /// Largest encoded batch proposed as one entry.
@@ -108,8 +108,10 @@ impl Consensus {
         if self.transferring() {
             // raft-rs would drop them: they wait for the next leader (bounded below).
         } else if self.leads() {
-            let taken = self.proposals.take();
+            let (taken, mut encoded) = self.proposals.take_encoded();
             let commands = if taken.iter().any(is_reconfig) {
+                // Held back: what was encoded no longer matches (rare; encoded again below).
+                encoded = EncodedBatch::default();
                 self.hold_reconfigs(taken, now)
             } else {
                 taken
@@ -122,7 +124,10 @@ impl Consensus {
             let total: usize = commands.iter().map(approximate_size).sum();
             if total < MAX_BATCH_BYTES {
                 // The common case: the turn's commands are one entry, in their own vector.
-                if !commands.is_empty() {
+                if !commands.is_empty() && encoded.count() == commands.len() {
+                    let data = encoded.finish(time);
+                    self.propose_batch(Batch { time, commands }, data);
+                } else if !commands.is_empty() {
                     self.propose(commands, time);
                 }
                 return self.drop_stale(now);
@@ -167,12 +172,17 @@ impl Consensus {
     }
 
     fn propose(&mut self, commands: Vec<Command>, time: i64) {
-        let n = commands.len() as u64;
+        let batch = Batch { time, commands };
+        let data = batch.encode();
+        self.propose_batch(batch, data);
+    }
+
+    /// Proposes `batch`, whose encoding is `data`.
+    fn propose_batch(&mut self, batch: Batch, data: Vec<u8>) {
+        let n = batch.commands.len() as u64;
         // Only called when `leads()`: raft-rs 0.7 would forward a follower's proposal to the
         // leader, and a deposed leader's decisions (a session expiry) must not commit.
         debug_assert!(self.leads());
-        let batch = Batch { time, commands };
-        let data = batch.encode();
         let bytes = data.len();
         match self.node.propose(Vec::new(), data) {
             Ok(()) => {

@@ -1,5 +1,6 @@
-//! The leader's own batches between proposal and apply, so that applying them does not
-//! decode what this thread encoded a moment before.
+//! Commands on their way into the log ([`Proposals`]), and the leader's own batches
+//! between proposal and apply, so that applying them does not decode what was encoded a
+//! moment before.
 //!
 //! A leader proposes a batch as the entry at (index, term) of its current term; Raft's Log
 //! Matching property makes that pair name exactly one entry, the one raft-rs appended for
@@ -15,8 +16,63 @@
 //! allocates no vector per turn.
 
 use std::collections::VecDeque;
+use std::time::Instant;
 
-use crate::state::command::{Batch, Command};
+use bytes::Bytes;
+
+use crate::state::command::{Batch, Command, EncodedBatch};
+
+/// Commands waiting to be proposed (leader) or forwarded (follower) at the end of the turn,
+/// and their encoding so far: connections send their writes encoded (`net/submit.rs`), and
+/// the rest are encoded as they arrive, so a turn's entry is mostly bytes copied.
+#[derive(Default)]
+pub(super) struct Proposals {
+    pub pending: Vec<Command>,
+    /// `pending` encoded, in the same order.
+    encoded: EncodedBatch,
+    /// When the oldest pending command arrived (commands wait at most a few election
+    /// timeouts for a leader).
+    pub since: Option<Instant>,
+    /// The batches proposed and not yet applied.
+    pub proposed: Proposed,
+}
+
+impl Proposals {
+    pub fn push(&mut self, command: Command, now: Instant) {
+        self.since.get_or_insert(now);
+        self.encoded.push(&command);
+        self.pending.push(command);
+    }
+
+    pub fn extend(&mut self, commands: Vec<Command>, now: Instant) {
+        for c in commands {
+            self.push(c, now);
+        }
+    }
+
+    /// Commands of one connection with their encoding (`Command::encode`, one after the
+    /// other).
+    pub fn extend_encoded(&mut self, commands: Vec<Command>, encoded: Bytes, now: Instant) {
+        if !commands.is_empty() {
+            self.since.get_or_insert(now);
+            self.encoded.push_encoded(&encoded, commands.len());
+            self.pending.extend(commands);
+        }
+    }
+
+    pub fn take(&mut self) -> Vec<Command> {
+        self.take_encoded().0
+    }
+
+    /// The pending commands and their encoding.
+    pub fn take_encoded(&mut self) -> (Vec<Command>, EncodedBatch) {
+        self.since = None;
+        debug_assert_eq!(self.encoded.count(), self.pending.len());
+        let fresh = self.proposed.fresh();
+        let encoded = std::mem::take(&mut self.encoded);
+        (std::mem::replace(&mut self.pending, fresh), encoded)
+    }
+}
 
 /// Most batches kept (a few turns' worth of proposals in flight is typical).
 const MAX_KEPT: usize = 1024;
