@@ -35,11 +35,14 @@ pub(super) struct Proposals {
     pub since: Option<Instant>,
     /// The batches proposed and not yet applied.
     pub proposed: Proposed,
+    /// The size of the last turn's encoding: the next one starts with room for as much.
+    last_bytes: usize,
 }
 
 impl Proposals {
     pub fn push(&mut self, command: Command, now: Instant) {
         self.since.get_or_insert(now);
+        self.encoded.start(self.last_bytes);
         self.encoded.push(&command);
         self.pending.push(command);
     }
@@ -55,6 +58,7 @@ impl Proposals {
     pub fn extend_encoded(&mut self, commands: Vec<Command>, encoded: Bytes, now: Instant) {
         if !commands.is_empty() {
             self.since.get_or_insert(now);
+            self.encoded.start(self.last_bytes.max(encoded.len()));
             self.encoded.push_encoded(&encoded, commands.len());
             self.pending.extend(commands);
         }
@@ -70,9 +74,14 @@ impl Proposals {
         debug_assert_eq!(self.encoded.count(), self.pending.len());
         let fresh = self.proposed.fresh();
         let encoded = std::mem::take(&mut self.encoded);
+        self.last_bytes = encoded.len().min(MAX_ROOM);
         (std::mem::replace(&mut self.pending, fresh), encoded)
     }
 }
+
+/// Most room a turn's encoding starts with (a burst of large writes does not size every
+/// later turn's buffer).
+const MAX_ROOM: usize = 1024 * 1024;
 
 /// Most batches kept (a few turns' worth of proposals in flight is typical).
 const MAX_KEPT: usize = 1024;

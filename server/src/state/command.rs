@@ -329,8 +329,20 @@ impl EncodedBatch {
         b
     }
 
-    fn start(&mut self, more: usize) {
-        if self.buf.is_empty() {
+    /// Bytes encoded so far (header included).
+    pub fn len(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Whether nothing was encoded yet.
+    pub fn is_empty(&self) -> bool {
+        self.buf.is_empty()
+    }
+
+    /// Makes room for about `more` bytes of commands, if nothing was encoded yet: the
+    /// buffer grows once instead of in steps.
+    pub fn start(&mut self, more: usize) {
+        if self.is_empty() {
             self.buf.reserve(BATCH_HEADER + more);
             self.buf.put_bytes(0, BATCH_HEADER);
         }
