@@ -132,7 +132,7 @@ impl ApplyRound for Delivery<'_> {
             };
             let mut env = Env {
                 state,
-                watches: WatchSlot::Held(&mut **watches),
+                watches: WatchSlot::Held(watches),
                 metrics,
             };
             let mut p = p.lock();
