@@ -35,7 +35,7 @@ pub(super) struct Proposals {
     pub since: Option<Instant>,
     /// The batches proposed and not yet applied.
     pub proposed: Proposed,
-    /// The size of the last turn's encoding: the next one starts with room for as much.
+    /// The room the next turn's encoding starts with (twice the last turn's size).
     last_bytes: usize,
 }
 
@@ -74,7 +74,8 @@ impl Proposals {
         debug_assert_eq!(self.encoded.count(), self.pending.len());
         let fresh = self.proposed.fresh();
         let encoded = std::mem::take(&mut self.encoded);
-        self.last_bytes = encoded.len().min(MAX_ROOM);
+        // Twice the last turn's: turns vary, and growing copies the whole entry.
+        self.last_bytes = (2 * encoded.len()).min(MAX_ROOM);
         (std::mem::replace(&mut self.pending, fresh), encoded)
     }
 }
