@@ -1,7 +1,7 @@
 //! One client connection: handshake, then requests in order.
 //!
-//! Requests are taken off the socket as fast as they arrive (pipelining): a write is
-//! proposed at once and the connection moves on. Replies leave in request order and a read
+//! Requests are taken off the socket as fast as they arrive (pipelining): the writes of a
+//! read go to the Raft thread together (`submit.rs`) and the connection moves on. Replies leave in request order and a read
 //! sees the session's earlier writes: requests that arrive behind an outstanding write or
 //! sync wait in the connection's [`Pipeline`], which the apply loop flushes when the write
 //! is applied (see [`super::pipeline`]).
@@ -31,6 +31,7 @@ use super::registry::ConnEntry;
 use super::session_ids::new_password;
 use super::shared::Shared;
 use super::stream::{self, read_at_least, read_frame, write_loop, FrameError, ReadHalf, WriteHalf};
+use super::submit::Submitter;
 use super::watch::WatchSlot;
 use crate::raft::{Input, SyncWaiter};
 use crate::state::acl;
@@ -383,6 +384,11 @@ async fn run(
         touched,
         read_only: session.read_only,
         guard,
+        origin: Origin {
+            member: shared.replica.me,
+            conn,
+        },
+        writes: Submitter::default(),
         sync_seq: 0,
         write_timeout: Duration::from_millis(session.timeout_ms.max(0) as u64)
             .max(shared.replica.election_timeouts(3)),
@@ -402,6 +408,8 @@ struct Connection {
     read_only: bool,
     /// SASL and enforced authentication (`auth.rs`).
     guard: Guard,
+    origin: Origin,
+    writes: Submitter,
     sync_seq: u64,
     write_timeout: Duration,
 }
@@ -427,6 +435,9 @@ impl Connection {
                     Ok(None) => break,
                     Err(e) => return End::Protocol(e.to_string()),
                 }
+            }
+            if !self.writes.submit(&self.shared.replica) {
+                return End::NotServing;
             }
             if self.outbox.is_closed() {
                 return End::ClientClosed;
@@ -461,13 +472,6 @@ impl Connection {
                     }
                 }
             }
-        }
-    }
-
-    fn origin(&self) -> Origin {
-        Origin {
-            member: self.shared.replica.me,
-            conn: self.conn,
         }
     }
 
@@ -524,7 +528,7 @@ impl Connection {
                     Command::CloseSession {
                         session: self.session,
                         reason: CloseReason::Client {
-                            origin: self.origin(),
+                            origin: self.origin,
                             xid: header.xid,
                         },
                     }
@@ -533,14 +537,12 @@ impl Connection {
                         session: self.session,
                         xid: header.xid,
                         op: header.op,
-                        origin: self.origin(),
+                        origin: self.origin,
                         auth,
                         body,
                     })
                 };
-                if !self.shared.replica.submit(Input::Command(command)) {
-                    return Err(End::NotServing);
-                }
+                self.writes.push(command);
             }
             OpClass::Sync => match jute::SyncRequest::decode(&mut Reader::new(body.clone())) {
                 Ok(req) => {
@@ -584,13 +586,10 @@ impl Connection {
     fn on_completion(&mut self, c: Completion) -> Result<(), End> {
         match c {
             Completion::SessionClosed => Err(End::SessionClosed),
-            Completion::LeaderChanged => {
-                if self.pipeline.lock().has_outstanding_write() {
-                    Err(End::LeaderChanged)
-                } else {
-                    Ok(())
-                }
+            Completion::LeaderChanged if self.pipeline.lock().has_outstanding_write() => {
+                Err(End::LeaderChanged)
             }
+            Completion::LeaderChanged => Ok(()),
             // A read-only connection is what stays while the member does not serve.
             Completion::StopServing if self.read_only => Ok(()),
             Completion::StopServing => Err(End::NotServing),

@@ -21,7 +21,7 @@ use parking_lot::{Mutex, MutexGuard};
 use super::completion::Completion;
 use super::metrics::Metrics;
 use super::outbox::Outbox;
-use super::pipeline::Env;
+use super::pipeline::{Env, Pipeline};
 use super::registry::{Registry, SessionGrant};
 use super::reply;
 use super::shared::Shared;
@@ -49,6 +49,7 @@ impl Connections for Shared {
             reply_buf: &self.reply_buf,
             held: Vec::new(),
             replies: Vec::new(),
+            last: None,
             out: Vec::new(),
             grants: Vec::new(),
         })
@@ -92,6 +93,8 @@ struct Delivery<'a> {
     held: Vec<Arc<Outbox>>,
     /// Replies of the command being applied, for [`ApplyRound::settle`].
     replies: Vec<(ConnId, bytes::Bytes)>,
+    /// The pipeline the last reply went to.
+    last: Option<(ConnId, Arc<Mutex<Pipeline>>)>,
     /// What goes to connections once the state lock is released.
     out: Vec<(ConnId, Completion)>,
     grants: Vec<(i64, SessionGrant)>,
@@ -105,19 +108,38 @@ impl Delivery<'_> {
 
 impl ApplyRound for Delivery<'_> {
     fn settle(&mut self, state: &StateMachine) {
-        for (conn, frame) in self.replies.drain(..) {
-            if let Some(p) = self.registry.pipeline(conn) {
-                let mut env = Env {
-                    state,
-                    watches: WatchSlot::Held(&mut self.watches),
-                    metrics: self.metrics,
+        let Delivery {
+            replies,
+            last,
+            registry,
+            watches,
+            metrics,
+            held,
+            ..
+        } = self;
+        for (conn, frame) in replies.drain(..) {
+            // A connection's writes are applied one after the other (`net/submit.rs`): its
+            // pipeline is looked up once for the run, and its writer held once.
+            let fresh = !matches!(last, Some((c, _)) if *c == conn);
+            if fresh {
+                let Some(p) = registry.pipeline(conn) else {
+                    continue;
                 };
-                let mut p = p.lock();
-                if p.outbox().hold() {
-                    self.held.push(p.outbox().clone());
-                }
-                p.write_applied(frame, &mut env);
+                *last = Some((conn, p));
             }
+            let Some((_, p)) = last.as_ref() else {
+                continue;
+            };
+            let mut env = Env {
+                state,
+                watches: WatchSlot::Held(watches),
+                metrics,
+            };
+            let mut p = p.lock();
+            if fresh && p.outbox().hold() {
+                held.push(p.outbox().clone());
+            }
+            p.write_applied(frame, &mut env);
         }
     }
 

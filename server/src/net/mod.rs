@@ -8,6 +8,7 @@
 //! | `connection.rs` | one connection: handshake, then requests in order |
 //! | `stream.rs` | a connection's byte stream (TCP or TLS): frames in, the writer task out |
 //! | `pipeline.rs` | a connection's requests in arrival order, answered in that order |
+//! | `submit.rs` | a connection's writes to the Raft thread, one message per read |
 //! | `outbox.rs` | a connection's outbound bytes, drained by its writer task |
 //! | `reads.rs` | requests answered from the local tree |
 //! | `read_only.rs` | read-only mode: who is accepted, what is refused |
@@ -35,6 +36,7 @@ mod secure;
 mod session_ids;
 mod shared;
 mod stream;
+mod submit;
 mod watch;
 
 pub use metrics::{AuthFailure, BUCKETS_US};

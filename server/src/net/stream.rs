@@ -37,7 +37,8 @@ pub async fn read_at_least(
 
 /// Sends what the outbox hands out until it closes, then shuts the stream down.
 pub async fn write_loop(outbox: Arc<Outbox>, mut wr: WriteHalf) {
-    while let Some(chunk) = outbox.next_chunk().await {
+    let mut chunk = BytesMut::new();
+    while outbox.refill(&mut chunk).await {
         if wr.write_all(&chunk).await.is_err() {
             outbox.close();
             return;

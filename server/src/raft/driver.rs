@@ -31,6 +31,7 @@ use super::expiry::ExpiryTracker;
 use super::input::{Input, Transfer};
 use super::log_writer::LogWrite;
 use super::metrics::Measures;
+use super::proposed::Proposals;
 use super::read_index::ReadIndex;
 use super::replica::Replica;
 use super::serving::{Observed, ServingAction, ServingPolicy};
@@ -40,7 +41,7 @@ use super::storage::RaftStorage;
 use super::test_hooks::TestHooks;
 use super::timing::{election_timeout, ELECTION_TICKS, HEARTBEAT_TICKS};
 use super::transport::Peers;
-use crate::state::command::{ClientWrite, Command};
+use crate::state::command::ClientWrite;
 
 /// How many inbox items one turn handles before servicing timers and readies.
 const MAX_INPUTS_PER_TURN: usize = 20_000;
@@ -108,34 +109,6 @@ pub(super) struct LogJobs {
 pub(super) struct Applied {
     pub index: u64,
     pub term: u64,
-}
-
-/// Commands waiting to be proposed (leader) or forwarded (follower) at the end of the turn.
-#[derive(Default)]
-pub(super) struct Proposals {
-    pub pending: Vec<Command>,
-    /// When the oldest pending command arrived (commands wait at most a few election
-    /// timeouts for a leader).
-    pub since: Option<Instant>,
-}
-
-impl Proposals {
-    pub fn push(&mut self, command: Command, now: Instant) {
-        self.since.get_or_insert(now);
-        self.pending.push(command);
-    }
-
-    pub fn extend(&mut self, commands: Vec<Command>, now: Instant) {
-        if !commands.is_empty() {
-            self.since.get_or_insert(now);
-            self.pending.extend(commands);
-        }
-    }
-
-    pub fn take(&mut self) -> Vec<Command> {
-        self.since = None;
-        std::mem::take(&mut self.pending)
-    }
 }
 
 /// The Raft loop's side of snapshotting.
@@ -383,6 +356,7 @@ impl Consensus {
         let now = self.clock.now();
         match input {
             Input::Command(c) => self.proposals.push(c, now),
+            Input::Commands(cs, encoded) => self.proposals.extend_encoded(cs, encoded, now),
             Input::Forwarded(_) | Input::Raft(_) | Input::Touch(_) if self.hooks.peers_cut() => {}
             Input::Forwarded(cs) => self.proposals.extend(cs, now),
             Input::ReadIndex(waiter) => {

@@ -12,6 +12,9 @@ use crate::state::command::{Command, ConnId};
 pub enum Input {
     /// A command from a local connection.
     Command(Command),
+    /// Commands of one connection, in arrival order (one read's worth), and their
+    /// encoding (`Command::encode`, one after the other).
+    Commands(Vec<Command>, bytes::Bytes),
     /// Commands a follower forwarded to us as leader.
     Forwarded(Vec<Command>),
     /// A `sync` (Raft's ReadIndex): the waiter is told once this member has applied

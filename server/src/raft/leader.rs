@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use super::driver::Consensus;
 use super::timing::election_timeout;
-use crate::state::command::{Batch, CloseReason, Command};
+use crate::state::command::{Batch, CloseReason, Command, EncodedBatch};
 use crate::state::tree::NodeKind;
 
 /// Largest encoded batch proposed as one entry.
@@ -108,12 +108,29 @@ impl Consensus {
         if self.transferring() {
             // raft-rs would drop them: they wait for the next leader (bounded below).
         } else if self.leads() {
-            let taken = self.proposals.take();
-            let commands = self.hold_reconfigs(taken, now);
+            let (taken, mut encoded) = self.proposals.take_encoded();
+            let commands = if taken.iter().any(is_reconfig) {
+                // Held back: what was encoded no longer matches (rare; encoded again below).
+                encoded = EncodedBatch::default();
+                self.hold_reconfigs(taken, now)
+            } else {
+                taken
+            };
             let time = self.clock.wall_ms();
             if let Some(reconfig) = self.release_reconfig(now) {
                 self.propose(vec![reconfig], time);
                 self.membership.reconfig_index = self.node.raft.raft_log.last_index();
+            }
+            let total: usize = commands.iter().map(approximate_size).sum();
+            if total < MAX_BATCH_BYTES {
+                // The common case: the turn's commands are one entry, in their own vector.
+                if !commands.is_empty() && encoded.count() == commands.len() {
+                    let data = encoded.finish(time);
+                    self.propose_batch(Batch { time, commands }, data);
+                } else if !commands.is_empty() {
+                    self.propose(commands, time);
+                }
+                return self.drop_stale(now);
             }
             let mut batch = Vec::new();
             let mut size = 0;
@@ -135,6 +152,11 @@ impl Consensus {
                 }
             }
         }
+        self.drop_stale(now);
+    }
+
+    /// Drops the commands that waited too long for a leader.
+    fn drop_stale(&mut self, now: Instant) {
         let limit = election_timeout(self.timers.tick) * 3;
         if self
             .proposals
@@ -150,18 +172,25 @@ impl Consensus {
     }
 
     fn propose(&mut self, commands: Vec<Command>, time: i64) {
-        let n = commands.len() as u64;
+        let batch = Batch { time, commands };
+        let data = batch.encode();
+        self.propose_batch(batch, data);
+    }
+
+    /// Proposes `batch`, whose encoding is `data`.
+    fn propose_batch(&mut self, batch: Batch, data: Vec<u8>) {
+        let n = batch.commands.len() as u64;
         // Only called when `leads()`: raft-rs 0.7 would forward a follower's proposal to the
         // leader, and a deposed leader's decisions (a session expiry) must not commit.
         debug_assert!(self.leads());
-        let batch = Batch { time, commands };
-        let data = batch.encode();
         let bytes = data.len();
         match self.node.propose(Vec::new(), data) {
             Ok(()) => {
                 let counters = &self.replica.counters;
                 counters.proposed(bytes);
                 let index = self.node.raft.raft_log.last_index();
+                let term = self.node.raft.term;
+                self.proposals.proposed.keep(index, term, batch);
                 let now = self.clock.now();
                 self.measures.proposals.proposed(index, now);
                 counters.proposals.fetch_add(n, Ordering::Relaxed);
@@ -174,6 +203,10 @@ impl Consensus {
             }
         }
     }
+}
+
+fn is_reconfig(c: &Command) -> bool {
+    matches!(c, Command::Write(w) if w.op == jute::OpCode::Reconfig as i32)
 }
 
 fn approximate_size(c: &Command) -> usize {

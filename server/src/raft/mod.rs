@@ -13,6 +13,7 @@
 //! | `driver.rs` | the loop: inputs, timers, proposals, readies |
 //! | `ready.rs` | the Ready cycle and its ordering contract; applying entries |
 //! | `leader.rs` | batching and proposals, session expiry, cleanup |
+//! | `proposed.rs` | commands gathered for the log; own batches applied without decoding |
 //! | `read_index.rs` | `sync` through Raft's ReadIndex |
 //! | `serving.rs` | when this member serves clients |
 //! | `snapshots.rs`, `snapshot_worker.rs` | when to snapshot; the thread that writes one |
@@ -39,6 +40,7 @@ mod liveness;
 mod log_writer;
 mod membership;
 mod metrics;
+mod proposed;
 mod raft_log;
 mod read_index;
 mod ready;

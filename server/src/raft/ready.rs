@@ -232,7 +232,8 @@ impl Consensus {
         for e in entries {
             match e.get_entry_type() {
                 EntryType::EntryNormal if !e.data.is_empty() => {
-                    let batch = match Batch::decode(e.data.clone()) {
+                    let own = self.proposals.proposed.take(e.index, e.term);
+                    let batch = match own.map_or_else(|| Batch::decode(e.data.clone()), Ok) {
                         Ok(batch) => batch,
                         // Skipping an entry would fork this member from the others.
                         Err(err) => critical::fatal(format_args!(
@@ -249,6 +250,7 @@ impl Consensus {
                         state.apply_one(command, e.term, batch.time, &mut observer);
                         observer.round.settle(&state);
                     }
+                    self.proposals.proposed.recycle(batch.commands);
                 }
                 EntryType::EntryNormal => {}
                 EntryType::EntryConfChange | EntryType::EntryConfChangeV2 => {
@@ -328,6 +330,7 @@ impl Consensus {
         }
         self.applied.index = meta.index;
         self.applied.term = meta.term;
+        self.proposals.proposed.clear();
         let now = self.clock.now();
         self.measures
             .applied(meta.index, now, &self.replica.counters);
