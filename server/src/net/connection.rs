@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use bytes::{Bytes, BytesMut};
-use jute::{ConnectRequest, ConnectResponse, Reader, Record, RequestHeader};
+use jute::{Reader, Record, RequestHeader};
 use parking_lot::Mutex;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
@@ -24,13 +24,14 @@ use tokio::sync::mpsc;
 use super::auth::{Cx, Guard, Verdict};
 use super::completion::Completion;
 use super::conn_stats::ConnStats;
+use super::end::End;
+use super::handshake::{handshake, HANDSHAKE_TIMEOUT};
 use super::outbox::Outbox;
 use super::pipeline::{Env, Item, Pipeline};
-use super::read_only::{self, Admission, Refusal};
+use super::read_only::{self, Refusal};
 use super::registry::ConnEntry;
-use super::session_ids::new_password;
 use super::shared::Shared;
-use super::stream::{self, read_at_least, read_frame, write_loop, FrameError, ReadHalf, WriteHalf};
+use super::stream::{self, read_at_least, write_loop, ReadHalf, ReadRoom, WriteHalf};
 use super::submit::Submitter;
 use super::watch::WatchSlot;
 use crate::raft::{Input, SyncWaiter};
@@ -42,48 +43,6 @@ use crate::state::ops::{self, OpClass};
 const READ_PAUSE_BYTES: usize = 4 * 1024 * 1024;
 /// Stop reading requests while this many are outstanding on the connection.
 const MAX_OUTSTANDING: usize = 10_000;
-/// How long a client may take to send its handshake.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
-/// The read buffer a connection starts with: a handshake or a burst of small requests.
-const READ_BUFFER: usize = 2 * 1024;
-
-/// Why a connection ended (logged).
-#[derive(Debug, thiserror::Error)]
-enum End {
-    #[error("client closed the connection")]
-    ClientClosed,
-    #[error("I/O error: {0}")]
-    Io(std::io::Error),
-    #[error("protocol error: {0}")]
-    Protocol(String),
-    #[error("session closed")]
-    SessionClosed,
-    #[error("session expired or unknown")]
-    Expired,
-    #[error("leader changed with writes in flight")]
-    LeaderChanged,
-    #[error("member is not serving clients")]
-    NotServing,
-    #[error("the session could not be confirmed with the leader")]
-    NoLeader,
-    #[error("a write went unanswered for too long")]
-    WriteTimeout,
-    #[error("authentication failed")]
-    AuthFailed,
-    #[error(
-        "the quorum is back: a read-only connection closes for the client to reconnect read-write"
-    )]
-    ReadOnlyOver,
-}
-
-impl From<FrameError> for End {
-    fn from(e: FrameError) -> End {
-        match e {
-            FrameError::Protocol(m) => End::Protocol(m),
-            FrameError::Io(e) => End::Io(e),
-        }
-    }
-}
 
 /// Serves one accepted connection until it ends. `ids` are the auth ids the transport
 /// already established (a TLS client certificate's `x509` id), beside the client's `ip`.
@@ -95,9 +54,9 @@ pub async fn serve(
     ids: Vec<jute::Id>,
     guard: Guard,
 ) {
-    // Small: an idle session keeps it for as long as it lives; a larger frame makes it grow
-    // (`jute::split_frame` reserves what the frame needs).
-    let mut buf = BytesMut::with_capacity(READ_BUFFER);
+    // Small, for a handshake; `ReadRoom` sizes it for what follows, and a larger frame makes
+    // it grow (`jute::split_frame` reserves what the frame needs).
+    let mut buf = BytesMut::with_capacity(ReadRoom::MIN);
     let first =
         match tokio::time::timeout(HANDSHAKE_TIMEOUT, read_at_least(&mut rd, &mut buf, 4)).await {
             Ok(Ok(true)) => [buf[0], buf[1], buf[2], buf[3]],
@@ -114,7 +73,9 @@ pub async fn serve(
             let conn = shared.new_conn_id();
             let outbox = Arc::new(Outbox::new(shared.metrics.traffic.clone()));
             let writer = tokio::spawn(write_loop(outbox.clone(), wr));
-            let end = run(
+            // Boxed: awaited inline, `run`'s future and the arguments it was made from would
+            // both be part of this one (a kilobyte more per connection).
+            let end = Box::pin(run(
                 &shared,
                 conn,
                 peer,
@@ -122,7 +83,7 @@ pub async fn serve(
                 &mut rd,
                 buf,
                 outbox.clone(),
-            )
+            ))
             .await;
             match &end {
                 End::ClientClosed | End::SessionClosed => {
@@ -143,170 +104,6 @@ pub async fn serve(
     }
 }
 
-struct Session {
-    id: i64,
-    timeout_ms: i32,
-    /// Accepted in read-only mode (see `read_only.rs`): a local session, unknown to the
-    /// replicated table.
-    read_only: bool,
-}
-
-/// The handshake: a new session through the log, or a resumed one checked against the
-/// replicated session table. Answers the client; `Err` ends the connection.
-async fn handshake(
-    shared: &Shared,
-    conn: ConnId,
-    rd: &mut ReadHalf,
-    buf: &mut BytesMut,
-    outbox: &Outbox,
-) -> Result<Session, End> {
-    let frame = tokio::time::timeout(
-        HANDSHAKE_TIMEOUT,
-        read_frame(rd, buf, shared.replica.config.max_buffer),
-    )
-    .await
-    .map_err(|_| End::Protocol("no handshake".into()))??
-    .ok_or(End::ClientClosed)?;
-    let metrics = &shared.metrics;
-    metrics.connection_requests.fetch_add(1, Ordering::Relaxed);
-    metrics
-        .bytes_received
-        .fetch_add(frame.len() as u64 + 4, Ordering::Relaxed);
-    let req = ConnectRequest::decode(&mut Reader::new(frame))
-        .map_err(|e| End::Protocol(format!("bad handshake: {e}")))?;
-    let timeout = shared.replica.config.negotiate_timeout(req.timeout);
-    if !shared.replica.is_serving() {
-        if req.read_only == Some(true) && shared.replica.is_read_only() {
-            return read_only_handshake(shared, &req, timeout, outbox);
-        }
-        return Err(End::NotServing);
-    }
-    let our_zxid = shared.replica.last_zxid();
-    if req.last_zxid_seen > our_zxid {
-        return Err(End::Protocol(format!(
-            "client has seen zxid 0x{:x}, our last zxid is 0x{our_zxid:x}: client must try another server",
-            req.last_zxid_seen
-        )));
-    }
-    let respond = |resp: &ConnectResponse| {
-        outbox.push_frame(|b| resp.encode(b));
-    };
-    if req.session_id == 0 {
-        let id = shared.session_ids.next();
-        let passwd = new_password();
-        let granted = shared.registry.await_session(id);
-        shared
-            .replica
-            .submit(Input::Command(Command::CreateSession {
-                session: id,
-                timeout,
-                passwd,
-                origin: Origin {
-                    member: shared.replica.me,
-                    conn,
-                },
-            }));
-        let wait = shared.replica.election_timeouts(3);
-        let grant = match tokio::time::timeout(wait, granted).await {
-            Ok(Ok(g)) if g.ok => g,
-            _ => {
-                shared.registry.forget_session(id);
-                return Err(End::Protocol(
-                    "session could not be created (no quorum?)".into(),
-                ));
-            }
-        };
-        respond(&ConnectResponse {
-            protocol_version: 0,
-            timeout,
-            session_id: id,
-            passwd: Bytes::copy_from_slice(&grant.passwd),
-            read_only: req.read_only.map(|_| false),
-        });
-        return Ok(Session {
-            id,
-            timeout_ms: timeout,
-            read_only: false,
-        });
-    }
-    // ZooKeeper closes the session's current connection on any attempt to resume it, before
-    // it checks the password (processConnectRequest's CLIENT_RECONNECT).
-    if let Some(old) = shared.registry.conn_of_session(req.session_id) {
-        shared.registry.send(old, Completion::SessionClosed);
-    }
-    // In an ensemble the resume is confirmed with the leader (a ReadIndex round) before it
-    // is answered, as ZooKeeper's follower revalidates a session with its leader: the
-    // session table here is then at least the leader's, so an unknown session is really
-    // gone (not merely not applied here yet), and a member whose leader is gone refuses the
-    // client, which tries another member, instead of accepting a session whose writes it
-    // cannot commit.
-    if !shared.replica.config.is_standalone() && !shared.sync_with_leader().await {
-        return Err(End::NoLeader);
-    }
-    match shared.lookup_session(req.session_id, &req.passwd) {
-        Some(true) => {
-            respond(&ConnectResponse {
-                protocol_version: 0,
-                timeout,
-                session_id: req.session_id,
-                passwd: req.passwd.clone(),
-                read_only: req.read_only.map(|_| false),
-            });
-            Ok(Session {
-                id: req.session_id,
-                timeout_ms: timeout,
-                read_only: false,
-            })
-        }
-        _ => {
-            respond(&ConnectResponse::expired(req.read_only));
-            Err(End::Expired)
-        }
-    }
-}
-
-/// The handshake of a client that asked for read-only mode, on a member that cannot serve
-/// writes (see `read_only.rs`).
-fn read_only_handshake(
-    shared: &Shared,
-    req: &ConnectRequest,
-    timeout: i32,
-    outbox: &Outbox,
-) -> Result<Session, End> {
-    let session = match read_only::admit(shared, req) {
-        Admission::Accept(session) => session,
-        Admission::NoSession => {
-            read_only::refuse_session(shared, outbox);
-            return Err(End::NotServing);
-        }
-        Admission::RefuseGlobal => return Err(End::NotServing),
-        Admission::Unknown => {
-            // ZooKeeper's read-only member says readOnly here, unlike a read-write one.
-            let expired = ConnectResponse {
-                read_only: req.read_only.map(|_| true),
-                ..ConnectResponse::expired(req.read_only)
-            };
-            outbox.push_frame(|b| expired.encode(b));
-            return Err(End::Expired);
-        }
-    };
-    outbox.push_frame(|b| {
-        ConnectResponse {
-            protocol_version: 0,
-            timeout,
-            session_id: session.id,
-            passwd: session.passwd.clone(),
-            read_only: Some(true),
-        }
-        .encode(b)
-    });
-    Ok(Session {
-        id: session.id,
-        timeout_ms: timeout,
-        read_only: true,
-    })
-}
-
 async fn run(
     shared: &Arc<Shared>,
     conn: ConnId,
@@ -316,7 +113,9 @@ async fn run(
     mut buf: BytesMut,
     outbox: Arc<Outbox>,
 ) -> End {
-    let session = match handshake(shared, conn, rd, &mut buf, &outbox).await {
+    // Boxed: the handshake's state (the request, its timers, the wait for the session)
+    // would otherwise size every connection's task for as long as the connection lives.
+    let session = match Box::pin(handshake(shared, conn, rd, &mut buf, &outbox)).await {
         Ok(s) => s,
         Err(End::ClientClosed) => return End::ClientClosed,
         Err(e) => {
@@ -422,6 +221,7 @@ impl Connection {
         completions: &mut mpsc::UnboundedReceiver<Completion>,
     ) -> End {
         let max = self.shared.replica.config.max_buffer;
+        let mut room = ReadRoom::default();
         loop {
             // Take every complete frame already buffered, except behind an unanswered sync:
             // what follows a sync waits for it.
@@ -448,6 +248,9 @@ impl Connection {
                     && p.len() < MAX_OUTSTANDING
                     && !p.sync_pending()
             };
+            if can_read {
+                room.prepare(buf);
+            }
             tokio::select! {
                 biased;
                 c = completions.recv() => {
@@ -458,7 +261,7 @@ impl Connection {
                 }
                 r = rd.read_buf(buf), if can_read => match r {
                     Ok(0) => return End::ClientClosed,
-                    Ok(_) => {}
+                    Ok(n) => room.read(n),
                     Err(e) => return End::Io(e),
                 },
                 _ = tokio::time::sleep(Duration::from_millis(if can_read { 1000 } else { 5 })) => {
@@ -559,7 +362,10 @@ impl Connection {
                         conn: self.conn,
                         token,
                     };
-                    if !self.shared.replica.submit(Input::ReadIndex(waiter)) {
+                    // The writes before it reach the Raft thread first, as sent.
+                    if !self.writes.submit(&self.shared.replica)
+                        || !self.shared.replica.submit(Input::ReadIndex(waiter))
+                    {
                         return Err(End::NotServing);
                     }
                 }

@@ -6,6 +6,7 @@
 //! | `auth.rs` | SASL (opcode 102) and enforced authentication, per connection |
 //! | `secure.rs` | TLS on the client port (`secureClientPort`, port unification), x509 ids |
 //! | `connection.rs` | one connection: handshake, then requests in order |
+//! | `handshake.rs`, `end.rs` | a connection's session handshake; why a connection ended |
 //! | `stream.rs` | a connection's byte stream (TCP or TLS): frames in, the writer task out |
 //! | `pipeline.rs` | a connection's requests in arrival order, answered in that order |
 //! | `submit.rs` | a connection's writes to the Raft thread, one message per read |
@@ -25,6 +26,8 @@ mod completion;
 mod conn_stats;
 mod connection;
 mod delivery;
+mod end;
+mod handshake;
 mod metrics;
 mod outbox;
 mod pipeline;

@@ -51,13 +51,29 @@ pub enum Mode {
 const TLS_HANDSHAKE_RECORD: u8 = 0x16;
 
 /// Serves one accepted connection as its listener says.
+///
+/// A connection's task lives as long as its session stays connected, and its size is the
+/// largest state of everything awaited inline in it: the TLS paths (their timers, the
+/// handshake) and the connection itself are each boxed, so that an idle plain session holds
+/// a few hundred bytes of task rather than several kilobytes (memory per session).
 pub async fn serve(shared: Arc<Shared>, stream: TcpStream, peer: SocketAddr, listen: &Listen) {
     let _ = stream.set_nodelay(true);
-    let (acceptor, unified) = match &listen.mode {
-        Mode::Plain => return plain(shared, stream, peer, listen).await,
-        Mode::Secure(a) => (a, false),
-        Mode::Unified(a) => (a, true),
-    };
+    match &listen.mode {
+        Mode::Plain => plain(shared, stream, peer, listen).await,
+        Mode::Secure(a) => Box::pin(secure(shared, stream, peer, listen, a, false)).await,
+        Mode::Unified(a) => Box::pin(secure(shared, stream, peer, listen, a, true)).await,
+    }
+}
+
+/// A connection on a TLS port (`unified`: plain bytes are served plain).
+async fn secure(
+    shared: Arc<Shared>,
+    stream: TcpStream,
+    peer: SocketAddr,
+    listen: &Listen,
+    acceptor: &Acceptor,
+    unified: bool,
+) {
     // Look at the first byte: anything but a TLS handshake record is plain bytes, served
     // plain on a unified port and dropped without a word (no TLS alert, as ZooKeeper's
     // Netty handler does) on a secure one.
@@ -85,13 +101,29 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, peer: SocketAddr, lis
     }
     let (rd, wr) = tokio::io::split(stream);
     let guard = Guard::new(listen.auth.clone(), peer.ip());
-    connection::serve(shared, Box::new(rd), Box::new(wr), peer, ids, guard).await;
+    Box::pin(connection::serve(
+        shared,
+        Box::new(rd),
+        Box::new(wr),
+        peer,
+        ids,
+        guard,
+    ))
+    .await;
 }
 
 async fn plain(shared: Arc<Shared>, stream: TcpStream, peer: SocketAddr, listen: &Listen) {
     let (rd, wr) = stream.into_split();
     let guard = Guard::new(listen.auth.clone(), peer.ip());
-    connection::serve(shared, Box::new(rd), Box::new(wr), peer, Vec::new(), guard).await;
+    Box::pin(connection::serve(
+        shared,
+        Box::new(rd),
+        Box::new(wr),
+        peer,
+        Vec::new(),
+        guard,
+    ))
+    .await;
 }
 
 fn refused(shared: &Shared, peer: SocketAddr, why: &str) {

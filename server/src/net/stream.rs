@@ -21,6 +21,52 @@ pub enum FrameError {
     Io(std::io::Error),
 }
 
+/// How much room a connection's next read gets. A session mostly idles, and what its buffer
+/// holds meanwhile is memory per session (tens of thousands of sessions are common): it
+/// starts at [`ReadRoom::MIN`]. A pipelining client fills whatever room it is given, so a
+/// read that fills it doubles the next one's (up to [`ReadRoom::MAX`]: fewer reads, and
+/// more writes per message to the Raft thread), and reads that use under a quarter halve
+/// it again; an empty buffer much larger than wanted is let go.
+pub struct ReadRoom {
+    want: usize,
+    /// The room the last read was given.
+    given: usize,
+}
+
+impl Default for ReadRoom {
+    fn default() -> ReadRoom {
+        ReadRoom {
+            want: ReadRoom::MIN,
+            given: 0,
+        }
+    }
+}
+
+impl ReadRoom {
+    pub const MIN: usize = 512;
+    pub const MAX: usize = 64 * 1024;
+
+    /// Sizes `buf` for the next read.
+    pub fn prepare(&mut self, buf: &mut BytesMut) {
+        if buf.is_empty() && buf.capacity() > 4 * self.want {
+            *buf = BytesMut::new();
+        }
+        if buf.capacity() - buf.len() < self.want {
+            buf.reserve(self.want);
+        }
+        self.given = buf.capacity() - buf.len();
+    }
+
+    /// A read after [`Self::prepare`] took `n` bytes.
+    pub fn read(&mut self, n: usize) {
+        if n >= self.given {
+            self.want = (2 * self.want).min(Self::MAX);
+        } else if n < self.given / 4 {
+            self.want = (self.want / 2).max(Self::MIN);
+        }
+    }
+}
+
 /// Reads until `buf` holds at least `n` bytes; false if the peer closed first.
 pub async fn read_at_least(
     rd: &mut ReadHalf,
@@ -83,4 +129,43 @@ pub async fn linger(rd: &mut ReadHalf) {
         }
     })
     .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn read_room_grows_while_reads_fill_it_and_shrinks_when_idle() {
+        let mut room = ReadRoom::default();
+        let mut buf = BytesMut::new();
+        room.prepare(&mut buf);
+        let first = buf.capacity();
+        assert!((ReadRoom::MIN..2 * ReadRoom::MIN).contains(&first));
+        // A pipelining client fills every read: the room doubles up to the cap.
+        for _ in 0..20 {
+            room.prepare(&mut buf);
+            let given = buf.capacity() - buf.len();
+            room.read(given);
+            buf.clear();
+        }
+        assert_eq!(room.want, ReadRoom::MAX);
+        room.prepare(&mut buf);
+        assert!(buf.capacity() >= ReadRoom::MAX);
+        // Small reads bring it back down, and the large empty buffer is let go.
+        for _ in 0..20 {
+            room.prepare(&mut buf);
+            room.read(12);
+            buf.clear();
+        }
+        assert_eq!(room.want, ReadRoom::MIN);
+        room.prepare(&mut buf);
+        assert!(buf.capacity() < 4 * ReadRoom::MIN, "{}", buf.capacity());
+        // A buffer still holding part of a frame is kept whatever its size.
+        let mut partial = BytesMut::with_capacity(ReadRoom::MAX);
+        partial.extend_from_slice(&[0, 0, 1]);
+        room.prepare(&mut partial);
+        assert!(partial.capacity() >= ReadRoom::MAX);
+        assert_eq!(&partial[..], &[0, 0, 1]);
+    }
 }
