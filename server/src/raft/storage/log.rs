@@ -105,27 +105,42 @@ impl RaftStorage {
         }
     }
 
-    pub(super) fn read_entries(&self, low: u64, high: u64) -> raft::Result<Vec<Entry>> {
+    /// Appends the stored entries `low..high` to `out`, as many as `budget` lets through;
+    /// `Unavailable` if one is missing.
+    pub(super) fn read_entries(
+        &self,
+        low: u64,
+        high: u64,
+        budget: &mut SizeBudget,
+        out: &mut Vec<Entry>,
+    ) -> raft::Result<()> {
         let log = self.cf(CF_LOG);
-        let mut out = Vec::with_capacity((high - low) as usize);
         let iter = self.db.iterator_cf(
             log,
             IteratorMode::From(&key(low), rocksdb::Direction::Forward),
         );
+        let mut expected = low;
         for item in iter {
+            if expected >= high {
+                break;
+            }
             let (k, v) = item.map_err(|e| raft::Error::Store(StorageError::Other(Box::new(e))))?;
             let index = u64::from_be_bytes(k.as_ref().try_into().unwrap_or([0xff; 8]));
-            if index >= high {
+            if index != expected {
                 break;
             }
             let mut e = Entry::default();
             e.merge_from_bytes(&v)
                 .map_err(|err| raft::Error::Store(StorageError::Other(Box::new(err))))?;
+            if !budget.take(&e) {
+                return Ok(());
+            }
             out.push(e);
+            expected += 1;
         }
-        if out.len() as u64 != high - low {
+        if expected != high {
             return Err(raft::Error::Store(StorageError::Unavailable));
         }
-        Ok(out)
+        Ok(())
     }
 }

@@ -268,18 +268,45 @@ fn is_member(cs: &ConfState, id: u64) -> bool {
     .any(|ids| ids.contains(&id))
 }
 
-fn limit_size(entries: &mut Vec<Entry>, max: Option<u64>) {
-    let Some(max) = max else { return };
-    let mut size = 0u64;
-    let mut keep = 0;
-    for e in entries.iter() {
-        size += e.compute_size() as u64;
-        if keep > 0 && size > max {
-            break;
+/// raft-rs's `max_size` for a range of entries: at least one entry, then as many as fit.
+pub(super) struct SizeBudget {
+    max: Option<u64>,
+    used: u64,
+    taken: usize,
+    spent: bool,
+}
+
+impl SizeBudget {
+    fn new(max: Option<u64>) -> Self {
+        SizeBudget {
+            max,
+            used: 0,
+            taken: 0,
+            spent: false,
         }
-        keep += 1;
     }
-    entries.truncate(keep.max(1));
+
+    /// Whether `e` fits (the first entry always does); counts it if so.
+    pub(super) fn take(&mut self, e: &Entry) -> bool {
+        if self.spent {
+            return false;
+        }
+        if let Some(max) = self.max {
+            let size = self.used + u64::from(e.compute_size());
+            if self.taken > 0 && size > max {
+                self.spent = true;
+                return false;
+            }
+            self.used = size;
+        }
+        self.taken += 1;
+        true
+    }
+
+    /// Whether an entry no longer fitted.
+    fn spent(&self) -> bool {
+        self.spent
+    }
 }
 
 impl raft::Storage for RaftStorage {
@@ -306,18 +333,40 @@ impl raft::Storage for RaftStorage {
         if low >= high {
             return Ok(Vec::new());
         }
-        let mut out = match m.cache_first() {
-            Some(first) if low >= first => {
-                let start = (low - first) as usize;
-                let end = (high - first) as usize;
-                m.cache.range(start..end).cloned().collect()
+        drop(m);
+        // The entries before the cache are in the database (the cache drops only durable
+        // ones); from the cache's first on, they are in the cache, the newest perhaps not
+        // yet written. A range may span both (a new leader catching up a member that lags
+        // by more than the cache holds). The log writer trims the cache meanwhile, so the
+        // split is looked up again after each read from the database.
+        let mut budget = SizeBudget::new(max_size);
+        let mut out = Vec::new();
+        let mut next = low;
+        while next < high && !budget.spent() {
+            let m = self.meta.read();
+            match m.cache_first() {
+                Some(first) if next >= first => {
+                    let start = (next - first) as usize;
+                    let end = (high - first) as usize;
+                    if end > m.cache.len() {
+                        return Err(raft::Error::Store(StorageError::Unavailable));
+                    }
+                    for e in m.cache.range(start..end) {
+                        if !budget.take(e) {
+                            break;
+                        }
+                        out.push(e.clone());
+                    }
+                    next = high;
+                }
+                first => {
+                    let upto = first.map_or(high, |f| f.min(high));
+                    drop(m);
+                    self.read_entries(next, upto, &mut budget, &mut out)?;
+                    next = upto;
+                }
             }
-            _ => {
-                drop(m);
-                self.read_entries(low, high)?
-            }
-        };
-        limit_size(&mut out, max_size);
+        }
         Ok(out)
     }
 
@@ -341,7 +390,9 @@ impl raft::Storage for RaftStorage {
             }
         }
         drop(m);
-        Ok(self.read_entries(idx, idx + 1)?[0].term)
+        let mut one = Vec::with_capacity(1);
+        self.read_entries(idx, idx + 1, &mut SizeBudget::new(None), &mut one)?;
+        Ok(one[0].term)
     }
 
     fn first_index(&self) -> raft::Result<u64> {

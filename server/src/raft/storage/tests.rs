@@ -461,3 +461,64 @@ fn a_standalone_member_drops_applied_entries_from_the_cache() {
         assert!(s.meta.read().cache.back().is_some_and(|e| e.index == 5));
     }
 }
+
+/// A new leader catching up a member that lags by more than the cache holds reads a range
+/// whose start is only in the database and whose end is only in the cache (staged, not
+/// yet written): raft-rs panics if that read says `Unavailable`.
+#[test]
+fn a_range_spans_the_database_and_the_unwritten_cache() {
+    let three = ConfState {
+        voters: vec![1, 2, 3],
+        ..Default::default()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let s = RaftStorage::open(dir.path(), three).unwrap();
+    let big = |index: u64| Entry {
+        index,
+        term: 1,
+        data: bytes::Bytes::from(vec![index as u8; 1 << 20]),
+        ..Default::default()
+    };
+    // 12 MiB written: the cache (8 MiB) keeps only the newest.
+    let written: Vec<Entry> = (1..=12).map(big).collect();
+    s.append(&written, None, true);
+    let first_cached = s.meta.read().cache_first().unwrap();
+    assert!(first_cached > 1, "the cache dropped the oldest entries");
+    // Staged only: in the cache, not in the database.
+    let pending = s.stage(&[entry(13, 2), entry(14, 2)], None);
+    assert!(pending.is_some());
+    let got = s
+        .entries(1, 15, None, GetEntriesContext::empty(false))
+        .unwrap();
+    assert_eq!(
+        got.iter().map(|e| e.index).collect::<Vec<_>>(),
+        (1..=14).collect::<Vec<_>>()
+    );
+    assert_eq!(got[0].data.len(), 1 << 20);
+    assert_eq!(s.term(14).unwrap(), 2);
+    // A size limit stops in the database part, at least one entry through.
+    let limited = s
+        .entries(1, 15, Some(1), GetEntriesContext::empty(false))
+        .unwrap();
+    assert_eq!(limited.len(), 1);
+    let three_mib = s
+        .entries(2, 15, Some(3 << 20), GetEntriesContext::empty(false))
+        .unwrap();
+    assert_eq!(
+        three_mib.iter().map(|e| e.index).collect::<Vec<_>>(),
+        vec![2, 3]
+    );
+    // Reads starting in the cache and crossing nothing stay as they were.
+    let tail = s
+        .entries(first_cached, 15, None, GetEntriesContext::empty(false))
+        .unwrap();
+    assert_eq!(tail.len() as u64, 15 - first_cached);
+    // Once written, the same range still reads whole.
+    s.write(vec![pending.unwrap()], true);
+    assert_eq!(
+        s.entries(1, 15, None, GetEntriesContext::empty(false))
+            .unwrap()
+            .len(),
+        14
+    );
+}
