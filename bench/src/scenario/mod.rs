@@ -15,6 +15,7 @@
 pub mod clients;
 pub mod failover;
 pub mod scale;
+pub mod zk_purge;
 
 use std::fmt::Write as _;
 use std::time::Duration;

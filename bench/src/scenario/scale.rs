@@ -16,6 +16,8 @@
 //! p99 of ops completed inside such spans is compared with the p99 outside them, and (for
 //! zooraft; a JVM's RSS only shows its fixed heap filling up) the peak RSS inside them over
 //! the RSS before the load is the snapshot's extra memory.
+//! ZooKeeper's old snapshots and logs are purged while it runs, keeping its newest three
+//! ([`super::zk_purge`]): it keeps them all by itself, more than a disk holds at 10M.
 //! Both servers snapshot after about 100,000 writes by default (ZooKeeper's `snapCount`,
 //! zooraft's `snapshotEntries`): the load must be long enough to write that many.
 
@@ -103,6 +105,9 @@ pub fn run(
         bail!("no znode count to fill to");
     }
     let mut target = Target::start(kind, 1, launch, None)?;
+    // ZooKeeper keeps every snapshot it writes: keep its newest few, as an operator would.
+    let purger = (kind == ServerKind::ZooKeeper)
+        .then(|| super::zk_purge::Purger::start(&target.members[0].data_dir()));
     std::thread::sleep(Duration::from_secs(1));
     let empty = memory_of(kind, &target)?;
     let timeout = params.session_timeout_ms;
@@ -171,6 +176,14 @@ pub fn run(
         true,
     ));
     target.stop();
+    if let Some(purger) = purger {
+        let freed = purger.finish();
+        out.notes.push(format!(
+            "old snapshots and logs purged while it ran (3 snapshots kept, as zkCleanup.sh \
+             -n 3): {} MiB",
+            freed >> 20
+        ));
+    }
     Ok(out)
 }
 
