@@ -191,7 +191,7 @@ pub fn decode_from(
         v => return Err(SnapshotError::Version(v)),
     };
     let mut w = Window::new(TrailerSplit::new(src, checked, &head));
-    let decoded = decode_body(&mut w, options);
+    let decoded = decode_body(&mut w, options, checked);
     if !checked {
         return decoded;
     }
@@ -217,6 +217,7 @@ pub fn decode_from(
 fn decode_body<R: Read + Send>(
     w: &mut Window<R>,
     options: TreeOptions,
+    checked: bool,
 ) -> Result<StateMachine, SnapshotError> {
     let (last_zxid, n) = w.record(|r| Ok::<_, SnapshotError>((r.read_i64()?, r.read_i32()?)))?;
     let mut sessions = std::collections::BTreeMap::new();
@@ -238,8 +239,14 @@ fn decode_body<R: Read + Send>(
         lists.push(w.record(|r| Ok::<_, SnapshotError>(r.read_vec(12, Acl::decode)?))?);
     }
     let n_nodes = w.record(|r| Ok::<_, SnapshotError>(r.read_i64()?))?;
-    // Sized for the count it announces, within reason: the count is not yet checked.
-    let mut loader = TreeLoader::new(options, n_nodes.clamp(0, 1 << 24) as usize);
+    // Sized for the count it announces, within reason: the count is not yet checked. A
+    // checksummed snapshot is one of ours: depth first, each path once (see TreeLoader).
+    let expected = n_nodes.clamp(0, 1 << 24) as usize;
+    let mut loader = if checked {
+        TreeLoader::depth_first(options, expected)
+    } else {
+        TreeLoader::new(options, expected)
+    };
     let acls: Vec<u32> = lists
         .into_iter()
         .map(|l| loader.tree.intern_acl(l))
@@ -259,7 +266,7 @@ fn decode_body<R: Read + Send>(
                         ..node.record
                     };
                     loader
-                        .node(batch.text(node.path)?, &record)
+                        .checked_node(batch.text(node.path)?, &record)
                         .map_err(inconsistent)?;
                 }
             }
@@ -383,6 +390,13 @@ fn read_node(buf: &[u8], acls: &[u32], batch: &mut Batch) -> Result<usize, Snaps
         (3, t) => NodeKind::Ttl(t),
         (k, _) => return Err(bad(format!("node kind {k}"))),
     };
+    // Checked here, on the parsing thread, so the building thread need not.
+    let text = std::str::from_utf8(path)
+        .map_err(|_| SnapshotError::Inconsistent("a path is not UTF-8".into()))?;
+    if crate::state::path::validate(text).is_err() {
+        let e = super::tree::LoadError::BadPath(text.to_string());
+        return Err(SnapshotError::Inconsistent(e.to_string()));
+    }
     let node = RawNode {
         path: batch.push_bytes(path),
         data: data.map(|d| batch.push_bytes(d)),
@@ -624,6 +638,24 @@ mod tests {
         };
         let back = decode(Bytes::from(v1), options).unwrap();
         assert_eq!(tree_digest(&back.tree), tree_digest(&sm.tree));
+    }
+
+    #[test]
+    fn a_bad_path_in_a_snapshot_is_refused() {
+        // Version 1 has no checksum, so the damaged path reaches the path checks.
+        let bytes = encode(&sample().snapshot_view());
+        let mut v1 = bytes[..bytes.len() - 4].to_vec();
+        v1[4..8].copy_from_slice(&VERSION_UNCHECKED.to_be_bytes());
+        // The record of "/a": its path's length (2), then the path.
+        let at = 4 + v1.windows(6).position(|w| w == b"\0\0\0\x02/a").unwrap();
+        for (bad, why) in [(b"/.", "invalid path"), (b"/\xff", "not UTF-8")] {
+            let mut v = v1.clone();
+            v[at..at + 2].copy_from_slice(bad);
+            match decode(Bytes::from(v), TreeOptions::default()) {
+                Err(SnapshotError::Inconsistent(m)) => assert!(m.contains(why), "{m}"),
+                other => panic!("{bad:?}: {:?}", other.map(|_| ())),
+            }
+        }
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! znode is one fixed-size [`Slot`] (its Stat, an interned ACL id, its links to parent and
 //! siblings) plus one [`Blob`] holding its kind, owner (ephemerals and TTL nodes only), name
 //! (last path segment) and data. Children are a doubly linked list through the slots (O(1) unlink), and the only
-//! lookup structure is a `HashTable<u32>` hashing (parent, name) read from the arena, so no
+//! lookup structure is an [`Index`] of ids hashing (parent, name) read from the arena, so no
 //! path is stored anywhere: a path lookup walks its segments.
 //!
 //! Slots are grouped in chunks of [`CHUNK`], each behind an `Arc`. Capturing the arena for
@@ -17,9 +17,9 @@
 use std::sync::{Arc, OnceLock};
 
 use hashbrown::hash_table::Entry;
-use hashbrown::HashTable;
 
 use super::blob::Blob;
+use super::index::{Index, Pending};
 use super::kind::{NodeKind, KIND_MASK};
 
 /// A node id: its slot in the arena.
@@ -275,7 +275,7 @@ fn hash_of(parent: NodeId, name: &[u8]) -> u64 {
 pub struct Arena {
     slots: Slots,
     free: Vec<NodeId>,
-    index: HashTable<NodeId>,
+    index: Index,
     live: usize,
 }
 
@@ -284,7 +284,7 @@ impl Arena {
         Arena {
             slots: Slots { chunks: Vec::new() },
             free: Vec::new(),
-            index: HashTable::new(),
+            index: Index::new(),
             live: 0,
         }
     }
@@ -331,6 +331,24 @@ impl Arena {
             .copied()
     }
 
+    /// The path of a node, from its ancestors' names (for messages).
+    pub fn path_of(&self, mut id: NodeId) -> String {
+        let mut names = Vec::new();
+        while let Some(slot) = self.get(id).filter(|_| id != ROOT) {
+            names.push(slot.name());
+            id = slot.parent;
+        }
+        let mut path = String::new();
+        for name in names.iter().rev() {
+            path.push('/');
+            path.push_str(&String::from_utf8_lossy(name));
+        }
+        if path.is_empty() {
+            path.push('/');
+        }
+        path
+    }
+
     /// The id of a path (`""` and `"/"` are the root); None unless every segment exists.
     pub fn lookup(&self, path: &str) -> Option<NodeId> {
         if path.is_empty() || path == "/" {
@@ -349,60 +367,60 @@ impl Arena {
     /// children come first in the sibling list. If `parent` already has a child of that
     /// name, nothing changes and that child's id is the error, with the slot given back (one
     /// index probe for both).
-    pub fn insert(&mut self, parent: NodeId, mut slot: Slot) -> Result<NodeId, (NodeId, Slot)> {
+    pub fn insert(&mut self, parent: NodeId, slot: Slot) -> Result<NodeId, (NodeId, Slot)> {
         let Arena {
             slots,
             free,
             index,
             live,
         } = self;
-        let vacant = if parent == NONE {
-            None
-        } else {
-            let name = slot.name();
-            let same = |&i: &NodeId| {
-                slots
-                    .get(i)
-                    .is_some_and(|s| s.parent == parent && s.name() == name)
-            };
-            match index.entry(hash_of(parent, name), same, |&i| hash_in(slots, i)) {
-                Entry::Occupied(e) => return Err((*e.get(), slot)),
-                Entry::Vacant(v) => Some(v),
-            }
-        };
-        let id = match free.pop() {
-            Some(id) => id,
-            None => {
-                let chunks = &mut slots.chunks;
-                if chunks.last().is_none_or(|c| c.len() == CHUNK) {
-                    chunks.push(Arc::new(Vec::with_capacity(CHUNK)));
-                }
-                let n = chunks.len();
-                let chunk = Arc::make_mut(&mut chunks[n - 1]);
-                chunk.push(Slot::FREE);
-                ((n - 1) * CHUNK + chunk.len() - 1) as NodeId
-            }
-        };
-        slot.parent = parent;
-        slot.prev = NONE;
-        slot.first_child = NONE;
-        slot.children = 0;
-        slot.next = NONE;
-        if let Some(v) = vacant {
-            v.insert(id);
-            if let Some(p) = slots.get_mut(parent) {
-                slot.next = p.first_child;
-                p.first_child = id;
-                p.children += 1;
-            }
-            if let Some(n) = slots.get_mut(slot.next) {
-                n.prev = id;
-            }
+        if parent == NONE {
+            return Ok(place(slots, free, live, parent, slot));
         }
-        let chunk = &mut slots.chunks[id as usize / CHUNK];
-        Arc::make_mut(chunk)[id as usize % CHUNK] = slot;
-        *live += 1;
+        let name = slot.name();
+        let same = |&i: &NodeId| {
+            slots
+                .get(i)
+                .is_some_and(|s| s.parent == parent && s.name() == name)
+        };
+        let vacant = match index.entry(hash_of(parent, name), same, |&i| hash_in(slots, i)) {
+            Entry::Occupied(e) => return Err((*e.get(), slot)),
+            Entry::Vacant(v) => v,
+        };
+        let id = place(slots, free, live, parent, slot);
+        vacant.insert(id);
         Ok(id)
+    }
+
+    /// Places a node as [`insert`](Self::insert) does without looking at the index: its
+    /// entry goes to `pending`, for [`absorb`](Self::absorb) once the whole tree is placed.
+    /// A loader that knows each parent (a depth-first snapshot) builds a big tree this way
+    /// without a cache miss into the index per node. Until then the node cannot be looked
+    /// up, and whether its name is taken is not checked.
+    pub fn place_unindexed(&mut self, parent: NodeId, slot: Slot, pending: &mut Pending) -> NodeId {
+        let hash = hash_of(parent, slot.name());
+        let id = place(
+            &mut self.slots,
+            &mut self.free,
+            &mut self.live,
+            parent,
+            slot,
+        );
+        pending.push(hash, id);
+        id
+    }
+
+    /// Adds the entries of nodes placed with [`place_unindexed`](Self::place_unindexed) to
+    /// the index. A node whose parent already has a child of its name is the error (the
+    /// entries before it are in; the index is not usable for the rest).
+    pub fn absorb(&mut self, pending: Pending) -> Result<(), NodeId> {
+        let slots = &self.slots;
+        let key = |id: NodeId| slots.get(id).map(|s| (s.parent, s.name()));
+        self.index.absorb(
+            pending,
+            |a, b| key(a).is_some() && key(a) == key(b),
+            |&i| hash_in(slots, i),
+        )
     }
 
     /// Removes a node (unlinking it from its parent) and returns its slot. Its children, if
@@ -411,7 +429,7 @@ impl Arena {
         let slot = self.get(id)?;
         let (parent, prev, next) = (slot.parent, slot.prev, slot.next);
         let hash = hash_of(parent, slot.name());
-        if let Ok(e) = self.index.find_entry(hash, |&i| i == id) {
+        if let Some(e) = self.index.find_entry(hash, |&i| i == id) {
             e.remove();
         }
         if prev != NONE {
@@ -434,6 +452,48 @@ impl Arena {
         self.live -= 1;
         Some(slot)
     }
+}
+
+/// Takes a free id (or a new one) for `slot` and links it first among `parent`'s children.
+fn place(
+    slots: &mut Slots,
+    free: &mut Vec<NodeId>,
+    live: &mut usize,
+    parent: NodeId,
+    mut slot: Slot,
+) -> NodeId {
+    let id = match free.pop() {
+        Some(id) => id,
+        None => {
+            let chunks = &mut slots.chunks;
+            if chunks.last().is_none_or(|c| c.len() == CHUNK) {
+                chunks.push(Arc::new(Vec::with_capacity(CHUNK)));
+            }
+            let n = chunks.len();
+            let chunk = Arc::make_mut(&mut chunks[n - 1]);
+            chunk.push(Slot::FREE);
+            ((n - 1) * CHUNK + chunk.len() - 1) as NodeId
+        }
+    };
+    slot.parent = parent;
+    slot.prev = NONE;
+    slot.first_child = NONE;
+    slot.children = 0;
+    slot.next = NONE;
+    if parent != NONE {
+        if let Some(p) = slots.get_mut(parent) {
+            slot.next = p.first_child;
+            p.first_child = id;
+            p.children += 1;
+        }
+        if let Some(n) = slots.get_mut(slot.next) {
+            n.prev = id;
+        }
+    }
+    let chunk = &mut slots.chunks[id as usize / CHUNK];
+    Arc::make_mut(chunk)[id as usize % CHUNK] = slot;
+    *live += 1;
+    id
 }
 
 fn hash_in(slots: &Slots, id: NodeId) -> u64 {

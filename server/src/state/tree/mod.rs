@@ -24,6 +24,7 @@ use jute::Acl;
 
 mod arena;
 mod blob;
+mod index;
 mod kind;
 mod load;
 #[cfg(test)]
@@ -116,6 +117,22 @@ impl DataTree {
         self.data_size += path.len() as u64 + len;
         self.index_kind(path, kind);
         Ok(id)
+    }
+
+    /// [`insert_slot`](Self::insert_slot) with the index entry set aside in `pending` (see
+    /// [`Arena::place_unindexed`]).
+    fn place_slot_unindexed(
+        &mut self,
+        parent: NodeId,
+        path: &str,
+        slot: Slot,
+        pending: &mut index::Pending,
+    ) -> NodeId {
+        let (len, kind) = (slot.data_len(), slot.kind());
+        let id = self.arena.place_unindexed(parent, slot, pending);
+        self.data_size += path.len() as u64 + len;
+        self.index_kind(path, kind);
+        id
     }
 
     /// Removes a (childless) node and unindexes it; `path` is its full path.
