@@ -13,7 +13,8 @@
 use hashbrown::hash_table::{Entry, OccupiedEntry};
 use hashbrown::HashTable;
 
-use super::arena::NodeId;
+/// A node id (the arena's `NodeId`; not imported, so that the arena can use this module).
+type NodeId = u32;
 
 /// Number of shards (a power of two).
 pub const SHARDS: usize = 1024;
