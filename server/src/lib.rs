@@ -56,6 +56,7 @@
 //!
 //! The binary and the tests use [`config`] and [`server`]; everything else is internal.
 
+mod allocator;
 pub mod config;
 mod critical;
 pub mod migrate;

@@ -24,7 +24,7 @@ pub fn envi(version: &str, member: u64) -> String {
     let (user, home) = user();
     let mb = |bytes: u64| format!("{}MB", bytes / (1024 * 1024));
     let limit = memory_limit();
-    let resident = resident_bytes();
+    let resident = crate::allocator::resident_bytes().unwrap_or(0);
     let props = [
         ("zookeeper.version", version.to_string()),
         ("host.name", host),
@@ -135,10 +135,6 @@ fn memory_limit() -> u64 {
 
 fn meminfo_kb(key: &str) -> Option<u64> {
     proc_number("/proc/meminfo", key, 0)
-}
-
-fn resident_bytes() -> u64 {
-    proc_number("/proc/self/status", "VmRSS:", 0).map_or(0, |kb| kb * 1024)
 }
 
 /// The number that is word `nth` after `prefix` on the first line of a `/proc` file that

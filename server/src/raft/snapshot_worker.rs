@@ -21,6 +21,7 @@ use super::disk_space;
 use super::input::{Input, SnapshotWritten};
 use super::replica::Replica;
 use super::storage::{RaftStorage, SNAPSHOT_PACE};
+use crate::allocator::resident_bytes;
 use crate::state::snapshot::{self, SnapshotView};
 
 /// The worker's niceness (the Raft loop and the log writer run at 0).
@@ -36,15 +37,6 @@ pub struct SnapshotJob {
     pub captured_in: Duration,
     /// The resident set just before the capture (0 if unknown).
     pub resident_before: u64,
-}
-
-/// The process's resident set in bytes, if `/proc` tells.
-pub fn resident_bytes() -> Option<u64> {
-    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
-    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
-    // SAFETY: sysconf has no preconditions.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    Some(pages * u64::try_from(page).ok()?)
 }
 
 /// Lowers this thread's CPU priority (its niceness) and I/O priority (best effort, lowest
@@ -184,6 +176,10 @@ pub fn run(jobs: Receiver<SnapshotJob>, storage: RaftStorage, replica: Arc<Repli
     let room = |bytes: u64| disk_space::has_room(storage.dir(), reserve, bytes, &replica.status);
     for job in jobs {
         let written = write_snapshot(&storage, job, &room);
+        // The encoder's buffers and the captured chunks the tree copied are free now.
+        let before = resident_bytes();
+        let took = crate::allocator::give_back_free_memory();
+        crate::allocator::log_given_back("a snapshot", before, took);
         if inbox.send(Input::SnapshotWritten(written)).is_err() {
             return;
         }

@@ -17,7 +17,8 @@ use std::time::Instant;
 use super::disk_space;
 use super::driver::Consensus;
 use super::input::SnapshotWritten;
-use super::snapshot_worker::{resident_bytes, write_snapshot, SnapshotJob};
+use super::snapshot_worker::{write_snapshot, SnapshotJob};
+use crate::allocator::resident_bytes;
 
 /// Take a snapshot once this many bytes of entries were applied since the last one, or half
 /// the last snapshot's size if more (one entry is a whole batch, so counting entries alone
