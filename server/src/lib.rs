@@ -25,7 +25,8 @@
 //!   ZooKeeper's data directory (the format itself is the `zkdata` crate), online `backup`
 //!   served on the admin port, and `restore`. Uses `state`, `raft` and `config`.
 //! - `config/` (zoo.cfg, `myid`, flags; `server.N` lines, the whitelist), `critical.rs`
-//!   (critical threads, fatal exits), `stats.rs` (the count/min/max/percentile summaries
+//!   (critical threads, fatal exits), `allocator.rs` (the resident set, freed memory given
+//!   back), `stats.rs` (the count/min/max/percentile summaries
 //!   behind `mntr`), `tls/` (TLS settings, key and trust stores, rustls configurations that
 //!   follow their files, certificate subjects) and `sasl/` (the JAAS file, DIGEST-MD5) are
 //!   leaves every layer may use; `server.rs` starts and stops a member on top of all.
