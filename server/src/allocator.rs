@@ -65,8 +65,9 @@ pub fn resident_bytes() -> Option<u64> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn freed_memory_in_the_middle_of_the_heap_is_given_back() {
+    /// Frees about 56 MB scattered over a heap and returns the resident set's drop when
+    /// [`give_back_free_memory`] runs.
+    fn scattered_frees_then_give_back() -> u64 {
         // Small blocks (below the mmap threshold) come from a heap; keep one in eight so
         // the free memory is scattered, not at the top, and cannot go back by itself.
         let mut blocks: Vec<Vec<u8>> = (0..16_000).map(|i| vec![i as u8; 4000]).collect();
@@ -76,15 +77,21 @@ mod tests {
                 kept.push(b);
             }
         }
-        let before = resident_bytes().unwrap();
+        let before = resident_bytes().unwrap_or(0);
         give_back_free_memory();
-        let after = resident_bytes().unwrap();
+        let after = resident_bytes().unwrap_or(u64::MAX);
         assert_eq!(kept.len(), 2_000);
-        // About 56 MB were freed in runs of 28 KB between kept blocks; their whole pages
-        // go back.
+        before.saturating_sub(after)
+    }
+
+    #[test]
+    fn freed_memory_in_the_middle_of_the_heap_is_given_back() {
+        // The runs of 28 KB freed between kept blocks hold whole pages, which go back. Other
+        // tests allocate in this process meanwhile: one attempt of three must see it.
+        let drops: Vec<u64> = (0..3).map(|_| scattered_frees_then_give_back()).collect();
         assert!(
-            before.saturating_sub(after) > 10 << 20,
-            "resident {before} -> {after}"
+            drops.iter().any(|&d| d > 10 << 20),
+            "resident set drops: {drops:?}"
         );
     }
 }
