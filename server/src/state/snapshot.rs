@@ -266,7 +266,7 @@ fn decode_body<R: Read + Send>(
                         ..node.record
                     };
                     loader
-                        .checked_node(batch.text(node.path)?, &record)
+                        .checked_node(batch.path(node.path), &record)
                         .map_err(inconsistent)?;
                 }
             }
@@ -297,36 +297,47 @@ const BATCH_NODES: usize = 4096;
 /// Batches parsed ahead of the builder (bounds the memory the pipeline holds).
 const BATCHES_IN_FLIGHT: usize = 4;
 
-/// A node as a snapshot stores it; its path and data are ranges of its batch's bytes (the
-/// record's own `data` is set from them when the node is placed).
+/// A node as a snapshot stores it; its path is a range of its batch's paths, its data of
+/// its batch's bytes (the record's own `data` is set from them when the node is placed).
 struct RawNode {
     path: (u32, u32),
     data: Option<(u32, u32)>,
     record: NodeRecord<'static>,
 }
 
-/// Consecutive node records: their fixed fields, and their paths and data in one buffer.
+/// Consecutive node records: their fixed fields, their paths (checked on the parsing
+/// thread, kept as text) and their data.
 #[derive(Default)]
 struct Batch {
     nodes: Vec<RawNode>,
+    paths: String,
     bytes: Vec<u8>,
 }
 
 impl Batch {
+    fn push_path(&mut self, p: &str) -> (u32, u32) {
+        let at = self.paths.len() as u32;
+        self.paths.push_str(p);
+        (at, p.len() as u32)
+    }
+
     fn push_bytes(&mut self, b: &[u8]) -> (u32, u32) {
         let at = self.bytes.len() as u32;
         self.bytes.extend_from_slice(b);
         (at, b.len() as u32)
     }
 
+    fn path(&self, (at, len): (u32, u32)) -> &str {
+        &self.paths[at as usize..at as usize + len as usize]
+    }
+
     fn slice(&self, (at, len): (u32, u32)) -> &[u8] {
         &self.bytes[at as usize..at as usize + len as usize]
     }
 
-    fn text(&self, range: (u32, u32)) -> Result<&str, SnapshotError> {
-        // Paths are written from strings: anything else is damage.
-        std::str::from_utf8(self.slice(range))
-            .map_err(|_| SnapshotError::Inconsistent("a path is not UTF-8".into()))
+    /// Bytes held (paths and data).
+    fn size(&self) -> usize {
+        self.paths.len() + self.bytes.len()
     }
 }
 
@@ -345,7 +356,7 @@ fn parse_nodes<R: Read>(
             r.skip(used)?;
             Ok::<_, SnapshotError>(())
         })?;
-        let full = batch.nodes.len() == BATCH_NODES || batch.bytes.len() >= 1 << 20;
+        let full = batch.nodes.len() == BATCH_NODES || batch.size() >= 1 << 20;
         if full && to.send(std::mem::take(&mut batch)).is_err() {
             return Ok(());
         }
@@ -390,7 +401,8 @@ fn read_node(buf: &[u8], acls: &[u32], batch: &mut Batch) -> Result<usize, Snaps
         (3, t) => NodeKind::Ttl(t),
         (k, _) => return Err(bad(format!("node kind {k}"))),
     };
-    // Checked here, on the parsing thread, so the building thread need not.
+    // Checked here, on the parsing thread, so the building thread need not (paths are
+    // written from strings: anything else is damage).
     let text = std::str::from_utf8(path)
         .map_err(|_| SnapshotError::Inconsistent("a path is not UTF-8".into()))?;
     if crate::state::path::validate(text).is_err() {
@@ -398,7 +410,7 @@ fn read_node(buf: &[u8], acls: &[u32], batch: &mut Batch) -> Result<usize, Snaps
         return Err(SnapshotError::Inconsistent(e.to_string()));
     }
     let node = RawNode {
-        path: batch.push_bytes(path),
+        path: batch.push_path(text),
         data: data.map(|d| batch.push_bytes(d)),
         record: NodeRecord {
             data: None,

@@ -418,7 +418,7 @@ impl Arena {
         let key = |id: NodeId| slots.get(id).map(|s| (s.parent, s.name()));
         self.index.absorb(
             pending,
-            |a, b| key(a).is_some() && key(a) == key(b),
+            |a, b| key(a).is_some_and(|k| key(b) == Some(k)),
             |&i| hash_in(slots, i),
         )
     }

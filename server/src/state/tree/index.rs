@@ -24,6 +24,13 @@ pub const SHARDS: usize = 1024;
 /// uses, below the 7 top bits hashbrown keeps in its control bytes.
 const SHARD_SHIFT: u32 = 32;
 
+/// Room for a share of `n` entries split `ways` ways at random: the share and a margin of
+/// a few standard deviations of that binomial draw.
+fn share_with_margin(n: usize, ways: usize) -> usize {
+    let share = n / ways;
+    share + 4 * (share as f64).sqrt() as usize + 8
+}
+
 /// Shards per group of [`Pending`] entries (a power of two).
 const GROUP: usize = 16;
 
@@ -44,17 +51,10 @@ pub struct Pending {
 impl Pending {
     /// Room for about `n` entries.
     pub fn with_capacity(n: usize) -> Pending {
-        let groups = SHARDS / GROUP;
-        let share = n / groups;
-        let margin = 4 * (share as f64).sqrt() as usize + 8;
+        let each = share_with_margin(n, SHARDS / GROUP);
         Pending {
-            groups: (0..groups)
-                .map(|_| {
-                    (
-                        Vec::with_capacity(share + margin),
-                        Vec::with_capacity(share + margin),
-                    )
-                })
+            groups: (0..SHARDS / GROUP)
+                .map(|_| (Vec::with_capacity(each), Vec::with_capacity(each)))
                 .collect(),
         }
     }
@@ -86,11 +86,9 @@ impl Index {
     /// Room for about `n` more entries spread over the shards without growing any (a shard
     /// that gets more than its share still grows, alone).
     pub fn reserve(&mut self, n: usize, hasher: impl Fn(&NodeId) -> u64) {
-        // A share and a margin of a few standard deviations of a binomial draw.
-        let share = n / SHARDS;
-        let margin = 4 * (share as f64).sqrt() as usize + 8;
+        let each = share_with_margin(n, SHARDS);
         for shard in self.shards.iter_mut() {
-            shard.reserve(share + margin, &hasher);
+            shard.reserve(each, &hasher);
         }
     }
 

@@ -114,8 +114,7 @@ impl DataTree {
     ) -> Result<NodeId, (NodeId, Slot)> {
         let (len, kind) = (slot.data_len(), slot.kind());
         let id = self.arena.insert(parent, slot)?;
-        self.data_size += path.len() as u64 + len;
-        self.index_kind(path, kind);
+        self.count_placed(path, len, kind);
         Ok(id)
     }
 
@@ -130,9 +129,15 @@ impl DataTree {
     ) -> NodeId {
         let (len, kind) = (slot.data_len(), slot.kind());
         let id = self.arena.place_unindexed(parent, slot, pending);
+        self.count_placed(path, len, kind);
+        id
+    }
+
+    /// A node placed at `path` with `len` bytes of data: the data size and the kind's
+    /// index (ephemerals, containers, TTL nodes) take it in.
+    fn count_placed(&mut self, path: &str, len: u64, kind: NodeKind) {
         self.data_size += path.len() as u64 + len;
         self.index_kind(path, kind);
-        id
     }
 
     /// Removes a (childless) node and unindexes it; `path` is its full path.
