@@ -25,23 +25,20 @@ pub fn give_back_free_memory() -> Duration {
     started.elapsed()
 }
 
-/// [`give_back_free_memory`] on a thread of its own, logging what it gave back (`why` says
-/// after what).
+/// [`give_back_and_log`] on a thread of its own.
 pub fn give_back_in_background(why: &'static str) {
     let spawned = std::thread::Builder::new()
         .name("trim".into())
-        .spawn(move || {
-            let before = resident_bytes();
-            let took = give_back_free_memory();
-            log_given_back(why, before, took);
-        });
+        .spawn(move || give_back_and_log(why));
     if let Err(e) = spawned {
         tracing::debug!("cannot start a thread to give free memory back: {e}");
     }
 }
 
-/// Logs what [`give_back_free_memory`] gave back, from the resident set `before` it.
-pub fn log_given_back(why: &str, before: Option<u64>, took: Duration) {
+/// [`give_back_free_memory`], logging what it gave back (`why` says after what).
+pub fn give_back_and_log(why: &str) {
+    let before = resident_bytes();
+    let took = give_back_free_memory();
     let freed = before
         .zip(resident_bytes())
         .map_or(0, |(b, a)| b.saturating_sub(a));

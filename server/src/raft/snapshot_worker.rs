@@ -177,9 +177,7 @@ pub fn run(jobs: Receiver<SnapshotJob>, storage: RaftStorage, replica: Arc<Repli
     for job in jobs {
         let written = write_snapshot(&storage, job, &room);
         // The encoder's buffers and the captured chunks the tree copied are free now.
-        let before = resident_bytes();
-        let took = crate::allocator::give_back_free_memory();
-        crate::allocator::log_given_back("a snapshot", before, took);
+        crate::allocator::give_back_and_log("a snapshot");
         if inbox.send(Input::SnapshotWritten(written)).is_err() {
             return;
         }

@@ -161,9 +161,18 @@ fn umount(path: &Path, flags: libc::c_int) -> io::Result<()> {
     }
 }
 
+/// Held while stale mounts are swept, so that a test that leaves a stale mount on purpose
+/// can look at it before another test's mount sweeps it away.
+static SWEEPING: Mutex<()> = Mutex::new(());
+
 /// Lazily unmounts every lossyfs mount whose server is gone (its FUSE connection answers
 /// ENOTCONN): what a test process killed before its drops ran leaves behind.
 pub fn sweep_stale_mounts() {
+    let _sweeping = SWEEPING.lock().unwrap_or_else(|e| e.into_inner());
+    sweep_unlocked();
+}
+
+fn sweep_unlocked() {
     let Ok(mounts) = std::fs::read_to_string("/proc/mounts") else {
         return;
     };
