@@ -9,10 +9,16 @@
 //! lookup structure is an [`Index`] of ids hashing (parent, name) read from the arena, so no
 //! path is stored anywhere: a path lookup walks its segments.
 //!
-//! Slots are grouped in chunks of [`CHUNK`], each behind an `Arc`. Capturing the arena for
-//! a snapshot ([`Arena::capture`]) copies one pointer per chunk; a write to a chunk a
-//! capture still holds copies that chunk only (`Arc::make_mut`; the name/data allocations
-//! are shared by reference count, not copied). Freed ids go on a free list for reuse.
+//! Most znodes of a big tree are leaves, and a leaf that never had a child has nothing to
+//! say about children: its pzxid is its czxid, its cversion and child count are zero. What
+//! only a parent needs (first child, child count, pzxid, cversion) is a [`Dir`] in a table
+//! of its own, given to a node when it first needs one (its first child, or a snapshot that
+//! says so). That keeps a leaf's slot at 64 bytes instead of 80: 16 bytes per znode.
+//!
+//! Slots and dirs are grouped in chunks of [`CHUNK`], each behind an `Arc`. Capturing the
+//! arena for a snapshot ([`Arena::capture`]) copies one pointer per chunk; a write to a chunk
+//! a capture still holds copies that chunk only (`Arc::make_mut`; the name/data allocations
+//! are shared by reference count, not copied). Freed ids go on free lists for reuse.
 
 use std::sync::{Arc, OnceLock};
 
@@ -37,27 +43,57 @@ pub const CHUNK: usize = 512;
 /// Tag bit: whether the node has data (null vs empty); the kind is in the low two bits.
 pub const HAS_DATA: u8 = 0b100;
 
-/// One znode (80 bytes). `blob` holds what a write rarely changes, one after another: a
+/// One znode (64 bytes). `blob` holds what a write rarely changes, one after another: a
 /// tag byte (kind and null-data flag), the ephemeral owner or TTL (8 bytes, only for those
 /// kinds), the ACL id and the name's length (LEB128 varints: a byte each, usually), the
-/// name, the data. `None` marks a free slot.
+/// name, the data. `None` marks a free slot. The Stat's parent side is in its [`Dir`].
 #[derive(Debug, Clone)]
 pub struct Slot {
     blob: Option<Blob>,
     pub czxid: i64,
     pub mzxid: i64,
-    pub pzxid: i64,
     pub ctime: i64,
     pub mtime: i64,
     pub version: i32,
-    /// The internal child-create counter (ZooKeeper's persisted cversion).
-    pub cversion: i32,
     pub aversion: i32,
     pub parent: NodeId,
-    pub first_child: NodeId,
     pub next: NodeId,
     pub prev: NodeId,
+    /// Its entry in the table of dirs, `NONE` while it has none (see [`Dir`]).
+    dir: u32,
+}
+
+/// What only a node with children (or that once had some) needs: a node without one has
+/// no children, a cversion of 0 and its czxid as pzxid (ZooKeeper's Stat of a new node).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Dir {
+    /// The zxid of the last change to its children.
+    pub pzxid: i64,
+    /// The newest child (the head of the sibling list).
+    pub first_child: NodeId,
+    /// The internal child-create counter (ZooKeeper's persisted cversion).
+    pub cversion: i32,
     pub children: u32,
+}
+
+impl Dir {
+    /// The dir of a node created at `czxid` that never had a child.
+    fn leaf(czxid: i64) -> Dir {
+        Dir {
+            pzxid: czxid,
+            first_child: NONE,
+            cversion: 0,
+            children: 0,
+        }
+    }
+}
+
+/// The child-side Stat fields a node keeps when it leaves the arena (a removal undone, a
+/// snapshot's node placed): what a [`Dir`] holds beyond the links.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChildStat {
+    pub pzxid: i64,
+    pub cversion: i32,
 }
 
 /// A blob read back into its fields.
@@ -123,17 +159,14 @@ impl Slot {
         blob: None,
         czxid: 0,
         mzxid: 0,
-        pzxid: 0,
         ctime: 0,
         mtime: 0,
         version: 0,
-        cversion: 0,
         aversion: 0,
         parent: NONE,
-        first_child: NONE,
         next: NONE,
         prev: NONE,
-        children: 0,
+        dir: NONE,
     };
 
     fn parts(&self) -> Parts<'_> {
@@ -203,31 +236,78 @@ impl Slot {
     }
 }
 
-/// A frozen copy of the arena's slots (pointer copies of its chunks).
+/// A frozen copy of the arena's slots and dirs (pointer copies of their chunks).
 #[derive(Debug, Clone)]
 pub struct Slots {
     chunks: Vec<Arc<Vec<Slot>>>,
+    dirs: Vec<Arc<Vec<Dir>>>,
+}
+
+/// Element `i` of a chunked table.
+fn chunked<T>(chunks: &[Arc<Vec<T>>], i: u32) -> Option<&T> {
+    chunks.get(i as usize / CHUNK)?.get(i as usize % CHUNK)
+}
+
+/// Element `i` of a chunked table, to change (its chunk copied first if a capture still
+/// holds it).
+fn chunked_mut<T: Clone>(chunks: &mut [Arc<Vec<T>>], i: u32) -> Option<&mut T> {
+    let chunk = chunks.get_mut(i as usize / CHUNK)?;
+    Arc::make_mut(chunk).get_mut(i as usize % CHUNK)
+}
+
+/// Appends `value` to a chunked table: its index.
+fn chunked_push<T: Clone>(chunks: &mut Vec<Arc<Vec<T>>>, value: T) -> u32 {
+    if chunks.last().is_none_or(|c| c.len() == CHUNK) {
+        chunks.push(Arc::new(Vec::with_capacity(CHUNK)));
+    }
+    let n = chunks.len();
+    let chunk = Arc::make_mut(&mut chunks[n - 1]);
+    chunk.push(value);
+    ((n - 1) * CHUNK + chunk.len() - 1) as u32
 }
 
 impl Slots {
     pub fn get(&self, id: NodeId) -> Option<&Slot> {
-        let slot = self
-            .chunks
-            .get(id as usize / CHUNK)?
-            .get(id as usize % CHUNK)?;
-        slot.blob.is_some().then_some(slot)
+        chunked(&self.chunks, id).filter(|s| s.blob.is_some())
     }
 
     /// A live slot to change (its chunk copied first if a capture still holds it).
     fn get_mut(&mut self, id: NodeId) -> Option<&mut Slot> {
-        let chunk = self.chunks.get_mut(id as usize / CHUNK)?;
-        let slot = Arc::make_mut(chunk).get_mut(id as usize % CHUNK)?;
-        slot.blob.is_some().then_some(slot)
+        chunked_mut(&mut self.chunks, id).filter(|s| s.blob.is_some())
+    }
+
+    /// The parent side of `slot`'s Stat (a leaf's when it has no dir).
+    pub fn dir_of(&self, slot: &Slot) -> Dir {
+        match slot.dir {
+            NONE => Dir::leaf(slot.czxid),
+            d => chunked(&self.dirs, d)
+                .copied()
+                .unwrap_or(Dir::leaf(slot.czxid)),
+        }
+    }
+
+    /// The dir of `id`, given one first if it has none (its chunk copied first if a capture
+    /// still holds it).
+    fn dir_mut(&mut self, free_dirs: &mut Vec<u32>, id: NodeId) -> Option<&mut Dir> {
+        let slot = self.get(id)?;
+        let mut d = slot.dir;
+        if d == NONE {
+            let leaf = Dir::leaf(slot.czxid);
+            d = match free_dirs.pop() {
+                Some(d) => {
+                    *chunked_mut(&mut self.dirs, d)? = leaf;
+                    d
+                }
+                None => chunked_push(&mut self.dirs, leaf),
+            };
+            self.get_mut(id)?.dir = d;
+        }
+        chunked_mut(&mut self.dirs, d)
     }
 
     /// The children of `id`, newest first.
     pub fn children(&self, id: NodeId) -> impl Iterator<Item = (NodeId, &Slot)> {
-        let mut next = self.get(id).map_or(NONE, |s| s.first_child);
+        let mut next = self.get(id).map_or(NONE, |s| self.dir_of(s).first_child);
         std::iter::from_fn(move || {
             let slot = self.get(next)?;
             let id = next;
@@ -270,11 +350,12 @@ fn hash_of(parent: NodeId, name: &[u8]) -> u64 {
     keys().hash_one((parent, name))
 }
 
-/// The slots, their free list and the (parent, name) index.
+/// The slots and dirs, their free lists and the (parent, name) index.
 #[derive(Debug, Clone)]
 pub struct Arena {
     slots: Slots,
     free: Vec<NodeId>,
+    free_dirs: Vec<u32>,
     index: Index,
     live: usize,
 }
@@ -282,8 +363,12 @@ pub struct Arena {
 impl Arena {
     pub fn new() -> Arena {
         Arena {
-            slots: Slots { chunks: Vec::new() },
+            slots: Slots {
+                chunks: Vec::new(),
+                dirs: Vec::new(),
+            },
             free: Vec::new(),
+            free_dirs: Vec::new(),
             index: Index::new(),
             live: 0,
         }
@@ -317,6 +402,31 @@ impl Arena {
     /// A slot to change (its chunk copied first if a capture still holds it).
     pub fn get_mut(&mut self, id: NodeId) -> Option<&mut Slot> {
         self.slots.get_mut(id)
+    }
+
+    /// The parent side of `id`'s Stat.
+    pub fn dir(&self, id: NodeId) -> Option<Dir> {
+        self.get(id).map(|s| self.slots.dir_of(s))
+    }
+
+    /// `id`'s pzxid and cversion become `stat`'s (a dir is given only when they differ from
+    /// a childless new node's).
+    pub fn set_child_stat(&mut self, id: NodeId, stat: ChildStat) {
+        let Some(now) = self.dir(id) else { return };
+        if (now.pzxid, now.cversion) == (stat.pzxid, stat.cversion) {
+            return;
+        }
+        if let Some(dir) = self.slots.dir_mut(&mut self.free_dirs, id) {
+            (dir.pzxid, dir.cversion) = (stat.pzxid, stat.cversion);
+        }
+    }
+
+    /// Puts `slot` in `id`'s place, keeping that place in the tree (its parent, siblings,
+    /// children and dir): the slot replaced.
+    pub fn replace(&mut self, id: NodeId, mut slot: Slot) -> Option<Slot> {
+        let old = self.get_mut(id)?;
+        (slot.parent, slot.next, slot.prev, slot.dir) = (old.parent, old.next, old.prev, old.dir);
+        Some(std::mem::replace(old, slot))
     }
 
     /// The child of `parent` called `name`.
@@ -362,21 +472,23 @@ impl Arena {
         Some(id)
     }
 
-    /// Places a node (its blob, Stat, kind, ACL set by the caller; links are set here)
-    /// under `parent` (NONE for the root, which must be the first node placed). Newest
-    /// children come first in the sibling list. If `parent` already has a child of that
-    /// name, nothing changes and that child's id is the error, with the slot given back (one
-    /// index probe for both).
+    /// Places a node (its blob, Stat, kind, ACL set by the caller; links are set here, and
+    /// it starts without a dir: see [`set_child_stat`](Self::set_child_stat)) under
+    /// `parent` (NONE for the root, which must be the first node placed). Newest children
+    /// come first in the sibling list. If `parent` already has a child of that name, nothing
+    /// changes and that child's id is the error, with the slot given back (one index probe
+    /// for both).
     pub fn insert(&mut self, parent: NodeId, slot: Slot) -> Result<NodeId, (NodeId, Slot)> {
+        if parent == NONE {
+            return Ok(self.place(parent, slot));
+        }
         let Arena {
             slots,
             free,
+            free_dirs,
             index,
             live,
         } = self;
-        if parent == NONE {
-            return Ok(place(slots, free, live, parent, slot));
-        }
         let name = slot.name();
         let same = |&i: &NodeId| {
             slots
@@ -387,7 +499,7 @@ impl Arena {
             Entry::Occupied(e) => return Err((*e.get(), slot)),
             Entry::Vacant(v) => v,
         };
-        let id = place(slots, free, live, parent, slot);
+        let id = place(slots, free, free_dirs, live, parent, slot);
         vacant.insert(id);
         Ok(id)
     }
@@ -399,13 +511,7 @@ impl Arena {
     /// up, and whether its name is taken is not checked.
     pub fn place_unindexed(&mut self, parent: NodeId, slot: Slot, pending: &mut Pending) -> NodeId {
         let hash = hash_of(parent, slot.name());
-        let id = place(
-            &mut self.slots,
-            &mut self.free,
-            &mut self.live,
-            parent,
-            slot,
-        );
+        let id = self.place(parent, slot);
         pending.push(hash, id);
         id
     }
@@ -423,11 +529,13 @@ impl Arena {
         )
     }
 
-    /// Removes a node (unlinking it from its parent) and returns its slot. Its children, if
-    /// any, are not removed: callers only remove childless nodes.
-    pub fn remove(&mut self, id: NodeId) -> Option<Slot> {
+    /// Removes a node (unlinking it from its parent) and returns its slot and child-side
+    /// Stat. Its children, if any, are not removed: callers only remove childless nodes.
+    pub fn remove(&mut self, id: NodeId) -> Option<(Slot, ChildStat)> {
         let slot = self.get(id)?;
         let (parent, prev, next) = (slot.parent, slot.prev, slot.next);
+        let own = self.slots.dir_of(slot);
+        let own_dir = slot.dir;
         let hash = hash_of(parent, slot.name());
         if let Some(e) = self.index.find_entry(hash, |&i| i == id) {
             e.remove();
@@ -436,21 +544,42 @@ impl Arena {
             if let Some(p) = self.get_mut(prev) {
                 p.next = next;
             }
-        } else if let Some(p) = self.get_mut(parent) {
-            p.first_child = next;
         }
         if next != NONE {
             if let Some(n) = self.get_mut(next) {
                 n.prev = prev;
             }
         }
-        if let Some(p) = self.get_mut(parent) {
+        if let Some(p) = self.slots.dir_mut(&mut self.free_dirs, parent) {
+            if prev == NONE {
+                p.first_child = next;
+            }
             p.children = p.children.saturating_sub(1);
         }
-        let slot = std::mem::replace(self.get_mut(id)?, Slot::FREE);
+        if own_dir != NONE {
+            self.free_dirs.push(own_dir);
+        }
+        let mut slot = std::mem::replace(self.get_mut(id)?, Slot::FREE);
+        slot.dir = NONE;
         self.free.push(id);
         self.live -= 1;
-        Some(slot)
+        let stat = ChildStat {
+            pzxid: own.pzxid,
+            cversion: own.cversion,
+        };
+        Some((slot, stat))
+    }
+
+    /// [`place`] on this arena's parts.
+    fn place(&mut self, parent: NodeId, slot: Slot) -> NodeId {
+        let Arena {
+            slots,
+            free,
+            free_dirs,
+            live,
+            ..
+        } = self;
+        place(slots, free, free_dirs, live, parent, slot)
     }
 }
 
@@ -458,30 +587,21 @@ impl Arena {
 fn place(
     slots: &mut Slots,
     free: &mut Vec<NodeId>,
+    free_dirs: &mut Vec<u32>,
     live: &mut usize,
     parent: NodeId,
     mut slot: Slot,
 ) -> NodeId {
     let id = match free.pop() {
         Some(id) => id,
-        None => {
-            let chunks = &mut slots.chunks;
-            if chunks.last().is_none_or(|c| c.len() == CHUNK) {
-                chunks.push(Arc::new(Vec::with_capacity(CHUNK)));
-            }
-            let n = chunks.len();
-            let chunk = Arc::make_mut(&mut chunks[n - 1]);
-            chunk.push(Slot::FREE);
-            ((n - 1) * CHUNK + chunk.len() - 1) as NodeId
-        }
+        None => chunked_push(&mut slots.chunks, Slot::FREE),
     };
     slot.parent = parent;
     slot.prev = NONE;
-    slot.first_child = NONE;
-    slot.children = 0;
     slot.next = NONE;
+    slot.dir = NONE;
     if parent != NONE {
-        if let Some(p) = slots.get_mut(parent) {
+        if let Some(p) = slots.dir_mut(free_dirs, parent) {
             slot.next = p.first_child;
             p.first_child = id;
             p.children += 1;
@@ -490,8 +610,9 @@ fn place(
             n.prev = id;
         }
     }
-    let chunk = &mut slots.chunks[id as usize / CHUNK];
-    Arc::make_mut(chunk)[id as usize % CHUNK] = slot;
+    if let Some(free) = chunked_mut(&mut slots.chunks, id) {
+        *free = slot;
+    }
     *live += 1;
     id
 }
@@ -537,7 +658,7 @@ mod tests {
         assert_eq!(a.len(), 4);
         assert_eq!(a.lookup("/x/"), None);
         assert_eq!(a.lookup("x"), None);
-        assert_eq!(a.get(ROOT).unwrap().children, 2);
+        assert_eq!(a.dir(ROOT).unwrap().children, 2);
         let before = a.capture();
         a.remove(z);
         a.remove(x);
@@ -556,6 +677,80 @@ mod tests {
         paths.sort();
         assert_eq!(paths, ["/", "/w", "/y"]);
         assert!(a.lookup("/w/z").is_none());
+    }
+
+    #[test]
+    fn dirs_hold_the_parent_side_and_are_reused() {
+        let mut a = Arena::new();
+        node(&mut a, NONE, "");
+        let x = node(&mut a, ROOT, "x");
+        a.get_mut(x).unwrap().czxid = 5;
+        let leaf = |czxid| Dir {
+            pzxid: czxid,
+            first_child: NONE,
+            cversion: 0,
+            children: 0,
+        };
+        assert_eq!(a.dir(x), Some(leaf(5)), "a leaf's pzxid is its czxid");
+        a.set_child_stat(
+            x,
+            ChildStat {
+                pzxid: 5,
+                cversion: 0,
+            },
+        );
+        assert_eq!(
+            a.get(x).unwrap().dir,
+            NONE,
+            "a leaf's own stat takes no dir"
+        );
+
+        let y = node(&mut a, x, "y");
+        let stat = ChildStat {
+            pzxid: 9,
+            cversion: 1,
+        };
+        a.set_child_stat(x, stat);
+        let before = a.capture();
+        let z = node(&mut a, x, "z");
+        let captured = before.dir_of(before.get(x).unwrap());
+        assert_eq!((captured.children, captured.first_child), (1, y));
+        assert_eq!(
+            a.dir(x).unwrap().children,
+            2,
+            "the capture's dirs are copies"
+        );
+
+        a.remove(z);
+        a.remove(y);
+        let emptied = Dir {
+            pzxid: 9,
+            first_child: NONE,
+            cversion: 1,
+            children: 0,
+        };
+        assert_eq!(
+            a.dir(x),
+            Some(emptied),
+            "a parent keeps its stat once childless"
+        );
+
+        let (slot, removed) = a.remove(x).unwrap();
+        assert_eq!(removed, stat);
+        let w = node(&mut a, ROOT, "w");
+        let v = node(&mut a, w, "v");
+        let fresh = Dir {
+            first_child: v,
+            children: 1,
+            ..leaf(0)
+        };
+        assert_eq!(a.dir(w), Some(fresh), "a reused dir starts as a leaf's");
+
+        let back = a.insert(ROOT, slot).unwrap();
+        a.set_child_stat(back, removed);
+        assert_eq!(a.dir(back), Some(emptied));
+        assert_eq!(a.dir(w), Some(fresh));
+        assert_eq!(before.dir_of(before.get(x).unwrap()).children, 1);
     }
 
     #[test]
@@ -580,7 +775,7 @@ mod tests {
 
     #[test]
     fn kinds_names_and_data_round_trip() {
-        assert_eq!(std::mem::size_of::<Slot>(), 80);
+        assert_eq!(std::mem::size_of::<Slot>(), 64);
         for kind in [
             NodeKind::Persistent,
             NodeKind::Ephemeral(-0x1234_5678_9abc),

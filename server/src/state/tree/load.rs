@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use jute::Acl;
 
-use super::arena::{new_slot, NodeId, Slot, Slots, NONE, ROOT};
+use super::arena::{new_slot, ChildStat, NodeId, Slot, Slots, NONE, ROOT};
 use super::index::Pending;
 use super::{DataTree, Node, NodeKind, TreeOptions};
 use crate::state::path;
@@ -87,10 +87,15 @@ impl NodeRecord<'_> {
         s.ctime = self.ctime;
         s.mtime = self.mtime;
         s.version = self.version;
-        s.cversion = self.cversion;
         s.aversion = self.aversion;
-        s.pzxid = self.pzxid;
         s
+    }
+
+    fn child_stat(&self) -> ChildStat {
+        ChildStat {
+            pzxid: self.pzxid,
+            cversion: self.cversion,
+        }
     }
 }
 
@@ -112,7 +117,7 @@ pub enum LoadError {
 /// Builds a tree from a snapshot's nodes.
 pub struct TreeLoader {
     pub tree: DataTree,
-    waiting: Vec<(String, Slot)>,
+    waiting: Vec<(String, Slot, ChildStat)>,
     /// The last parent found, by path: siblings come one after another in a snapshot.
     last_parent: (String, NodeId),
     /// Loading depth first, until a node breaks the order.
@@ -208,15 +213,18 @@ impl TreeLoader {
         if record.acl as usize >= self.tree.acls.len() {
             return Err(LoadError::Acl(path_in.to_string(), record.acl));
         }
+        let stat = record.child_stat();
         if path_in == "/" {
             let slot = record.slot("");
             return match self.tree.arena.get(ROOT) {
                 Some(_) => {
-                    self.replace(ROOT, path_in, slot);
+                    self.replace(ROOT, path_in, slot, stat);
                     Ok(())
                 }
                 None if self.tree.arena.len() == 0 => {
-                    let _ = self.tree.insert_slot(NONE, path_in, slot);
+                    if let Ok(root) = self.tree.insert_slot(NONE, path_in, slot) {
+                        self.tree.arena.set_child_stat(root, stat);
+                    }
                     if let Some(df) = &mut self.depth_first {
                         df.descend(path_in, ROOT);
                     }
@@ -232,16 +240,17 @@ impl TreeLoader {
                 let id = self
                     .tree
                     .place_slot_unindexed(parent, path_in, slot, &mut df.pending);
+                self.tree.arena.set_child_stat(id, stat);
                 df.descend(path_in, id);
                 return Ok(());
             }
             self.end_depth_first()?;
         }
-        self.place(path_in, slot);
+        self.place(path_in, slot, stat);
         Ok(())
     }
 
-    fn place(&mut self, path_in: &str, slot: Slot) -> bool {
+    fn place(&mut self, path_in: &str, slot: Slot, stat: ChildStat) -> bool {
         let parent_path = path::parent_of(path_in);
         let tree = &mut self.tree;
         let cached = &mut self.last_parent;
@@ -261,44 +270,31 @@ impl TreeLoader {
         match parent {
             Some(parent) => {
                 // A path listed twice: the later node replaces the earlier (kept for it).
-                if let Err((old, slot)) = tree.insert_slot(parent, path_in, slot) {
-                    self.replace(old, path_in, slot);
+                match tree.insert_slot(parent, path_in, slot) {
+                    Ok(id) => tree.arena.set_child_stat(id, stat),
+                    Err((old, slot)) => self.replace(old, path_in, slot, stat),
                 }
                 true
             }
             None => {
-                self.waiting.push((path_in.to_string(), slot));
+                self.waiting.push((path_in.to_string(), slot, stat));
                 false
             }
         }
     }
 
-    fn replace(&mut self, id: u32, path_in: &str, slot: Slot) {
+    fn replace(&mut self, id: u32, path_in: &str, slot: Slot, stat: ChildStat) {
         let tree = &mut self.tree;
-        let Some(old) = tree.arena.get_mut(id) else {
+        let Some(old) = tree.arena.replace(id, slot) else {
             return;
         };
-        let old_len = old.data_len();
-        let old_kind = old.kind();
-        let links = (
-            old.parent,
-            old.first_child,
-            old.next,
-            old.prev,
-            old.children,
-        );
-        *old = slot;
-        (
-            old.parent,
-            old.first_child,
-            old.next,
-            old.prev,
-            old.children,
-        ) = links;
-        let new_len = old.data_len();
-        let new_kind = old.kind();
-        tree.data_size = (tree.data_size + new_len).saturating_sub(old_len);
-        tree.unindex_kind(path_in, old_kind);
+        tree.arena.set_child_stat(id, stat);
+        let Some(new) = tree.arena.get(id) else {
+            return;
+        };
+        let (new_len, new_kind) = (new.data_len(), new.kind());
+        tree.data_size = (tree.data_size + new_len).saturating_sub(old.data_len());
+        tree.unindex_kind(path_in, old.kind());
         tree.index_kind(path_in, new_kind);
     }
 
@@ -309,9 +305,9 @@ impl TreeLoader {
         }
         self.end_depth_first()?;
         let mut waiting = std::mem::take(&mut self.waiting);
-        waiting.sort_by_key(|(p, _)| p.bytes().filter(|&b| b == b'/').count());
-        for (p, slot) in waiting {
-            if !self.place(&p, slot) {
+        waiting.sort_by_key(|(p, ..)| p.bytes().filter(|&b| b == b'/').count());
+        for (p, slot, stat) in waiting {
+            if !self.place(&p, slot, stat) {
                 return Err(LoadError::NoParent(p));
             }
         }

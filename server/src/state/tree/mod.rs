@@ -32,7 +32,7 @@ pub mod memory;
 mod node;
 mod write;
 
-use arena::{new_slot, Arena, NodeId, Slot, NONE, ROOT};
+use arena::{new_slot, Arena, ChildStat, NodeId, Slot, NONE, ROOT};
 pub use load::{LoadError, NodeRecord, TreeCapture, TreeLoader};
 pub use node::{
     CreateOp, CreateRecord, Node, NodeKind, Trigger, TxnContext, Undo, CONFIG, MAX_TTL_MS, QUOTA,
@@ -141,13 +141,13 @@ impl DataTree {
     }
 
     /// Removes a (childless) node and unindexes it; `path` is its full path.
-    fn remove_slot(&mut self, id: NodeId, path: &str) -> Option<Slot> {
-        let slot = self.arena.remove(id)?;
+    fn remove_slot(&mut self, id: NodeId, path: &str) -> Option<(Slot, ChildStat)> {
+        let (slot, stat) = self.arena.remove(id)?;
         self.data_size = self
             .data_size
             .saturating_sub(path.len() as u64 + slot.data_len());
         self.unindex_kind(path, slot.kind());
-        Some(slot)
+        Some((slot, stat))
     }
 
     fn index_kind(&mut self, path: &str, kind: NodeKind) {

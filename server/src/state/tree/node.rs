@@ -6,7 +6,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use jute::{Acl, Id, Stat};
 
-use super::arena::{NodeId, Slot, Slots};
+use super::arena::{ChildStat, Dir, NodeId, Slot, Slots};
 pub use super::kind::NodeKind;
 
 /// `/zookeeper` and its system children (ZooKeeper's `isSpecialPath`).
@@ -58,7 +58,7 @@ impl<'a> Node<'a> {
     }
 
     pub fn pzxid(&self) -> i64 {
-        self.slot.pzxid
+        self.slots.dir_of(self.slot).pzxid
     }
 
     pub fn ctime(&self) -> i64 {
@@ -76,7 +76,7 @@ impl<'a> Node<'a> {
     /// The internal child-create counter (ZooKeeper's persisted cversion): it names the
     /// next sequential child and only ever grows.
     pub fn cversion(&self) -> i32 {
-        self.slot.cversion
+        self.slots.dir_of(self.slot).cversion
     }
 
     pub fn aversion(&self) -> i32 {
@@ -84,7 +84,7 @@ impl<'a> Node<'a> {
     }
 
     pub fn num_children(&self) -> usize {
-        self.slot.children as usize
+        self.slots.dir_of(self.slot).children as usize
     }
 
     /// Whether the node was created (or last set) with null data.
@@ -103,25 +103,25 @@ impl<'a> Node<'a> {
     /// The `Stat` clients see. The visible cversion counts creates *and* deletes of children:
     /// `2 × creates − current children` (`DataNode.copyStat`).
     pub fn stat(&self) -> Stat {
-        stat_of(self.slot)
+        stat_of(self.slot, self.slots.dir_of(self.slot))
     }
 }
 
-/// The `Stat` of a slot (see [`Node::stat`]).
-pub(super) fn stat_of(s: &Slot) -> Stat {
-    let num_children = s.children as i32;
+/// The `Stat` of a slot and its dir (see [`Node::stat`]).
+pub(super) fn stat_of(s: &Slot, dir: Dir) -> Stat {
+    let num_children = dir.children as i32;
     Stat {
         czxid: s.czxid,
         mzxid: s.mzxid,
         ctime: s.ctime,
         mtime: s.mtime,
         version: s.version,
-        cversion: s.cversion.wrapping_mul(2).wrapping_sub(num_children),
+        cversion: dir.cversion.wrapping_mul(2).wrapping_sub(num_children),
         aversion: s.aversion,
         ephemeral_owner: s.kind().client_owner(),
         data_length: s.data().map_or(0, |d| d.len() as i32),
         num_children,
-        pzxid: s.pzxid,
+        pzxid: dir.pzxid,
     }
 }
 
@@ -147,6 +147,8 @@ pub enum Undo {
     Deleted {
         path: String,
         node: Box<Slot>,
+        /// The deleted node's own pzxid and cversion.
+        child_stat: ChildStat,
         parent: String,
         parent_pzxid: i64,
     },

@@ -4,7 +4,7 @@
 use bytes::Bytes;
 use jute::{perms, Acl, CreateMode, ErrorCode, Stat};
 
-use super::arena::{new_slot, NodeId};
+use super::arena::{new_slot, ChildStat, NodeId};
 use super::node::stat_of;
 use super::{
     is_special_path, CreateOp, CreateRecord, DataTree, NodeKind, Trigger, TxnContext, Undo, CONFIG,
@@ -76,18 +76,22 @@ impl DataTree {
         .to_string();
         let acl = self.intern_acl(acl);
         let mut node = new_slot(kind, acl, child.as_bytes(), op.data.as_deref());
-        (node.czxid, node.mzxid, node.pzxid) = (ctx.zxid, ctx.zxid, ctx.zxid);
+        (node.czxid, node.mzxid) = (ctx.zxid, ctx.zxid);
         (node.ctime, node.mtime) = (ctx.time, ctx.time);
-        let stat = stat_of(&node);
-        let parent = self.arena.get_mut(parent_id).ok_or(ErrorCode::NoNode)?;
-        let (old_cversion, old_pzxid) = (parent.cversion, parent.pzxid);
+        // A new node has no dir: its pzxid is its czxid.
+        let stat = stat_of(&node, self.arena.slots().dir_of(&node));
+        let parent_dir = self.arena.dir(parent_id).ok_or(ErrorCode::NoNode)?;
+        let (old_cversion, old_pzxid) = (parent_dir.cversion, parent_dir.pzxid);
         let new_cversion = parent_cversion.wrapping_add(1);
-        if new_cversion > parent.cversion {
-            parent.cversion = new_cversion;
-            parent.pzxid = ctx.zxid;
-        }
         // (Absent: checked above.)
         let _ = self.insert_slot(parent_id, &full_path, node);
+        if new_cversion > old_cversion {
+            let stat = ChildStat {
+                pzxid: ctx.zxid,
+                cversion: new_cversion,
+            };
+            self.arena.set_child_stat(parent_id, stat);
+        }
         if let Some(undo) = undo {
             undo.push(Undo::Created {
                 path: full_path.clone(),
@@ -157,20 +161,25 @@ impl DataTree {
         undo: Option<&mut Vec<Undo>>,
     ) {
         let parent_key = path::parent_of(path_in).to_string();
-        let Some(node) = self.remove_slot(id, path_in) else {
+        let Some((node, child_stat)) = self.remove_slot(id, path_in) else {
             return;
         };
         let mut old_pzxid = 0;
-        if let Some(parent) = self.arena.get_mut(node.parent) {
+        if let Some(parent) = self.arena.dir(node.parent) {
             old_pzxid = parent.pzxid;
             if zxid > parent.pzxid {
-                parent.pzxid = zxid;
+                let stat = ChildStat {
+                    pzxid: zxid,
+                    cversion: parent.cversion,
+                };
+                self.arena.set_child_stat(node.parent, stat);
             }
         }
         if let Some(undo) = undo {
             undo.push(Undo::Deleted {
                 path: path_in.to_string(),
                 node: Box::new(node),
+                child_stat,
                 parent: parent_key.clone(),
                 parent_pzxid: old_pzxid,
             });
@@ -197,6 +206,7 @@ impl DataTree {
             return Err(ErrorCode::BadVersion);
         }
         let new_len = data.as_ref().map_or(0, |d| d.len() as u64);
+        let dir = self.arena.dir(id).ok_or(ErrorCode::NoNode)?;
         let node = self.arena.get_mut(id).ok_or(ErrorCode::NoNode)?;
         let old_len = node.data_len();
         if let Some(undo) = undo {
@@ -209,7 +219,7 @@ impl DataTree {
         node.version = node.version.wrapping_add(1);
         node.mzxid = ctx.zxid;
         node.mtime = ctx.time;
-        let stat = stat_of(node);
+        let stat = stat_of(node, dir);
         self.data_size = (self.data_size + new_len).saturating_sub(old_len);
         triggers.push(Trigger::DataChanged(path_in.to_string()));
         Ok(stat)
@@ -226,13 +236,15 @@ impl DataTree {
         triggers: &mut Vec<Trigger>,
     ) -> Option<Stat> {
         let new_len = data.len() as u64;
-        let node = self.get_mut(CONFIG)?;
+        let id = self.arena.lookup(CONFIG)?;
+        let dir = self.arena.dir(id)?;
+        let node = self.arena.get_mut(id)?;
         let old_len = node.data_len();
         node.set_data(Some(&data));
         node.version = version;
         node.mzxid = zxid;
         node.mtime = time;
-        let stat = stat_of(node);
+        let stat = stat_of(node, dir);
         self.data_size = (self.data_size + new_len).saturating_sub(old_len);
         triggers.push(Trigger::DataChanged(CONFIG.to_string()));
         Some(stat)
@@ -257,6 +269,7 @@ impl DataTree {
             return Err(ErrorCode::BadVersion);
         }
         let acl = self.intern_acl(fixed);
+        let dir = self.arena.dir(id).ok_or(ErrorCode::NoNode)?;
         let node = self.arena.get_mut(id).ok_or(ErrorCode::NoNode)?;
         let old = node.acl();
         node.set_acl(acl);
@@ -268,7 +281,7 @@ impl DataTree {
             });
         }
         node.aversion = node.aversion.wrapping_add(1);
-        Ok(stat_of(node))
+        Ok(stat_of(node, dir))
     }
 
     /// check (op 13, and inside multi): path validation → node exists → READ permission →
@@ -380,23 +393,33 @@ impl DataTree {
                     if let Some(id) = self.arena.lookup(&path) {
                         self.remove_slot(id, &path);
                     }
-                    if let Some(p) = self.get_mut(&parent) {
-                        p.cversion = parent_cversion;
-                        p.pzxid = parent_pzxid;
+                    if let Some(parent_id) = self.arena.lookup(&parent) {
+                        let stat = ChildStat {
+                            pzxid: parent_pzxid,
+                            cversion: parent_cversion,
+                        };
+                        self.arena.set_child_stat(parent_id, stat);
                     }
                 }
                 Undo::Deleted {
                     path,
                     node,
+                    child_stat,
                     parent,
                     parent_pzxid,
                 } => {
                     if let Some(parent_id) = self.arena.lookup(&parent) {
-                        if let Some(p) = self.arena.get_mut(parent_id) {
-                            p.pzxid = parent_pzxid;
+                        if let Some(p) = self.arena.dir(parent_id) {
+                            let stat = ChildStat {
+                                pzxid: parent_pzxid,
+                                cversion: p.cversion,
+                            };
+                            self.arena.set_child_stat(parent_id, stat);
                         }
                         // (Its name is free again: later steps were undone first.)
-                        let _ = self.insert_slot(parent_id, &path, *node);
+                        if let Ok(id) = self.insert_slot(parent_id, &path, *node) {
+                            self.arena.set_child_stat(id, child_stat);
+                        }
                     }
                 }
                 Undo::DataSet { path, old } => {
