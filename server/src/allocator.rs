@@ -8,10 +8,16 @@
 //! [`give_back_free_memory`] hands the free pages of every arena back (glibc's
 //! `malloc_trim`), keeping the heaps' layout. It holds each arena's lock while it walks that
 //! arena's free chunks, so it runs where a short wait of a thread that allocates does no
-//! harm: on a thread of its own after start-up, and on the snapshot thread after a
-//! snapshot.
+//! harm: on a thread of its own after start-up, on the snapshot thread after a snapshot,
+//! and on a thread that gives back what a burst of writes left free once the writes stop
+//! ([`give_back_when_quiet`]): RocksDB's memtables and the connections' buffers are freed
+//! in the middle of a heap as well.
 
+use std::sync::Weak;
 use std::time::{Duration, Instant};
+
+/// How often [`give_back_when_quiet`] looks at the work counter.
+const QUIET_CHECK: Duration = Duration::from_secs(2);
 
 /// Returns the allocator's free pages to the system; how long it took. Does nothing
 /// where the C library is not glibc.
@@ -30,6 +36,50 @@ pub fn give_back_in_background(why: &'static str) {
     let spawned = std::thread::Builder::new()
         .name("trim".into())
         .spawn(move || give_back_and_log(why));
+    if let Err(e) = spawned {
+        tracing::debug!("cannot start a thread to give free memory back: {e}");
+    }
+}
+
+/// When to give memory back after a burst: the work counter moved since the last look, then
+/// stood still for a whole look (the server went quiet). Under steady load it never says
+/// so: the snapshots give back then.
+#[derive(Debug, Default)]
+struct QuietWatch {
+    seen: u64,
+    moved: bool,
+}
+
+impl QuietWatch {
+    /// The counter reads `now`: whether to give memory back.
+    fn look(&mut self, now: u64) -> bool {
+        if now != self.seen {
+            self.seen = now;
+            self.moved = true;
+            return false;
+        }
+        std::mem::take(&mut self.moved)
+    }
+}
+
+/// Starts a thread that gives free memory back each time the server goes quiet after
+/// work: `work` reads a counter of `owner`'s (e.g. entries applied). The thread ends once
+/// `owner` is dropped.
+pub fn give_back_when_quiet<T: Send + Sync + 'static>(owner: Weak<T>, work: fn(&T) -> u64) {
+    let spawned = std::thread::Builder::new()
+        .name("trim-quiet".into())
+        .spawn(move || {
+            let mut watch = QuietWatch::default();
+            loop {
+                std::thread::sleep(QUIET_CHECK);
+                let Some(owner) = owner.upgrade() else { return };
+                let now = work(&owner);
+                drop(owner);
+                if watch.look(now) {
+                    give_back_and_log("a burst of work");
+                }
+            }
+        });
     if let Err(e) = spawned {
         tracing::debug!("cannot start a thread to give free memory back: {e}");
     }
@@ -61,6 +111,33 @@ pub fn resident_bytes() -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gives_back_once_after_each_burst() {
+        let mut w = QuietWatch::default();
+        assert!(!w.look(0), "nothing done yet");
+        assert!(!w.look(0));
+        assert!(!w.look(5), "working");
+        assert!(!w.look(9), "still working");
+        assert!(w.look(9), "quiet after work");
+        assert!(!w.look(9), "once per burst");
+        assert!(!w.look(10));
+        assert!(w.look(10));
+    }
+
+    #[test]
+    fn the_quiet_thread_ends_with_its_owner() {
+        let owner = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        give_back_when_quiet(std::sync::Arc::downgrade(&owner), |c| {
+            c.load(std::sync::atomic::Ordering::Relaxed)
+        });
+        let weak = std::sync::Arc::downgrade(&owner);
+        drop(owner);
+        assert!(
+            weak.upgrade().is_none(),
+            "the thread holds no strong reference"
+        );
+    }
 
     /// Frees about 56 MB scattered over a heap and returns the resident set's drop when
     /// [`give_back_free_memory`] runs.

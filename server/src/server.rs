@@ -126,6 +126,11 @@ impl Server {
         };
         let replica = Arc::new(Replica::new(config, state, tx));
         replica.counters.snap_load_time.record_ms(snapshot_load);
+        crate::allocator::give_back_when_quiet(Arc::downgrade(&replica), |r| {
+            r.counters
+                .commits
+                .load(std::sync::atomic::Ordering::Relaxed)
+        });
         let admin_replica = replica.clone();
         let shared = Arc::new(Shared::new(
             replica.clone(),

@@ -1,8 +1,9 @@
 //! The `scale` scenario: a big tree, and what it costs to hold, restart and snapshot.
 //!
 //! The tree is `/scale/dNNNN/nNNNNNNN`: 1000 znodes of 100 B per directory, created by 8
-//! sessions with 256 creates in flight each. At every `--znodes` count it reads the
-//! server's memory (and bytes per znode over the empty server's reading), then restarts
+//! sessions with 256 creates in flight each. At every `--znodes` count it waits six quiet
+//! seconds, reads the server's memory (and bytes per znode over the empty server's
+//! reading), then restarts
 //! the server (SIGTERM, start, first `srvr` with a Mode) and reads its memory again.
 //! Last (after the snapshot load, if any), it kills the server with SIGKILL and times the
 //! restart that has to replay the server's log: what a crash costs, where the SIGTERM
@@ -46,6 +47,9 @@ const DATA: [u8; 100] = [b's'; 100];
 const SAMPLE_EVERY: Duration = Duration::from_millis(100);
 const LOAD_SESSIONS: usize = 32;
 const LOAD_DEPTH: usize = 8;
+/// Quiet time after a fill before the memory is read (zooraft gives free memory back after
+/// two seconds without writes).
+const QUIET_BEFORE_MEMORY: Duration = Duration::from_secs(6);
 
 fn leaf(i: usize) -> String {
     format!("/scale/d{:04}/n{i:08}", i / PER_DIR)
@@ -120,6 +124,10 @@ pub fn run(
             .with_context(|| format!("filling to {n} znodes"))?;
         let fill_s = t.elapsed().as_secs_f64();
         filled = n;
+        // Read once the server has been quiet for a while, as an operator would see it:
+        // zooraft gives what the fill freed back when writes stop, ZooKeeper is read after
+        // a forced full GC.
+        std::thread::sleep(QUIET_BEFORE_MEMORY);
         let mem = memory_of(kind, &target)?;
         let restart = target.members[0].restart()?;
         std::thread::sleep(Duration::from_secs(1));
