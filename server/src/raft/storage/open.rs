@@ -9,8 +9,11 @@ use super::*;
 
 /// Bytes of memtables all column families may hold together. The log's entries are all
 /// that fill them in steady state; at 64 MiB (16 MiB per column family) they held 11 to 18
-/// MiB during the bench's fill (flushed at 16), now half that, at a flush twice as often.
-const MEMTABLE_BUDGET: usize = 32 * 1024 * 1024;
+/// MiB during the bench's fill (flushed at 16), at 32 MiB 5 to 9 MiB. At 16 MiB (4 MiB per
+/// column family) a server filled to a million znodes held 216-222 MiB against 224-225 at
+/// 32, at the same fill rate (162-169k creates/s against 162-172k); flushes come twice as
+/// often and write the same bytes.
+const MEMTABLE_BUDGET: usize = 16 * 1024 * 1024;
 
 /// The block cache the column families share. Blocks are read back only at start-up (the
 /// log scan) and for a follower that lags beyond the entry cache; RocksDB's default is a
