@@ -52,7 +52,7 @@ pub struct DataTree {
     arena: Arena,
     /// Interned ACL lists; a node holds the index of its list.
     acls: Vec<Arc<[Acl]>>,
-    acl_ids: HashMap<Arc<[Acl]>, u32>,
+    acl_ids: HashMap<Arc<[Acl]>, u32, ahash::RandomState>,
     ephemerals: HashMap<i64, BTreeSet<String>>,
     containers: BTreeSet<String>,
     ttls: BTreeSet<String>,
@@ -94,7 +94,7 @@ impl DataTree {
         DataTree {
             arena: Arena::new(),
             acls: Vec::new(),
-            acl_ids: HashMap::new(),
+            acl_ids: HashMap::default(),
             ephemerals: HashMap::new(),
             containers: BTreeSet::new(),
             ttls: BTreeSet::new(),

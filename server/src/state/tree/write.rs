@@ -54,10 +54,15 @@ impl DataTree {
         path::validate(&full_path).map_err(|_| ErrorCode::BadArguments)?;
         let child = path::child_name(&full_path);
         // (A valid path's only empty name is the root's: creating `/` finds it.)
-        if child.is_empty() || self.arena.child(parent_id, child.as_bytes()).is_some() {
+        if child.is_empty() {
             return Err(ErrorCode::NodeExists);
         }
         if matches!(parent_kind, NodeKind::Ephemeral(_)) {
+            // NODEEXISTS comes first; an ephemeral parent has no children, so this probe
+            // is for the rare create under one (the usual path learns it from the insert).
+            if self.arena.child(parent_id, child.as_bytes()).is_some() {
+                return Err(ErrorCode::NodeExists);
+            }
             return Err(ErrorCode::NoChildrenForEphemerals);
         }
         let kind = match op.record {
@@ -83,8 +88,12 @@ impl DataTree {
         let parent_dir = self.arena.dir(parent_id).ok_or(ErrorCode::NoNode)?;
         let (old_cversion, old_pzxid) = (parent_dir.cversion, parent_dir.pzxid);
         let new_cversion = parent_cversion.wrapping_add(1);
-        // (Absent: checked above.)
-        let _ = self.insert_slot(parent_id, &full_path, node);
+        // The insert's own probe of the index says whether the name is taken: one probe for
+        // both (nothing has changed before this point but the ACL table, which may keep a
+        // list no node uses).
+        if self.insert_slot(parent_id, &full_path, node).is_err() {
+            return Err(ErrorCode::NodeExists);
+        }
         if new_cversion > old_cversion {
             let stat = ChildStat {
                 pzxid: ctx.zxid,
