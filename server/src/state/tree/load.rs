@@ -19,8 +19,9 @@ use std::sync::Arc;
 
 use jute::Acl;
 
-use super::arena::{new_slot, ChildStat, NodeId, Slot, Slots, NONE, ROOT};
+use super::arena::{Slots, ROOT};
 use super::index::Pending;
+use super::slot::{new_slot, ChildStat, NodeId, Slot, NONE};
 use super::{DataTree, Node, NodeKind, TreeOptions};
 use crate::state::path;
 

@@ -30,14 +30,16 @@ mod load;
 #[cfg(test)]
 pub mod memory;
 mod node;
+mod slot;
 mod write;
 
-use arena::{new_slot, Arena, ChildStat, NodeId, Slot, NONE, ROOT};
+use arena::{Arena, ROOT};
 pub use load::{LoadError, NodeRecord, TreeCapture, TreeLoader};
 pub use node::{
     CreateOp, CreateRecord, Node, NodeKind, Trigger, TxnContext, Undo, CONFIG, MAX_TTL_MS, QUOTA,
     ZOOKEEPER,
 };
+use slot::{new_slot, ChildStat, NodeId, Slot, NONE};
 
 /// Tree-wide settings that change what writes accept.
 #[derive(Debug, Clone, Copy, Default)]

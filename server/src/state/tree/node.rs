@@ -6,8 +6,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 use jute::{Acl, Id, Stat};
 
-use super::arena::{ChildStat, Dir, NodeId, Slot, Slots};
+use super::arena::Slots;
 pub use super::kind::NodeKind;
+use super::slot::{ChildStat, Dir, NodeId, Slot};
 
 /// `/zookeeper` and its system children (ZooKeeper's `isSpecialPath`).
 pub const ZOOKEEPER: &str = "/zookeeper";

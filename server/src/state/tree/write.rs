@@ -4,8 +4,8 @@
 use bytes::Bytes;
 use jute::{perms, Acl, CreateMode, ErrorCode, Stat};
 
-use super::arena::{new_slot, ChildStat, NodeId};
 use super::node::stat_of;
+use super::slot::{new_slot, ChildStat, NodeId};
 use super::{
     is_special_path, CreateOp, CreateRecord, DataTree, NodeKind, Trigger, TxnContext, Undo, CONFIG,
     MAX_TTL_MS,
