@@ -657,6 +657,10 @@ fn no_trust_store(kind: ServerKind) {
             }
         }
         let server = b.start();
+        // As in `tls_server`: ZooKeeper opens its TLS port a moment after its plain one.
+        eventually("the TLS port accepting", Duration::from_secs(30), || {
+            std::net::TcpStream::connect(("127.0.0.1", secure)).ok()
+        });
         let addr = ([127, 0, 0, 1], secure).into();
         let with = tls_session(addr, &p.ca.cert, Some(&p.client1));
         assert_eq!(
