@@ -384,7 +384,14 @@ mod tests {
         assert_eq!(create(&mut t, 1, "/x", 9), Err(ErrorCode::BadArguments));
         assert_eq!(create(&mut t, 1, "/x", 5), Err(ErrorCode::Unimplemented));
         create(&mut t, 1, "/e", 1).unwrap();
+        let (root, count) = (t.get("/").unwrap().stat(), t.node_count());
         assert_eq!(create(&mut t, 2, "/e", 0), Err(ErrorCode::NodeExists));
+        assert_eq!(
+            t.get("/").unwrap().stat(),
+            root,
+            "a create refused as NODEEXISTS leaves the parent's cversion and pzxid"
+        );
+        assert_eq!(t.node_count(), count, "and adds no node");
         assert_eq!(
             create(&mut t, 2, "/e/c", 0),
             Err(ErrorCode::NoChildrenForEphemerals)
