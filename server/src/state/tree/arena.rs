@@ -53,8 +53,15 @@ fn chunked_mut<T: Clone>(chunks: &mut [Arc<Vec<T>>], i: u32) -> Option<&mut T> {
     Arc::make_mut(chunk).get_mut(i as usize % CHUNK)
 }
 
-/// Appends `value` to a chunked table: its index.
-fn chunked_push<T: Clone>(chunks: &mut Vec<Arc<Vec<T>>>, value: T) -> u32 {
+/// Puts `value` in a chunked table, at an index from `free` (one given back) or at the end:
+/// its index.
+fn chunked_take<T: Clone>(chunks: &mut Vec<Arc<Vec<T>>>, free: &mut Vec<u32>, value: T) -> u32 {
+    if let Some(i) = free.pop() {
+        if let Some(reused) = chunked_mut(chunks, i) {
+            *reused = value;
+            return i;
+        }
+    }
     if chunks.last().is_none_or(|c| c.len() == CHUNK) {
         chunks.push(Arc::new(Vec::with_capacity(CHUNK)));
     }
@@ -88,16 +95,9 @@ impl Slots {
     /// still holds it).
     fn dir_mut(&mut self, free_dirs: &mut Vec<u32>, id: NodeId) -> Option<&mut Dir> {
         let slot = self.get(id)?;
-        let mut d = slot.dir;
+        let (mut d, czxid) = (slot.dir, slot.czxid);
         if d == NONE {
-            let leaf = Dir::leaf(slot.czxid);
-            d = match free_dirs.pop() {
-                Some(d) => {
-                    *chunked_mut(&mut self.dirs, d)? = leaf;
-                    d
-                }
-                None => chunked_push(&mut self.dirs, leaf),
-            };
+            d = chunked_take(&mut self.dirs, free_dirs, Dir::leaf(czxid));
             self.get_mut(id)?.dir = d;
         }
         chunked_mut(&mut self.dirs, d)
@@ -225,6 +225,17 @@ impl Arena {
         let old = self.get_mut(id)?;
         (slot.parent, slot.next, slot.prev, slot.dir) = (old.parent, old.next, old.prev, old.dir);
         Some(std::mem::replace(old, slot))
+    }
+
+    /// `id`'s pzxid becomes `pzxid` (its cversion stays).
+    pub fn set_pzxid(&mut self, id: NodeId, pzxid: i64) {
+        if let Some(dir) = self.dir(id) {
+            let stat = ChildStat {
+                pzxid,
+                cversion: dir.cversion,
+            };
+            self.set_child_stat(id, stat);
+        }
     }
 
     /// The child of `parent` called `name`.
@@ -390,10 +401,8 @@ fn place(
     parent: NodeId,
     mut slot: Slot,
 ) -> NodeId {
-    let id = match free.pop() {
-        Some(id) => id,
-        None => chunked_push(&mut slots.chunks, Slot::FREE),
-    };
+    // (A placeholder until the links are known: they need the id.)
+    let id = chunked_take(&mut slots.chunks, free, Slot::FREE);
     slot.parent = parent;
     slot.prev = NONE;
     slot.next = NONE;

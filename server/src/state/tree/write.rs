@@ -5,7 +5,7 @@ use bytes::Bytes;
 use jute::{perms, Acl, CreateMode, ErrorCode, Stat};
 
 use super::node::stat_of;
-use super::slot::{new_slot, ChildStat, NodeId};
+use super::slot::{new_slot, ChildStat, Dir, NodeId};
 use super::{
     is_special_path, CreateOp, CreateRecord, DataTree, NodeKind, Trigger, TxnContext, Undo, CONFIG,
     MAX_TTL_MS,
@@ -84,7 +84,7 @@ impl DataTree {
         (node.czxid, node.mzxid) = (ctx.zxid, ctx.zxid);
         (node.ctime, node.mtime) = (ctx.time, ctx.time);
         // A new node has no dir: its pzxid is its czxid.
-        let stat = stat_of(&node, self.arena.slots().dir_of(&node));
+        let stat = stat_of(&node, Dir::leaf(ctx.zxid));
         let parent_dir = self.arena.dir(parent_id).ok_or(ErrorCode::NoNode)?;
         let (old_cversion, old_pzxid) = (parent_dir.cversion, parent_dir.pzxid);
         let new_cversion = parent_cversion.wrapping_add(1);
@@ -177,11 +177,7 @@ impl DataTree {
         if let Some(parent) = self.arena.dir(node.parent) {
             old_pzxid = parent.pzxid;
             if zxid > parent.pzxid {
-                let stat = ChildStat {
-                    pzxid: zxid,
-                    cversion: parent.cversion,
-                };
-                self.arena.set_child_stat(node.parent, stat);
+                self.arena.set_pzxid(node.parent, zxid);
             }
         }
         if let Some(undo) = undo {
@@ -418,13 +414,7 @@ impl DataTree {
                     parent_pzxid,
                 } => {
                     if let Some(parent_id) = self.arena.lookup(&parent) {
-                        if let Some(p) = self.arena.dir(parent_id) {
-                            let stat = ChildStat {
-                                pzxid: parent_pzxid,
-                                cversion: p.cversion,
-                            };
-                            self.arena.set_child_stat(parent_id, stat);
-                        }
+                        self.arena.set_pzxid(parent_id, parent_pzxid);
                         // (Its name is free again: later steps were undone first.)
                         if let Ok(id) = self.insert_slot(parent_id, &path, *node) {
                             self.arena.set_child_stat(id, child_stat);
