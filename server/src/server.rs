@@ -126,7 +126,8 @@ impl Server {
         };
         let replica = Arc::new(Replica::new(config, state, tx));
         replica.counters.snap_load_time.record_ms(snapshot_load);
-        crate::allocator::give_back_when_quiet(Arc::downgrade(&replica), |r| {
+        // (Detached: it ends by itself once the replica is dropped.)
+        let _ = crate::allocator::give_back_when_quiet(Arc::downgrade(&replica), |r| {
             r.counters
                 .commits
                 .load(std::sync::atomic::Ordering::Relaxed)
