@@ -66,12 +66,16 @@ fn tls_server(
         b = b.config(k, v);
     }
     let server = b.start();
-    // The server is up once its plain port answers; ZooKeeper opens its TLS port a moment
-    // later, so every test here waits until that port accepts too.
+    wait_for_tls_port(secure);
+    (server, secure)
+}
+
+/// The server is up once its plain port answers; ZooKeeper opens its TLS port a moment
+/// later, so every test here waits until that port accepts too.
+fn wait_for_tls_port(secure: u16) {
     eventually("the TLS port accepting", Duration::from_secs(30), || {
         std::net::TcpStream::connect(("127.0.0.1", secure)).ok()
     });
-    (server, secure)
 }
 
 fn tls_cli(name: &'static str, secure: u16, p: &Pki, id: Option<&Issued>) -> ZkCli {
@@ -657,10 +661,7 @@ fn no_trust_store(kind: ServerKind) {
             }
         }
         let server = b.start();
-        // As in `tls_server`: ZooKeeper opens its TLS port a moment after its plain one.
-        eventually("the TLS port accepting", Duration::from_secs(30), || {
-            std::net::TcpStream::connect(("127.0.0.1", secure)).ok()
-        });
+        wait_for_tls_port(secure);
         let addr = ([127, 0, 0, 1], secure).into();
         let with = tls_session(addr, &p.ca.cert, Some(&p.client1));
         assert_eq!(
