@@ -359,8 +359,9 @@ impl World {
                         let at = r
                             .expired_at
                             .map(|t| t.saturating_duration_since(self.t0).as_secs_f64());
+                        let last_write = r.last_ok.saturating_duration_since(self.t0).as_secs_f64();
                         v.push(format!(
-                            "{}: steady session {:#x} (timeout {:?}) expired (seen at {at:.2?}s); no fault lasted that long for it",
+                            "{}: steady session {:#x} (timeout {:?}) expired (seen at {at:.2?}s, its last write at {last_write:.2}s); no fault lasted that long for it",
                             o.name, r.id, o.timeout
                         ));
                     }

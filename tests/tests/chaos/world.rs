@@ -447,9 +447,47 @@ impl World {
         }
     }
 
+    /// Between two faults: every member serves, and every steady owner has written again.
+    ///
+    /// The second matters because the schedule promises steady sessions faults that are each
+    /// shorter than their timeout. A client that is still backing off from one fault (the
+    /// zookeeper-client crate waits up to seconds between rounds of reconnects) when the next
+    /// begins would see one outage as long as both, and may rightly expire.
     pub(crate) fn settle(&mut self) {
         self.ensemble.wait_all_serving();
+        self.wait_for_steady_owners();
         std::thread::sleep(Duration::from_secs(1));
+    }
+
+    /// Waits until each steady owner's live session has had a write succeed since now. A
+    /// session that expired meanwhile is the checker's to report, not a reason to wait.
+    fn wait_for_steady_owners(&mut self) {
+        let since = Instant::now();
+        let deadline = since + WAIT;
+        let mut late = Vec::new();
+        for o in &self.steady {
+            loop {
+                match o.current() {
+                    Some(r) if r.expired || r.last_ok > since => break,
+                    _ if Instant::now() > deadline => {
+                        late.push(o.name.clone());
+                        break;
+                    }
+                    _ => std::thread::sleep(Duration::from_millis(50)),
+                }
+            }
+        }
+        if !self.steady.is_empty() {
+            self.event(&format!(
+                "steady owners writing again after {:?}",
+                since.elapsed()
+            ));
+        }
+        for name in late {
+            self.violation(format!(
+                "{name}: no successful write within {WAIT:?} of every member serving"
+            ));
+        }
     }
 
     pub(crate) fn run_schedule(&mut self, mut schedule: Vec<Fault>) {
