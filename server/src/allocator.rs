@@ -10,8 +10,9 @@
 //! arena's free chunks, so it runs where a short wait of a thread that allocates does no
 //! harm: on a thread of its own after start-up, on the snapshot thread after a snapshot,
 //! and on a thread that gives back what a burst of writes left free once the writes stop
-//! ([`give_back_when_quiet`]): RocksDB's memtables and the connections' buffers are freed
-//! in the middle of a heap as well.
+//! ([`give_back_when_quiet`]): the connections' buffers are freed in the middle of a heap
+//! as well, and that thread first has RocksDB write its memtables out (up to 16 MiB,
+//! holding the log of the burst) so that their memory is free to give back too.
 
 use std::sync::Weak;
 use std::time::{Duration, Instant};
@@ -63,11 +64,14 @@ impl QuietWatch {
 }
 
 /// Starts a thread that gives free memory back each time the server goes quiet after
-/// work: `work` reads a counter of `owner`'s (e.g. entries applied). The thread ends once
-/// `owner` is dropped; its handle, unless it could not start.
+/// work: `work` reads a counter of `owner`'s (e.g. entries applied), and `free_first` runs
+/// just before memory is given back (e.g. flushing RocksDB's memtables, whose memory is
+/// then free). The thread ends once `owner` is dropped; its handle, unless it could not
+/// start.
 pub fn give_back_when_quiet<T: Send + Sync + 'static>(
     owner: Weak<T>,
     work: fn(&T) -> u64,
+    free_first: impl Fn() + Send + 'static,
 ) -> Option<std::thread::JoinHandle<()>> {
     let spawned = std::thread::Builder::new()
         .name("trim-quiet".into())
@@ -79,6 +83,7 @@ pub fn give_back_when_quiet<T: Send + Sync + 'static>(
                 let now = work(&owner);
                 drop(owner);
                 if watch.look(now) {
+                    free_first();
                     give_back_and_log("a burst of work");
                 }
             }
@@ -131,9 +136,11 @@ mod tests {
     #[test]
     fn the_quiet_thread_ends_with_its_owner() {
         let owner = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
-        let thread = give_back_when_quiet(std::sync::Arc::downgrade(&owner), |c| {
-            c.load(std::sync::atomic::Ordering::Relaxed)
-        })
+        let thread = give_back_when_quiet(
+            std::sync::Arc::downgrade(&owner),
+            |c| c.load(std::sync::atomic::Ordering::Relaxed),
+            || {},
+        )
         .expect("the thread starts");
         drop(owner);
         // It notices at its next look; the bound is only there so that a thread that

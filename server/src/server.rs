@@ -127,11 +127,15 @@ impl Server {
         let replica = Arc::new(Replica::new(config, state, tx));
         replica.counters.snap_load_time.record_ms(snapshot_load);
         // (Detached: it ends by itself once the replica is dropped.)
-        let _ = crate::allocator::give_back_when_quiet(Arc::downgrade(&replica), |r| {
-            r.counters
-                .commits
-                .load(std::sync::atomic::Ordering::Relaxed)
-        });
+        let _ = crate::allocator::give_back_when_quiet(
+            Arc::downgrade(&replica),
+            |r| {
+                r.counters
+                    .commits
+                    .load(std::sync::atomic::Ordering::Relaxed)
+            },
+            storage.memtable_flusher(),
+        );
         let admin_replica = replica.clone();
         let shared = Arc::new(Shared::new(
             replica.clone(),
