@@ -68,10 +68,18 @@ async fn open_sessions(
     timeout_ms: i32,
 ) -> anyhow::Result<Vec<Session>> {
     let mut out: Vec<Session> = Vec::with_capacity(n);
+    let started = Instant::now();
     let mut pinged = Instant::now();
     while out.len() < n {
         if pinged.elapsed() > Duration::from_secs(5) {
-            ping_all(&mut out).await?;
+            ping_all(&mut out).await.with_context(|| {
+                format!(
+                    "pinging the {} sessions open after {:.1?} (the last round of pings {:.1?} before)",
+                    out.len(),
+                    started.elapsed(),
+                    pinged.elapsed()
+                )
+            })?;
             pinged = Instant::now();
         }
         let wave = OPEN_WAVE.min(n - out.len());
@@ -90,11 +98,14 @@ async fn open_sessions(
 }
 
 /// Sends a ping on every session (the replies are skipped whenever a session reads next).
+/// A failure names the session (its place in the order of opening, and its id).
 async fn ping_all(sessions: &mut [Session]) -> anyhow::Result<()> {
     let deadline = Instant::now() + IO_TIMEOUT;
-    for s in sessions {
+    for (k, s) in sessions.iter_mut().enumerate() {
         s.queue(&Request::Ping);
-        s.flush(deadline).await?;
+        s.flush(deadline)
+            .await
+            .with_context(|| format!("pinging session {} (id {:#x})", k + 1, s.session_id()))?;
     }
     Ok(())
 }
@@ -130,7 +141,8 @@ pub fn sessions(
     let t = Instant::now();
     let mut sessions = rt.block_on(open_sessions(addr, n, params.session_timeout_ms))?;
     let open_s = t.elapsed().as_secs_f64();
-    rt.block_on(ping_all(&mut sessions))?;
+    rt.block_on(ping_all(&mut sessions))
+        .with_context(|| format!("pinging all {n} sessions once open (after {open_s:.1} s)"))?;
     let after = memory_of(kind, &target)?;
     drop(sessions);
     out.measures
