@@ -19,10 +19,9 @@ use bytes::{Bytes, BytesMut};
 use jute::{Reader, Record, RequestHeader};
 use parking_lot::Mutex;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::sync::mpsc;
 
 use super::auth::{Cx, Guard, Verdict};
-use super::completion::Completion;
+use super::completion::{Completion, Completions};
 use super::conn_stats::ConnStats;
 use super::end::End;
 use super::handshake::{handshake, HANDSHAKE_TIMEOUT};
@@ -131,7 +130,7 @@ async fn run(
         .metrics
         .connections_total
         .fetch_add(1, Ordering::Relaxed);
-    let (tx, mut completions) = mpsc::unbounded_channel();
+    let completions = Arc::new(Completions::default());
     let touched = Arc::new(AtomicBool::new(true));
     let stats = Arc::new(ConnStats::default());
     stats
@@ -143,14 +142,14 @@ async fn run(
         std::iter::once(acl::ip_id(peer.ip())).chain(ids).collect(),
         outbox.clone(),
         stats.clone(),
-        tx.clone(),
+        completions.clone(),
     )));
     shared.watches.lock().register(conn, outbox.clone());
     let previous = shared.registry.register(
         conn,
         ConnEntry {
             session: session.id,
-            completions: tx,
+            completions: completions.clone(),
             touched: touched.clone(),
             peer,
             connected_at: SystemTime::now(),
@@ -192,7 +191,7 @@ async fn run(
         write_timeout: Duration::from_millis(session.timeout_ms.max(0) as u64)
             .max(shared.replica.election_timeouts(3)),
     };
-    c.serve(rd, &mut buf, &mut completions).await
+    c.serve(rd, &mut buf, &completions).await
 }
 
 struct Connection {
@@ -218,7 +217,7 @@ impl Connection {
         &mut self,
         rd: &mut ReadHalf,
         buf: &mut BytesMut,
-        completions: &mut mpsc::UnboundedReceiver<Completion>,
+        completions: &Completions,
     ) -> End {
         let max = self.shared.replica.config.max_buffer;
         let mut room = ReadRoom::default();
@@ -253,10 +252,11 @@ impl Connection {
             }
             tokio::select! {
                 biased;
-                c = completions.recv() => {
-                    let Some(c) = c else { return End::NotServing };
-                    if let Err(end) = self.on_completion(c) {
-                        return end;
+                pending = completions.recv() => {
+                    for c in pending {
+                        if let Err(end) = self.on_completion(c) {
+                            return end;
+                        }
                     }
                 }
                 r = rd.read_buf(buf), if can_read => match r {

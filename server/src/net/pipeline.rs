@@ -19,9 +19,8 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use jute::{ErrorCode, Id, Reader, Request};
-use tokio::sync::mpsc::UnboundedSender;
 
-use super::completion::Completion;
+use super::completion::{Completion, Completions};
 use super::conn_stats::ConnStats;
 use super::metrics::Metrics;
 use super::outbox::Outbox;
@@ -77,7 +76,7 @@ pub struct Pipeline {
     pub auth: AuthIds,
     outbox: Arc<Outbox>,
     stats: Arc<ConnStats>,
-    notify: UnboundedSender<Completion>,
+    notify: Arc<Completions>,
 }
 
 impl Pipeline {
@@ -87,7 +86,7 @@ impl Pipeline {
         auth: AuthIds,
         outbox: Arc<Outbox>,
         stats: Arc<ConnStats>,
-        notify: UnboundedSender<Completion>,
+        notify: Arc<Completions>,
     ) -> Pipeline {
         Pipeline {
             items: VecDeque::new(),
@@ -223,7 +222,7 @@ impl Pipeline {
                     if closes_session {
                         // Nothing after a closeSession is answered.
                         self.items.clear();
-                        let _ = self.notify.send(Completion::SessionClosed);
+                        self.notify.send(Completion::SessionClosed);
                     }
                 }
                 Item::Sync {
@@ -235,7 +234,7 @@ impl Pipeline {
                     });
                     self.finished(xid, jute::OpCode::Sync.code(), started, env);
                     // The connection may take the requests it held back.
-                    let _ = self.notify.send(Completion::Resume);
+                    self.notify.send(Completion::Resume);
                 }
                 Item::Local {
                     xid,

@@ -11,9 +11,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
-use super::completion::Completion;
+use super::completion::{Completion, Completions};
 use super::conn_stats::ConnStats;
 use super::pipeline::Pipeline;
 use crate::state::command::ConnId;
@@ -28,7 +28,7 @@ pub struct SessionGrant {
 /// A registered connection.
 pub struct ConnEntry {
     pub session: i64,
-    pub completions: mpsc::UnboundedSender<Completion>,
+    pub completions: Arc<Completions>,
     pub touched: Arc<AtomicBool>,
     pub peer: std::net::SocketAddr,
     pub connected_at: std::time::SystemTime,
@@ -66,7 +66,10 @@ impl Registry {
     /// Sends a completion; false if the connection is gone.
     pub fn send(&self, conn: ConnId, completion: Completion) -> bool {
         match self.conns.read().get(&conn) {
-            Some(e) => e.completions.send(completion).is_ok(),
+            Some(e) => {
+                e.completions.send(completion);
+                true
+            }
             None => false,
         }
     }
@@ -84,7 +87,7 @@ impl Registry {
     /// Tells every connection something (leader change, stop serving).
     pub fn broadcast(&self, make: impl Fn() -> Completion) {
         for e in self.conns.read().values() {
-            let _ = e.completions.send(make());
+            e.completions.send(make());
         }
     }
 
