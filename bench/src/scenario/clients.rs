@@ -2,14 +2,15 @@
 //! watch, and how fast it delivers a burst of notifications.
 //!
 //! `sessions`: opens `--sessions` sessions (256 handshakes at a time), pings each once so
-//! none nears its timeout, and reads the server's memory before and after: the difference
-//! over the count is the memory per session. The count is capped by the open-file limit
+//! none nears its timeout, and reads the server's memory before and, after a few quiet
+//! seconds (as the scale scenario does), after: the difference over the count is the memory
+//! per session. The count is capped by the open-file limit
 //! (both the bench and the server need a descriptor per session; the bench raises its soft
 //! limit to the hard one, and the servers inherit it).
 //!
 //! `watches`: `--watch-sessions` sessions each set a data watch (exists with watch) on each
-//! of `--watches / --watch-sessions` znodes; memory before and after over the count is the
-//! memory per watch. Then one change fires `--fire` of them: a single multi transaction
+//! of `--watches / --watch-sessions` znodes; memory before and (after a few quiet seconds)
+//! after, over the count, is the memory per watch. Then one change fires `--fire` of them: a single multi transaction
 //! setting the data of `--fire / --watch-sessions` znodes, each watched by every session (a
 //! watch belongs to a connection, so `--fire` watches on a *single* znode would need as many
 //! connections). The time is from sending the multi to the last notification received.
@@ -22,7 +23,7 @@ use bytes::Bytes;
 use jute::{CreateMode, ExistsRequest, MultiOp, Request, SetDataRequest};
 use tokio::task::JoinSet;
 
-use super::{memory_of, KindOutcome, Measure, ScenarioParams};
+use super::{memory_of, KindOutcome, Measure, ScenarioParams, QUIET_BEFORE_MEMORY};
 use crate::load::{create, pipelined};
 use crate::memory;
 use crate::server::{LaunchOptions, ServerKind};
@@ -143,6 +144,8 @@ pub fn sessions(
     let open_s = t.elapsed().as_secs_f64();
     rt.block_on(ping_all(&mut sessions))
         .with_context(|| format!("pinging all {n} sessions once open (after {open_s:.1} s)"))?;
+    // (Well within the sessions' timeout: the pings just went out.)
+    std::thread::sleep(QUIET_BEFORE_MEMORY);
     let after = memory_of(kind, &target)?;
     drop(sessions);
     out.measures
@@ -216,6 +219,7 @@ pub fn watches(
         anyhow::Ok(back)
     })?;
     let set_s = t.elapsed().as_secs_f64();
+    std::thread::sleep(QUIET_BEFORE_MEMORY);
     let after = memory_of(kind, &target)?;
 
     // One multi transaction changes `fire_nodes` znodes, each watched by every session.

@@ -21,6 +21,11 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use crate::memory;
+
+/// Quiet time after the work a memory figure measures, before it is read, as an operator
+/// would see the server: zooraft gives free memory back after two seconds without writes
+/// (and RocksDB's memtables with it); ZooKeeper is read after a forced full GC.
+pub(crate) const QUIET_BEFORE_MEMORY: Duration = Duration::from_secs(6);
 use crate::server::{LaunchOptions, ServerKind};
 use crate::target::Target;
 

@@ -33,7 +33,7 @@ use bytes::Bytes;
 use jute::{CreateMode, Request, SetDataRequest};
 use tokio::task::JoinSet;
 
-use super::{memory_of, KindOutcome, Measure, ScalePoint, ScenarioParams};
+use super::{memory_of, KindOutcome, Measure, ScalePoint, ScenarioParams, QUIET_BEFORE_MEMORY};
 use crate::load::{create, pipelined};
 use crate::memory;
 use crate::server::{four_letter_word, LaunchOptions, ServerKind};
@@ -47,9 +47,6 @@ const DATA: [u8; 100] = [b's'; 100];
 const SAMPLE_EVERY: Duration = Duration::from_millis(100);
 const LOAD_SESSIONS: usize = 32;
 const LOAD_DEPTH: usize = 8;
-/// Quiet time after a fill before the memory is read (zooraft gives free memory back after
-/// two seconds without writes).
-const QUIET_BEFORE_MEMORY: Duration = Duration::from_secs(6);
 
 fn leaf(i: usize) -> String {
     format!("/scale/d{:04}/n{i:08}", i / PER_DIR)
