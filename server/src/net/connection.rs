@@ -265,6 +265,10 @@ impl Connection {
                     Err(e) => return End::Io(e),
                 },
                 _ = tokio::time::sleep(Duration::from_millis(if can_read { 1000 } else { 5 })) => {
+                    if can_read {
+                        // A second without a request: an idle session keeps no read buffer.
+                        room.rest(buf);
+                    }
                     if self.read_only && self.shared.replica.is_serving() {
                         return End::ReadOnlyOver;
                     }

@@ -26,7 +26,9 @@ pub enum FrameError {
 /// starts at [`ReadRoom::MIN`]. A pipelining client fills whatever room it is given, so a
 /// read that fills it doubles the next one's (up to [`ReadRoom::MAX`]: fewer reads, and
 /// more writes per message to the Raft thread), and reads that use under a quarter halve
-/// it again; an empty buffer much larger than wanted is let go.
+/// it again; an empty buffer much larger than wanted is let go. After a second without a
+/// read ([`ReadRoom::rest`]) an empty buffer is let go whatever its size: the wait for the
+/// next request then holds only the 64 bytes `BytesMut` gives a read into no room.
 pub struct ReadRoom {
     want: usize,
     /// The room the last read was given.
@@ -57,10 +59,19 @@ impl ReadRoom {
         self.given = buf.capacity() - buf.len();
     }
 
+    /// The connection read nothing for a while: an empty buffer is let go, and the next
+    /// read gets no room of ours (the read after it gets [`Self::MIN`] again).
+    pub fn rest(&mut self, buf: &mut BytesMut) {
+        if buf.is_empty() {
+            *buf = BytesMut::new();
+            self.want = 0;
+        }
+    }
+
     /// A read after [`Self::prepare`] took `n` bytes.
     pub fn read(&mut self, n: usize) {
         if n >= self.given {
-            self.want = (2 * self.want).min(Self::MAX);
+            self.want = (2 * self.want).clamp(Self::MIN, Self::MAX);
         } else if n < self.given / 4 {
             self.want = (self.want / 2).max(Self::MIN);
         }
@@ -167,5 +178,27 @@ mod tests {
         room.prepare(&mut partial);
         assert!(partial.capacity() >= ReadRoom::MAX);
         assert_eq!(&partial[..], &[0, 0, 1]);
+    }
+
+    #[test]
+    fn a_resting_connection_holds_no_read_buffer() {
+        let mut room = ReadRoom::default();
+        let mut buf = BytesMut::new();
+        room.prepare(&mut buf);
+        assert!(buf.capacity() >= ReadRoom::MIN);
+        room.rest(&mut buf);
+        assert_eq!(buf.capacity(), 0);
+        room.prepare(&mut buf);
+        assert_eq!(buf.capacity(), 0, "no room is made while resting");
+        // The first read after the rest (into BytesMut's own small room) brings `MIN` back.
+        room.read(12);
+        buf.clear();
+        room.prepare(&mut buf);
+        assert!(buf.capacity() >= ReadRoom::MIN);
+        // A partial frame is never let go.
+        buf.extend_from_slice(&[0, 0]);
+        room.rest(&mut buf);
+        assert_eq!(&buf[..], &[0, 0]);
+        assert!(buf.capacity() >= ReadRoom::MIN);
     }
 }
