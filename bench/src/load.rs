@@ -36,6 +36,8 @@ use crate::workload::{Mix, Op, Workload};
 
 /// How long any single wait on the server may take before the run counts a `timeout`.
 const IO_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long the session that waited for a path to show may take to close.
+const CLOSE_WAIT: Duration = Duration::from_secs(5);
 /// How long ops still in flight at the end of the window may take to finish.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 /// Requests in flight during setup and cleanup.
@@ -397,9 +399,14 @@ async fn await_visible(addr: SocketAddr, spec: &LoadSpec, path: &str) -> Result<
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    s.close(Instant::now() + IO_TIMEOUT)
-        .await
-        .map_err(|e| LoadError::Setup(format!("closing the wait session: {e}")))
+    // The wait is over once the path shows; a close the server does not answer in time (an
+    // Apache ZooKeeper ensemble under TLS once took over 30 s on a loaded machine) leaves
+    // the session to expire, and fails nothing: what is measured next reports the server's
+    // state on its own.
+    if let Err(e) = s.close(Instant::now() + CLOSE_WAIT).await {
+        tracing::warn!("closing the wait session on {addr}: {e} (left to expire)");
+    }
+    Ok(())
 }
 
 /// Deletes `base` and everything under it, on a fresh session.
