@@ -83,7 +83,10 @@ struct Figures {
     sum: u64,
 }
 
-fn summary(m: &BTreeMap<String, String>, name: &str, percentiles: bool) -> Figures {
+/// `racy`: the server reads a summary's figures one at a time while samples are added
+/// (Apache ZooKeeper's `AvgMinMaxCounter` computes its average from its own reading of the
+/// count and the sum), so the average may be one sample behind or ahead of `sum / cnt`.
+fn summary(m: &BTreeMap<String, String>, name: &str, percentiles: bool, racy: bool) -> Figures {
     let get = |k: &str| mntr_u64(m, &format!("zk_{k}_{name}"));
     let avg: f64 = m[&format!("zk_avg_{name}")]
         .parse()
@@ -94,8 +97,14 @@ fn summary(m: &BTreeMap<String, String>, name: &str, percentiles: bool) -> Figur
         assert_eq!((sum, max, avg), (0, 0, 0.0), "{name}: empty summary");
     } else {
         let expected = sum as f64 / cnt as f64;
+        // One sample (at most `max`) more or less moves the average by at most this.
+        let one_sample = if racy && cnt > 1 {
+            max as f64 / (cnt - 1) as f64
+        } else {
+            0.0
+        };
         assert!(
-            (avg - expected).abs() <= 0.001 + expected * 1e-4,
+            (avg - expected).abs() <= 0.001 + expected * 1e-4 + one_sample,
             "{name}: avg {avg} for sum {sum} / cnt {cnt}"
         );
         assert!(
@@ -117,13 +126,13 @@ fn summary(m: &BTreeMap<String, String>, name: &str, percentiles: bool) -> Figur
     Figures { cnt, sum }
 }
 
-fn all_summaries(m: &BTreeMap<String, String>) -> BTreeMap<&'static str, Figures> {
+fn all_summaries(m: &BTreeMap<String, String>, racy: bool) -> BTreeMap<&'static str, Figures> {
     let mut out = BTreeMap::new();
     for name in SUMMARIES {
-        out.insert(name, summary(m, name, false));
+        out.insert(name, summary(m, name, false, racy));
     }
     for name in PERCENTILE_SUMMARIES {
-        out.insert(name, summary(m, name, true));
+        out.insert(name, summary(m, name, true, racy));
     }
     out
 }
@@ -136,7 +145,9 @@ fn mntr_figures(kind: ServerKind) {
     for key in PLAIN_KEYS {
         assert!(m0.contains_key(key), "mntr lacks {key}");
     }
-    let s0 = all_summaries(&m0);
+    // (A test of zooraft's figures; Apache ZooKeeper's are checked with room for its race.)
+    let racy = kind == ServerKind::Apache;
+    let s0 = all_summaries(&m0, racy);
     assert_eq!(s0["dbinittime"].cnt, 1, "the database was loaded once");
     const READS: u64 = 20;
     const WRITES: u64 = 5;
@@ -194,7 +205,7 @@ fn mntr_figures(kind: ServerKind) {
         assert!(refused.is_err(), "an unknown scheme is refused");
     });
     let m1 = mntr(&server);
-    let s1 = all_summaries(&m1);
+    let s1 = all_summaries(&m1, racy);
     let grew = |k: &str| mntr_u64(&m1, k) - mntr_u64(&m0, k);
     // ZooKeeper counts refused certificates and SASL exchanges there, not an auth packet.
     assert_eq!(
@@ -252,10 +263,11 @@ fn srst_resets_figures(kind: ServerKind) {
                 .expect("exists");
         }
     });
-    assert!(summary(&mntr(&server), "readlatency", true).cnt >= 3);
+    let racy = kind == ServerKind::Apache;
+    assert!(summary(&mntr(&server), "readlatency", true, racy).cnt >= 3);
     assert_eq!(flw(&server, "srst"), "Server stats reset.\n");
     let m = mntr(&server);
-    assert_eq!(summary(&m, "readlatency", true).cnt, 0);
+    assert_eq!(summary(&m, "readlatency", true, racy).cnt, 0);
     // ZooKeeper counts the four-letter word that asks.
     assert!(mntr_u64(&m, "zk_packets_received") <= 1);
 }
