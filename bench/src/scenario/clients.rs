@@ -1,8 +1,9 @@
 //! The `sessions` and `watches` scenarios: what a server holds per client session and per
 //! watch, and how fast it delivers a burst of notifications.
 //!
-//! `sessions`: opens `--sessions` sessions (256 handshakes at a time), pings each once so
-//! none nears its timeout, and reads the server's memory before and, after a few quiet
+//! `sessions`: opens `--sessions` sessions (256 handshakes at a time), touches each (an
+//! `exists /`, 256 sessions at a time, replies read) every few seconds so none nears its
+//! timeout, and reads the server's memory before and, after a few quiet
 //! seconds (as the scale scenario does), after: the difference over the count is the memory
 //! per session. The count is capped by the open-file limit
 //! (both the bench and the server need a descriptor per session; the bench raises its soft
@@ -61,7 +62,7 @@ pub fn raise_fd_limit() -> u64 {
     }
 }
 
-/// Opens `n` sessions to `addr`, [`OPEN_WAVE`] handshakes at a time, pinging those already
+/// Opens `n` sessions to `addr`, [`OPEN_WAVE`] handshakes at a time, touching those already
 /// open every few seconds so that none expires while the others are being opened.
 async fn open_sessions(
     addr: SocketAddr,
@@ -70,18 +71,18 @@ async fn open_sessions(
 ) -> anyhow::Result<Vec<Session>> {
     let mut out: Vec<Session> = Vec::with_capacity(n);
     let started = Instant::now();
-    let mut pinged = Instant::now();
+    let mut touched = Instant::now();
     while out.len() < n {
-        if pinged.elapsed() > Duration::from_secs(5) {
-            ping_all(&mut out).await.with_context(|| {
+        if touched.elapsed() > Duration::from_secs(5) {
+            touch_all(&mut out).await.with_context(|| {
                 format!(
-                    "pinging the {} sessions open after {:.1?} (the last round of pings {:.1?} before)",
+                    "touching the {} sessions open after {:.1?} (the last round {:.1?} before)",
                     out.len(),
                     started.elapsed(),
-                    pinged.elapsed()
+                    touched.elapsed()
                 )
             })?;
-            pinged = Instant::now();
+            touched = Instant::now();
         }
         let wave = OPEN_WAVE.min(n - out.len());
         let mut set = JoinSet::new();
@@ -98,15 +99,43 @@ async fn open_sessions(
     Ok(out)
 }
 
-/// Sends a ping on every session (the replies are skipped whenever a session reads next).
-/// A failure names the session (its place in the order of opening, and its id).
-async fn ping_all(sessions: &mut [Session]) -> anyhow::Result<()> {
+/// Keeps every session alive: an `exists /` on each, [`OPEN_WAVE`] sessions at a time, each
+/// window's replies read before the next is sent. (Pings sent to every session at once and
+/// never read left Apache ZooKeeper with thousands of requests outstanding; it expired
+/// sessions pinged every 5 s.) A failure names the session (its place in the order of
+/// opening, and its id).
+async fn touch_all(sessions: &mut [Session]) -> anyhow::Result<()> {
     let deadline = Instant::now() + IO_TIMEOUT;
-    for (k, s) in sessions.iter_mut().enumerate() {
-        s.queue(&Request::Ping);
-        s.flush(deadline)
-            .await
-            .with_context(|| format!("pinging session {} (id {:#x})", k + 1, s.session_id()))?;
+    for (w, window) in sessions.chunks_mut(OPEN_WAVE).enumerate() {
+        let place = |k: usize, s: &Session| {
+            format!(
+                "session {} (id {:#x})",
+                w * OPEN_WAVE + k + 1,
+                s.session_id()
+            )
+        };
+        for (k, s) in window.iter_mut().enumerate() {
+            s.queue(&Request::Exists(ExistsRequest {
+                path: "/".to_string(),
+                watch: false,
+            }));
+            s.flush(deadline)
+                .await
+                .with_context(|| format!("touching {}", place(k, s)))?;
+        }
+        for (k, s) in window.iter_mut().enumerate() {
+            let reply = s
+                .next_reply(deadline)
+                .await
+                .with_context(|| format!("the touch of {}", place(k, s)))?;
+            if reply.header.err != 0 {
+                bail!(
+                    "touching {}: {}",
+                    place(k, s),
+                    error_label(reply.header.err)
+                );
+            }
+        }
     }
     Ok(())
 }
@@ -142,9 +171,9 @@ pub fn sessions(
     let t = Instant::now();
     let mut sessions = rt.block_on(open_sessions(addr, n, params.session_timeout_ms))?;
     let open_s = t.elapsed().as_secs_f64();
-    rt.block_on(ping_all(&mut sessions))
-        .with_context(|| format!("pinging all {n} sessions once open (after {open_s:.1} s)"))?;
-    // (Well within the sessions' timeout: the pings just went out.)
+    rt.block_on(touch_all(&mut sessions))
+        .with_context(|| format!("touching all {n} sessions once open (after {open_s:.1} s)"))?;
+    // (Well within the sessions' timeout: every session was just touched.)
     std::thread::sleep(QUIET_BEFORE_MEMORY);
     let after = memory_of(kind, &target)?;
     drop(sessions);
