@@ -1,20 +1,20 @@
 //! The `sessions` and `watches` scenarios: what a server holds per client session and per
 //! watch, and how fast it delivers a burst of notifications.
 //!
-//! `sessions`: opens `--sessions` sessions (256 handshakes at a time), touches each (an
-//! `exists /`, 256 sessions at a time, replies read) every few seconds so none nears its
-//! timeout, and reads the server's memory before and, after a few quiet
-//! seconds (as the scale scenario does), after: the difference over the count is the memory
-//! per session. The count is capped by the open-file limit
-//! (both the bench and the server need a descriptor per session; the bench raises its soft
-//! limit to the hard one, and the servers inherit it).
+//! `sessions`: opens `--sessions` sessions (256 handshakes at a time), touching those open
+//! every few seconds (an `exists /` on each, 256 sessions at a time, replies read) so none
+//! nears its timeout. Memory is read before, and after a few quiet seconds (as in the scale
+//! scenario): the difference over the count is the memory per session. The count is capped
+//! by the open-file limit (both the bench and the server need a descriptor per session; the
+//! bench raises its soft limit to the hard one, and the servers inherit it).
 //!
 //! `watches`: `--watch-sessions` sessions each set a data watch (exists with watch) on each
-//! of `--watches / --watch-sessions` znodes; memory before and (after a few quiet seconds)
-//! after, over the count, is the memory per watch. Then one change fires `--fire` of them: a single multi transaction
-//! setting the data of `--fire / --watch-sessions` znodes, each watched by every session (a
-//! watch belongs to a connection, so `--fire` watches on a *single* znode would need as many
-//! connections). The time is from sending the multi to the last notification received.
+//! of `--watches / --watch-sessions` znodes; memory before, and after a few quiet seconds,
+//! over the count is the memory per watch. Then one change fires `--fire` of them: a single
+//! multi transaction setting the data of `--fire / --watch-sessions` znodes, each watched by
+//! every session (a watch belongs to a connection, so `--fire` watches on a *single* znode
+//! would need as many connections). The time is from sending the multi to the last
+//! notification received.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
