@@ -463,20 +463,7 @@ impl World {
     /// session that expired meanwhile is the checker's to report, not a reason to wait.
     fn wait_for_steady_owners(&mut self) {
         let since = Instant::now();
-        let deadline = since + WAIT;
-        let mut late = Vec::new();
-        for o in &self.steady {
-            loop {
-                match o.current() {
-                    Some(r) if r.expired || r.last_ok > since => break,
-                    _ if Instant::now() > deadline => {
-                        late.push(o.name.clone());
-                        break;
-                    }
-                    _ => std::thread::sleep(Duration::from_millis(50)),
-                }
-            }
-        }
+        let late = owners_writing_since(&self.steady, since, true);
         if !self.steady.is_empty() {
             self.event(&format!(
                 "steady owners writing again after {:?}",
@@ -959,18 +946,11 @@ impl World {
         // Every owner works again (in its old session, or in a new one if the old expired),
         // so each current session was alive after the last fault.
         let healed = Instant::now();
-        let deadline = healed + WAIT;
-        for o in self.steady.iter().chain(&self.fragile) {
-            while o.current().is_none_or(|r| r.last_ok <= healed) {
-                if Instant::now() > deadline {
-                    self.violations.push(format!(
-                        "{}: no successful write within {WAIT:?} after the faults ended",
-                        o.name
-                    ));
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
+        let owners: Vec<&Owner> = self.steady.iter().chain(&self.fragile).collect();
+        for name in owners_writing_since(owners, healed, false) {
+            self.violations.push(format!(
+                "{name}: no successful write within {WAIT:?} after the faults ended"
+            ));
         }
         self.quiet.store(true, Ordering::SeqCst);
         // Let in-flight writes finish before the trees are compared.
@@ -1059,4 +1039,29 @@ async fn create_persistent(c: &zc::Client, path: &str, data: &[u8]) {
         }
     }
     panic!("create {path}: no success in 10 attempts");
+}
+
+/// Waits, up to [`WAIT`] from `since`, until each owner's current session has had a write
+/// succeed after `since` (or, with `expired_ends_wait`, has expired: the checker reports
+/// that); the names of the owners still waited for when the time ran out.
+fn owners_writing_since<'a>(
+    owners: impl IntoIterator<Item = &'a Owner>,
+    since: Instant,
+    expired_ends_wait: bool,
+) -> Vec<String> {
+    let deadline = since + WAIT;
+    let mut late = Vec::new();
+    for o in owners {
+        loop {
+            match o.current() {
+                Some(r) if r.last_ok > since || (expired_ends_wait && r.expired) => break,
+                _ if Instant::now() > deadline => {
+                    late.push(o.name.clone());
+                    break;
+                }
+                _ => std::thread::sleep(Duration::from_millis(50)),
+            }
+        }
+    }
+    late
 }
