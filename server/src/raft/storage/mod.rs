@@ -16,6 +16,7 @@
 //! |               |                         | first stored entry                      |
 //! | `state`       | `applied`               | applied index (u64 BE), a lower bound:  |
 //! |               |                         | written with the next log write         |
+//! | `state`       | `identity`              | incarnation and trust (`identity.rs`)   |
 //! | `snapshot`    | index, term (u64 BE),   | earlier builds' snapshots, in chunks of |
 //! |               | chunk number (u32 BE)   | up to 4 MiB, in order (read, not        |
 //! | `snapshot`    | index, term, `u32::MAX` | written); end mark: chunk count (u32    |
@@ -39,6 +40,7 @@
 //! an unacknowledged write) is tolerated; corruption anywhere else is an error.
 //!
 //! Files: `open.rs` (opening and validation), `log.rs` (entries and hard state),
+//! `identity.rs` (which incarnation of the member the store is, and whether it is trusted),
 //! `snapshots.rs` and `snapshot_files.rs` (snapshots), and here the shared records and raft-rs's `Storage`.
 
 use std::collections::VecDeque;
@@ -54,11 +56,13 @@ use rocksdb::{
     ColumnFamilyDescriptor, DBRecoveryMode, IteratorMode, Options, WriteBatch, WriteOptions, DB,
 };
 
+mod identity;
 mod log;
 mod open;
 mod snapshot_files;
 mod snapshots;
 
+pub use identity::Identity;
 pub use snapshot_files::PACE as SNAPSHOT_PACE;
 use snapshots::{read_snapshot, snapshot_key};
 
@@ -131,6 +135,8 @@ struct Meta {
     /// Contiguous entries ending at `last_index`.
     cache: VecDeque<Entry>,
     cache_bytes: usize,
+    /// This store's incarnation and whether it is trusted (`identity.rs`).
+    identity: Identity,
 }
 
 impl Meta {

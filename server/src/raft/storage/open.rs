@@ -4,6 +4,7 @@
 //! on one thread while the newest snapshot file decodes on the caller's: the two are the
 //! start-up's critical paths, and neither needs the other.
 
+use super::identity::{self, Identity, KEY_IDENTITY};
 use super::snapshots::SnapshotSource;
 use super::*;
 
@@ -145,10 +146,13 @@ impl RaftStorage {
             .cf_handle(CF_STATE)
             .ok_or_else(|| corrupt("store", "state column family missing"))?;
 
-        match db.get_cf(state, KEY_FORMAT)? {
+        let created = match db.get_cf(state, KEY_FORMAT)? {
             None => {
+                // A new store may be a wiped one: untrusted until the ensemble says otherwise.
+                let identity = Identity::fresh(false);
                 let mut wb = WriteBatch::default();
                 wb.put_cf(state, KEY_FORMAT, FORMAT_VERSION.to_be_bytes());
+                wb.put_cf(state, identity::KEY_IDENTITY, identity.encode());
                 wb.put_cf(
                     state,
                     KEY_CONF_STATE,
@@ -159,17 +163,37 @@ impl RaftStorage {
                 let mut wo = WriteOptions::default();
                 wo.set_sync(true);
                 db.write_opt(wb, &wo)?;
+                Some(identity)
             }
             Some(v)
                 if v.as_slice() == FORMAT_VERSION.to_be_bytes()
-                    || v.as_slice() == FORMAT_CHUNK_SNAPSHOTS.to_be_bytes() => {}
+                    || v.as_slice() == FORMAT_CHUNK_SNAPSHOTS.to_be_bytes() =>
+            {
+                None
+            }
             Some(v) => {
                 return Err(StorageOpenError::IncompatibleFormat {
                     found: format!("{v:?}"),
                     expected: FORMAT_VERSION,
                 })
             }
-        }
+        };
+        let identity = match (created, db.get_cf(state, KEY_IDENTITY)?) {
+            (Some(identity), _) => identity,
+            (None, Some(b)) => Identity::decode(&b)?,
+            (None, None) => {
+                // A store of an earlier build: it has held this member's promises all along.
+                let identity = Identity::fresh(true);
+                let mut wo = WriteOptions::default();
+                wo.set_sync(true);
+                db.put_cf_opt(state, KEY_IDENTITY, identity.encode(), &wo)?;
+                tracing::info!(
+                    incarnation = format!("{:016x}", identity.incarnation),
+                    "the store had no identity (an earlier build's): recorded as trusted"
+                );
+                identity
+            }
+        };
 
         let hard_state: HardState = match db.get_cf(state, KEY_HARD_STATE)? {
             Some(b) => decode("hard state", &b)?,
@@ -372,6 +396,7 @@ impl RaftStorage {
             applied_staged: applied,
             cache,
             cache_bytes,
+            identity,
         };
         meta.trim_cache();
         tracing::info!(
