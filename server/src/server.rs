@@ -100,8 +100,24 @@ impl Server {
             }
             let listen = listen.context("this member has no server line")?;
             let tls = QuorumTls::from_config(&config).context("quorum TLS (sslQuorum)")?;
+            let identity = storage.identity();
+            let said = raft::PeerIdentity {
+                incarnation: identity.incarnation,
+                trusted: identity.trusted,
+                seed: identity.seed,
+                last_index: ::raft::Storage::last_index(&storage).unwrap_or(0),
+            };
+            if !identity.trusted {
+                tracing::warn!(
+                    member = me,
+                    incarnation = format!("{:016x}", identity.incarnation),
+                    "this data directory is new: unless the other members are as new (a new \
+                     ensemble), this member does not vote or serve until a leader has caught \
+                     it up (it may be a wiped member that forgot what it acknowledged)"
+                );
+            }
             Some(
-                Transport::start(me, listen, peers, tx.clone(), tls)
+                Transport::start(me, listen, peers, tx.clone(), tls, said)
                     .await
                     .with_context(|| format!("cannot listen for peers on {listen}"))?,
             )

@@ -67,6 +67,10 @@ pub fn write_new_store(config: &Config, state: &StateMachine) -> anyhow::Result<
         };
         snap.set_metadata(meta);
         storage.install_snapshot(&snap);
+        // The ensemble's history starts here: empty members may vote this one in.
+        storage
+            .set_identity(zraft::Identity::seed())
+            .with_context(|| format!("cannot write the store's identity in {}", tmp.display()))?;
     }
     if target.exists() {
         std::fs::remove_dir(&target)

@@ -396,6 +396,18 @@ pub fn gather(shared: &Shared, version: &str) -> Vec<Figure> {
             v.disk_free_bytes,
         ),
         gauge(
+            "data_trusted",
+            "1 if this member's data directory holds all it acknowledged; 0 while a new, wiped \
+             or rolled-back one is caught up (it neither votes nor serves meanwhile)",
+            v.data_trusted as u8,
+        ),
+        gauge(
+            "untrusted_peers",
+            "Peers whose data directories are new, wiped or rolled back (they count toward no \
+             quorum until caught up)",
+            v.untrusted_peers,
+        ),
+        gauge(
             "resident_memory_bytes",
             "Memory the process holds (resident set)",
             super::environment::proc_number("/proc/self/status", "VmRSS:", 0).unwrap_or(0) * 1024,

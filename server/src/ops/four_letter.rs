@@ -20,6 +20,15 @@ pub const VERSION: &str = concat!("3.8.0-zooraft-", env!("CARGO_PKG_VERSION"));
 
 const NOT_SERVING: &str = "This ZooKeeper instance is not currently serving requests\n";
 
+/// ZooKeeper's refusal, and after it why this member is held back when a data directory
+/// that lost what it acknowledged (its own or a peer's) explains it (`raft/trust.rs`).
+fn not_serving(shared: &Shared) -> String {
+    match shared.replica.status.held_back.lock().as_deref() {
+        Some(why) => format!("{NOT_SERVING}zooraft: {why}\n"),
+        None => NOT_SERVING.to_string(),
+    }
+}
+
 fn full_version() -> String {
     format!("{VERSION}, built on unknown")
 }
@@ -52,7 +61,7 @@ pub fn answer(shared: &Shared, word: &[u8; 4], peer: SocketAddr) -> String {
         }
         "conf" => conf(shared),
         "envi" => super::environment::envi(&full_version(), shared.replica.me),
-        _ if !serving && !read_only => NOT_SERVING.to_string(),
+        _ if !serving && !read_only => not_serving(shared),
         "srvr" => srvr(shared, false),
         "stat" => srvr(shared, true),
         "mntr" => mntr(shared),

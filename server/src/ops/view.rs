@@ -39,6 +39,10 @@ pub struct View {
     /// The data directory is below its free-space reserve (`raft/disk_space.rs`).
     pub disk_full: bool,
     pub disk_free_bytes: u64,
+    /// This member's data directory holds all it acknowledged (`raft/trust.rs`).
+    pub data_trusted: bool,
+    /// Peers this member knows to have untrusted data directories.
+    pub untrusted_peers: u64,
 }
 
 impl View {
@@ -90,6 +94,8 @@ impl View {
             observers: load(&status.observers),
             disk_full: status.disk_full.load(Ordering::Acquire),
             disk_free_bytes: load(&status.disk_free_bytes),
+            data_trusted: status.data_trusted.load(Ordering::Relaxed),
+            untrusted_peers: load(&status.untrusted_peers),
         }
     }
 }

@@ -41,6 +41,7 @@ use super::storage::RaftStorage;
 use super::test_hooks::TestHooks;
 use super::timing::{election_timeout, ELECTION_TICKS, HEARTBEAT_TICKS};
 use super::transport::Peers;
+use super::trust::Trust;
 use crate::state::command::ClientWrite;
 
 /// How many inbox items one turn handles before servicing timers and readies.
@@ -178,6 +179,8 @@ pub struct Consensus {
     pub(super) serving: ServingPolicy,
     /// Episode clocks and the proposals in flight, for the metrics.
     pub(super) measures: Measures,
+    /// Whether this member's store and its peers' may count toward quorums (`trust.rs`).
+    pub(super) trust: Trust,
 }
 
 /// What a driver is built from (see [`Consensus::new`]).
@@ -230,6 +233,15 @@ impl Consensus {
         let touch_interval =
             Duration::from_millis((settings.tick_time_ms as u64 / 2).clamp(10, 1000));
         let now = clock.now();
+        let mut identity = storage.identity();
+        if settings.is_standalone() && !identity.trusted {
+            // A one-voter group has nobody to forget anything for: its store is the group's.
+            identity.trusted = true;
+            if let Err(e) = storage.set_identity(identity) {
+                tracing::error!("cannot record this store's identity: {e}");
+            }
+        }
+        let trust = Trust::new(identity, now, election_timeout(tick), snap.index);
         let hooks = TestHooks::from_env(&settings.data_dir);
         let peers = hooks.wrap(peers);
         let mut c = Consensus {
@@ -265,6 +277,7 @@ impl Consensus {
             snapshots: SnapshotSchedule::default(),
             serving: ServingPolicy::new(election_timeout(tick), settings.min_session_timeout_ms),
             measures: Measures::new(now, snap.index, committed_at_start),
+            trust,
             inbox,
             workers,
             log_jobs: LogJobs::default(),
@@ -333,7 +346,7 @@ impl Consensus {
     /// Stops serving, then lets the log writer finish what it was given and the snapshot
     /// worker finish its snapshot, and waits for both: when this returns, and the node and
     /// storage are dropped with `self`, nothing uses the store any more.
-    fn shutdown(mut self) {
+    pub(super) fn shutdown(mut self) {
         self.replica.status.serving.store(false, Ordering::Release);
         self.replica.status.stopping.store(true, Ordering::Release);
         self.connections.stop_serving();
@@ -363,15 +376,22 @@ impl Consensus {
                 let ctx = self.reads.request(waiter, now);
                 self.node.read_index(ctx);
             }
-            Input::Raft(m) => {
+            Input::Raft(mut m) => {
                 if m.from == self.leadership.leader && m.from != 0 {
                     self.leadership.last_contact = now;
                 }
-                self.refuse_lost_entries(&m);
+                if !self.screen(&mut m) {
+                    return true;
+                }
+                let mut stepped = raft::eraftpb::Message::default();
+                stepped.set_msg_type(m.get_msg_type());
+                (stepped.from, stepped.term) = (m.from, m.term);
                 if let Err(e) = self.node.step(*m) {
                     tracing::debug!("raft step: {e}");
                 }
+                self.after_step(&stepped);
             }
+            Input::PeerIdentity(from, said) => self.peer_identity(from, said),
             Input::Touch(sessions) => {
                 if self.leads() {
                     for s in sessions {
@@ -424,8 +444,13 @@ impl Consensus {
             tracing::warn!("the Raft loop stalled for {gap:?}; session deadlines re-armed");
             self.rearm_sessions(now);
         }
+        // A member whose store is untrusted must not campaign (`trust.rs`): its election
+        // timer stands still.
+        let ticks = self.node.raft.state == StateRole::Leader || self.may_vote();
         while now >= self.timers.next_tick {
-            self.node.tick();
+            if ticks {
+                self.node.tick();
+            }
             self.timers.next_tick += self.timers.tick;
             if self.timers.next_tick < now {
                 self.timers.next_tick = now + self.timers.tick;
@@ -436,6 +461,8 @@ impl Consensus {
             self.session_round(now);
             self.hooks.refresh_cut(self.member.me);
             self.membership_round(now);
+            self.recovery_round();
+            self.announce(false);
             self.maybe_snapshot();
             self.retry_reads(now);
             self.replica.counters.store_memory(self.storage.memory());
@@ -487,9 +514,11 @@ impl Consensus {
             applied_term: self.applied.term,
             term: raft.term,
             committed: raft.raft_log.committed,
+            trusted: self.trust.me.trusted,
         };
         let (role, serving) = self.serving.decide(&observed);
         status.set_role(role);
+        self.publish_trust(serving);
         if role == Role::Leader {
             self.publish_followers();
         }

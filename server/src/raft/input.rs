@@ -33,6 +33,9 @@ pub enum Input {
     /// A peer's connection to this member ended (a killed process's sockets close at once):
     /// a follower whose leader it was stops waiting out the leader's lease.
     PeerGone(u64),
+    /// What a peer says of its data directory: in the hello that opens each of its
+    /// connections (before any Raft message on it), and again when that changes.
+    PeerIdentity(u64, PeerIdentity),
     /// The log writer made everything up to this ready number durable.
     Persisted(u64),
     /// Hand leadership over, or ask for it (`ydld`, `rqld`, a leader's clean shutdown).
@@ -70,4 +73,18 @@ pub struct SnapshotWritten {
     pub written_in: Duration,
     /// The resident set's peak while it was written, above what it was before the capture.
     pub peak_extra: u64,
+}
+
+/// What a member says of its data directory to its peers (`trust.rs` decides what follows).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PeerIdentity {
+    /// The store's incarnation; 0 from an earlier build's member, which says nothing of
+    /// itself (its store predates incarnations and is trusted).
+    pub incarnation: u64,
+    /// Whether its store holds everything it ever acknowledged.
+    pub trusted: bool,
+    /// Its store was written by an import or a restore and has not joined an ensemble yet.
+    pub seed: bool,
+    /// The last index of its log when it said so.
+    pub last_index: u64,
 }

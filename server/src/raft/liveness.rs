@@ -1,37 +1,12 @@
 //! How a member judges its peers' liveness beyond Raft's timers: a leader whose connection
 //! closed is treated as gone at once (a killed process's sockets close immediately, while
-//! missing heartbeats take a whole election timeout to notice), and a leader whose heartbeat
-//! proves that this member lost entries it acknowledged makes the member stop with the
-//! reason, instead of raft-rs panicking on it.
+//! missing heartbeats take a whole election timeout to notice). (A leader whose heartbeat
+//! proves that this member lost entries it acknowledged: `trust.rs`.)
 
 use super::driver::Consensus;
 use raft::StateRole;
 
 impl Consensus {
-    /// A leader's heartbeat carries the commit index up to what this member acknowledged as
-    /// durable. If that is past the end of our log, entries we acknowledged are gone: the
-    /// disk lost fsynced data, or the data directory was put back from an older copy. raft-rs
-    /// would panic on it; say what happened and how to recover instead, and stop: this
-    /// member must not vote or serve on a log that broke its promises.
-    pub(super) fn refuse_lost_entries(&self, m: &raft::eraftpb::Message) {
-        let raft = &self.node.raft;
-        if m.get_msg_type() != raft::eraftpb::MessageType::MsgHeartbeat || m.term < raft.term {
-            return;
-        }
-        let last = raft.raft_log.last_index();
-        if m.commit > last {
-            crate::critical::fatal(format_args!(
-                "member {}: leader {} says entries up to index {} are committed, counting on \
-                 this member's acknowledgement, but this member's log ends at {last}: entries \
-                 it acknowledged as durable are gone from its data directory (a disk that lost \
-                 fsynced writes, or a data directory restored from an older copy). It cannot \
-                 rejoin with this data: remove it with a reconfig and add it back with an \
-                 empty data directory (README, Operations: replacing a member)",
-                raft.id, m.from, m.commit
-            ));
-        }
-    }
-
     /// A peer's connection to us ended. If it was our leader's, it is likely dead (a
     /// killed process's sockets close at once, while its heartbeats would only be missed
     /// after a whole election timeout): stop honouring its lease, so that this member votes

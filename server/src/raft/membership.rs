@@ -272,7 +272,14 @@ impl Consensus {
         };
         // Learners are promoted once caught up; one that never catches up (a member that
         // never started) stays a learner and holds nothing else back.
-        let promote: Vec<u64> = tv.difference(&cv).copied().filter(caught_up).collect();
+        // (A member whose store is untrusted is promoted by `trust.rs`, naming its
+        // incarnation, so that it knows when it counts again.)
+        let promote: Vec<u64> = tv
+            .difference(&cv)
+            .copied()
+            .filter(caught_up)
+            .filter(|id| self.trust.untrusted_peer(*id).is_none())
+            .collect();
         let mut changes: Vec<ConfChangeSingle> = promote
             .iter()
             .map(|id| single(ConfChangeType::AddNode, *id))
@@ -349,10 +356,12 @@ impl Consensus {
 
     /// Applies a committed conf change entry to raft-rs (every member, in log order).
     pub(super) fn apply_conf_change(&mut self, e: &Entry) {
+        let mut context = None;
         let result = match e.get_entry_type() {
             EntryType::EntryConfChangeV2 => ConfChangeV2::parse_from_bytes(&e.data)
                 .map_err(|err| err.to_string())
                 .and_then(|cc| {
+                    context = Some(cc.context.clone());
                     self.node
                         .apply_conf_change(&cc)
                         .map_err(|err| err.to_string())
@@ -376,6 +385,9 @@ impl Consensus {
                     cs.learners
                 );
                 self.member.observer = cs.learners.contains(&self.member.me);
+                if let Some(context) = context {
+                    self.applied_verdict(&context);
+                }
             }
             Err(err) => tracing::error!(index = e.index, "membership change not applied: {err}"),
         }

@@ -22,6 +22,8 @@
 //! | `dynamic_file.rs` | `zoo.cfg.dynamic.<version>` and `dynamicConfigFile` |
 //! | `membership.rs` | reconfig: Raft's membership follows `/zookeeper/config` |
 //! | `transfer.rs` | leader transfer (rolling restarts, `ydld`/`rqld`) |
+//! | `trust.rs` | members whose data directory forgot what they acknowledged: kept out of quorums, caught up, promoted |
+//! | `recovery.rs` | the Raft loop's side of `trust.rs`: screening, announcing, demote / catch up / promote |
 //! | `test_hooks.rs` | test-only holds in a membership change (`ZOORAFT_TEST_HOOKS=1`) |
 //! | `transport.rs` | member-to-member TCP |
 //! | `transport_tls.rs` | TLS between members (`sslQuorum`, `ssl.quorum.*`) |
@@ -44,6 +46,7 @@ mod proposed;
 mod raft_log;
 mod read_index;
 mod ready;
+mod recovery;
 mod replica;
 mod serving;
 mod snapshot_worker;
@@ -55,6 +58,7 @@ mod timing;
 mod transfer;
 mod transport;
 mod transport_tls;
+mod trust;
 mod ttl_clock;
 
 #[cfg(test)]
@@ -67,12 +71,12 @@ use std::thread::JoinHandle;
 use raft::eraftpb::ConfState;
 
 pub use connections::{ApplyRound, Connections};
-pub use input::{Input, SyncWaiter, Transfer};
+pub use input::{Input, PeerIdentity, SyncWaiter, Transfer};
 pub use membership::initial_config;
 pub use metrics::RaftCounters;
 pub use replica::Replica;
 pub use status::Role;
-pub use storage::RaftStorage;
+pub use storage::{Identity, RaftStorage};
 pub use transfer::{ask as ask_transfer, Asked};
 pub use transport::{Peers, Transport};
 pub use transport_tls::QuorumTls;
@@ -158,12 +162,29 @@ pub fn initial_membership(config: &Config) -> ConfState {
     cs
 }
 
-/// Whether two memberships have the same voters and the same observers.
-pub fn same_membership(a: &ConfState, b: &ConfState) -> bool {
+/// Whether a stored membership is the configured one: the same voters and observers,
+/// except that a configured voter may be a learner while it recovers from a lost data
+/// directory (`trust.rs` demotes it until it has caught up).
+pub fn same_membership(stored: &ConfState, configured: &ConfState) -> bool {
     let sorted = |v: &[u64]| {
         let mut v = v.to_vec();
         v.sort_unstable();
         v
     };
-    sorted(&a.voters) == sorted(&b.voters) && sorted(&a.learners) == sorted(&b.learners)
+    let recovering: Vec<u64> = stored
+        .learners
+        .iter()
+        .copied()
+        .filter(|id| configured.voters.contains(id))
+        .collect();
+    let mut voters = stored.voters.clone();
+    voters.extend(&recovering);
+    let learners: Vec<u64> = stored
+        .learners
+        .iter()
+        .copied()
+        .filter(|id| !recovering.contains(id))
+        .collect();
+    sorted(&voters) == sorted(&configured.voters)
+        && sorted(&learners) == sorted(&configured.learners)
 }

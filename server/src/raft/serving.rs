@@ -6,6 +6,8 @@
 //!   up with it (applied everything committed) at least once under that leader; under write
 //!   load its applied index trails the commit index by a batch at almost any instant, so
 //!   "caught up right now" would make it flap.
+//! - A member whose data directory is untrusted (`trust.rs`) serves nobody until it has
+//!   caught up and been promoted: it could show a client an older tree than one it saw.
 //! - Otherwise it is looking: new sessions are refused at once, but existing clients are
 //!   dropped only if this lasts for the grace period (one election timeout, at most a
 //!   quarter of the shortest session timeout), so a short stall does not disconnect
@@ -40,6 +42,9 @@ pub(super) struct Observed {
     pub applied_term: u64,
     pub term: u64,
     pub committed: u64,
+    /// This member's store holds all it acknowledged (`trust.rs`): one that does not
+    /// serves nobody until it has caught up and been promoted.
+    pub trusted: bool,
 }
 
 /// See the module docs.
@@ -89,7 +94,7 @@ impl ServingPolicy {
                 } else {
                     Role::Follower
                 };
-                (role, self.synced)
+                (role, self.synced && o.trusted)
             }
             _ => (Role::Looking, false),
         }
@@ -127,6 +132,7 @@ mod tests {
             applied_term: 2,
             term: 2,
             committed,
+            trusted: true,
         }
     }
 
@@ -145,6 +151,17 @@ mod tests {
             ..follower(14, 14)
         };
         assert_eq!(p.decide(&lost), (Role::Looking, false));
+    }
+
+    #[test]
+    fn an_untrusted_member_serves_nobody_even_when_caught_up() {
+        let mut p = ServingPolicy::new(Duration::from_secs(1), 4000);
+        let untrusted = Observed {
+            trusted: false,
+            ..follower(9, 9)
+        };
+        assert_eq!(p.decide(&untrusted), (Role::Follower, false));
+        assert_eq!(p.decide(&follower(9, 9)), (Role::Follower, true));
     }
 
     #[test]

@@ -60,6 +60,13 @@ pub struct Status {
     pub disk_free_bytes: AtomicU64,
     /// The Raft loop is shutting down: a log writer waiting for space gives up.
     pub stopping: AtomicBool,
+    /// This member's data directory holds all it acknowledged (`trust.rs`).
+    pub data_trusted: AtomicBool,
+    /// Peers whose data directories are untrusted, as this member knows them.
+    pub untrusted_peers: AtomicU64,
+    /// Why this member is held back by untrusted data directories (its own or its
+    /// peers'), for `srvr` and `mntr`; `None` when nothing is.
+    pub held_back: parking_lot::Mutex<Option<String>>,
 }
 
 impl Status {

@@ -25,6 +25,7 @@ use std::sync::Arc;
 
 use raft::eraftpb::Message;
 
+use super::input::PeerIdentity;
 use super::transport::Peers;
 use crate::state::command::Command;
 
@@ -131,6 +132,11 @@ impl Peers for CutPeers {
 
     fn set_members(&self, members: &HashMap<u64, SocketAddr>) {
         self.inner.set_members(members);
+    }
+
+    fn announce(&self, me: PeerIdentity, tell_now: bool) {
+        // Cut off, it tells nobody now; its next hellos say it.
+        self.inner.announce(me, tell_now && !self.cut());
     }
 }
 

@@ -2,14 +2,20 @@
 //! writes forwarded from followers to the leader, and session touches.
 //!
 //! Each member listens on its peer port and keeps one outbound connection per peer, opened
-//! lazily and reopened with back-off after a failure. Frames are `u32 length | u8 kind |
-//! payload`; a connection starts with a hello naming the sender. Outbound queues are
+//! at start and reopened with back-off after a failure (once there is something to send).
+//! Frames are `u32 length | u8 kind | payload`; a connection starts with a hello naming the
+//! sender and what it says of its data directory (its incarnation, whether it is trusted,
+//! its last log index: see `trust.rs`), so the receiver knows it before any Raft message
+//! from that connection; a status frame says it again when it changes. (An earlier build's
+//! hello ends after the protocol number, and an earlier build ignores what follows it in
+//! ours.) Outbound queues are
 //! bounded: when one is full the message is dropped and the peer reported unreachable to
 //! Raft, which retries on its own schedule. A snapshot message is reported delivered (or
 //! failed) to Raft once written, as raft-rs requires.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,7 +28,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 
-use super::input::Input;
+use super::input::{Input, PeerIdentity};
 use super::transport_tls::{self, PeerRead, QuorumTls};
 use crate::state::command::{AuthCache, Command};
 
@@ -41,6 +47,10 @@ pub trait Peers: Send + Sync {
     /// changed them): new ones become reachable, moved ones are reached at their new
     /// address.
     fn set_members(&self, _members: &HashMap<u64, SocketAddr>) {}
+    /// What this member says of its data directory from now on, in every hello; with
+    /// `tell_now`, also to every peer at once (its trust or incarnation changed). No
+    /// default: a wrapper that dropped it would leave the peers with a stale word.
+    fn announce(&self, me: PeerIdentity, tell_now: bool);
 }
 
 impl Peers for Transport {
@@ -56,6 +66,20 @@ impl Peers for Transport {
         self.touch_sessions(to, sessions);
     }
 
+    fn announce(&self, me: PeerIdentity, tell_now: bool) {
+        self.announced.set(me);
+        if !tell_now {
+            return;
+        }
+        let bytes = frame(KIND_STATUS, |b| put_identity(b, &me));
+        for (_, tx) in self.peers.read().values() {
+            let _ = tx.try_send(OutFrame {
+                bytes: bytes.clone(),
+                snapshot_to: None,
+            });
+        }
+    }
+
     fn set_members(&self, members: &HashMap<u64, SocketAddr>) {
         let mut peers = self.peers.write();
         for (id, addr) in members {
@@ -66,10 +90,15 @@ impl Peers for Transport {
             let (tx, rx) = mpsc::channel(QUEUE);
             // Replacing the sender ends the old sender task.
             peers.insert(*id, (*addr, tx));
-            let inbox = self.inbox.clone();
-            let tls = self.tls.clone();
-            self.runtime
-                .spawn(sender_loop(self.me, *id, *addr, rx, inbox, tls));
+            let link = Link {
+                me: self.me,
+                to: *id,
+                addr: *addr,
+                inbox: self.inbox.clone(),
+                tls: self.tls.clone(),
+                announced: self.announced.clone(),
+            };
+            self.runtime.spawn(sender_loop(link, rx));
         }
     }
 }
@@ -78,7 +107,14 @@ const KIND_HELLO: u8 = 0;
 const KIND_RAFT: u8 = 1;
 const KIND_FORWARD: u8 = 2;
 const KIND_TOUCH: u8 = 3;
+/// What a peer says of its data directory, when it changes (the hello says it first).
+const KIND_STATUS: u8 = 4;
 const PROTOCOL: u32 = 1;
+/// The hello's length up to the protocol number (an earlier build's whole hello).
+const HELLO_BASE: usize = 12;
+/// What follows it in ours: incarnation (u64), flags (u8: bit 0 trusted, bit 1 seed), last
+/// index (u64).
+const IDENTITY_LEN: usize = 17;
 /// Frames up to 1 GiB (a snapshot travels as one frame).
 const MAX_FRAME: usize = 1 << 30;
 const QUEUE: usize = 4096;
@@ -102,6 +138,64 @@ fn frame(kind: u8, payload: impl FnOnce(&mut BytesMut)) -> Bytes {
 /// A peer's address and the queue of its sender task.
 type PeerQueue = (SocketAddr, mpsc::Sender<OutFrame>);
 
+/// What this member says of itself in each hello (the Raft thread keeps it current).
+#[derive(Default)]
+struct Announced {
+    incarnation: AtomicU64,
+    trusted: AtomicBool,
+    seed: AtomicBool,
+    last_index: AtomicU64,
+}
+
+impl Announced {
+    fn set(&self, me: PeerIdentity) {
+        self.incarnation.store(me.incarnation, Ordering::Relaxed);
+        self.trusted.store(me.trusted, Ordering::Relaxed);
+        self.seed.store(me.seed, Ordering::Relaxed);
+        self.last_index.store(me.last_index, Ordering::Relaxed);
+    }
+
+    fn get(&self) -> PeerIdentity {
+        PeerIdentity {
+            incarnation: self.incarnation.load(Ordering::Relaxed),
+            trusted: self.trusted.load(Ordering::Relaxed),
+            seed: self.seed.load(Ordering::Relaxed),
+            last_index: self.last_index.load(Ordering::Relaxed),
+        }
+    }
+}
+
+fn put_identity(b: &mut BytesMut, me: &PeerIdentity) {
+    b.put_u64(me.incarnation);
+    b.put_u8(u8::from(me.trusted) | u8::from(me.seed) << 1);
+    b.put_u64(me.last_index);
+}
+
+/// Reads what [`put_identity`] wrote; `None` if there are not enough bytes.
+fn get_identity(b: &mut Bytes) -> Option<PeerIdentity> {
+    if b.len() < IDENTITY_LEN {
+        return None;
+    }
+    let incarnation = b.get_u64();
+    let flags = b.get_u8();
+    Some(PeerIdentity {
+        incarnation,
+        trusted: flags & 1 != 0,
+        seed: flags & 2 != 0,
+        last_index: b.get_u64(),
+    })
+}
+
+/// One outbound link to a peer: who we are, where it is, how to report to the Raft thread.
+struct Link {
+    me: u64,
+    to: u64,
+    addr: SocketAddr,
+    inbox: Sender<Input>,
+    tls: Option<Arc<QuorumTls>>,
+    announced: Arc<Announced>,
+}
+
 /// Handle for sending to peers; cheap to clone.
 #[derive(Clone)]
 pub struct Transport {
@@ -113,19 +207,24 @@ pub struct Transport {
     runtime: tokio::runtime::Handle,
     /// Quorum TLS (`sslQuorum`), for peers added later too.
     tls: Option<Arc<QuorumTls>>,
+    announced: Arc<Announced>,
 }
 
 impl Transport {
-    /// Listens on `listen` and starts one sender task per peer, on the current runtime.
+    /// Listens on `listen` and starts one sender task per peer, on the current runtime;
+    /// each says `identity` in its hello until the Raft thread announces otherwise.
     pub async fn start(
         me: u64,
         listen: SocketAddr,
         peers: HashMap<u64, SocketAddr>,
         inbox: Sender<Input>,
         tls: Option<Arc<QuorumTls>>,
+        identity: PeerIdentity,
     ) -> std::io::Result<Transport> {
         let listener = TcpListener::bind(listen).await?;
         tokio::spawn(accept_loop(listener, inbox.clone(), tls.clone()));
+        let announced = Arc::new(Announced::default());
+        announced.set(identity);
         let mut senders = HashMap::new();
         for (id, addr) in peers {
             if id == me {
@@ -133,7 +232,15 @@ impl Transport {
             }
             let (tx, rx) = mpsc::channel(QUEUE);
             senders.insert(id, (addr, tx));
-            tokio::spawn(sender_loop(me, id, addr, rx, inbox.clone(), tls.clone()));
+            let link = Link {
+                me,
+                to: id,
+                addr,
+                inbox: inbox.clone(),
+                tls: tls.clone(),
+                announced: announced.clone(),
+            };
+            tokio::spawn(sender_loop(link, rx));
         }
         Ok(Transport {
             me,
@@ -141,6 +248,7 @@ impl Transport {
             inbox,
             runtime: tokio::runtime::Handle::current(),
             tls,
+            announced,
         })
     }
 
@@ -213,23 +321,29 @@ impl Transport {
     }
 }
 
-async fn sender_loop(
-    me: u64,
-    to: u64,
-    addr: SocketAddr,
-    mut rx: mpsc::Receiver<OutFrame>,
-    inbox: Sender<Input>,
-    tls: Option<Arc<QuorumTls>>,
-) {
+async fn sender_loop(link: Link, mut rx: mpsc::Receiver<OutFrame>) {
+    let Link {
+        me,
+        to,
+        addr,
+        inbox,
+        tls,
+        announced,
+    } = link;
     let mut backoff = Duration::from_millis(50);
-    let hello = frame(KIND_HELLO, |b| {
-        b.put_u64(me);
-        b.put_u32(PROTOCOL);
-    });
+    // Until a hello has gone through once, the peer is dialled without waiting for
+    // something to send (with back-off), so that it hears what this member says of its
+    // data directory even when this member has nothing to tell it (an untrusted member
+    // neither campaigns nor answers); later connections wait for something to send.
+    let mut introduced = false;
     'reconnect: loop {
-        // Wait for something to send before (re)connecting.
-        let Some(first) = rx.recv().await else { return };
-        let mut pending = Some(first);
+        let mut pending = None;
+        if introduced {
+            let Some(first) = rx.recv().await else { return };
+            pending = Some(first);
+        } else if rx.is_closed() && rx.is_empty() {
+            return;
+        }
         let stream =
             match tokio::time::timeout(Duration::from_secs(2), TcpStream::connect(addr)).await {
                 Ok(Ok(s)) => s,
@@ -242,6 +356,9 @@ async fn sender_loop(
                 }
                 Err(_) => {
                     fail(&inbox, to, pending.take(), &mut rx);
+                    if !introduced {
+                        tokio::time::sleep(backoff).await;
+                    }
                     continue;
                 }
             };
@@ -255,10 +372,20 @@ async fn sender_loop(
                 continue;
             }
         };
+        let hello = frame(KIND_HELLO, |b| {
+            b.put_u64(me);
+            b.put_u32(PROTOCOL);
+            put_identity(b, &announced.get());
+        });
         if w.write_all(&hello).await.is_err() || w.flush().await.is_err() {
             fail(&inbox, to, pending.take(), &mut rx);
+            if !introduced {
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(1));
+            }
             continue;
         }
+        introduced = true;
         backoff = Duration::from_millis(50);
         tracing::info!(peer = to, %addr, "connected to peer");
         let connected = std::time::Instant::now();
@@ -390,7 +517,7 @@ async fn receive(mut stream: PeerRead, inbox: Sender<Input>) -> Result<(), Recei
     let Some((KIND_HELLO, mut hello)) = read_frame(&mut stream, &mut buf).await? else {
         return Err(ReceiveError::Bad("expected hello".into()));
     };
-    if hello.len() < 12 {
+    if hello.len() < HELLO_BASE {
         return Err(ReceiveError::Bad("short hello".into()));
     }
     let from = hello.get_u64();
@@ -399,6 +526,16 @@ async fn receive(mut stream: PeerRead, inbox: Sender<Input>) -> Result<(), Recei
         return Err(ReceiveError::Bad(format!(
             "peer {from} speaks protocol {protocol}"
         )));
+    }
+    // An earlier build's hello says nothing of its store, which predates incarnations.
+    let identity = get_identity(&mut hello).unwrap_or(PeerIdentity {
+        incarnation: 0,
+        trusted: true,
+        seed: false,
+        last_index: u64::MAX,
+    });
+    if inbox.send(Input::PeerIdentity(from, identity)).is_err() {
+        return Ok(());
     }
     let result = receive_frames(&mut stream, &mut buf, from, &inbox).await;
     let _ = inbox.send(Input::PeerGone(from));
@@ -443,6 +580,10 @@ async fn receive_frames(
                 }
                 Input::Touch((0..n).map(|_| body.get_i64()).collect())
             }
+            KIND_STATUS => match get_identity(&mut body) {
+                Some(identity) => Input::PeerIdentity(from, identity),
+                None => return Err(ReceiveError::Bad("short status".into())),
+            },
             other => return Err(ReceiveError::Bad(format!("kind {other}"))),
         };
         if inbox.send(input).is_err() {

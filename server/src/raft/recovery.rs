@@ -1,0 +1,382 @@
+//! The Raft loop's side of `trust.rs`: screening peers' messages, announcing this member's
+//! word on its store, and the leader's demotion, catch-up and promotion of recovering
+//! members (see `trust.rs` for why this is safe).
+
+use std::sync::atomic::Ordering;
+
+use raft::eraftpb::{ConfChangeSingle, ConfChangeType, ConfChangeV2, Message, MessageType};
+use raft::StateRole;
+
+use super::driver::Consensus;
+use super::input::PeerIdentity;
+use super::storage::Identity;
+use super::trust::Verdict;
+
+/// How far behind the leader's log a recovering member may be and still be promoted.
+const CAUGHT_UP_SLACK: u64 = 64;
+
+impl Consensus {
+    fn my_last(&self) -> u64 {
+        self.node.raft.raft_log.last_index()
+    }
+
+    /// The voters of this member's configuration (both sides of a joint one).
+    fn voter_ids(&self) -> Vec<u64> {
+        let cs = self.node.raft.prs().conf().to_conf_state();
+        let mut v = cs.voters;
+        v.extend(cs.voters_outgoing);
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+
+    /// Whether this member may vote or campaign now.
+    pub(super) fn may_vote(&self) -> bool {
+        let now = self.clock.now();
+        self.trust
+            .may_vote(now, self.my_last(), self.member.me, &self.voter_ids())
+    }
+
+    /// Screens a Raft message before it is stepped (see the module docs); false: drop it.
+    pub(super) fn screen(&mut self, m: &mut Message) -> bool {
+        let my_last = self.my_last();
+        match m.get_msg_type() {
+            MessageType::MsgRequestVote | MessageType::MsgRequestPreVote => {
+                self.trust.seen_log(m.from, m.index);
+            }
+            MessageType::MsgAppend => {
+                self.trust
+                    .seen_log(m.from, m.index + m.entries.len() as u64);
+            }
+            _ => {}
+        }
+        let from_voter = self.voter_ids().contains(&m.from);
+        if !self.trust.admits_from_peer(m, my_last, from_voter) {
+            tracing::debug!(
+                from = m.from,
+                kind = ?m.get_msg_type(),
+                "dropped: the sender's data directory is untrusted"
+            );
+            return false;
+        }
+        let now = self.clock.now();
+        let (me, voters) = (self.member.me, self.voter_ids());
+        match m.get_msg_type() {
+            MessageType::MsgRequestVote | MessageType::MsgRequestPreVote
+                if !self.trust.may_vote_for(now, m, my_last, me, &voters) =>
+            {
+                tracing::debug!(from = m.from, kind = ?m.get_msg_type(), "not voting yet");
+                false
+            }
+            MessageType::MsgTimeoutNow if !self.may_vote() => false,
+            MessageType::MsgAppend
+                if !self.trust.me.trusted && self.trust.founding_vote == Some((m.term, m.from)) =>
+            {
+                // The candidate it voted for won: the ensemble's history starts from that
+                // leader's log, which it is about to copy.
+                tracing::info!(
+                    member = me,
+                    leader = m.from,
+                    "founding an ensemble under leader {}: this data directory is trusted \
+                     from now on",
+                    m.from
+                );
+                self.set_identity(Identity {
+                    trusted: true,
+                    ..self.trust.me
+                });
+                true
+            }
+            MessageType::MsgHeartbeat if m.term >= self.node.raft.term && m.commit > my_last => {
+                if self.trust.me.trusted {
+                    self.lost_entries(m.from, m.commit, my_last);
+                }
+                // Until the leader resets what it believes we hold, commit what we have.
+                m.commit = my_last;
+                true
+            }
+            _ => true,
+        }
+    }
+
+    /// After a message was stepped by an untrusted member: a founding vote granted is
+    /// remembered (the store is trusted once that candidate's first entries arrive), and a
+    /// founding election won makes the store trusted (written before the leader's first
+    /// messages leave, which happens when the turn's `Ready` is handled).
+    pub(super) fn after_step(&mut self, m: &Message) {
+        if self.trust.me.trusted {
+            return;
+        }
+        let raft = &self.node.raft;
+        if m.get_msg_type() == MessageType::MsgRequestVote
+            && raft.term == m.term
+            && raft.vote == m.from
+        {
+            self.trust.founding_vote = Some((m.term, m.from));
+        }
+        if raft.state == StateRole::Leader {
+            tracing::info!(
+                member = self.member.me,
+                "founding a new ensemble with members as empty as this one: this data \
+                 directory is trusted from now on"
+            );
+            self.set_identity(Identity {
+                trusted: true,
+                ..self.trust.me
+            });
+        }
+    }
+
+    /// A seed whose commit index passed its snapshot has formed the ensemble with others:
+    /// empty members must not vote it in any more.
+    fn seed_round(&mut self) {
+        if self.trust.me.seed && self.node.raft.raft_log.committed > self.trust.seed_index {
+            tracing::info!(
+                member = self.member.me,
+                "the ensemble formed from this member's imported or restored state"
+            );
+            self.set_identity(Identity {
+                seed: false,
+                ..self.trust.me
+            });
+        }
+    }
+
+    /// A leader counts on entries up to `commit` we no longer have: this store forgot
+    /// what it acknowledged. Take a new incarnation, untrusted, and be caught up again.
+    fn lost_entries(&mut self, leader: u64, commit: u64, last: u64) {
+        tracing::error!(
+            member = self.member.me,
+            leader,
+            "leader {leader} says entries up to index {commit} are committed counting on this \
+             member's acknowledgement, but its log ends at {last}: entries it acknowledged \
+             are gone from its data directory (a disk that lost fsynced writes, or a \
+             directory restored from an older copy). It stops voting and counting toward \
+             commits until the leader has caught it up again"
+        );
+        self.set_identity(Identity::fresh(false));
+    }
+
+    /// Writes this store's identity, then tells the peers.
+    fn set_identity(&mut self, identity: Identity) {
+        if let Err(e) = self.storage.set_identity(identity) {
+            crate::critical::fatal(format_args!("cannot record this store's identity: {e}"));
+        }
+        self.trust.me = identity;
+        self.announce(true);
+    }
+
+    /// Keeps what the hellos say of this member current (`tell_now`: tell every peer).
+    pub(super) fn announce(&self, tell_now: bool) {
+        if let Some(peers) = &self.peers {
+            peers.announce(
+                PeerIdentity {
+                    incarnation: self.trust.me.incarnation,
+                    trusted: self.trust.me.trusted,
+                    seed: self.trust.me.seed,
+                    last_index: self.my_last(),
+                },
+                tell_now,
+            );
+        }
+    }
+
+    /// A peer said what its store is.
+    pub(super) fn peer_identity(&mut self, from: u64, said: PeerIdentity) {
+        let was = self.trust.untrusted_peer(from);
+        self.trust.heard(from, said);
+        let now = self.trust.untrusted_peer(from);
+        if now.is_some() && now != was {
+            tracing::warn!(
+                member = self.member.me,
+                peer = from,
+                incarnation = format!("{:016x}", said.incarnation),
+                "member {from}'s data directory is untrusted (new, or it lost entries): it \
+                 counts toward no quorum until it is caught up"
+            );
+        }
+    }
+
+    /// Every member, applying a committed conf change: a promotion of this incarnation
+    /// makes this store trusted; every member remembers whom it promoted.
+    pub(super) fn applied_verdict(&mut self, context: &[u8]) {
+        let Some(verdict) = Verdict::parse(context) else {
+            return;
+        };
+        tracing::info!(member = self.member.me, "applied {verdict:?}");
+        if let Verdict::Promote(id, inc) = verdict {
+            self.trust.promoted.insert(id, inc);
+            if id == self.member.me && inc == self.trust.me.incarnation && !self.trust.me.trusted {
+                tracing::info!(
+                    member = id,
+                    "caught up and promoted: this data directory is trusted from now on"
+                );
+                self.set_identity(Identity {
+                    trusted: true,
+                    ..self.trust.me
+                });
+            }
+        }
+    }
+
+    /// Whether `id` belongs among the voters (the committed configuration's, or zoo.cfg's
+    /// without reconfig); `None` if it is no member at all.
+    fn wanted_voter(&self, id: u64) -> Option<bool> {
+        let state = self.replica.state.read();
+        if let Some(c) = crate::state::reconfig::committed(&state.tree) {
+            return c.servers.get(&id).map(|s| !s.observer);
+        }
+        self.replica.config.members.get(&id).map(|m| !m.observer)
+    }
+
+    /// Leader: moves each untrusted member one step on (demote, reset, promote), one
+    /// conf change at a time. Run with the session round.
+    pub(super) fn recovery_round(&mut self) {
+        self.seed_round();
+        if !self.leads() || self.transferring() || self.member.standalone {
+            return;
+        }
+        let raft = &self.node.raft;
+        if raft.pending_conf_index > self.applied.index {
+            return;
+        }
+        let cs = raft.prs().conf().to_conf_state();
+        if !cs.voters_outgoing.is_empty() {
+            return;
+        }
+        let last = raft.raft_log.last_index();
+        let caught_up = |c: &Consensus, id: u64| {
+            c.node
+                .raft
+                .prs()
+                .get(id)
+                .is_some_and(|pr| pr.recent_active && pr.matched + CAUGHT_UP_SLACK >= last)
+        };
+        // A member demoted while untrusted that became trusted meanwhile (a founding voter
+        // whose word came after the leader's first round): a voter again once caught up.
+        // (With reconfig, `membership.rs` promotes such a member.)
+        let governed = {
+            let state = self.replica.state.read();
+            crate::state::reconfig::committed(&state.tree).is_some()
+        };
+        if !governed {
+            for id in cs.learners.iter().copied() {
+                let trusted = self.trust.untrusted_peer(id).is_none();
+                if trusted && self.wanted_voter(id) == Some(true) && caught_up(self, id) {
+                    let inc = self.trust.peers.get(&id).map_or(0, |p| p.incarnation);
+                    self.propose_verdict(Verdict::Promote(id, inc), ConfChangeType::AddNode);
+                    return;
+                }
+            }
+        }
+        let now = self.clock.now();
+        for (id, inc) in self.trust.untrusted_peers() {
+            if cs.voters.contains(&id) {
+                let election = self.trust.election;
+                let since = *self.trust.untrusted_since.entry((id, inc)).or_insert(now);
+                if now.saturating_duration_since(since) >= election {
+                    self.propose_verdict(Verdict::Demote(id, inc), ConfChangeType::AddLearnerNode);
+                    return;
+                }
+                continue;
+            }
+            if !cs.learners.contains(&id) {
+                continue;
+            }
+            let Some(voter) = self.wanted_voter(id) else {
+                continue;
+            };
+            if self.trust.reset.insert((id, inc)) {
+                if let Some(pr) = self.node.raft.mut_prs().get_mut(id) {
+                    // What it held before is gone: find out what it holds now.
+                    pr.matched = 0;
+                    pr.become_probe();
+                    pr.next_idx = last + 1;
+                }
+                tracing::info!(member = id, "catching up recovering member {id}");
+                continue;
+            }
+            if caught_up(self, id) {
+                let change = if voter {
+                    ConfChangeType::AddNode
+                } else {
+                    ConfChangeType::AddLearnerNode
+                };
+                self.propose_verdict(Verdict::Promote(id, inc), change);
+                return;
+            }
+        }
+    }
+
+    fn propose_verdict(&mut self, verdict: Verdict, change: ConfChangeType) {
+        let id = match verdict {
+            Verdict::Demote(id, _) | Verdict::Promote(id, _) => id,
+        };
+        let mut single = ConfChangeSingle::default();
+        single.set_change_type(change);
+        single.node_id = id;
+        let mut cc = ConfChangeV2::default();
+        cc.set_changes(vec![single].into());
+        cc.context = verdict.context().into();
+        tracing::info!(member = self.member.me, "proposing {verdict:?}");
+        if let Err(e) = self.node.propose_conf_change(Vec::new(), cc) {
+            tracing::warn!("{verdict:?} not proposed: {e}");
+        }
+    }
+
+    /// Why this member does not serve, as far as trust explains it (`srvr`, `mntr`, the
+    /// log), published with the status.
+    pub(super) fn publish_trust(&mut self, serving: bool) {
+        let me = self.member.me;
+        let reason = if !self.trust.me.trusted {
+            let leader = self.leadership.leader;
+            let step = if leader == 0 {
+                "waiting for a leader, which needs a quorum of the other voters".to_string()
+            } else {
+                format!(
+                    "catching up from leader {leader} (applied {} of {} committed)",
+                    self.applied.index, self.node.raft.raft_log.committed
+                )
+            };
+            Some(format!(
+                "this member's data directory is new or lost entries it had acknowledged \
+                 (incarnation {:016x}): it does not vote, count toward commits or serve until \
+                 a leader elected without it has caught it up; {step}",
+                self.trust.me.incarnation
+            ))
+        } else if !serving && self.leadership.role != StateRole::Leader {
+            let voters = self.voter_ids();
+            let untrusted: Vec<u64> = voters
+                .iter()
+                .copied()
+                .filter(|id| self.trust.untrusted_peer(*id).is_some())
+                .collect();
+            (!untrusted.is_empty()).then(|| {
+                format!(
+                    "no quorum without member(s) {untrusted:?}, whose data directories are \
+                     new or lost entries (they vote only once caught up by a leader): a leader \
+                     needs {} of the {} voters and {} can vote",
+                    voters.len() / 2 + 1,
+                    voters.len(),
+                    voters.len() - untrusted.len()
+                )
+            })
+        } else {
+            None
+        };
+        if reason != self.trust.reason {
+            if let Some(r) = &reason {
+                tracing::warn!(member = me, "{r}");
+            }
+            self.trust.reason = reason.clone();
+            *self.replica.status.held_back.lock() = reason;
+        }
+        let status = &self.replica.status;
+        status
+            .data_trusted
+            .store(self.trust.me.trusted, Ordering::Relaxed);
+        status
+            .untrusted_peers
+            .store(self.trust.untrusted_peers().len() as u64, Ordering::Relaxed);
+    }
+}
