@@ -25,7 +25,7 @@ use raft::eraftpb::{Message, MessageType};
 use super::clock::Clock;
 use super::connections::{ApplyRound, Connections};
 use super::driver::{Consensus, Parts, Workers};
-use super::input::{Input, SyncWaiter};
+use super::input::{Input, PeerIdentity, SyncWaiter};
 use super::log_writer::{self, LogWrite};
 use super::replica::Replica;
 use super::snapshot_worker::{self, SnapshotJob};
@@ -63,6 +63,8 @@ enum Payload {
     Raft(Box<Message>),
     Forward(Vec<Command>),
     Touch(Vec<i64>),
+    /// What a member says of its store (a TCP hello or status frame).
+    Identity(PeerIdentity),
 }
 
 struct Envelope {
@@ -105,6 +107,7 @@ impl Wire {
 /// A member's [`Peers`]: posts to the wire.
 struct WirePeers {
     me: u64,
+    members: Vec<u64>,
     wire: Arc<Wire>,
 }
 
@@ -123,6 +126,14 @@ impl Peers for WirePeers {
     fn touch(&self, to: u64, sessions: &[i64]) {
         self.wire
             .post(self.me, to, Payload::Touch(sessions.to_vec()));
+    }
+
+    fn announce(&self, me: PeerIdentity, tell_now: bool) {
+        if tell_now {
+            for to in self.members.iter().filter(|id| **id != self.me) {
+                self.wire.post(self.me, *to, Payload::Identity(me));
+            }
+        }
     }
 }
 
@@ -219,7 +230,27 @@ struct Node {
     storage: RaftStorage,
     /// Paused members take no turns (a SIGSTOP).
     paused: bool,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
+}
+
+/// How [`Group::up`] brings a member back.
+enum Restart {
+    Same,
+    Wiped,
+    From(tempfile::TempDir),
+}
+
+fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).expect("create a directory");
+    for entry in std::fs::read_dir(from).expect("read a directory") {
+        let entry = entry.expect("a directory entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("a file type").is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copy a file");
+        }
+    }
 }
 
 /// Settings of a harness group.
@@ -242,6 +273,10 @@ struct Group {
     nodes: Vec<Node>,
     wire: Arc<Wire>,
     clock: Arc<ManualClock>,
+}
+
+fn temp_dir() -> tempfile::TempDir {
+    tempfile::tempdir().expect("temporary directory")
 }
 
 impl Group {
@@ -279,10 +314,56 @@ impl Group {
                     container_check_interval: Duration::from_secs(3600),
                     ..Config::default()
                 };
-                Node::start(config, &wire, &clock)
+                Node::start(config, temp_dir(), &wire, &clock)
             })
             .collect();
-        Group { nodes, wire, clock }
+        let g = Group { nodes, wire, clock };
+        for n in &g.nodes {
+            g.hellos(n.id);
+        }
+        g
+    }
+
+    /// Member `id` and every other say what their stores are to each other, as the
+    /// hellos of their TCP connections would.
+    fn hellos(&self, id: u64) {
+        for n in self.nodes.iter().filter(|n| n.id != id) {
+            self.wire
+                .post(id, n.id, Payload::Identity(self.node(id).said()));
+            self.wire.post(n.id, id, Payload::Identity(n.said()));
+        }
+    }
+
+    /// Member `id` goes down: it takes no turns and nothing reaches it or comes from it.
+    fn down(&mut self, id: u64) {
+        self.isolate(id);
+        self.nodes[id as usize - 1].paused = true;
+    }
+
+    /// Member `id` comes back up as a new process: on its data directory as it was, on an
+    /// empty one (`Restart::Wiped`), or on a copy taken earlier (`Restart::From`).
+    fn up(&mut self, id: u64, how: Restart) {
+        let i = id as usize - 1;
+        let old = self.nodes.remove(i);
+        let config = old.replica.config.clone();
+        let dir = old.stop();
+        let dir = match how {
+            Restart::Same => dir,
+            Restart::Wiped => temp_dir(),
+            Restart::From(copy) => copy,
+        };
+        let node = Node::start(config, dir, &self.wire, &self.clock);
+        self.nodes.insert(i, node);
+        self.wire.cut.lock().retain(|(a, b)| *a != id && *b != id);
+        self.hellos(id);
+    }
+
+    /// A copy of member `id`'s data directory as it is now (the member must be down).
+    fn copy_dir(&self, id: u64) -> tempfile::TempDir {
+        assert!(self.node(id).paused, "copying a running member's directory");
+        let to = temp_dir();
+        copy_tree(self.node(id).dir.path(), to.path());
+        to
     }
 
     fn node(&self, id: u64) -> &Node {
@@ -331,6 +412,7 @@ impl Group {
                 Payload::Raft(m) => Input::Raft(m),
                 Payload::Forward(cs) => Input::Forwarded(cs),
                 Payload::Touch(ss) => Input::Touch(ss),
+                Payload::Identity(said) => Input::PeerIdentity(e.from, said),
             };
             let _ = to.inbox.send(input);
             if let Some(to) = snapshot_to {
@@ -371,7 +453,28 @@ impl Group {
                 return leader;
             }
         }
-        panic!("no leader after 2,000 ticks");
+        let states: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|n| {
+                let r = &n.consensus.node.raft;
+                format!(
+                    "{}: {:?} serving {} leader {} {:?} term {} vote {} last {} trusted {:?} paused {} held {:?}",
+                    n.id,
+                    n.role(),
+                    n.replica.is_serving(),
+                    n.leader(),
+                    r.state,
+                    r.term,
+                    r.vote,
+                    r.raft_log.last_index(),
+                    n.storage.identity(),
+                    n.paused,
+                    n.replica.status.held_back.lock()
+                )
+            })
+            .collect();
+        panic!("no leader after 2,000 ticks: {states:#?}");
     }
 
     /// The leader every member that is not cut off or paused serves under.
@@ -467,12 +570,24 @@ impl Group {
 }
 
 impl Node {
-    fn start(config: Config, wire: &Arc<Wire>, clock: &Arc<ManualClock>) -> Node {
+    fn start(
+        config: Config,
+        dir: tempfile::TempDir,
+        wire: &Arc<Wire>,
+        clock: &Arc<ManualClock>,
+    ) -> Node {
         let id = config.my_id;
-        let dir = tempfile::tempdir().expect("temporary directory");
-        let storage = RaftStorage::open(dir.path(), super::initial_membership(&config))
-            .expect("open a fresh store");
-        let state = StateMachine::new(TreeOptions::default());
+        let members: Vec<u64> = config.members.keys().copied().collect();
+        let (storage, loaded) = RaftStorage::open_loading(
+            dir.path(),
+            super::initial_membership(&config),
+            Some(|src| crate::state::snapshot::decode_from(src, TreeOptions::default())),
+        )
+        .expect("open the store");
+        let state = match loaded {
+            Some(decoded) => decoded.expect("decode the stored snapshot"),
+            None => StateMachine::new(TreeOptions::default()),
+        };
         let (inbox, inbox_rx) = std::sync::mpsc::channel();
         let replica = Arc::new(Replica::new(config, state, inbox.clone()));
         let recorder = Arc::new(Recorder {
@@ -481,6 +596,7 @@ impl Node {
         });
         let peers: Arc<dyn Peers> = Arc::new(WirePeers {
             me: id,
+            members,
             wire: wire.clone(),
         });
         let (log_writer, log_jobs) = std::sync::mpsc::channel();
@@ -513,7 +629,35 @@ impl Node {
             snapshot_jobs,
             storage,
             paused: false,
-            _dir: dir,
+            dir,
+        }
+    }
+
+    /// Stops the member as a clean shutdown would; its data directory.
+    fn stop(self) -> tempfile::TempDir {
+        let Node {
+            consensus,
+            log_writer,
+            storage,
+            dir,
+            ..
+        } = self;
+        // The driver lets its workers finish and joins them; the store closes once the
+        // last handle on it (this node's own) is gone.
+        drop(log_writer);
+        consensus.shutdown();
+        drop(storage);
+        dir
+    }
+
+    /// What this member says of its store.
+    fn said(&self) -> PeerIdentity {
+        let identity = self.storage.identity();
+        PeerIdentity {
+            incarnation: identity.incarnation,
+            trusted: identity.trusted,
+            seed: identity.seed,
+            last_index: raft::Storage::last_index(&self.storage).unwrap_or(0),
         }
     }
 
@@ -782,4 +926,220 @@ fn a_leader_woken_from_a_pause_does_not_expire_live_sessions() {
         );
     }
     assert_eq!(g.node(b).digest(), g.node(old).digest());
+}
+
+/// Every path in the group's acknowledged writes that member `id` lacks.
+fn missing(g: &Group, id: u64, paths: &[String]) -> Vec<String> {
+    let state = g.node(id).replica.state.read();
+    paths
+        .iter()
+        .filter(|p| state.tree.get(p).is_none())
+        .cloned()
+        .collect()
+}
+
+/// Creates `count` nodes through `via`, each acknowledged before the next; their paths.
+fn acknowledged_creates(
+    g: &mut Group,
+    via: u64,
+    session: i64,
+    prefix: &str,
+    count: usize,
+) -> Vec<String> {
+    let before = g.node(via).recorder.record.lock().writes.len();
+    let paths: Vec<String> = (0..count).map(|i| format!("/{prefix}{i}")).collect();
+    for p in &paths {
+        g.create(via, session, 7, p);
+        g.settle();
+    }
+    let record = g.node(via).recorder.record.lock();
+    let answered = &record.writes[before..];
+    assert_eq!(answered.len(), count, "every create was answered");
+    assert!(answered
+        .iter()
+        .all(|(_, _, r)| matches!(r, WriteResult::Create(_))));
+    paths.clone()
+}
+
+fn trusted(g: &Group, id: u64) -> bool {
+    g.node(id).storage.identity().trusted
+}
+
+fn is_voter(g: &Group, id: u64) -> bool {
+    g.node(id).storage.conf_state().voters.contains(&id)
+}
+
+/// The scenario: a follower (the stale one) is down while writes are acknowledged
+/// by the other two; both of those go down; one of them comes back wiped, then the stale
+/// one. Either of the two may be the wiped one. The wiped member must not vote the stale
+/// one in: no leader until the third member returns, then nothing lost.
+#[test]
+fn a_wiped_member_never_helps_a_stale_member_lead_and_no_acknowledged_write_is_lost() {
+    for wipe_leader in [false, true] {
+        let mut g = Group::new(Settings::default());
+        let leader = g.elect();
+        let (stale, other) = others(leader);
+        g.create_session(leader, 0x900, 4000);
+        g.down(stale);
+        let paths = acknowledged_creates(&mut g, leader, 0x900, "n", 20);
+        g.down(leader);
+        g.down(other);
+        let (wiped, keeper) = if wipe_leader {
+            (leader, other)
+        } else {
+            (other, leader)
+        };
+        g.up(wiped, Restart::Wiped);
+        g.up(stale, Restart::Same);
+        g.run_for(TICK * 600);
+        for id in [wiped, stale] {
+            assert_ne!(g.node(id).role(), Role::Leader, "member {id} leads");
+            assert!(!g.node(id).replica.is_serving(), "member {id} serves");
+        }
+        assert!(!trusted(&g, wiped));
+        let why = g.node(stale).replica.status.held_back.lock().clone();
+        assert!(
+            why.as_deref()
+                .is_some_and(|w| w.contains(&format!("[{wiped}]"))),
+            "the stale member says why it is held back: {why:?}"
+        );
+        assert!(g.node(wiped).replica.status.held_back.lock().is_some());
+        // The third member returns: it leads (it has the writes), the wiped member is
+        // caught up and promoted, and every acknowledged write is on every member.
+        g.up(keeper, Restart::Same);
+        let new_leader = g.elect();
+        g.run_for(TICK * 300);
+        g.settle();
+        assert_eq!(
+            new_leader, keeper,
+            "only the member with every write can lead"
+        );
+        for id in 1..=3 {
+            assert_eq!(missing(&g, id, &paths), Vec::<String>::new(), "member {id}");
+        }
+        assert!(trusted(&g, wiped), "the wiped member was promoted");
+        assert!(is_voter(&g, wiped), "and is a voter again");
+        assert!(g.node(wiped).replica.is_serving());
+        assert_eq!(g.node(wiped).digest(), g.node(keeper).digest());
+    }
+}
+
+#[test]
+fn a_wiped_member_catches_up_and_serves_while_the_leader_is_up() {
+    let mut g = Group::new(Settings::default());
+    let leader = g.elect();
+    let (f, _) = others(leader);
+    g.create_session(leader, 0xa00, 4000);
+    let paths = acknowledged_creates(&mut g, leader, 0xa00, "w", 10);
+    g.down(f);
+    g.up(f, Restart::Wiped);
+    assert!(!trusted(&g, f));
+    g.run_for(TICK * 300);
+    g.settle();
+    assert!(
+        trusted(&g, f),
+        "caught up and promoted with no operator step"
+    );
+    assert!(is_voter(&g, f));
+    assert!(g.node(f).replica.is_serving());
+    assert_eq!(missing(&g, f, &paths), Vec::<String>::new());
+    // It counts again: with the third member down, the two still commit.
+    let third = (1..=3).find(|id| *id != leader && *id != f).unwrap_or(0);
+    g.down(third);
+    let more = acknowledged_creates(&mut g, leader, 0xa00, "x", 3);
+    assert_eq!(missing(&g, f, &more), Vec::<String>::new());
+}
+
+/// A member restored from an older copy of its directory (trusted by what it holds) is
+/// caught by the leader's commit index and recovers as a wiped one does.
+#[test]
+fn a_member_restored_from_an_older_copy_takes_a_new_incarnation_and_catches_up() {
+    let mut g = Group::new(Settings::default());
+    let leader = g.elect();
+    let (f, _) = others(leader);
+    g.create_session(leader, 0xb00, 4000);
+    acknowledged_creates(&mut g, leader, 0xb00, "a", 5);
+    g.down(f);
+    let old_copy = g.copy_dir(f);
+    g.up(f, Restart::Same);
+    g.run_for(TICK * 50);
+    let paths = acknowledged_creates(&mut g, leader, 0xb00, "b", 10);
+    let before = g.node(f).storage.identity();
+    assert!(before.trusted);
+    g.down(f);
+    g.up(f, Restart::From(old_copy));
+    g.run_for(TICK * 300);
+    g.settle();
+    let after = g.node(f).storage.identity();
+    assert_ne!(after.incarnation, before.incarnation, "a new incarnation");
+    assert!(after.trusted, "promoted again");
+    assert!(g.node(f).replica.is_serving());
+    assert_eq!(missing(&g, f, &paths), Vec::<String>::new());
+}
+
+/// A member that starts after the others formed the ensemble (empty, like a wiped one)
+/// joins through the same catch-up; all three founding together are trusted at once.
+#[test]
+fn members_of_a_new_ensemble_are_trusted_and_a_late_one_is_caught_up() {
+    let mut g = Group::new(Settings::default());
+    g.elect();
+    g.run_for(TICK * 20);
+    assert!((1..=3).all(|id| trusted(&g, id)), "founding members");
+    let mut g = Group::new(Settings::default());
+    g.down(3);
+    let leader = g.elect();
+    g.create_session(leader, 0xc00, 4000);
+    let paths = acknowledged_creates(&mut g, leader, 0xc00, "c", 5);
+    g.up(3, Restart::Wiped);
+    g.run_for(TICK * 300);
+    g.settle();
+    assert!(trusted(&g, 3));
+    assert!(is_voter(&g, 3));
+    assert_eq!(missing(&g, 3, &paths), Vec::<String>::new());
+}
+
+/// After `zooraft import` (or `restore`) on one member, the empty others vote that one in
+/// (its store is the seed) and not one of themselves.
+#[test]
+fn empty_members_vote_the_imported_seed_in() {
+    let mut g = Group::new(Settings::default());
+    // Member 1's store as an import writes it: a snapshot at index 1 holding a node.
+    g.down(1);
+    let seeded = temp_dir();
+    {
+        let config = g.node(1).replica.config.clone();
+        let storage = RaftStorage::open(seeded.path(), super::initial_membership(&config))
+            .expect("a new store");
+        let state = StateMachine::new(TreeOptions::default());
+        let mut meta = raft::eraftpb::SnapshotMetadata {
+            index: 1,
+            term: 1,
+            ..Default::default()
+        };
+        meta.set_conf_state(super::initial_membership(&config));
+        let mut snap = raft::eraftpb::Snapshot {
+            data: crate::state::snapshot::encode(&state.snapshot_view()),
+            ..Default::default()
+        };
+        snap.set_metadata(meta);
+        storage.install_snapshot(&snap);
+        storage
+            .set_identity(super::Identity::seed())
+            .expect("seed identity");
+    }
+    // The two empty members alone elect nobody (they heard from the seed, which is down).
+    g.down(2);
+    g.down(3);
+    g.up(2, Restart::Wiped);
+    g.up(3, Restart::Wiped);
+    g.up(1, Restart::From(seeded));
+    let leader = g.elect();
+    assert_eq!(leader, 1, "only the seed can be voted in");
+    g.run_for(TICK * 100);
+    g.settle();
+    for id in 1..=3 {
+        assert!(trusted(&g, id), "member {id}");
+        assert_eq!(g.node(id).digest(), g.node(1).digest(), "member {id}");
+    }
+    assert!(!g.node(1).storage.identity().seed, "a seed no more");
 }
