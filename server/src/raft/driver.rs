@@ -446,7 +446,8 @@ impl Consensus {
         }
         // A member whose store is untrusted must not campaign (`trust.rs`): its election
         // timer stands still.
-        let ticks = self.node.raft.state == StateRole::Leader || self.may_vote();
+        let ticks = now >= self.timers.next_tick
+            && (self.node.raft.state == StateRole::Leader || self.may_vote());
         while now >= self.timers.next_tick {
             if ticks {
                 self.node.tick();

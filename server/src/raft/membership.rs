@@ -35,6 +35,7 @@ use raft::eraftpb::{
 
 use super::driver::Consensus;
 use super::test_hooks;
+use super::trust::Verdict;
 use crate::config::Config;
 use crate::state::command::{Command, ReconfigStamp};
 use crate::state::reconfig::{self, DynamicConfig, ServerSpec, INITIAL_VERSION};
@@ -239,14 +240,14 @@ impl Consensus {
             // A leader that entered the joint configuration died before leaving it (or a
             // test holds it there).
             if !self.hooks.hold(test_hooks::IN_JOINT, self.member.me) {
-                self.propose_change(Vec::new(), "leave the joint configuration");
+                self.propose_change(Vec::new(), Vec::new(), "leave the joint configuration");
             }
             return;
         }
         let known: BTreeSet<u64> = cv.union(&cl).copied().collect();
         if let Some(new) = tv.union(&tl).find(|id| !known.contains(id)) {
             let change = single(ConfChangeType::AddLearnerNode, *new);
-            self.propose_change(vec![change], "a new member joins as a learner");
+            self.propose_change(vec![change], Vec::new(), "a new member joins as a learner");
             return;
         }
         let me = self.member.me;
@@ -272,13 +273,23 @@ impl Consensus {
         };
         // Learners are promoted once caught up; one that never catches up (a member that
         // never started) stays a learner and holds nothing else back.
-        // (A member whose store is untrusted is promoted by `trust.rs`, naming its
-        // incarnation, so that it knows when it counts again.)
+        // A member whose store is untrusted is promoted only once the leader has reset what
+        // it believed the member holds and the member caught up from there (`recovery.rs`);
+        // the change names its incarnation, so that it knows it counts again.
+        let trust = &self.trust;
+        let ready = |id: &u64| match trust.untrusted_peer(*id) {
+            None => true,
+            Some(inc) => trust.reset.contains(&(*id, inc)),
+        };
         let promote: Vec<u64> = tv
             .difference(&cv)
             .copied()
             .filter(caught_up)
-            .filter(|id| self.trust.untrusted_peer(*id).is_none())
+            .filter(ready)
+            .collect();
+        let verdicts: Vec<Verdict> = promote
+            .iter()
+            .filter_map(|id| Some(Verdict::Promote(*id, trust.untrusted_peer(*id)?)))
             .collect();
         let mut changes: Vec<ConfChangeSingle> = promote
             .iter()
@@ -304,6 +315,7 @@ impl Consensus {
         if !changes.is_empty() {
             self.propose_change(
                 changes,
+                Verdict::context(&verdicts),
                 "Raft's membership follows the committed configuration",
             );
         }
@@ -342,8 +354,11 @@ impl Consensus {
         self.proposals.push(Command::SetConfig { text }, now);
     }
 
-    fn propose_change(&mut self, changes: Vec<ConfChangeSingle>, why: &str) {
-        let mut cc = ConfChangeV2::default();
+    fn propose_change(&mut self, changes: Vec<ConfChangeSingle>, context: Vec<u8>, why: &str) {
+        let mut cc = ConfChangeV2 {
+            context: context.into(),
+            ..Default::default()
+        };
         if !changes.is_empty() && self.hooks.armed(test_hooks::IN_JOINT) {
             cc.set_transition(ConfChangeTransition::Explicit);
         }

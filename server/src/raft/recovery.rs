@@ -14,6 +14,8 @@ use super::trust::Verdict;
 
 /// How far behind the leader's log a recovering member may be and still be promoted.
 const CAUGHT_UP_SLACK: u64 = 64;
+/// How often an untrusted member tells its peers again what its store is.
+const ANNOUNCE_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl Consensus {
     fn my_last(&self) -> u64 {
@@ -33,6 +35,9 @@ impl Consensus {
     /// Whether this member may vote or campaign now.
     pub(super) fn may_vote(&self) -> bool {
         let now = self.clock.now();
+        if self.trust.me.trusted && now >= self.trust.votes_from {
+            return true;
+        }
         self.trust
             .may_vote(now, self.my_last(), self.member.me, &self.voter_ids())
     }
@@ -50,7 +55,7 @@ impl Consensus {
             }
             _ => {}
         }
-        let from_voter = self.voter_ids().contains(&m.from);
+        let from_voter = self.node.raft.prs().conf().voters().contains(m.from);
         if !self.trust.admits_from_peer(m, my_last, from_voter) {
             tracing::debug!(
                 from = m.from,
@@ -60,10 +65,16 @@ impl Consensus {
             return false;
         }
         let now = self.clock.now();
-        let (me, voters) = (self.member.me, self.voter_ids());
-        match m.get_msg_type() {
+        let me = self.member.me;
+        let is_vote = matches!(
+            m.get_msg_type(),
             MessageType::MsgRequestVote | MessageType::MsgRequestPreVote
-                if !self.trust.may_vote_for(now, m, my_last, me, &voters) =>
+        );
+        match m.get_msg_type() {
+            _ if is_vote
+                && !self
+                    .trust
+                    .may_vote_for(now, m, my_last, me, &self.voter_ids()) =>
             {
                 tracing::debug!(from = m.from, kind = ?m.get_msg_type(), "not voting yet");
                 false
@@ -200,17 +211,19 @@ impl Consensus {
     /// Every member, applying a committed conf change: a promotion of this incarnation
     /// makes this store trusted; every member remembers whom it promoted.
     pub(super) fn applied_verdict(&mut self, context: &[u8]) {
-        let Some(verdict) = Verdict::parse(context) else {
-            return;
-        };
-        tracing::info!(member = self.member.me, "applied {verdict:?}");
-        if let Verdict::Promote(id, inc) = verdict {
+        for verdict in Verdict::parse_all(context) {
+            tracing::info!(member = self.member.me, "applied {verdict:?}");
+            let Verdict::Promote(id, inc) = verdict else {
+                continue;
+            };
             self.trust.promoted.insert(id, inc);
             if id == self.member.me && inc == self.trust.me.incarnation && !self.trust.me.trusted {
                 tracing::info!(
                     member = id,
                     "caught up and promoted: this data directory is trusted from now on"
                 );
+                // Its votes wait until any election its earlier life voted in is over.
+                self.trust.votes_from = self.trust.quarantine_until;
                 self.set_identity(Identity {
                     trusted: true,
                     ..self.trust.me
@@ -233,6 +246,13 @@ impl Consensus {
     /// conf change at a time. Run with the session round.
     pub(super) fn recovery_round(&mut self) {
         self.seed_round();
+        let now = self.clock.now();
+        if !self.trust.me.trusted && now >= self.trust.next_announce {
+            // An untrusted member has nothing else to send: say it again every second, so
+            // a peer that restarted meanwhile (or refuses our certificate) hears of it.
+            self.trust.next_announce = now + ANNOUNCE_EVERY;
+            self.announce(true);
+        }
         if !self.leads() || self.transferring() || self.member.standalone {
             return;
         }
@@ -269,7 +289,7 @@ impl Consensus {
                 }
             }
         }
-        let now = self.clock.now();
+
         for (id, inc) in self.trust.untrusted_peers() {
             if cs.voters.contains(&id) {
                 let election = self.trust.election;
@@ -297,6 +317,11 @@ impl Consensus {
                 continue;
             }
             if caught_up(self, id) {
+                if voter && governed {
+                    // `membership.rs` promotes it with the committed configuration's other
+                    // changes, naming its incarnation.
+                    continue;
+                }
                 let change = if voter {
                     ConfChangeType::AddNode
                 } else {
@@ -317,7 +342,7 @@ impl Consensus {
         single.node_id = id;
         let mut cc = ConfChangeV2::default();
         cc.set_changes(vec![single].into());
-        cc.context = verdict.context().into();
+        cc.context = Verdict::context(&[verdict]).into();
         tracing::info!(member = self.member.me, "proposing {verdict:?}");
         if let Err(e) = self.node.propose_conf_change(Vec::new(), cc) {
             tracing::warn!("{verdict:?} not proposed: {e}");

@@ -388,7 +388,9 @@ async fn sender_loop(link: Link, mut rx: mpsc::Receiver<OutFrame>) {
         introduced = true;
         backoff = Duration::from_millis(50);
         tracing::info!(peer = to, %addr, "connected to peer");
-        let connected = std::time::Instant::now();
+        // When this connection's first frames went out: a write that fails soon after
+        // them is the mark of a peer that refused our certificate.
+        let mut first_frames: Option<std::time::Instant> = None;
         let mut buf = BytesMut::with_capacity(64 * 1024);
         loop {
             let mut snapshots = Vec::new();
@@ -408,6 +410,7 @@ async fn sender_loop(link: Link, mut rx: mpsc::Receiver<OutFrame>) {
                     Err(_) => break,
                 }
             }
+            let first = *first_frames.get_or_insert_with(std::time::Instant::now);
             let result = match w.write_all(&buf).await {
                 Ok(()) => w.flush().await,
                 Err(e) => Err(e),
@@ -418,7 +421,7 @@ async fn sender_loop(link: Link, mut rx: mpsc::Receiver<OutFrame>) {
                 let _ = inbox.send(Input::SnapshotStatus { to: s, ok });
             }
             if let Err(e) = result {
-                if transport_tls::dials_tls(&tls) && connected.elapsed() < Duration::from_secs(2) {
+                if transport_tls::dials_tls(&tls) && first.elapsed() < Duration::from_secs(2) {
                     // A member that refuses our certificate after the handshake (its host
                     // name, say) just closes the connection.
                     tracing::warn!(

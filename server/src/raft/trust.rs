@@ -39,9 +39,9 @@
 //! member still has ⌊n/2⌋ others and ⌊n/2⌋ + ⌊(n-1)/2⌋ + 1 = n > n-1. So every later
 //! leader holds every committed entry, and the member it promotes holds a copy of that
 //! log. A member restarted with a trusted store (the ordinary restart) is not held back
-//! at all. A freshly trusted member also waits [`QUARANTINE_TIMEOUTS`] election timeouts
-//! from its start before it grants a vote: any election its earlier life voted in has
-//! ended by then.
+//! at all. A member promoted back also waits until [`QUARANTINE_TIMEOUTS`] election
+//! timeouts after its start before it grants a vote: any election its earlier life voted
+//! in has ended by then.
 //!
 //! This file holds what this member knows of its own store and its peers' and the rules
 //! that follow; `recovery.rs` acts on them in the Raft loop.
@@ -72,6 +72,10 @@ pub(super) struct Trust {
     pub me: Identity,
     /// Votes wait until then (see [`QUARANTINE_TIMEOUTS`]).
     pub(super) votes_from: Instant,
+    /// Where the quarantine of a member promoted in this run ends.
+    pub(super) quarantine_until: Instant,
+    /// When an untrusted member next says again what it is (see `recovery.rs`).
+    pub(super) next_announce: Instant,
     /// What each peer last said of itself.
     pub(super) peers: HashMap<u64, PeerIdentity>,
     /// The incarnation a committed conf change promoted, by member.
@@ -102,23 +106,34 @@ enum Founding {
 }
 
 /// A conf change about one recovering member: its id and incarnation.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Verdict {
     Demote(u64, u64),
     Promote(u64, u64),
 }
 
 impl Verdict {
-    pub fn context(&self) -> Vec<u8> {
+    fn text(&self) -> String {
         match self {
             Verdict::Demote(id, inc) => format!("{DEMOTE} {id} {inc:016x}"),
             Verdict::Promote(id, inc) => format!("{PROMOTE} {id} {inc:016x}"),
         }
-        .into_bytes()
     }
 
-    pub fn parse(context: &[u8]) -> Option<Verdict> {
-        let text = std::str::from_utf8(context).ok()?;
+    /// The context of a conf change carrying these verdicts (one per line).
+    pub fn context(verdicts: &[Verdict]) -> Vec<u8> {
+        let lines: Vec<String> = verdicts.iter().map(Verdict::text).collect();
+        lines.join("\n").into_bytes()
+    }
+
+    /// The verdicts of a conf change's context (none in another context).
+    pub fn parse_all(context: &[u8]) -> Vec<Verdict> {
+        std::str::from_utf8(context)
+            .map(|text| text.lines().filter_map(Verdict::parse).collect())
+            .unwrap_or_default()
+    }
+
+    fn parse(text: &str) -> Option<Verdict> {
         let mut words = text.split(' ');
         let kind = words.next()?;
         let id = words.next()?.parse().ok()?;
@@ -133,14 +148,11 @@ impl Verdict {
 
 impl Trust {
     pub fn new(me: Identity, now: Instant, election: Duration, seed_index: u64) -> Trust {
-        let votes_from = if me.trusted {
-            now
-        } else {
-            now + election * QUARANTINE_TIMEOUTS
-        };
         Trust {
             me,
-            votes_from,
+            votes_from: now,
+            next_announce: now,
+            quarantine_until: now + election * QUARANTINE_TIMEOUTS,
             peers: HashMap::new(),
             promoted: HashMap::new(),
             reset: HashSet::new(),
@@ -226,6 +238,12 @@ impl Trust {
         me: u64,
         voters: &[u64],
     ) -> bool {
+        if self.me.seed {
+            // A restore on every member makes them all seeds, which vote for each other;
+            // a seed among members with a history (a restore of an old backup on one of
+            // them) must not vote a stale one in.
+            return self.peers.get(&m.from).is_some_and(|p| p.seed);
+        }
         if self.me.trusted {
             return now >= self.votes_from;
         }
@@ -290,14 +308,17 @@ mod tests {
     }
 
     #[test]
-    fn a_verdict_reads_back_from_its_context_and_other_contexts_are_none() {
-        for v in [Verdict::Demote(3, 0xabc), Verdict::Promote(12, u64::MAX)] {
-            assert_eq!(Verdict::parse(&v.context()), Some(v));
-        }
-        assert_eq!(Verdict::parse(b""), None);
-        assert_eq!(Verdict::parse(b"zooraft-trusted 3"), None);
-        assert_eq!(Verdict::parse(b"other 3 1"), None);
-        assert_eq!(Verdict::parse(&[0xff, 0xfe]), None);
+    fn verdicts_read_back_from_their_context_and_other_contexts_have_none() {
+        let all = vec![Verdict::Demote(3, 0xabc), Verdict::Promote(12, u64::MAX)];
+        assert_eq!(Verdict::parse_all(&Verdict::context(&all)), all);
+        assert_eq!(
+            Verdict::parse_all(&Verdict::context(&all[1..])),
+            vec![Verdict::Promote(12, u64::MAX)]
+        );
+        assert_eq!(Verdict::parse_all(b""), vec![]);
+        assert_eq!(Verdict::parse_all(b"zooraft-trusted 3"), vec![]);
+        assert_eq!(Verdict::parse_all(b"other 3 1"), vec![]);
+        assert_eq!(Verdict::parse_all(&[0xff, 0xfe]), vec![]);
     }
 
     #[test]
@@ -334,6 +355,20 @@ mod tests {
         assert!(t.may_vote_for(now, &from_seed, 0, 1, &voters));
         assert!(!t.may_vote_for(now, &from_empty, 0, 1, &voters));
         assert!(!t.may_vote(now, 0, 1, &voters), "it does not campaign");
+        // A seed votes for seeds only.
+        let (mut s, now) = trust(true);
+        s.me.seed = true;
+        s.heard(3, said(8, true, 40));
+        let from_member = msg(MessageType::MsgRequestVote, 3, 40);
+        assert!(!s.may_vote_for(now, &from_member, 1, 1, &voters));
+        s.heard(
+            3,
+            PeerIdentity {
+                seed: true,
+                ..said(8, true, 1)
+            },
+        );
+        assert!(s.may_vote_for(now, &from_member, 1, 1, &voters));
         // Once the seed says it is one no more, nobody gets its vote.
         t.heard(2, said(5, true, 2));
         from_seed.index = 2;
@@ -341,11 +376,12 @@ mod tests {
     }
 
     #[test]
-    fn a_trusted_member_votes_at_once_unless_it_started_untrusted() {
+    fn a_trusted_member_votes_at_once_unless_promoted_back_in_this_run() {
         let (t, now) = trust(true);
         assert!(t.may_vote(now, 100, 1, &[1, 2, 3]));
         let (mut t, now) = trust(false);
         t.me.trusted = true;
+        t.votes_from = t.quarantine_until;
         assert!(!t.may_vote(now, 100, 1, &[1, 2, 3]));
         let later = now + Duration::from_secs(QUARANTINE_TIMEOUTS as u64);
         assert!(t.may_vote(later, 100, 1, &[1, 2, 3]));
