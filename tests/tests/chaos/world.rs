@@ -64,6 +64,13 @@ pub(crate) enum Fault {
     PowerLossMinority(Duration),
     /// Power loss of every member at once.
     PowerLossAll(Duration),
+    /// kill -9 a member, remove its data directory (a replaced disk: `myid` is written
+    /// again), restart it after the given time. It must not vote until caught up.
+    WipeMember(Target, Duration),
+    /// Copy a member's data directory aside (killed, then restarted at once), let the
+    /// ensemble write for the given time, then kill -9 it and restart it on the older
+    /// copy (a directory restored from a backup).
+    RollBackMember(Target, Duration),
 }
 
 /// A paused holder: the contender and the critical section it was stopped in.
@@ -609,7 +616,39 @@ impl World {
                 let all: Vec<usize> = (0..self.ensemble.len()).collect();
                 self.power_loss(&all, down);
             }
+            Fault::WipeMember(target, down) => {
+                let i = self.pick(target);
+                self.event(&format!(
+                    "kill -9 member {}, wipe its data directory, restart it after {down:?}",
+                    i + 1
+                ));
+                self.ensemble.member_mut(i).kill();
+                let dir = self.ensemble.member(i).data_dir();
+                std::fs::remove_dir_all(&dir).expect("wipe a data directory");
+                std::thread::sleep(down);
+                self.ensemble.member_mut(i).respawn();
+            }
+            Fault::RollBackMember(target, time) => self.roll_back(target, time),
         }
+    }
+
+    /// See [`Fault::RollBackMember`].
+    fn roll_back(&mut self, target: Target, time: Duration) {
+        let i = self.pick(target);
+        let dir = self.ensemble.member(i).data_dir();
+        let copy = dir.with_extension("older");
+        self.event(&format!(
+            "copy member {}'s data directory aside, restore it after {time:?} of writes",
+            i + 1
+        ));
+        self.ensemble.member_mut(i).kill();
+        copy_tree(&dir, &copy);
+        self.ensemble.member_mut(i).respawn();
+        std::thread::sleep(time);
+        self.ensemble.member_mut(i).kill();
+        std::fs::remove_dir_all(&dir).expect("remove the newer data directory");
+        std::fs::rename(&copy, &dir).expect("put the older copy back");
+        self.ensemble.member_mut(i).respawn();
     }
 
     fn reconfig_out(&mut self, target: Target, down: Duration) {
@@ -1064,4 +1103,18 @@ fn owners_writing_since<'a>(
         }
     }
     late
+}
+
+/// Copies a directory tree (a data directory of a killed member).
+fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).expect("create a directory");
+    for entry in std::fs::read_dir(from).expect("read a directory") {
+        let entry = entry.expect("a directory entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("a file type").is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copy a file");
+        }
+    }
 }
