@@ -642,7 +642,7 @@ impl World {
             i + 1
         ));
         self.ensemble.member_mut(i).kill();
-        copy_tree(&dir, &copy);
+        harness::faults::copy_dir(&dir, &copy);
         self.ensemble.member_mut(i).respawn();
         std::thread::sleep(time);
         self.ensemble.member_mut(i).kill();
@@ -1103,18 +1103,4 @@ fn owners_writing_since<'a>(
         }
     }
     late
-}
-
-/// Copies a directory tree (a data directory of a killed member).
-fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
-    std::fs::create_dir_all(to).expect("create a directory");
-    for entry in std::fs::read_dir(from).expect("read a directory") {
-        let entry = entry.expect("a directory entry");
-        let target = to.join(entry.file_name());
-        if entry.file_type().expect("a file type").is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).expect("copy a file");
-        }
-    }
 }
