@@ -13,7 +13,8 @@
 //! - `raft/` — raft-rs's driver and everything around it: the messages into the Raft thread
 //!   (`input.rs`), the loop (`driver.rs`, `ready.rs`, `leader.rs`, `read_index.rs`,
 //!   `serving.rs`, `snapshots.rs`), membership changes and leader transfer
-//!   (`membership.rs`, `dynamic_file.rs`, `transfer.rs`), the log writer, RocksDB storage
+//!   (`membership.rs`, `dynamic_file.rs`, `transfer.rs`), members whose data directory
+//!   forgot what they acknowledged (`trust.rs`, `recovery.rs`), the log writer, RocksDB storage
 //!   (`storage/`) and the peer transport. It reaches client connections only through the `raft::Connections`
 //!   trait it declares and the network layer implements.
 //! - `net/` — the client port: listener, connections and handshakes, each connection's
