@@ -286,7 +286,7 @@ impl Server {
         Ok(())
     }
 
-    /// Stops the server (SIGTERM, up to [`STOP_GRACE`] to finish what it does on the way
+    /// Stops the server (SIGTERM, up to `STOP_GRACE` to finish what it does on the way
     /// out), starts it again on the same data, and returns the time from the new process's
     /// start to its first `srvr` with a Mode (it serves).
     pub fn restart(&mut self) -> Result<Duration, LaunchError> {

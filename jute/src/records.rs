@@ -370,7 +370,7 @@ pub struct SetWatches {
     pub data_watches: Vec<String>,
     pub exist_watches: Vec<String>,
     pub child_watches: Vec<String>,
-    /// A null entry ended the lists (not on the wire; see [`cut_at_first_null`]).
+    /// A null entry ended the lists (not on the wire; see `cut_at_first_null`).
     pub null_entry: bool,
 }
 
@@ -383,7 +383,7 @@ pub struct SetWatches2 {
     pub child_watches: Vec<String>,
     pub persistent_watches: Vec<String>,
     pub persistent_recursive_watches: Vec<String>,
-    /// A null entry ended the lists (not on the wire; see [`cut_at_first_null`]).
+    /// A null entry ended the lists (not on the wire; see `cut_at_first_null`).
     pub null_entry: bool,
 }
 

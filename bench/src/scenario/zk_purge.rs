@@ -29,7 +29,7 @@ fn parse(name: &str) -> Option<(&str, u64)> {
     Some((kind, u64::from_str_radix(zxid, 16).ok()?))
 }
 
-/// Deletes all but the newest [`KEEP_SNAPSHOTS`] snapshots of `dir` (ZooKeeper's
+/// Deletes all but the newest `KEEP_SNAPSHOTS` snapshots of `dir` (ZooKeeper's
 /// `version-2` directory) and the logs that only precede the oldest kept one (the log
 /// whose first zxid is the highest at or below that snapshot's stays: its later
 /// transactions follow the snapshot). Returns the bytes freed.
@@ -75,7 +75,7 @@ pub fn purge(dir: &Path) -> std::io::Result<u64> {
     Ok(freed)
 }
 
-/// Runs [`purge`] on a ZooKeeper data directory every [`EVERY`] until dropped.
+/// Runs [`purge`] on a ZooKeeper data directory every `EVERY` until dropped.
 pub struct Purger {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<u64>>,

@@ -253,7 +253,7 @@ pub struct Overrides {
     /// This member's id (instead of dataDir/myid).
     #[arg(long)]
     pub myid: Option<u64>,
-    /// An ensemble member, as in zoo.cfg: N=host:peerPort[:unused][:observer][;clientPort].
+    /// An ensemble member, as in zoo.cfg: `N=host:peerPort[:unused][:observer][;clientPort]`.
     /// Repeat for each member.
     #[arg(long = "server", value_name = "N=SPEC")]
     pub servers: Vec<String>,

@@ -1,5 +1,5 @@
 //! Every scenario, by group. Each file covers one area; each scenario is an `async fn`
-//! taking the [`Ctx`](super::Ctx) and registered with [`sc!`].
+//! taking the [`Ctx`](super::Ctx) and registered with `sc!`.
 
 use super::runner::{Group, Scenario};
 
