@@ -256,6 +256,8 @@ fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
 /// Settings of a harness group.
 struct Settings {
     members: u64,
+    /// Observers after the voting members (ids `members + 1` on).
+    observers: u64,
     snapshot_entries: u64,
 }
 
@@ -263,6 +265,7 @@ impl Default for Settings {
     fn default() -> Self {
         Settings {
             members: 3,
+            observers: 0,
             snapshot_entries: 100_000,
         }
     }
@@ -287,19 +290,20 @@ impl Group {
             wall_start: 1_700_000_000_000,
             elapsed: Mutex::new(Duration::ZERO),
         });
-        let lines: BTreeMap<u64, MemberLine> = (1..=settings.members)
+        let all = settings.members + settings.observers;
+        let lines: BTreeMap<u64, MemberLine> = (1..=all)
             .map(|id| {
                 let line = MemberLine {
                     id,
                     host: "127.0.0.1".into(),
                     peer_port: 1,
                     client_port: None,
-                    observer: false,
+                    observer: id > settings.members,
                 };
                 (id, line)
             })
             .collect();
-        let nodes = (1..=settings.members)
+        let nodes = (1..=all)
             .map(|id| {
                 let config = Config {
                     my_id: id,
@@ -490,7 +494,11 @@ impl Group {
             .nodes
             .iter()
             .filter(|n| n.id != leader && !n.paused && !self.wire.is_cut(n.id, leader))
-            .all(|n| n.role() == Role::Follower && n.leader() == leader && n.replica.is_serving());
+            .all(|n| {
+                matches!(n.role(), Role::Follower | Role::Observer)
+                    && n.leader() == leader
+                    && n.replica.is_serving()
+            });
         followers_agree.then_some(leader)
     }
 
@@ -795,8 +803,8 @@ fn a_sync_waits_for_the_quorum_and_an_isolated_leader_cannot_answer_one() {
 #[test]
 fn a_member_that_fell_behind_the_compacted_log_catches_up_by_snapshot() {
     let mut g = Group::new(Settings {
-        members: 3,
         snapshot_entries: 5,
+        ..Settings::default()
     });
     let leader = g.elect();
     let (f, lagging) = others(leader);
@@ -1144,4 +1152,43 @@ fn empty_members_vote_the_imported_seed_in() {
         assert_eq!(g.node(id).digest(), g.node(1).digest(), "member {id}");
     }
     assert!(!g.node(1).storage.identity().seed, "a seed no more");
+}
+
+/// A wiped observer serves nobody until it has caught up and been trusted again: it could
+/// show a client a tree older than one the client saw.
+#[test]
+fn a_wiped_observer_serves_only_once_caught_up_and_trusted() {
+    let mut g = Group::new(Settings {
+        observers: 1,
+        ..Settings::default()
+    });
+    let leader = g.elect();
+    g.create_session(leader, 0xd00, 4000);
+    let paths = acknowledged_creates(&mut g, leader, 0xd00, "o", 10);
+    g.run_for(TICK * 20);
+    assert!(g.node(4).replica.is_serving());
+    g.down(4);
+    g.up(4, Restart::Wiped);
+    assert!(!trusted(&g, 4));
+    // Until it is trusted, whatever it holds, it serves nobody.
+    for _ in 0..300 {
+        g.tick();
+        if trusted(&g, 4) {
+            break;
+        }
+        assert!(
+            !g.node(4).replica.is_serving(),
+            "an untrusted observer serves"
+        );
+    }
+    assert!(trusted(&g, 4), "caught up and trusted again");
+    g.run_for(TICK * 20);
+    assert!(g.node(4).replica.is_serving());
+    assert_eq!(g.node(4).role(), Role::Observer);
+    assert_eq!(missing(&g, 4, &paths), Vec::<String>::new());
+    let cs = g.node(leader).storage.conf_state();
+    assert!(
+        cs.learners.contains(&4) && !cs.voters.contains(&4),
+        "still an observer"
+    );
 }
