@@ -188,3 +188,30 @@ pub fn same_membership(stored: &ConfState, configured: &ConfState) -> bool {
     sorted(&voters) == sorted(&configured.voters)
         && sorted(&learners) == sorted(&configured.learners)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conf(voters: &[u64], learners: &[u64]) -> ConfState {
+        ConfState {
+            voters: voters.to_vec(),
+            learners: learners.to_vec(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_stored_membership_matches_the_configured_one_but_for_recovering_voters() {
+        let configured = conf(&[1, 2, 3], &[4]);
+        assert!(same_membership(&conf(&[3, 1, 2], &[4]), &configured));
+        // Member 2 recovers from a lost data directory as a learner.
+        assert!(same_membership(&conf(&[1, 3], &[2, 4]), &configured));
+        assert!(
+            !same_membership(&conf(&[1, 3], &[4]), &configured),
+            "2 is gone"
+        );
+        assert!(!same_membership(&conf(&[1, 2, 3, 4], &[]), &configured));
+        assert!(!same_membership(&conf(&[1, 2, 3], &[4, 5]), &configured));
+    }
+}
