@@ -383,13 +383,13 @@ impl Consensus {
                 if !self.screen(&mut m) {
                     return true;
                 }
-                let mut stepped = raft::eraftpb::Message::default();
-                stepped.set_msg_type(m.get_msg_type());
-                (stepped.from, stepped.term) = (m.from, m.term);
+                let stepped = (m.get_msg_type(), m.from, m.term);
                 if let Err(e) = self.node.step(*m) {
                     tracing::debug!("raft step: {e}");
                 }
-                self.after_step(&stepped);
+                if !self.trust.me.trusted {
+                    self.after_step(stepped);
+                }
             }
             Input::PeerIdentity(from, said) => self.peer_identity(from, said),
             Input::Touch(sessions) => {

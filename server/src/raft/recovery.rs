@@ -66,18 +66,15 @@ impl Consensus {
         }
         let now = self.clock.now();
         let me = self.member.me;
-        let is_vote = matches!(
-            m.get_msg_type(),
-            MessageType::MsgRequestVote | MessageType::MsgRequestPreVote
-        );
         match m.get_msg_type() {
-            _ if is_vote
-                && !self
+            MessageType::MsgRequestVote | MessageType::MsgRequestPreVote => {
+                let grant = self
                     .trust
-                    .may_vote_for(now, m, my_last, me, &self.voter_ids()) =>
-            {
-                tracing::debug!(from = m.from, kind = ?m.get_msg_type(), "not voting yet");
-                false
+                    .may_vote_for(now, m, my_last, me, &self.voter_ids());
+                if !grant {
+                    tracing::debug!(from = m.from, kind = ?m.get_msg_type(), "not voting yet");
+                }
+                grant
             }
             MessageType::MsgTimeoutNow if !self.may_vote() => false,
             MessageType::MsgAppend
@@ -110,20 +107,14 @@ impl Consensus {
         }
     }
 
-    /// After a message was stepped by an untrusted member: a founding vote granted is
-    /// remembered (the store is trusted once that candidate's first entries arrive), and a
-    /// founding election won makes the store trusted (written before the leader's first
-    /// messages leave, which happens when the turn's `Ready` is handled).
-    pub(super) fn after_step(&mut self, m: &Message) {
-        if self.trust.me.trusted {
-            return;
-        }
+    /// After an untrusted member stepped a message (its kind, sender and term): a founding
+    /// vote granted is remembered (the store is trusted once that candidate's first entries
+    /// arrive), and a founding election won makes the store trusted (written before the
+    /// leader's first messages leave, which happens when the turn's `Ready` is handled).
+    pub(super) fn after_step(&mut self, (kind, from, term): (MessageType, u64, u64)) {
         let raft = &self.node.raft;
-        if m.get_msg_type() == MessageType::MsgRequestVote
-            && raft.term == m.term
-            && raft.vote == m.from
-        {
-            self.trust.founding_vote = Some((m.term, m.from));
+        if kind == MessageType::MsgRequestVote && raft.term == term && raft.vote == from {
+            self.trust.founding_vote = Some((term, from));
         }
         if raft.state == StateRole::Leader {
             tracing::info!(
@@ -355,13 +346,11 @@ impl Consensus {
         let me = self.member.me;
         let reason = if !self.trust.me.trusted {
             let leader = self.leadership.leader;
+            // (No progress figures: the reason is logged whenever it changes.)
             let step = if leader == 0 {
                 "waiting for a leader, which needs a quorum of the other voters".to_string()
             } else {
-                format!(
-                    "catching up from leader {leader} (applied {} of {} committed)",
-                    self.applied.index, self.node.raft.raft_log.committed
-                )
+                format!("catching up from leader {leader}")
             };
             Some(format!(
                 "this member's data directory is new or lost entries it had acknowledged \
@@ -402,6 +391,6 @@ impl Consensus {
             .store(self.trust.me.trusted, Ordering::Relaxed);
         status
             .untrusted_peers
-            .store(self.trust.untrusted_peers().len() as u64, Ordering::Relaxed);
+            .store(self.trust.untrusted_count() as u64, Ordering::Relaxed);
     }
 }

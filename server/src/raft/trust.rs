@@ -184,6 +184,14 @@ impl Trust {
     }
 
     /// Untrusted peers, in id order.
+    /// How many peers are known to be untrusted.
+    pub fn untrusted_count(&self) -> usize {
+        self.peers
+            .keys()
+            .filter(|id| self.untrusted_peer(**id).is_some())
+            .count()
+    }
+
     pub fn untrusted_peers(&self) -> BTreeMap<u64, u64> {
         self.peers
             .keys()
