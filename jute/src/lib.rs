@@ -21,11 +21,12 @@ mod error;
 mod frame;
 mod modes;
 mod opcode;
+pub mod quorum;
 mod records;
 mod request;
 mod response;
 
-pub use codec::{DecodeError, Reader, Record, WriteExt};
+pub use codec::{java_utf8_lossy, DecodeError, Reader, Record, WriteExt};
 pub use connect::{ConnectRequest, ConnectResponse, HANDSHAKE_PASSWORD_LEN};
 pub use error::ErrorCode;
 pub use frame::{split_frame, write_frame, FrameError, LengthPrefix, DEFAULT_MAX_BUFFER};

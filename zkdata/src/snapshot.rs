@@ -122,35 +122,118 @@ pub fn read(
         });
     }
     let dbid = c.wrap(Reader::read_i64)?;
+    let (tree, nodes) = read_body(&mut c, progress)?;
+    c.seal(&plain)?;
+    let mut info = SnapshotInfo {
+        dbid,
+        digest: None,
+        last_processed_zxid: None,
+        nodes,
+    };
+    // Optional sections, each sealed: the digest (20 bytes) and 3.9's last zxid (8 bytes).
+    let seal_len = 8 + 4 + 1;
+    if c.r.remaining() >= 20 + seal_len {
+        let zxid = c.wrap(Reader::read_i64)?;
+        let version = c.wrap(Reader::read_i32)?;
+        let digest = c.wrap(Reader::read_i64)?;
+        c.seal(&plain)?;
+        info.digest = Some(ZxidDigest {
+            zxid,
+            version,
+            digest,
+        });
+    }
+    if c.r.remaining() >= 8 + seal_len {
+        info.last_processed_zxid = Some(c.wrap(Reader::read_i64)?);
+        c.seal(&plain)?;
+    }
+    if c.r.remaining() != 0 {
+        return Err(c.err(format!(
+            "{} unexpected bytes after the snapshot",
+            c.r.remaining()
+        )));
+    }
+    progress(nodes, total as u64);
+    Ok((tree, info))
+}
+
+/// What the snapshot body is read from: a whole buffer (a file) or a stream (a leader's
+/// SNAP, which has no length and ends where its end marker does).
+trait Source {
+    fn offset(&self) -> usize;
+    fn i32(&mut self) -> Result<i32, SnapshotError>;
+    fn i64(&mut self) -> Result<i64, SnapshotError>;
+    fn buffer(&mut self) -> Result<Option<Bytes>, SnapshotError>;
+    fn ustring(&mut self) -> Result<String, SnapshotError>;
+    fn acl_list(&mut self) -> Result<Vec<Acl>, SnapshotError>;
+    fn stat(&mut self) -> Result<StatPersisted, SnapshotError>;
+
+    fn err(&self, what: impl Into<String>) -> SnapshotError {
+        SnapshotError {
+            offset: self.offset() as u64,
+            what: what.into(),
+        }
+    }
+}
+
+impl Source for Cursor {
+    fn offset(&self) -> usize {
+        Cursor::offset(self)
+    }
+    fn i32(&mut self) -> Result<i32, SnapshotError> {
+        self.wrap(Reader::read_i32)
+    }
+    fn i64(&mut self) -> Result<i64, SnapshotError> {
+        self.wrap(Reader::read_i64)
+    }
+    fn buffer(&mut self) -> Result<Option<Bytes>, SnapshotError> {
+        self.wrap(Reader::read_buffer)
+    }
+    fn ustring(&mut self) -> Result<String, SnapshotError> {
+        self.wrap(Reader::read_ustring)
+    }
+    fn acl_list(&mut self) -> Result<Vec<Acl>, SnapshotError> {
+        self.wrap(|r| r.read_vec(12, Acl::decode))
+    }
+    fn stat(&mut self) -> Result<StatPersisted, SnapshotError> {
+        self.wrap(read_stat)
+    }
+}
+
+/// The session table, the ACL cache and the nodes up to the end marker `"/"`.
+fn read_body(
+    c: &mut impl Source,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<(ZkTree, u64), SnapshotError> {
     let mut tree = ZkTree::new();
-    let count = c.wrap(Reader::read_i32)?;
+    let count = c.i32()?;
     if count < 0 {
         return Err(c.err(format!("negative session count {count}")));
     }
     for _ in 0..count {
-        let id = c.wrap(Reader::read_i64)?;
-        let timeout = c.wrap(Reader::read_i32)?;
+        let id = c.i64()?;
+        let timeout = c.i32()?;
         tree.sessions.insert(id, timeout);
     }
-    let acl_count = c.wrap(Reader::read_i32)?;
+    let acl_count = c.i32()?;
     if acl_count < 0 {
         return Err(c.err(format!("negative ACL cache size {acl_count}")));
     }
     for _ in 0..acl_count {
-        let key = c.wrap(Reader::read_i64)?;
-        let list = c.wrap(|r| r.read_vec(12, Acl::decode))?;
+        let key = c.i64()?;
+        let list = c.acl_list()?;
         tree.add_acl(key, list);
     }
     let mut nodes = 0u64;
     loop {
         let at = c.offset();
-        let path = c.wrap(Reader::read_ustring)?;
+        let path = c.ustring()?;
         if path == "/" {
             break;
         }
-        let data = c.wrap(Reader::read_buffer)?;
-        let acl = c.wrap(Reader::read_i64)?;
-        let stat = c.wrap(read_stat)?;
+        let data = c.buffer()?;
+        let acl = c.i64()?;
+        let stat = c.stat()?;
         if acl != OPEN_UNSAFE_ACL_ID && !tree.acls.contains_key(&acl) {
             return Err(SnapshotError {
                 offset: at as u64,
@@ -203,38 +286,124 @@ pub fn read(
     if !tree.nodes.contains_key("/") {
         return Err(c.err("the snapshot has no root node"));
     }
-    c.seal(&plain)?;
-    let mut info = SnapshotInfo {
-        dbid,
-        digest: None,
-        last_processed_zxid: None,
-        nodes,
+    Ok((tree, nodes))
+}
+
+/// A leader's snapshot as it comes on the quorum port after a SNAP packet: the session
+/// table, the ACL cache and the nodes up to the end marker `"/"`, read straight from the
+/// stream (no file header, no checksum, no digest). A length above `max_buffer` is refused
+/// before anything is allocated for it. The caller reads the signature that follows.
+pub fn read_wire<R: std::io::Read>(
+    r: &mut R,
+    max_buffer: usize,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<ZkTree, SnapshotError> {
+    let mut s = Stream {
+        r,
+        at: 0,
+        max: max_buffer,
+        scratch: Vec::new(),
     };
-    // Optional sections, each sealed: the digest (20 bytes) and 3.9's last zxid (8 bytes).
-    let seal_len = 8 + 4 + 1;
-    if c.r.remaining() >= 20 + seal_len {
-        let zxid = c.wrap(Reader::read_i64)?;
-        let version = c.wrap(Reader::read_i32)?;
-        let digest = c.wrap(Reader::read_i64)?;
-        c.seal(&plain)?;
-        info.digest = Some(ZxidDigest {
-            zxid,
-            version,
-            digest,
-        });
+    let (tree, _) = read_body(&mut s, progress)?;
+    Ok(tree)
+}
+
+/// [`Source`] over a byte stream.
+struct Stream<'a, R> {
+    r: &'a mut R,
+    at: usize,
+    max: usize,
+    scratch: Vec<u8>,
+}
+
+impl<R: std::io::Read> Stream<'_, R> {
+    fn exact(&mut self, n: usize) -> Result<&[u8], SnapshotError> {
+        self.scratch.resize(n, 0);
+        self.r
+            .read_exact(&mut self.scratch)
+            .map_err(|e| SnapshotError {
+                offset: self.at as u64,
+                what: format!("reading the snapshot: {e}"),
+            })?;
+        self.at += n;
+        Ok(&self.scratch)
     }
-    if c.r.remaining() >= 8 + seal_len {
-        info.last_processed_zxid = Some(c.wrap(Reader::read_i64)?);
-        c.seal(&plain)?;
+
+    /// A length field: -1 (null) is `None`; a negative or too large one is an error.
+    fn len(&mut self) -> Result<Option<usize>, SnapshotError> {
+        let v = self.i32()?;
+        if v == -1 {
+            return Ok(None);
+        }
+        if v < 0 || v as usize > self.max {
+            return Err(self.err(format!("invalid length {v}")));
+        }
+        Ok(Some(v as usize))
     }
-    if c.r.remaining() != 0 {
-        return Err(c.err(format!(
-            "{} unexpected bytes after the snapshot",
-            c.r.remaining()
-        )));
+
+    fn parse<T>(
+        &mut self,
+        n: usize,
+        f: impl FnOnce(&mut Reader) -> Result<T, DecodeError>,
+    ) -> Result<T, SnapshotError> {
+        let at = self.at;
+        let bytes = Bytes::copy_from_slice(self.exact(n)?);
+        f(&mut Reader::new(bytes)).map_err(|e| SnapshotError {
+            offset: at as u64,
+            what: e.to_string(),
+        })
     }
-    progress(nodes, total as u64);
-    Ok((tree, info))
+}
+
+impl<R: std::io::Read> Source for Stream<'_, R> {
+    fn offset(&self) -> usize {
+        self.at
+    }
+    fn i32(&mut self) -> Result<i32, SnapshotError> {
+        let b = self.exact(4)?;
+        Ok(i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    }
+    fn i64(&mut self) -> Result<i64, SnapshotError> {
+        let b = self.exact(8)?;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(b);
+        Ok(i64::from_be_bytes(a))
+    }
+    fn buffer(&mut self) -> Result<Option<Bytes>, SnapshotError> {
+        match self.len()? {
+            None => Ok(None),
+            Some(n) => Ok(Some(Bytes::copy_from_slice(self.exact(n)?))),
+        }
+    }
+    fn ustring(&mut self) -> Result<String, SnapshotError> {
+        let n = self
+            .len()?
+            .ok_or_else(|| self.err("unexpected null string"))?;
+        let b = self.exact(n)?;
+        Ok(match std::str::from_utf8(b) {
+            Ok(s) => s.to_owned(),
+            Err(_) => jute::java_utf8_lossy(b),
+        })
+    }
+    fn acl_list(&mut self) -> Result<Vec<Acl>, SnapshotError> {
+        let Some(count) = self.len()? else {
+            return Ok(Vec::new());
+        };
+        let mut list = Vec::with_capacity(count.min(64));
+        for _ in 0..count {
+            let perms = self.i32()?;
+            let scheme = self.ustring()?;
+            let id = self.ustring()?;
+            list.push(Acl {
+                perms,
+                id: jute::Id { scheme, id },
+            });
+        }
+        Ok(list)
+    }
+    fn stat(&mut self) -> Result<StatPersisted, SnapshotError> {
+        self.parse(60, read_stat)
+    }
 }
 
 fn read_stat(r: &mut Reader) -> Result<StatPersisted, DecodeError> {
@@ -360,6 +529,57 @@ mod tests {
         t.last_zxid = 4;
         assert!(open > 0);
         t
+    }
+
+    #[test]
+    fn a_snap_from_the_wire_reads_like_the_file() {
+        let t = sample();
+        let file = write(&t);
+        // The wire form is the file's body without its 16-byte header, up to the first
+        // end marker; here followed by the signature a leader sends.
+        let (plain, _) = read(Bytes::from(file.clone()), &mut |_, _| {}).unwrap();
+        let end = body_end(&file);
+        let mut wire = file[16..end].to_vec();
+        wire.extend_from_slice(&[0, 0, 0, 10]);
+        wire.extend_from_slice(b"BenWasHere");
+        let mut r = &wire[..];
+        let back = read_wire(&mut r, 1 << 20, &mut |_, _| {}).unwrap();
+        assert_eq!(back.nodes, plain.nodes);
+        assert_eq!(back.sessions, plain.sessions);
+        assert_eq!(back.acls, plain.acls);
+        assert_eq!(
+            r,
+            &b"\0\0\0\nBenWasHere"[..],
+            "stops right after the marker"
+        );
+        // Cut anywhere, or with a hostile length: an error, never a panic or a huge
+        // allocation.
+        for cut in 0..end - 16 {
+            let mut r = &wire[..cut];
+            assert!(
+                read_wire(&mut r, 1 << 20, &mut |_, _| {}).is_err(),
+                "cut {cut}"
+            );
+        }
+        let mut hostile = wire.clone();
+        hostile[4..8].copy_from_slice(&[0x7f, 0xff, 0xff, 0xff]);
+        hostile[0..4].copy_from_slice(&[0, 0, 0, 0]);
+        let mut r = &hostile[..];
+        assert!(read_wire(&mut r, 1 << 20, &mut |_, _| {}).is_err());
+    }
+
+    /// Where the body (sessions, ACLs, nodes and the first `"/"`) of a written file ends.
+    fn body_end(file: &[u8]) -> usize {
+        let marker = [0u8, 0, 0, 1, b'/'];
+        let seal_len = 8 + marker.len();
+        // The first seal follows the body: its `"/"` is the second marker from the start
+        // (the first ends the nodes).
+        let first = file
+            .windows(marker.len())
+            .position(|w| w == marker)
+            .expect("an end marker");
+        assert!(file.len() > first + seal_len);
+        first + marker.len()
     }
 
     #[test]
