@@ -70,6 +70,7 @@ pub mod server;
 mod state;
 mod stats;
 mod tls;
+mod zab;
 
 /// Counts what each thread allocates, for the memory-per-znode test.
 #[cfg(test)]

@@ -17,6 +17,18 @@ use crate::state::snapshot;
 use crate::state::tree::TreeOptions;
 use crate::state::StateMachine;
 
+/// What orders this member's writes.
+enum Orderer {
+    /// Raft, over the store in dataDir.
+    Raft {
+        storage: RaftStorage,
+        peers: Option<Arc<dyn Peers>>,
+        snapshot_load: std::time::Duration,
+    },
+    /// A ZooKeeper ensemble this member observes (`migrateFromZooKeeper`).
+    Zab,
+}
+
 /// A running member.
 pub struct Server {
     shared: Arc<Shared>,
@@ -35,6 +47,9 @@ impl Server {
     /// Opens the data directory, replays what it holds, and starts serving. Must be called
     /// inside a tokio runtime.
     pub async fn start(config: Config) -> anyhow::Result<Server> {
+        if config.migrate_from_zookeeper {
+            return Self::start_observing(config).await;
+        }
         let conf = raft::initial_membership(&config);
         let dir = raft_dir(&config);
         let options = TreeOptions {
@@ -122,6 +137,63 @@ impl Server {
                     .with_context(|| format!("cannot listen for peers on {listen}"))?,
             )
         };
+        let orderer = Orderer::Raft {
+            storage,
+            peers: transport.map(|t| Arc::new(t) as Arc<dyn Peers>),
+            snapshot_load,
+        };
+        Self::serve(config, state, client_addr, (tx, rx), orderer).await
+    }
+
+    /// A member that observes a ZooKeeper ensemble (`migrateFromZooKeeper`): it starts
+    /// empty and takes the ensemble's tree from its leader.
+    async fn start_observing(config: Config) -> anyhow::Result<Server> {
+        match config.members.get(&config.my_id) {
+            Some(m) if m.observer => {}
+            Some(_) => bail!(
+                "migrateFromZooKeeper: this member's line server.{} must end in :observer (it joins the ZooKeeper ensemble as an observer)",
+                config.my_id
+            ),
+            None => bail!(
+                "migrateFromZooKeeper: there is no server.{} line for this member (myid {})",
+                config.my_id,
+                config.my_id
+            ),
+        }
+        let options = TreeOptions {
+            extended_types: config.extended_types,
+        };
+        let client_addr = match config
+            .members
+            .get(&config.my_id)
+            .and_then(|m| m.client_port)
+        {
+            Some(port) => SocketAddr::new(config.client_address, port),
+            None => config.client_addr(),
+        };
+        let channel = std::sync::mpsc::channel();
+        Self::serve(
+            config,
+            StateMachine::new(options),
+            client_addr,
+            channel,
+            Orderer::Zab,
+        )
+        .await
+    }
+
+    /// Binds the client, admin and metrics ports and starts the thread that orders writes.
+    async fn serve(
+        config: Config,
+        state: StateMachine,
+        client_addr: SocketAddr,
+        (tx, rx): (
+            std::sync::mpsc::Sender<Input>,
+            std::sync::mpsc::Receiver<Input>,
+        ),
+        orderer: Orderer,
+    ) -> anyhow::Result<Server> {
+        let me = config.my_id;
         let listeners = crate::net::bind_client_ports(&config, client_addr).await?;
         let client_addr = match listeners.first() {
             Some((l, _)) => l.local_addr()?,
@@ -141,25 +213,34 @@ impl Server {
             _ => None,
         };
         let replica = Arc::new(Replica::new(config, state, tx));
-        replica.counters.snap_load_time.record_ms(snapshot_load);
-        // (Detached: it ends by itself once the replica is dropped.)
-        let _ = crate::allocator::give_back_when_quiet(
-            Arc::downgrade(&replica),
-            |r| {
-                r.counters
-                    .commits
-                    .load(std::sync::atomic::Ordering::Relaxed)
-            },
-            storage.memtable_flusher(),
-        );
         let admin_replica = replica.clone();
         let shared = Arc::new(Shared::new(
             replica.clone(),
             crate::ops::four_letter::answer,
         ));
-        let peers = transport.map(|t| Arc::new(t) as Arc<dyn Peers>);
-        let thread = raft::start(replica, shared.clone(), storage, rx, peers)
-            .context("cannot start Raft")?;
+        let thread = match orderer {
+            Orderer::Raft {
+                storage,
+                peers,
+                snapshot_load,
+            } => {
+                replica.counters.snap_load_time.record_ms(snapshot_load);
+                // (Detached: it ends by itself once the replica is dropped.)
+                let _ = crate::allocator::give_back_when_quiet(
+                    Arc::downgrade(&replica),
+                    |r| {
+                        r.counters
+                            .commits
+                            .load(std::sync::atomic::Ordering::Relaxed)
+                    },
+                    storage.memtable_flusher(),
+                );
+                raft::start(replica, shared.clone(), storage, rx, peers)
+                    .context("cannot start Raft")?
+            }
+            Orderer::Zab => crate::zab::start(replica, shared.clone(), rx)
+                .context("cannot start observing the ZooKeeper ensemble")?,
+        };
         let (shutdown, shutdown_rx) = watch::channel(false);
         if let Some(l) = admin {
             tokio::spawn(crate::migrate::serve_admin(

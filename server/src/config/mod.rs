@@ -2,7 +2,7 @@
 //! override them.
 //!
 //! An operator's existing zoo.cfg works unchanged: the keys zooraft uses are read with
-//! ZooKeeper's meaning and defaults; ZooKeeper keys that do not apply to zooraft (initLimit,
+//! ZooKeeper's meaning and defaults; ZooKeeper keys that do not apply to zooraft (dataLogDir,
 //! autopurge.*, admin.*, ...) are accepted and noted; an unknown key is a warning; a
 //! malformed value is an error that names the line. With no file and no flags, zooraft is a
 //! standalone server on 127.0.0.1:2181 with its data under `./data`.
@@ -29,8 +29,6 @@ pub const ALL_FOUR_LETTER_WORDS: &[&str] = &[
 
 /// ZooKeeper keys that are valid but have no effect here.
 const IGNORED_KEYS: &[&str] = &[
-    "initLimit",
-    "syncLimit",
     "dataLogDir",
     "standaloneEnabled",
     "autopurge.snapRetainCount",
@@ -136,6 +134,14 @@ pub struct Config {
     /// `skipACL`: no ACL checks on the reconfig op (ZooKeeper skips them everywhere; here
     /// only reconfig honours it).
     pub skip_acl: bool,
+    /// `initLimit` and `syncLimit` (ticks): how long a ZooKeeper leader may take to accept
+    /// and sync this member, and to answer once synced, when it observes one
+    /// (`migrateFromZooKeeper`).
+    pub init_limit: u32,
+    pub sync_limit: u32,
+    /// `migrateFromZooKeeper`: this member joins the ZooKeeper ensemble of its `server.N`
+    /// lines as an observer (its own line says `:observer`) instead of running Raft.
+    pub migrate_from_zookeeper: bool,
     /// `leaderTransferOnShutdown` (zooraft's own): a leader stopped cleanly hands over first.
     pub transfer_on_shutdown: bool,
     /// Warnings gathered while parsing (unknown keys), to log once logging is up.
@@ -209,6 +215,9 @@ impl Default for Config {
             dynamic_config_file: None,
             reconfig_enabled: false,
             skip_acl: false,
+            init_limit: 10,
+            sync_limit: 5,
+            migrate_from_zookeeper: false,
             warnings: Vec::new(),
         }
     }
@@ -382,6 +391,11 @@ impl Config {
                 "dynamicConfigFile" => cfg.dynamic_config_file = Some(PathBuf::from(value)),
                 "reconfigEnabled" => cfg.reconfig_enabled = parse_bool(key, value).map_err(err)?,
                 "skipACL" => cfg.skip_acl = parse_bool(key, value).map_err(err)?,
+                "initLimit" => cfg.init_limit = parse_num(key, value).map_err(err)?,
+                "syncLimit" => cfg.sync_limit = parse_num(key, value).map_err(err)?,
+                "migrateFromZooKeeper" => {
+                    cfg.migrate_from_zookeeper = parse_bool(key, value).map_err(err)?
+                }
                 "leaderTransferOnShutdown" => {
                     cfg.transfer_on_shutdown = parse_bool(key, value).map_err(err)?
                 }

@@ -26,6 +26,7 @@ mod store;
 
 pub use admin::serve_admin;
 pub use backup::{backup, restore};
+pub use convert::to_state;
 pub use export::export;
 pub use import::{import, ImportOptions};
 

@@ -75,7 +75,7 @@ impl Replica {
         self.last_zxid.load(Ordering::Acquire)
     }
 
-    pub(super) fn set_last_zxid(&self, zxid: i64) {
+    pub(crate) fn set_last_zxid(&self, zxid: i64) {
         self.last_zxid.store(zxid, Ordering::Release);
     }
 

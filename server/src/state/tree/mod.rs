@@ -30,6 +30,7 @@ mod load;
 #[cfg(test)]
 pub mod memory;
 mod node;
+mod replay;
 mod slot;
 mod write;
 
@@ -39,6 +40,7 @@ pub use node::{
     CreateOp, CreateRecord, Node, NodeKind, Trigger, TxnContext, Undo, CONFIG, MAX_TTL_MS, QUOTA,
     ZOOKEEPER,
 };
+pub use replay::DecidedCreate;
 use slot::{new_slot, ChildStat, NodeId, Slot, NONE};
 
 /// Tree-wide settings that change what writes accept.

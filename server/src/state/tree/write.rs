@@ -161,7 +161,7 @@ impl DataTree {
     }
 
     /// [`Self::remove_node`] of the node `id`, found at `path_in` by the caller.
-    fn remove_node_at(
+    pub(super) fn remove_node_at(
         &mut self,
         zxid: i64,
         id: NodeId,

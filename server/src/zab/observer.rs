@@ -1,0 +1,433 @@
+//! The observer loop: one thread that owns this member's view of the ZooKeeper ensemble.
+//! It finds the leader, registers, takes the leader's sync (a SNAP, or the transactions
+//! after what it holds), then applies every committed transaction in zxid order while it
+//! forwards its own clients' writes, session changes and syncs, and answers the leader's
+//! pings with the sessions its clients kept alive.
+//!
+//! Everything reaches the loop as an [`Event`] on one channel: the connections' inputs
+//! (the same [`Input`]s the Raft thread takes) and what the current link's reader thread
+//! read. A link that fails ends with its clients told to reconnect (a ZooKeeper observer
+//! that loses its leader closes its client connections too), and the loop looks for the
+//! leader again.
+
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use bytes::{BufMut, BytesMut};
+use jute::quorum::{packet, QuorumPacket};
+use std::io::Write;
+use zkdata::txn::LoggedTxn;
+
+use super::apply::apply_txn;
+use super::forward::{sync_request, Pending};
+use super::link::{self, FromLeader, Link, Registration};
+use super::wire::write_packet;
+use crate::raft::{Connections, Input, Replica, Role, SyncWaiter};
+use crate::state::command::Command;
+use crate::state::StateMachine;
+
+/// What the loop reacts to.
+pub enum Event {
+    Input(Input),
+    /// From the reader of link number `.0`.
+    Leader(u64, FromLeader),
+}
+
+/// Where the link is in ZooKeeper's sync.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Registered, receiving the sync (until UPTODATE).
+    Syncing,
+    /// Synced: serving clients, applying INFORMs.
+    Following,
+}
+
+struct Observer {
+    replica: Arc<Replica>,
+    connections: Arc<dyn Connections>,
+    events: Sender<Event>,
+    link: Option<Link>,
+    link_no: u64,
+    phase: Phase,
+    /// Proposals of a sync, waiting for their COMMIT.
+    proposals: std::collections::VecDeque<LoggedTxn>,
+    pending: Pending,
+    syncs: std::collections::VecDeque<SyncWaiter>,
+    accepted_epoch: u32,
+    current_epoch: u32,
+    /// The leader asked to truncate below what this member applied: it cannot rewind, so
+    /// it reports having nothing next time, which gets it a SNAP.
+    report_empty: bool,
+    /// Transactions that did not fit the tree (a fuzzy snapshot's overlap).
+    replay_errors: u64,
+}
+
+/// Starts the observer thread.
+pub fn start(
+    replica: Arc<Replica>,
+    connections: Arc<dyn Connections>,
+    inbox: Receiver<Input>,
+) -> std::io::Result<JoinHandle<()>> {
+    let (tx, rx) = channel();
+    let forward = tx.clone();
+    std::thread::Builder::new()
+        .name("zab-inbox".into())
+        .spawn(move || {
+            for input in inbox {
+                let stop = matches!(input, Input::Shutdown);
+                if forward.send(Event::Input(input)).is_err() || stop {
+                    return;
+                }
+            }
+        })?;
+    replica.status.set_role(Role::Observer);
+    let mut o = Observer {
+        replica,
+        connections,
+        events: tx,
+        link: None,
+        link_no: 0,
+        phase: Phase::Syncing,
+        proposals: Default::default(),
+        pending: Pending::default(),
+        syncs: Default::default(),
+        accepted_epoch: 0,
+        current_epoch: 0,
+        report_empty: false,
+        replay_errors: 0,
+    };
+    std::thread::Builder::new()
+        .name("zab-observer".into())
+        .spawn(move || o.run(rx))
+}
+
+impl Observer {
+    fn tick(&self) -> Duration {
+        Duration::from_millis(self.replica.config.tick_time_ms.max(1) as u64)
+    }
+
+    fn run(&mut self, rx: Receiver<Event>) {
+        let mut retry_at = std::time::Instant::now();
+        loop {
+            if self.link.is_none() && std::time::Instant::now() >= retry_at {
+                if let Err(e) = self.connect() {
+                    tracing::warn!(error = %e, "cannot follow the ZooKeeper leader; trying again");
+                    retry_at = std::time::Instant::now() + self.tick().min(Duration::from_secs(1));
+                }
+            }
+            let wait = if self.link.is_some() {
+                Duration::from_secs(1)
+            } else {
+                retry_at.saturating_duration_since(std::time::Instant::now())
+            };
+            let first = match rx.recv_timeout(wait) {
+                Ok(e) => e,
+                Err(RecvTimeoutError::Timeout) => continue,
+                Err(RecvTimeoutError::Disconnected) => return,
+            };
+            // What is queued goes in one go, with one flush to the leader.
+            let mut next = Some(first);
+            let mut handled = 0;
+            while let Some(event) = next.take() {
+                if !self.handle(event) {
+                    self.drop_link("shutting down");
+                    return;
+                }
+                handled += 1;
+                if handled < 1024 {
+                    next = rx.try_recv().ok();
+                }
+            }
+            self.flush();
+        }
+    }
+
+    fn connect(&mut self) -> Result<(), String> {
+        let config = &self.replica.config;
+        let timeout = self.tick() * config.init_limit.max(1);
+        let (leader, addr) = link::find_leader(config, timeout.min(Duration::from_secs(5)))?;
+        let reg = Registration {
+            me: self.replica.me,
+            accepted_epoch: self.accepted_epoch,
+            current_epoch: self.current_epoch,
+            last_zxid: if self.report_empty {
+                0
+            } else {
+                self.replica.last_zxid()
+            },
+        };
+        let (l, reader) = link::connect(leader, addr, &reg, config)?;
+        if l.epoch > self.accepted_epoch {
+            self.accepted_epoch = l.epoch;
+        }
+        self.link_no += 1;
+        let no = self.link_no;
+        let send = link::sender(self.events.clone(), move |ev| Event::Leader(no, ev));
+        link::spawn_reader(reader, config, send).map_err(|e| e.to_string())?;
+        tracing::info!(
+            leader,
+            %addr,
+            epoch = l.epoch,
+            last_zxid = format!("{:#x}", reg.last_zxid),
+            "registered with the ZooKeeper leader as an observer"
+        );
+        self.replica
+            .status
+            .leader
+            .store(leader, std::sync::atomic::Ordering::Release);
+        self.link = Some(l);
+        self.phase = Phase::Syncing;
+        Ok(())
+    }
+
+    /// Handles one event; false to stop.
+    fn handle(&mut self, event: Event) -> bool {
+        match event {
+            Event::Input(Input::Shutdown) => return false,
+            Event::Input(input) => self.input(input),
+            Event::Leader(no, _) if no != self.link_no || self.link.is_none() => {}
+            Event::Leader(_, FromLeader::Closed(why)) => self.drop_link(&why),
+            Event::Leader(_, FromLeader::Snapshot { zxid, state }) => self.snapshot(zxid, *state),
+            Event::Leader(_, FromLeader::Packet(p)) => {
+                if let Err(e) = self.packet(p) {
+                    self.drop_link(&e);
+                }
+            }
+        }
+        true
+    }
+
+    fn input(&mut self, input: Input) {
+        let following = self.phase == Phase::Following && self.link.is_some();
+        match input {
+            Input::Command(c) => self.forward(c, following),
+            Input::Commands(cs, _) | Input::Forwarded(cs) => {
+                for c in cs {
+                    self.forward(c, following);
+                }
+            }
+            Input::ReadIndex(waiter) if following => {
+                self.syncs.push_back(waiter);
+                self.send(&sync_request(0));
+            }
+            // Not following: the waiter is dropped, and its connection is being closed.
+            Input::ReadIndex(_) => {}
+            // Raft's own traffic has no meaning here.
+            _ => {}
+        }
+    }
+
+    fn forward(&mut self, c: Command, following: bool) {
+        if !following {
+            // The connections were told to stop; what they sent meanwhile has nowhere to go.
+            return;
+        }
+        if let Some(p) = self.pending.forward(c) {
+            self.send(&p);
+        }
+    }
+
+    fn send(&mut self, p: &QuorumPacket) {
+        let failed = match &mut self.link {
+            Some(l) => write_packet(&mut l.out, p).err(),
+            None => None,
+        };
+        if let Some(e) = failed {
+            self.drop_link(&format!("writing to the leader: {e}"));
+        }
+    }
+
+    fn flush(&mut self) {
+        let failed = match &mut self.link {
+            Some(l) => l.out.flush().err(),
+            None => None,
+        };
+        if let Some(e) = failed {
+            self.drop_link(&format!("writing to the leader: {e}"));
+        }
+    }
+
+    fn packet(&mut self, p: QuorumPacket) -> Result<(), String> {
+        let epoch_zxid = (self.link.as_ref().map_or(0, |l| l.epoch) as i64) << 32;
+        match (self.phase, p.kind) {
+            (_, packet::INFORM) => self.inform(&link::data_of(&p))?,
+            (_, packet::INFORM_AND_ACTIVATE) => {
+                let data = link::data_of(&p);
+                if data.len() < 8 {
+                    return Err("INFORMANDACTIVATE without its leader id".into());
+                }
+                // The new configuration takes effect in ZooKeeper's membership; this
+                // member keeps following the same leader unless the link drops.
+                self.inform(&data.slice(8..))?;
+            }
+            (Phase::Syncing, packet::DIFF) => {}
+            (Phase::Syncing, packet::TRUNC) => {
+                if p.zxid < self.replica.last_zxid() {
+                    self.report_empty = true;
+                    return Err(format!(
+                        "the leader asks to truncate to {:#x}, below what this member applied; asking for a snapshot",
+                        p.zxid
+                    ));
+                }
+            }
+            (Phase::Syncing, packet::PROPOSAL) => {
+                self.proposals.push_back(decode(&link::data_of(&p))?);
+            }
+            (Phase::Syncing, packet::COMMIT) => {
+                while let Some(t) = self.proposals.pop_front() {
+                    if t.header.zxid == p.zxid {
+                        self.apply(t);
+                        break;
+                    }
+                }
+            }
+            (Phase::Syncing, packet::NEW_LEADER) => {
+                self.current_epoch = (p.zxid >> 32) as u32;
+                self.send(&QuorumPacket::new(packet::ACK, epoch_zxid, None));
+            }
+            (Phase::Syncing, packet::UP_TO_DATE) => {
+                self.send(&QuorumPacket::new(packet::ACK, epoch_zxid, None));
+                self.phase = Phase::Following;
+                self.report_empty = false;
+                self.proposals.clear();
+                self.publish_serving(true);
+                tracing::info!(
+                    zxid = format!("{:#x}", self.replica.last_zxid()),
+                    "synced with the ZooKeeper leader: serving clients"
+                );
+            }
+            // The Java learner ignores pings until it is synced; answering one before the
+            // NEWLEADER ack would break the leader's sync.
+            (Phase::Syncing, packet::PING) => {}
+            (Phase::Following, packet::PING) => self.ping(p),
+            (Phase::Following, packet::SYNC) => self.sync_done(),
+            (phase, kind) => {
+                tracing::debug!(
+                    ?phase,
+                    kind = packet::name(kind),
+                    "ignored a packet from the leader"
+                );
+            }
+        }
+        Ok(())
+    }
+
+    fn inform(&mut self, data: &bytes::Bytes) -> Result<(), String> {
+        let t = decode(data)?;
+        self.apply(t);
+        Ok(())
+    }
+
+    fn apply(&mut self, t: LoggedTxn) {
+        let local = self.pending.take(t.header.client_id, t.header.cxid);
+        let replica = self.replica.clone();
+        let connections = self.connections.clone();
+        let mut state = replica.state.write();
+        let mut round = connections.apply_round();
+        if let Some(e) = apply_txn(&mut state, &t, local.as_ref(), round.as_mut()) {
+            self.replay_errors += 1;
+            tracing::debug!(
+                zxid = format!("{:#x}", t.header.zxid),
+                error = ?e,
+                "a transaction did not fit the tree (over a fuzzy snapshot), as ZooKeeper ignores it"
+            );
+        }
+        round.settle(&state);
+        replica.set_last_zxid(state.last_zxid);
+        drop(state);
+        round.finish();
+    }
+
+    fn snapshot(&mut self, zxid: i64, mut state: StateMachine) {
+        state.last_zxid = zxid;
+        let serving = self.replica.is_serving();
+        {
+            let mut held = self.replica.state.write();
+            *held = state;
+            self.replica.set_last_zxid(zxid);
+        }
+        if serving {
+            // Watches were set against a tree that is gone.
+            self.connections.stop_serving();
+        }
+    }
+
+    /// The answer to a PING: the sessions this member's clients used since the last one.
+    fn ping(&mut self, p: QuorumPacket) {
+        let touched = self.connections.take_touched();
+        let mut data = BytesMut::with_capacity(12 * touched.len());
+        {
+            let state = self.replica.state.read();
+            for s in touched {
+                if let Some(info) = state.sessions.get(&s) {
+                    data.put_i64(s);
+                    data.put_i32(info.timeout);
+                }
+            }
+        }
+        // An empty table is an empty buffer, never null: the leader reads it unchecked.
+        let reply = QuorumPacket {
+            kind: packet::PING,
+            zxid: p.zxid,
+            data: Some(data.freeze()),
+            auth: p.auth,
+        };
+        self.send(&reply);
+    }
+
+    fn sync_done(&mut self) {
+        let Some(waiter) = self.syncs.pop_front() else {
+            tracing::warn!("the leader answered a sync this member did not ask for");
+            return;
+        };
+        match waiter {
+            SyncWaiter::Pipeline { conn, token } => {
+                let state = self.replica.state.read();
+                self.connections.sync_done(&state, conn, token);
+            }
+            SyncWaiter::Notify(tx) => {
+                let _ = tx.send(());
+            }
+        }
+    }
+
+    fn publish_serving(&self, serving: bool) {
+        let status = &self.replica.status;
+        let epoch = self.link.as_ref().map_or(0, |l| l.epoch);
+        status
+            .term
+            .store(epoch as u64, std::sync::atomic::Ordering::Release);
+        status
+            .serving
+            .store(serving, std::sync::atomic::Ordering::Release);
+    }
+
+    fn drop_link(&mut self, why: &str) {
+        let Some(l) = self.link.take() else { return };
+        let dropped = self.pending.clear();
+        self.syncs.clear();
+        self.proposals.clear();
+        let was_serving = self.replica.is_serving();
+        self.publish_serving(false);
+        self.replica
+            .status
+            .leader
+            .store(0, std::sync::atomic::Ordering::Release);
+        if was_serving {
+            self.connections.stop_serving();
+        }
+        tracing::warn!(
+            leader = l.leader,
+            reason = why,
+            unanswered = dropped,
+            "no longer following the ZooKeeper leader"
+        );
+    }
+}
+
+fn decode(data: &bytes::Bytes) -> Result<LoggedTxn, String> {
+    LoggedTxn::decode(data.clone())
+        .map_err(|e| format!("a transaction from the leader does not decode: {e}"))
+}
