@@ -12,6 +12,9 @@ Modes (the server's connect string is always the last argument):
   abandon FILE HOSTS     connects with a short session, creates an ephemeral, writes its
                          session id to FILE and sleeps until killed.
   write SECONDS HOSTS    writes (creates, setData, deletes) for SECONDS or until killed.
+  write_at ROOT SECONDS HOSTS
+                         the same under ROOT instead of /load, and prints how many writes
+                         were acknowledged ("acked N") when it ends.
 """
 
 import os
@@ -152,21 +155,24 @@ def abandon(session_file, hosts):
     time.sleep(600)
 
 
-def write(seconds, hosts):
+def write(seconds, hosts, root="/load"):
     zk = connect(hosts, 10.0)
-    zk.ensure_path("/load")
+    zk.ensure_path(root)
     end = time.time() + float(seconds)
     i = 0
+    acked = 0
     while time.time() < end:
         try:
-            zk.create("/load/n%06d" % i, b"x" * (i % 50))
-            zk.set("/load", str(i).encode())
+            zk.create("%s/n%06d" % (root, i), b"x" * (i % 50))
+            zk.set(root, str(i).encode())
             if i % 3 == 0:
-                zk.delete("/load/n%06d" % (i - 3 if i >= 3 else i))
-            zk.create("/load/q-", b"", sequence=True)
+                zk.delete("%s/n%06d" % (root, i - 3 if i >= 3 else i))
+            zk.create("%s/q-" % root, b"", sequence=True)
+            acked += 1
         except Exception:  # noqa: BLE001 - the server is killed under us; keep going
             time.sleep(0.05)
         i += 1
+    print("acked %d" % acked, flush=True)
 
 
 if __name__ == "__main__":
@@ -179,5 +185,7 @@ if __name__ == "__main__":
         abandon(sys.argv[2], sys.argv[3])
     elif mode == "write":
         write(sys.argv[2], sys.argv[3])
+    elif mode == "write_at":
+        write(sys.argv[3], sys.argv[4], root=sys.argv[2])
     else:
         sys.exit("unknown mode %s" % mode)

@@ -13,7 +13,9 @@ pub mod conformance;
 pub mod ensemble;
 pub mod faults;
 pub mod java;
+pub mod kazoo_migrate;
 pub mod kdc;
+pub mod live_migration;
 pub mod load;
 pub mod lossyfs;
 pub mod patroni;
@@ -23,6 +25,7 @@ pub mod raw_client;
 pub mod rt;
 pub mod server;
 pub mod tls_probe;
+pub mod tree_dump;
 pub mod zc;
 pub mod zkcli;
 

@@ -10,19 +10,20 @@
 //! ZooKeeper and zooraft both run with a superDigest, so the comparison reads every node
 //! whatever its ACL.
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use harness::faults::copy_dir;
+use harness::kazoo_migrate::{load_every_kind, Background};
 use harness::rt::{block_on, eventually};
+use harness::tree_dump::{
+    assert_same as assert_same_at_least, dump, super_client, Dump, SUPER_DIGEST,
+};
 use harness::zkcli::ZkCli;
-use harness::{free_port, suite_dir, zooraft_binary, ServerKind, TestServer};
+use harness::{free_port, zooraft_binary, ServerKind, TestServer};
 use zookeeper_client as zc;
 
-/// `super:secret`, as ZooKeeper's superDigest.
-const SUPER_DIGEST: &str = "super:lK75jTNcA+U9vtVEw5vB51mj/w4=";
 const LIMIT: Duration = Duration::from_secs(120);
 
 /// A ZooKeeper started for these tests: TTL nodes on, a superDigest, 4 s minimum sessions.
@@ -83,76 +84,6 @@ fn import(from: &Path, into: &TestServer) -> String {
     text
 }
 
-fn python(args: &[&str]) -> Command {
-    let mut c = Command::new("python3");
-    c.arg(suite_dir().join("python/zk_migrate.py")).args(args);
-    c
-}
-
-/// Runs a kazoo mode to completion (bounded).
-fn python_run(args: &[&str]) -> String {
-    let mut child = python(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("python3");
-    let deadline = Instant::now() + LIMIT;
-    loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            let out = child.wait_with_output().expect("output");
-            let text = format!(
-                "{}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-            assert!(status.success(), "zk_migrate.py {args:?} failed:\n{text}");
-            return text;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("zk_migrate.py {args:?} timed out");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// A background kazoo process, killed when dropped.
-struct Background(Child, PathBuf);
-
-impl Background {
-    fn spawn(args: &[&str], out: PathBuf) -> Background {
-        let file = std::fs::File::create(&out).expect("output file");
-        let child = python(args)
-            .stdout(file.try_clone().expect("clone"))
-            .stderr(file)
-            .spawn()
-            .expect("python3");
-        Background(child, out)
-    }
-
-    fn output(&self) -> String {
-        std::fs::read_to_string(&self.1).unwrap_or_default()
-    }
-
-    /// Waits (bounded) for the process to exit by itself.
-    fn wait(&mut self, limit: Duration) -> String {
-        let deadline = Instant::now() + limit;
-        while self.0.try_wait().expect("wait").is_none() {
-            assert!(Instant::now() < deadline, "timed out:\n{}", self.output());
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        self.output()
-    }
-}
-
-impl Drop for Background {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// Reads a session id a kazoo mode wrote (waits for the file, bounded).
 fn session_from(file: &Path) -> i64 {
     let text = eventually("a session file", LIMIT, || {
@@ -163,100 +94,9 @@ fn session_from(file: &Path) -> i64 {
     i64::from_str_radix(text.trim(), 16).expect("hex session id")
 }
 
-/// One node as clients see it: data, ACL and Stat (Debug-formatted to compare).
-type Dump = BTreeMap<String, String>;
-
-async fn super_client(hosts: &str) -> zc::Client {
-    let c = harness::zc::connect(hosts, Duration::from_secs(20), LIMIT).await;
-    c.auth("digest", b"super:secret")
-        .await
-        .expect("auth as super");
-    c
-}
-
-/// Every node of the tree under `/`, as `super`.
-fn dump(hosts: &str) -> Dump {
-    block_on(async {
-        let c = super_client(hosts).await;
-        let mut out = Dump::new();
-        let mut stack = vec!["/".to_string()];
-        while let Some(path) = stack.pop() {
-            let (data, stat) = match c.get_data(&path).await {
-                Ok(v) => v,
-                Err(zc::Error::NoNode) => continue,
-                Err(e) => panic!("get_data {path}: {e}"),
-            };
-            let acl = match c.get_acl(&path).await {
-                Ok((acl, _)) => acl,
-                Err(zc::Error::NoNode) => continue,
-                Err(e) => panic!("get_acl {path}: {e}"),
-            };
-            let (children, _) = match c.get_children(&path).await {
-                Ok(v) => v,
-                Err(zc::Error::NoNode) => continue,
-                Err(e) => panic!("get_children {path}: {e}"),
-            };
-            out.insert(path.clone(), format!("{data:?} {acl:?} {stat:?}"));
-            for child in children {
-                stack.push(if path == "/" {
-                    format!("/{child}")
-                } else {
-                    format!("{path}/{child}")
-                });
-            }
-        }
-        out
-    })
-}
-
-/// Asserts two dumps are equal, naming the first differences.
+/// Asserts two dumps are equal (and big enough to mean something).
 fn assert_same(what: &str, expected: &Dump, found: &Dump) {
-    let mut diffs = Vec::new();
-    for (p, v) in expected {
-        match found.get(p) {
-            None => diffs.push(format!("missing {p}")),
-            Some(f) if f != v => diffs.push(format!("{p}:\n  expected {v}\n  found    {f}")),
-            _ => {}
-        }
-    }
-    for p in found.keys().filter(|p| !expected.contains_key(*p)) {
-        diffs.push(format!("unexpected {p}"));
-    }
-    assert!(
-        diffs.is_empty(),
-        "{what}: {} of {} nodes differ; first ones:\n{}",
-        diffs.len(),
-        expected.len(),
-        diffs[..diffs.len().min(8)].join("\n")
-    );
-    assert!(
-        expected.len() > 600,
-        "{what}: only {} nodes",
-        expected.len()
-    );
-}
-
-/// Containers and TTL nodes, which kazoo cannot make, through zkCli.sh.
-fn zkcli_extras(server: &TestServer) {
-    let mut cli = ZkCli::start("migrate", server);
-    for cmd in [
-        "create -c /container",
-        "create /container/child x",
-        "create -c /container-empty",
-        "create -t 3600000 /ttl ttl-data",
-        "create -s -t 3600000 /ttl-seq- s",
-        "setquota -n 10 /app",
-    ] {
-        cli.run(cmd);
-    }
-    cli.quit();
-}
-
-/// Everything a real deployment has: kazoo's load, zkCli's extras.
-fn load_zookeeper(zk: &TestServer) {
-    let out = python_run(&["load", &zk.connect_string()]);
-    assert!(out.contains("loaded "), "{out}");
-    zkcli_extras(zk);
+    assert_same_at_least(what, expected, found, 600);
 }
 
 /// What ZooKeeper's Stat says the next sequential suffix under `parent` is (the stored
@@ -292,7 +132,7 @@ fn import_keeps_tree_stats_sessions_and_sequences() {
     let mut zk = zookeeper(None, &[]).start();
     let port = zk.port();
     let hosts = zk.connect_string();
-    load_zookeeper(&zk);
+    load_every_kind(&zk);
     let tmp = tempfile::tempdir().expect("tempdir");
     let held = tmp.path().join("held");
     let go = tmp.path().join("go");
@@ -431,7 +271,7 @@ fn import_after_kill_9_under_write_load_matches_zookeepers_own_restore() {
         let mut zk = zookeeper(None, &[("snapCount", "300")])
             .jvm_property("zookeeper.snapshot.compression.method", method)
             .start();
-        load_zookeeper(&zk);
+        load_every_kind(&zk);
         let tmp = tempfile::tempdir().expect("tempdir");
         let mut writers: Vec<Background> = (0..2)
             .map(|i| {
@@ -480,7 +320,7 @@ fn import_after_kill_9_under_write_load_matches_zookeepers_own_restore() {
 fn export_starts_zookeeper_and_round_trips() {
     let mut zk = zookeeper(None, &[]).start();
     let port = zk.port();
-    load_zookeeper(&zk);
+    load_every_kind(&zk);
     let original = dump(&zk.connect_string());
     assert!(zk.stop());
     // ZooKeeper -> zooraft.
@@ -557,7 +397,7 @@ fn log_records(file: &[u8]) -> Vec<(usize, usize)> {
 #[test]
 fn damaged_inputs_are_clear_errors_and_leave_the_target_untouched() {
     let mut zk = zookeeper(None, &[]).start();
-    load_zookeeper(&zk);
+    load_every_kind(&zk);
     assert!(zk.stop());
     let v2 = zk.data_dir().join("version-2");
     let log_name = std::fs::read_dir(&v2)
@@ -670,7 +510,7 @@ fn damaged_inputs_are_clear_errors_and_leave_the_target_untouched() {
 #[test]
 fn an_ensemble_member_imports_and_the_others_catch_up_by_snapshot() {
     let mut zk = zookeeper(None, &[]).start();
-    load_zookeeper(&zk);
+    load_every_kind(&zk);
     let expected = dump(&zk.connect_string());
     assert!(zk.stop());
     let mut members = ensemble(|_| Vec::new());
@@ -959,7 +799,7 @@ fn import_of_a_quorum_peer_with_a_logged_reconfig() {
     .myid(1)
     .quorum_peer()
     .start();
-    load_zookeeper(&zk);
+    load_every_kind(&zk);
     // A reconfig (logged as its own transaction type) adding an observer.
     let mut cli = ZkCli::start("reconfig", &zk);
     cli.run("addauth digest super:secret");

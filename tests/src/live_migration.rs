@@ -1,0 +1,152 @@
+//! A running Apache ZooKeeper 3.8 ensemble with zooraft members that join it as observers
+//! (`migrateFromZooKeeper=true`), as an operator sets one up for a live migration: every
+//! member's zoo.cfg has the same `server.N` lines, the zooraft members' marked `:observer`.
+//!
+//! ZooKeeper's voters are started first and serve; the observers are started (and killed,
+//! restarted) by the test. Both kinds run with the same superDigest and extended types, so
+//! [`crate::tree_dump`] compares them node by node.
+
+use std::time::{Duration, Instant};
+
+use crate::tree_dump::SUPER_DIGEST;
+use crate::{free_port, ServerKind, TestServer, TestServerBuilder};
+
+const READY: Duration = Duration::from_secs(90);
+
+/// ZooKeeper voters `1..=voters`, zooraft observers after them.
+pub struct LiveMigration {
+    /// ZooKeeper's members (index i is `server.{i+1}`).
+    pub zookeeper: Vec<TestServer>,
+    /// The zooraft observers (index i is `server.{voters+i+1}`), once started.
+    pub zooraft: Vec<Option<TestServer>>,
+    lines: Vec<(String, String)>,
+    client_ports: Vec<u16>,
+}
+
+impl LiveMigration {
+    /// Starts `voters` ZooKeeper members and waits until they serve; `observers` zooraft
+    /// members are configured, not started.
+    pub fn start(voters: usize, observers: usize) -> LiveMigration {
+        let n = voters + observers;
+        let client_ports: Vec<u16> = (0..n).map(|_| free_port()).collect();
+        let lines: Vec<(String, String)> = (0..n)
+            .map(|i| {
+                let role = if i >= voters { ":observer" } else { "" };
+                (
+                    format!("server.{}", i + 1),
+                    format!(
+                        "127.0.0.1:{}:{}{role};127.0.0.1:{}",
+                        free_port(),
+                        free_port(),
+                        client_ports[i]
+                    ),
+                )
+            })
+            .collect();
+        let mut m = LiveMigration {
+            zookeeper: Vec::new(),
+            zooraft: (0..observers).map(|_| None).collect(),
+            lines,
+            client_ports,
+        };
+        for i in 0..voters {
+            let b = TestServer::builder(ServerKind::Apache)
+                .jvm_property(
+                    "zookeeper.DigestAuthenticationProvider.superDigest",
+                    SUPER_DIGEST,
+                )
+                .config("initLimit", "20")
+                .config("syncLimit", "4");
+            let b = m.common(b, i);
+            m.zookeeper.push(b.start());
+        }
+        for z in &m.zookeeper {
+            wait_serving(z);
+        }
+        m
+    }
+
+    /// What every member's zoo.cfg has: the server lines, short ticks, every 4lw.
+    fn common(&self, b: TestServerBuilder, i: usize) -> TestServerBuilder {
+        let mut b = b
+            .port(self.client_ports[i])
+            .myid(i as u64 + 1)
+            .tick_time_ms(500)
+            .config("4lw.commands.whitelist", "*")
+            .config("extendedTypesEnabled", "true")
+            .no_wait();
+        for (k, v) in &self.lines {
+            b = b.config(k, v);
+        }
+        b
+    }
+
+    /// Starts observer `i` (zooraft) and waits until it has synced and serves.
+    pub fn start_observer(&mut self, i: usize) -> &TestServer {
+        let id = self.zookeeper.len() + i;
+        let b = TestServer::builder(ServerKind::Zooraft)
+            .config("migrateFromZooKeeper", "true")
+            .config("initLimit", "20")
+            .config("syncLimit", "4")
+            .config("DigestAuthenticationProvider.superDigest", SUPER_DIGEST);
+        let server = self.common(b, id).start();
+        wait_serving(&server);
+        self.zooraft[i] = Some(server);
+        self.observer(i)
+    }
+
+    /// Observer `i`, started.
+    pub fn observer(&self, i: usize) -> &TestServer {
+        self.zooraft[i].as_ref().expect("the observer was started")
+    }
+
+    pub fn observer_mut(&mut self, i: usize) -> &mut TestServer {
+        self.zooraft[i].as_mut().expect("the observer was started")
+    }
+
+    /// The ZooKeeper members' connect string (the running ones).
+    pub fn zookeeper_hosts(&self) -> String {
+        self.zookeeper
+            .iter()
+            .filter(|z| z.is_running())
+            .map(TestServer::connect_string)
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// The index of ZooKeeper's leader (waits for one, bounded).
+    pub fn leader(&self) -> usize {
+        let deadline = Instant::now() + READY;
+        loop {
+            for (i, z) in self.zookeeper.iter().enumerate() {
+                if z.is_running() && z.mode().as_deref() == Some("leader") {
+                    return i;
+                }
+            }
+            assert!(Instant::now() < deadline, "ZooKeeper elected no leader");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// `srvr`'s `Zxid:` line.
+pub fn zxid_of(server: &TestServer) -> Option<i64> {
+    let text = server.four_letter_word("srvr").ok()?;
+    let hex = text.lines().find_map(|l| l.strip_prefix("Zxid: 0x"))?;
+    i64::from_str_radix(hex.trim(), 16).ok()
+}
+
+/// Waits (bounded) until `server` serves, with its log in the panic otherwise.
+pub fn wait_serving(server: &TestServer) {
+    let deadline = Instant::now() + READY;
+    while !server.is_serving() {
+        assert!(
+            Instant::now() < deadline,
+            "{} on port {} does not serve; log:\n{}",
+            server.kind().name(),
+            server.port(),
+            server.log_tail()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

@@ -1,0 +1,247 @@
+//! Live migration, first half: zooraft members join a running Apache ZooKeeper 3.8
+//! ensemble as observers (`migrateFromZooKeeper=true`) and serve its clients. Three real
+//! ZooKeeper voters are started here and loaded with every kind of data (kazoo and zkCli);
+//! the observers sync from ZooKeeper's leader under a write load, and their trees are
+//! compared with ZooKeeper's node by node (data, ACL, every Stat field) at the same zxid.
+//! Clients on the observers write, sync, watch and hold ephemerals; the ZooKeeper leader
+//! expires a dead client's session and the observers apply it; ZooKeeper's leader is
+//! killed and the observers follow the new one.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use harness::kazoo_migrate::{load_every_kind, Background};
+use harness::live_migration::{zxid_of, LiveMigration};
+use harness::raw_client::{ConnectOptions, RawClient};
+use harness::rt::{block_on, eventually, within};
+use harness::tree_dump::{assert_same, dump, Dump};
+use harness::zc::{connect, ephemeral, persistent};
+use harness::TestServer;
+use jute::{Acl, CreateMode, CreateRequest, Request};
+use zookeeper_client as zc;
+
+const WAIT: Duration = Duration::from_secs(60);
+
+/// The highest zxid any running ZooKeeper member reports (the leader's `srvr` lags its
+/// followers' by the last commit).
+fn zookeeper_zxid(m: &LiveMigration) -> i64 {
+    m.zookeeper
+        .iter()
+        .filter(|z| z.is_running())
+        .filter_map(zxid_of)
+        .max()
+        .expect("a ZooKeeper member answers srvr")
+}
+
+/// Waits until `observer` has applied everything ZooKeeper committed (no writes running),
+/// then compares the trees node by node.
+fn assert_same_tree(m: &LiveMigration, observer: &TestServer, what: &str) {
+    let target = eventually("ZooKeeper's zxid settles", WAIT, || {
+        let a = zookeeper_zxid(m);
+        std::thread::sleep(Duration::from_millis(300));
+        (zookeeper_zxid(m) == a).then_some(a)
+    });
+    eventually("the observer reaches ZooKeeper's zxid", WAIT, || {
+        (zxid_of(observer)? >= target).then_some(())
+    });
+    let expected = without_local_time(dump(&m.zookeeper_hosts()));
+    let found = without_local_time(dump(&observer.connect_string()));
+    assert_same(what, &expected, &found, 700);
+}
+
+/// `/zookeeper/config` is written by each server from its own configuration when it
+/// starts or syncs, so its mtime differs between ZooKeeper's members too: it is left out
+/// of the comparison (its data, ACL and every other field stay in).
+fn without_local_time(mut d: Dump) -> Dump {
+    if let Some(v) = d.get_mut("/zookeeper/config") {
+        if let Some(at) = v.find("mtime: ") {
+            let end = v[at..].find(", ").map_or(v.len(), |e| at + e + 2);
+            v.replace_range(at..end, "");
+        }
+    }
+    d
+}
+
+#[test]
+fn observers_sync_serve_and_follow_like_zookeepers_own() {
+    let mut m = LiveMigration::start(3, 2);
+    load_every_kind(&m.zookeeper[0]);
+    let dir = tempfile::tempdir().expect("temporary directory");
+    // A write load on ZooKeeper while the first observer joins: it syncs by SNAP and
+    // applies the transactions that follow it.
+    let mut on_zookeeper = Background::spawn(
+        &["write_at", "/load-zk", "8", &m.zookeeper_hosts()],
+        dir.path().join("load-zk.out"),
+    );
+    let observer = m.start_observer(0).connect_string();
+    assert_eq!(
+        m.observer(0).mode().as_deref(),
+        Some("observer"),
+        "srvr says what it is"
+    );
+    // Clients of the observer write while ZooKeeper's own clients do.
+    let mut on_observer = Background::spawn(
+        &["write_at", "/load-obs", "6", &observer],
+        dir.path().join("load-obs.out"),
+    );
+    block_on(async {
+        let c = connect(&observer, Duration::from_secs(10), WAIT).await;
+        let zk = connect(&m.zookeeper_hosts(), Duration::from_secs(10), WAIT).await;
+        // A write through the observer is answered with ZooKeeper's zxid and Stat.
+        let (stat, _) = within(
+            "create",
+            WAIT,
+            c.create("/via-observer", b"v0", &persistent()),
+        )
+        .await
+        .expect("create through the observer");
+        within("sync", WAIT, zk.sync("/via-observer"))
+            .await
+            .expect("sync");
+        let (data, zk_stat) = zk
+            .get_data("/via-observer")
+            .await
+            .expect("read on ZooKeeper");
+        assert_eq!((data.as_slice(), zk_stat.czxid), (&b"v0"[..], stat.czxid));
+        // Sequential, ephemeral, errors: as ZooKeeper answers them.
+        let (_, seq) = c
+            .create(
+                "/via-observer/s-",
+                b"",
+                &zc::CreateMode::PersistentSequential.with_acls(zc::Acls::anyone_all()),
+            )
+            .await
+            .expect("sequential");
+        assert_eq!(format!("{seq}"), "0000000000");
+        c.create("/via-observer/e", b"", &ephemeral())
+            .await
+            .expect("ephemeral");
+        assert!(matches!(
+            c.create("/via-observer", b"", &persistent()).await,
+            Err(zc::Error::NodeExists)
+        ));
+        assert!(matches!(
+            c.set_data("/via-observer", b"x", Some(7)).await,
+            Err(zc::Error::BadVersion)
+        ));
+        // A watch set on the observer fires for a change made on ZooKeeper.
+        let (_, _, watcher) = within("watch", WAIT, c.get_and_watch_data("/via-observer"))
+            .await
+            .expect("watch");
+        zk.set_data("/via-observer", b"v1", None)
+            .await
+            .expect("set on ZooKeeper");
+        let event = within("the watch fires", WAIT, watcher.changed()).await;
+        assert_eq!(event.event_type, zc::EventType::NodeDataChanged);
+        // sync on the observer: what ZooKeeper committed before it is readable after it.
+        zk.set_data("/via-observer", b"v2", None)
+            .await
+            .expect("set");
+        within("sync", WAIT, c.sync("/via-observer"))
+            .await
+            .expect("sync on the observer");
+        let (data, _) = c.get_data("/via-observer").await.expect("read");
+        assert_eq!(data, b"v2");
+        // The session is global: ZooKeeper sees its ephemeral with the observer's session.
+        let (_, e) = zk
+            .get_data("/via-observer/e")
+            .await
+            .expect("ephemeral on ZooKeeper");
+        assert_eq!(e.ephemeral_owner, c.session_id().0);
+    });
+    let zk_out = on_zookeeper.wait(WAIT);
+    let obs_out = on_observer.wait(WAIT);
+    assert!(
+        zk_out.contains("acked ") && obs_out.contains("acked "),
+        "{zk_out}\n{obs_out}"
+    );
+    assert_same_tree(&m, m.observer(0), "the first observer after SNAP and load");
+
+    // A second observer joins the loaded ensemble.
+    m.start_observer(1);
+    assert_same_tree(&m, m.observer(1), "the second observer");
+
+    // ZooKeeper's leader dies: the observers follow whichever member leads next.
+    let leader = m.leader();
+    m.zookeeper[leader].kill();
+    let next = m.leader();
+    assert_ne!(next, leader);
+    for i in 0..2 {
+        harness::live_migration::wait_serving(m.observer(i));
+    }
+    block_on(async {
+        let c = connect(
+            &m.observer(1).connect_string(),
+            Duration::from_secs(10),
+            WAIT,
+        )
+        .await;
+        within(
+            "write after the leader change",
+            WAIT,
+            c.create("/after-failover", b"", &persistent()),
+        )
+        .await
+        .expect("create through the observer after the leader changed");
+    });
+    assert_same_tree(
+        &m,
+        m.observer(0),
+        "the first observer after the leader changed",
+    );
+    assert_same_tree(
+        &m,
+        m.observer(1),
+        "the second observer after the leader changed",
+    );
+}
+
+#[test]
+fn a_dead_clients_session_expires_on_zookeeper_and_its_ephemerals_go_everywhere() {
+    let mut m = LiveMigration::start(3, 1);
+    let addr = m.start_observer(0).addr();
+    let observer = m.observer(0).connect_string();
+    let hosts = m.zookeeper_hosts();
+    block_on(async {
+        // A client of the observer with a 4 s session.
+        let opts = ConnectOptions {
+            timeout_ms: 4000,
+            ..ConnectOptions::default()
+        };
+        let (mut c, hs) = RawClient::connect(addr, &opts, WAIT)
+            .await
+            .expect("a session through the observer");
+        let session = hs.response.session_id;
+        let create = Request::Create(CreateRequest {
+            path: "/lease".into(),
+            data: Some(Bytes::from_static(b"held")),
+            acl: vec![Acl::open_unsafe()],
+            flags: CreateMode::Ephemeral.flags(),
+        });
+        let reply = c.call(&create, WAIT).await.expect("create the ephemeral");
+        assert_eq!(reply.err, 0, "create /lease");
+        let zk = connect(&hosts, Duration::from_secs(10), WAIT).await;
+        let (_, stat) = zk.get_data("/lease").await.expect("on ZooKeeper");
+        assert_eq!(stat.ephemeral_owner, session, "a global session");
+        // Alive for twice its timeout while the client pings the observer, which reports
+        // the session to ZooKeeper's leader in its answers to the leader's pings.
+        for _ in 0..16 {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            c.ping().await.expect("ping");
+        }
+        assert!(
+            zk.get_data("/lease").await.is_ok(),
+            "the observer kept the session alive on ZooKeeper's leader"
+        );
+        // The client dies without closing its session: ZooKeeper's leader expires it.
+        drop(c);
+    });
+    for hosts in [hosts, observer] {
+        eventually("the expired session's ephemeral goes", WAIT, || {
+            block_on(async {
+                let c = connect(&hosts, Duration::from_secs(10), WAIT).await;
+                matches!(c.get_data("/lease").await, Err(zc::Error::NoNode)).then_some(())
+            })
+        });
+    }
+}
