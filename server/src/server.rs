@@ -26,7 +26,7 @@ enum Orderer {
         snapshot_load: std::time::Duration,
     },
     /// A ZooKeeper ensemble this member observes (`migrateFromZooKeeper`).
-    Zab,
+    Zab(crate::zab::Resume),
 }
 
 /// A running member.
@@ -146,7 +146,8 @@ impl Server {
     }
 
     /// A member that observes a ZooKeeper ensemble (`migrateFromZooKeeper`): it starts
-    /// empty and takes the ensemble's tree from its leader.
+    /// from its own copy of the ensemble (`dataDir/zab`), or empty, and takes the rest
+    /// from the ensemble's leader.
     async fn start_observing(config: Config) -> anyhow::Result<Server> {
         match config.members.get(&config.my_id) {
             Some(m) if m.observer => {}
@@ -160,9 +161,6 @@ impl Server {
                 config.my_id
             ),
         }
-        let options = TreeOptions {
-            extended_types: config.extended_types,
-        };
         let client_addr = match config
             .members
             .get(&config.my_id)
@@ -171,15 +169,9 @@ impl Server {
             Some(port) => SocketAddr::new(config.client_address, port),
             None => config.client_addr(),
         };
+        let (state, resume) = crate::zab::recover(&config)?;
         let channel = std::sync::mpsc::channel();
-        Self::serve(
-            config,
-            StateMachine::new(options),
-            client_addr,
-            channel,
-            Orderer::Zab,
-        )
-        .await
+        Self::serve(config, state, client_addr, channel, Orderer::Zab(resume)).await
     }
 
     /// Binds the client, admin and metrics ports and starts the thread that orders writes.
@@ -238,7 +230,7 @@ impl Server {
                 raft::start(replica, shared.clone(), storage, rx, peers)
                     .context("cannot start Raft")?
             }
-            Orderer::Zab => crate::zab::start(replica, shared.clone(), rx)
+            Orderer::Zab(resume) => crate::zab::start(replica, shared.clone(), rx, resume)
                 .context("cannot start observing the ZooKeeper ensemble")?,
         };
         let (shutdown, shutdown_rx) = watch::channel(false);

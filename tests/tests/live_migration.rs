@@ -156,6 +156,25 @@ fn observers_sync_serve_and_follow_like_zookeepers_own() {
         "{zk_out}\n{obs_out}"
     );
     assert_same_tree(&m, m.observer(0), "the first observer after SNAP and load");
+    assert!(m.observer(0).log_tail().contains("by SNAP"));
+
+    // Killed and restarted, it resumes from its own copy: the leader sends a DIFF of
+    // what it missed, not the whole tree.
+    m.observer_mut(0).kill();
+    block_on(async {
+        let zk = connect(&m.zookeeper_hosts(), Duration::from_secs(10), WAIT).await;
+        for i in 0..20 {
+            zk.create(&format!("/while-down-{i}"), b"", &persistent())
+                .await
+                .expect("write while the observer is down");
+        }
+    });
+    m.observer_mut(0).restart();
+    harness::live_migration::wait_serving(m.observer(0));
+    eventually("the restarted observer syncs by DIFF", WAIT, || {
+        m.observer(0).log_tail().contains("by DIFF").then_some(())
+    });
+    assert_same_tree(&m, m.observer(0), "the first observer after a restart");
 
     // A second observer joins the loaded ensemble.
     m.start_observer(1);

@@ -15,6 +15,16 @@ use crate::state::command::{ClientWrite, CloseReason, Command, Origin};
 use crate::state::tree::{DecidedCreate, NodeKind, Trigger};
 use crate::state::{ApplyObserver, SessionInfo, StateMachine, WriteResult};
 
+/// Applies without anyone to tell (a restart replaying its journal).
+pub struct Quiet;
+
+impl ApplyObserver for Quiet {
+    fn triggers(&mut self, _: i64, _: &[Trigger]) {}
+    fn write_done(&mut self, _: &ClientWrite, _: i64, _: WriteResult) {}
+    fn session_created(&mut self, _: i64, _: &SessionInfo, _: Origin, _: i64, _: bool) {}
+    fn session_closed(&mut self, _: i64, _: i64, _: CloseReason) {}
+}
+
 /// Where no connection of this member waits (a transaction another server forwarded).
 const NOBODY: Origin = Origin { member: 0, conn: 0 };
 

@@ -17,11 +17,54 @@
 //! | `observer.rs` | the loop: sync, INFORMs, pings, syncs, link failures |
 //! | `forward.rs` | this member's requests to the leader, waiting for their transactions |
 //! | `apply.rs` | a ZooKeeper transaction applied to the state machine |
+//! | `journal.rs` | `dataDir/zab`: what a restart resumes from |
 
 mod apply;
 mod forward;
+mod journal;
 mod link;
 mod observer;
 mod wire;
 
-pub use observer::start;
+use anyhow::Context;
+
+use crate::config::Config;
+use crate::state::tree::TreeOptions;
+use crate::state::StateMachine;
+pub use observer::{start, Resume};
+
+/// Where an observing member keeps its copy of the ensemble's state.
+pub fn journal_dir(config: &Config) -> std::path::PathBuf {
+    config.data_dir.join("zab")
+}
+
+/// Opens `dataDir/zab`: the state this member had applied when it stopped, and what the
+/// observer resumes with.
+pub fn recover(config: &Config) -> anyhow::Result<(StateMachine, Resume)> {
+    let dir = journal_dir(config);
+    let options = TreeOptions {
+        extended_types: config.extended_types,
+    };
+    let (journal, r) = journal::Journal::open(&dir, options, |state, t| {
+        apply::apply_txn(state, t, None, &mut apply::Quiet);
+    })
+    .with_context(|| {
+        format!(
+            "cannot read this member's copy of the ensemble in {}",
+            dir.display()
+        )
+    })?;
+    tracing::info!(
+        zxid = format!("{:#x}", r.state.last_zxid),
+        replayed = r.replayed,
+        "resuming from this member's copy of the ZooKeeper ensemble"
+    );
+    Ok((
+        r.state,
+        Resume {
+            journal,
+            accepted_epoch: r.accepted_epoch,
+            current_epoch: r.current_epoch,
+        },
+    ))
+}

@@ -22,6 +22,7 @@ use zkdata::txn::LoggedTxn;
 
 use super::apply::apply_txn;
 use super::forward::{sync_request, Pending};
+use super::journal::Journal;
 use super::link::{self, FromLeader, Link, Registration};
 use super::wire::write_packet;
 use crate::raft::{Connections, Input, Replica, Role, SyncWaiter};
@@ -51,8 +52,11 @@ struct Observer {
     link: Option<Link>,
     link_no: u64,
     phase: Phase,
-    /// Proposals of a sync, waiting for their COMMIT.
-    proposals: std::collections::VecDeque<LoggedTxn>,
+    /// Proposals of a sync, waiting for their COMMIT (with their bytes, for the journal).
+    proposals: std::collections::VecDeque<(LoggedTxn, bytes::Bytes)>,
+    /// What this member keeps of the ensemble; `None` once writing it failed (a restart
+    /// then syncs the whole tree again).
+    journal: Option<Journal>,
     pending: Pending,
     syncs: std::collections::VecDeque<SyncWaiter>,
     accepted_epoch: u32,
@@ -62,6 +66,15 @@ struct Observer {
     report_empty: bool,
     /// Transactions that did not fit the tree (a fuzzy snapshot's overlap).
     replay_errors: u64,
+    /// How the current link's sync began (DIFF, TRUNC or SNAP), for the log.
+    sync_kind: &'static str,
+}
+
+/// What the observer resumes from: its journal and the epochs it recorded.
+pub struct Resume {
+    pub journal: Journal,
+    pub accepted_epoch: u32,
+    pub current_epoch: u32,
 }
 
 /// Starts the observer thread.
@@ -69,6 +82,7 @@ pub fn start(
     replica: Arc<Replica>,
     connections: Arc<dyn Connections>,
     inbox: Receiver<Input>,
+    resume: Resume,
 ) -> std::io::Result<JoinHandle<()>> {
     let (tx, rx) = channel();
     let forward = tx.clone();
@@ -91,12 +105,14 @@ pub fn start(
         link_no: 0,
         phase: Phase::Syncing,
         proposals: Default::default(),
+        journal: Some(resume.journal),
         pending: Pending::default(),
         syncs: Default::default(),
-        accepted_epoch: 0,
-        current_epoch: 0,
+        accepted_epoch: resume.accepted_epoch,
+        current_epoch: resume.current_epoch,
         report_empty: false,
         replay_errors: 0,
+        sync_kind: "",
     };
     std::thread::Builder::new()
         .name("zab-observer".into())
@@ -145,7 +161,8 @@ impl Observer {
     }
 
     fn connect(&mut self) -> Result<(), String> {
-        let config = &self.replica.config;
+        let replica = self.replica.clone();
+        let config = &replica.config;
         let timeout = self.tick() * config.init_limit.max(1);
         let (leader, addr) = link::find_leader(config, timeout.min(Duration::from_secs(5)))?;
         let reg = Registration {
@@ -161,6 +178,7 @@ impl Observer {
         let (l, reader) = link::connect(leader, addr, &reg, config)?;
         if l.epoch > self.accepted_epoch {
             self.accepted_epoch = l.epoch;
+            self.save_epochs();
         }
         self.link_no += 1;
         let no = self.link_no;
@@ -179,6 +197,7 @@ impl Observer {
             .store(leader, std::sync::atomic::Ordering::Release);
         self.link = Some(l);
         self.phase = Phase::Syncing;
+        self.sync_kind = "";
         Ok(())
     }
 
@@ -247,12 +266,38 @@ impl Observer {
         if let Some(e) = failed {
             self.drop_link(&format!("writing to the leader: {e}"));
         }
+        let long = self.journaled(|j| j.sync()).unwrap_or(false);
+        if long {
+            let view = self.replica.state.read().snapshot_view();
+            self.journaled(|j| j.snapshot(&view));
+        }
+    }
+
+    /// Runs `f` on the journal; a failure is logged and ends journaling (the ensemble's
+    /// leader still has everything: a restart syncs the whole tree again).
+    fn journaled<T>(&mut self, f: impl FnOnce(&mut Journal) -> std::io::Result<T>) -> Option<T> {
+        let j = self.journal.as_mut()?;
+        match f(j) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                tracing::error!(error = %e, "cannot write this member's copy of the ensemble's state in dataDir/zab; a restart will take the whole tree from the leader again");
+                if let Some(mut j) = self.journal.take() {
+                    let _ = j.clear();
+                }
+                None
+            }
+        }
+    }
+
+    fn save_epochs(&mut self) {
+        let (a, c) = (self.accepted_epoch, self.current_epoch);
+        self.journaled(|j| j.set_epochs(a, c));
     }
 
     fn packet(&mut self, p: QuorumPacket) -> Result<(), String> {
         let epoch_zxid = (self.link.as_ref().map_or(0, |l| l.epoch) as i64) << 32;
         match (self.phase, p.kind) {
-            (_, packet::INFORM) => self.inform(&link::data_of(&p))?,
+            (_, packet::INFORM) => self.inform(link::data_of(&p))?,
             (_, packet::INFORM_AND_ACTIVATE) => {
                 let data = link::data_of(&p);
                 if data.len() < 8 {
@@ -260,10 +305,11 @@ impl Observer {
                 }
                 // The new configuration takes effect in ZooKeeper's membership; this
                 // member keeps following the same leader unless the link drops.
-                self.inform(&data.slice(8..))?;
+                self.inform(data.slice(8..))?;
             }
-            (Phase::Syncing, packet::DIFF) => {}
+            (Phase::Syncing, packet::DIFF) => self.sync_kind = "DIFF",
             (Phase::Syncing, packet::TRUNC) => {
+                self.sync_kind = "TRUNC";
                 if p.zxid < self.replica.last_zxid() {
                     self.report_empty = true;
                     return Err(format!(
@@ -273,18 +319,20 @@ impl Observer {
                 }
             }
             (Phase::Syncing, packet::PROPOSAL) => {
-                self.proposals.push_back(decode(&link::data_of(&p))?);
+                let data = link::data_of(&p);
+                self.proposals.push_back((decode(&data)?, data));
             }
             (Phase::Syncing, packet::COMMIT) => {
-                while let Some(t) = self.proposals.pop_front() {
+                while let Some((t, data)) = self.proposals.pop_front() {
                     if t.header.zxid == p.zxid {
-                        self.apply(t);
+                        self.apply(t, &data);
                         break;
                     }
                 }
             }
             (Phase::Syncing, packet::NEW_LEADER) => {
                 self.current_epoch = (p.zxid >> 32) as u32;
+                self.save_epochs();
                 self.send(&QuorumPacket::new(packet::ACK, epoch_zxid, None));
             }
             (Phase::Syncing, packet::UP_TO_DATE) => {
@@ -295,7 +343,8 @@ impl Observer {
                 self.publish_serving(true);
                 tracing::info!(
                     zxid = format!("{:#x}", self.replica.last_zxid()),
-                    "synced with the ZooKeeper leader: serving clients"
+                    "synced with the ZooKeeper leader by {}: serving clients",
+                    self.sync_kind
                 );
             }
             // The Java learner ignores pings until it is synced; answering one before the
@@ -314,13 +363,18 @@ impl Observer {
         Ok(())
     }
 
-    fn inform(&mut self, data: &bytes::Bytes) -> Result<(), String> {
-        let t = decode(data)?;
-        self.apply(t);
+    fn inform(&mut self, data: bytes::Bytes) -> Result<(), String> {
+        let t = decode(&data)?;
+        self.apply(t, &data);
         Ok(())
     }
 
-    fn apply(&mut self, t: LoggedTxn) {
+    fn apply(&mut self, t: LoggedTxn, data: &[u8]) {
+        if t.header.zxid <= self.replica.last_zxid() {
+            // Already in the tree (a SNAP is fuzzy: the leader serializes it after it
+            // starts forwarding), or already applied before a reconnect.
+            return;
+        }
         let local = self.pending.take(t.header.client_id, t.header.cxid);
         let replica = self.replica.clone();
         let connections = self.connections.clone();
@@ -338,16 +392,22 @@ impl Observer {
         replica.set_last_zxid(state.last_zxid);
         drop(state);
         round.finish();
+        self.journaled(|j| j.append(data));
     }
 
     fn snapshot(&mut self, zxid: i64, mut state: StateMachine) {
+        self.sync_kind = "SNAP";
         state.last_zxid = zxid;
         let serving = self.replica.is_serving();
+        // The old copy goes first: the log must never continue a tree it does not follow.
+        self.journaled(|j| j.clear());
+        let view = state.snapshot_view();
         {
             let mut held = self.replica.state.write();
             *held = state;
             self.replica.set_last_zxid(zxid);
         }
+        self.journaled(|j| j.snapshot(&view));
         if serving {
             // Watches were set against a tree that is gone.
             self.connections.stop_serving();
