@@ -264,3 +264,66 @@ fn a_dead_clients_session_expires_on_zookeeper_and_its_ephemerals_go_everywhere(
         });
     }
 }
+
+/// A create through `c` (err 0 expected by the caller).
+async fn create_with(c: &mut RawClient, path: &str, flags: i32) -> harness::raw_client::Reply {
+    let req = Request::Create(CreateRequest {
+        path: path.into(),
+        data: Some(Bytes::from_static(b"x")),
+        acl: vec![Acl::open_unsafe()],
+        flags,
+    });
+    c.call(&req, WAIT).await.expect("create")
+}
+
+#[test]
+fn sessions_move_between_zookeeper_and_observers_with_their_ephemerals() {
+    let mut m = LiveMigration::start(3, 1);
+    let observer = m.start_observer(0).addr();
+    let zookeeper = m.zookeeper[0].addr();
+    block_on(async {
+        // From ZooKeeper to the observer, then back: each move keeps the session and its
+        // ephemerals, and the writes that follow are the session's own (not SESSIONMOVED:
+        // the observer revalidated the session with ZooKeeper's leader, which moved it).
+        let (mut c, hs) = RawClient::connect(zookeeper, &ConnectOptions::default(), WAIT)
+            .await
+            .expect("a session on ZooKeeper");
+        let (session, passwd) = (hs.response.session_id, hs.response.passwd.clone());
+        let reply = create_with(&mut c, "/moving", CreateMode::Ephemeral.flags()).await;
+        assert_eq!(reply.err, 0);
+        let mut seen = reply.zxid;
+        for (hop, to) in [observer, zookeeper, observer].into_iter().enumerate() {
+            drop(c);
+            let opts = ConnectOptions::resume(session, passwd.clone(), seen);
+            let (mut next, hs) = RawClient::connect(to, &opts, WAIT)
+                .await
+                .expect("resume the session");
+            assert_eq!(hs.response.session_id, session, "hop {hop}: same session");
+            let reply = create_with(
+                &mut next,
+                &format!("/moving-{hop}"),
+                CreateMode::Ephemeral.flags(),
+            )
+            .await;
+            assert_eq!(reply.err, 0, "hop {hop}: a write after the move");
+            seen = reply.zxid;
+            c = next;
+        }
+        // Every ephemeral is still the session's, on ZooKeeper and on the observer.
+        for hosts in [m.zookeeper_hosts(), m.observer(0).connect_string()] {
+            let z = connect(&hosts, Duration::from_secs(10), WAIT).await;
+            within("sync", WAIT, z.sync("/")).await.expect("sync");
+            for p in ["/moving", "/moving-0", "/moving-1", "/moving-2"] {
+                let (_, stat) = z.get_data(p).await.expect("the ephemeral");
+                assert_eq!(stat.ephemeral_owner, session, "{p} on {hosts}");
+            }
+        }
+        // A session ZooKeeper has expired is refused by the observer too.
+        drop(c);
+        let bogus = ConnectOptions::resume(session ^ 0x5a5a, passwd.clone(), 0);
+        let (_, hs) = RawClient::connect(observer, &bogus, WAIT)
+            .await
+            .expect("an answer");
+        assert_eq!(hs.response.session_id, 0, "an unknown session is expired");
+    });
+}

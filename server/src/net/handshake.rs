@@ -116,10 +116,18 @@ pub(super) async fn handshake(
     // gone (not merely not applied here yet), and a member whose leader is gone refuses the
     // client, which tries another member, instead of accepting a session whose writes it
     // cannot commit.
-    if !shared.replica.config.is_standalone() && !shared.sync_with_leader().await {
-        return Err(End::NoLeader);
-    }
-    match shared.lookup_session(req.session_id, &req.passwd) {
+    let alive = if shared.replica.config.is_standalone() {
+        true
+    } else {
+        match shared.resume_with_leader(req.session_id, timeout).await {
+            Some(alive) => alive,
+            None => return Err(End::NoLeader),
+        }
+    };
+    match shared
+        .lookup_session(req.session_id, &req.passwd)
+        .filter(|_| alive)
+    {
         Some(true) => {
             respond(&ConnectResponse {
                 protocol_version: 0,

@@ -51,18 +51,23 @@ pub struct Shared {
 }
 
 impl Shared {
-    /// A ReadIndex round: true once this member has applied everything the leader had
-    /// committed when asked; false if that did not happen within two election timeouts (no
-    /// leader, or no quorum).
-    pub async fn sync_with_leader(&self) -> bool {
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        if !self.replica.submit(crate::raft::Input::ReadIndex(
-            crate::raft::SyncWaiter::Notify(tx),
-        )) {
-            return false;
+    /// Before a client resumes `session`: `Some(true)` once this member has applied
+    /// everything the leader had committed when asked (and, observing a ZooKeeper
+    /// ensemble, the leader holds the session and has moved it here), `Some(false)` if the
+    /// leader says the session is gone, `None` if no answer came within two election
+    /// timeouts (no leader, or no quorum).
+    pub async fn resume_with_leader(&self, session: i64, timeout: i32) -> Option<bool> {
+        let (reply, rx) = tokio::sync::oneshot::channel();
+        let waiter = crate::raft::SyncWaiter::Resume {
+            session,
+            timeout,
+            reply,
+        };
+        if !self.replica.submit(crate::raft::Input::ReadIndex(waiter)) {
+            return None;
         }
         let wait = self.replica.election_timeouts(2);
-        matches!(tokio::time::timeout(wait, rx).await, Ok(Ok(())))
+        tokio::time::timeout(wait, rx).await.ok()?.ok()
     }
 
     /// `Some(true)` if the session exists in the replicated table with this password,

@@ -57,8 +57,16 @@ pub enum Transfer {
 pub enum SyncWaiter {
     /// A client's `sync`, queued in its connection's pipeline.
     Pipeline { conn: ConnId, token: u64 },
-    /// A handshake making sure this member knows a session before refusing it.
-    Notify(tokio::sync::oneshot::Sender<()>),
+    /// A client resuming `session` (with its `timeout`): the handshake makes sure this
+    /// member knows the session before it accepts or refuses it. Under Raft a ReadIndex
+    /// round, answered `true` (the table here then decides); a member observing a
+    /// ZooKeeper ensemble asks its leader (`REVALIDATE`), which answers whether the session
+    /// is alive and, if so, moves it to this member.
+    Resume {
+        session: i64,
+        timeout: i32,
+        reply: tokio::sync::oneshot::Sender<bool>,
+    },
 }
 
 /// A snapshot the snapshot worker stored, for the Raft loop to name and compact behind.

@@ -92,7 +92,7 @@ mod tests {
     fn conn_of(w: &SyncWaiter) -> u64 {
         match w {
             SyncWaiter::Pipeline { conn, .. } => *conn,
-            SyncWaiter::Notify(_) => 0,
+            SyncWaiter::Resume { .. } => 0,
         }
     }
 

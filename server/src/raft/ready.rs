@@ -288,8 +288,8 @@ impl Consensus {
         let state = self.replica.state.read();
         for waiter in done {
             match waiter {
-                SyncWaiter::Notify(tx) => {
-                    let _ = tx.send(());
+                SyncWaiter::Resume { reply, .. } => {
+                    let _ = reply.send(true);
                 }
                 SyncWaiter::Pipeline { conn, token } => {
                     self.connections.sync_done(&state, conn, token)

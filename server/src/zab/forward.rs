@@ -112,6 +112,16 @@ pub fn sync_request(session: i64) -> QuorumPacket {
     QuorumPacket::new(packet::REQUEST, -1, Some(data.freeze()))
 }
 
+/// A REVALIDATE for a client resuming `session` here: the leader answers whether the
+/// session is alive and, if it is, makes this member its owner (so that the writes
+/// forwarded for it are not refused as SESSIONMOVED).
+pub fn revalidate_request(session: i64, timeout: i32) -> QuorumPacket {
+    let mut data = BytesMut::with_capacity(12);
+    data.put_i64(session);
+    data.put_i32(timeout);
+    QuorumPacket::new(packet::REVALIDATE, -1, Some(data.freeze()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -21,7 +21,7 @@ use std::io::Write;
 use zkdata::txn::LoggedTxn;
 
 use super::apply::apply_txn;
-use super::forward::{sync_request, Pending};
+use super::forward::{revalidate_request, sync_request, Pending};
 use super::journal::Journal;
 use super::link::{self, FromLeader, Link, Registration};
 use super::wire::write_packet;
@@ -58,7 +58,10 @@ struct Observer {
     /// then syncs the whole tree again).
     journal: Option<Journal>,
     pending: Pending,
+    /// Clients' `sync`s sent to the leader, answered in order by its SYNC packets.
     syncs: std::collections::VecDeque<SyncWaiter>,
+    /// Handshakes resuming a session, waiting for the leader's REVALIDATE answer.
+    revalidating: std::collections::HashMap<i64, Vec<tokio::sync::oneshot::Sender<bool>>>,
     accepted_epoch: u32,
     current_epoch: u32,
     /// The leader asked to truncate below what this member applied: it cannot rewind, so
@@ -108,6 +111,7 @@ pub fn start(
         journal: Some(resume.journal),
         pending: Pending::default(),
         syncs: Default::default(),
+        revalidating: Default::default(),
         accepted_epoch: resume.accepted_epoch,
         current_epoch: resume.current_epoch,
         report_empty: false,
@@ -226,6 +230,14 @@ impl Observer {
                 for c in cs {
                     self.forward(c, following);
                 }
+            }
+            Input::ReadIndex(SyncWaiter::Resume {
+                session,
+                timeout,
+                reply,
+            }) if following => {
+                self.revalidating.entry(session).or_default().push(reply);
+                self.send(&revalidate_request(session, timeout));
             }
             Input::ReadIndex(waiter) if following => {
                 self.syncs.push_back(waiter);
@@ -352,6 +364,7 @@ impl Observer {
             (Phase::Syncing, packet::PING) => {}
             (Phase::Following, packet::PING) => self.ping(p),
             (Phase::Following, packet::SYNC) => self.sync_done(),
+            (Phase::Following, packet::REVALIDATE) => self.revalidated(&link::data_of(&p)),
             (phase, kind) => {
                 tracing::debug!(
                     ?phase,
@@ -447,9 +460,25 @@ impl Observer {
                 let state = self.replica.state.read();
                 self.connections.sync_done(&state, conn, token);
             }
-            SyncWaiter::Notify(tx) => {
-                let _ = tx.send(());
+            SyncWaiter::Resume { reply, .. } => {
+                let _ = reply.send(true);
             }
+        }
+    }
+
+    /// The leader's answer to a REVALIDATE: the session, and whether it is alive (and now
+    /// owned by this member).
+    fn revalidated(&mut self, data: &bytes::Bytes) {
+        if data.len() < 9 {
+            tracing::warn!("a REVALIDATE answer without its session and verdict");
+            return;
+        }
+        let mut id = [0u8; 8];
+        id.copy_from_slice(&data[..8]);
+        let session = i64::from_be_bytes(id);
+        let alive = data[8] != 0;
+        for reply in self.revalidating.remove(&session).unwrap_or_default() {
+            let _ = reply.send(alive);
         }
     }
 
@@ -468,6 +497,7 @@ impl Observer {
         let Some(l) = self.link.take() else { return };
         let dropped = self.pending.clear();
         self.syncs.clear();
+        self.revalidating.clear();
         self.proposals.clear();
         let was_serving = self.replica.is_serving();
         self.publish_serving(false);
