@@ -70,7 +70,7 @@ pub mod server;
 mod state;
 mod stats;
 mod tls;
-mod zab;
+pub mod zab;
 
 /// Counts what each thread allocates, for the memory-per-znode test.
 #[cfg(test)]

@@ -70,6 +70,39 @@ enum Command {
         #[command(flatten)]
         overrides: Overrides,
     },
+    /// A live migration from a running ZooKeeper ensemble that zooraft members observe
+    /// (`migrateFromZooKeeper=true`).
+    Migrate {
+        #[command(subcommand)]
+        step: Migrate,
+    },
+}
+
+#[derive(clap::Subcommand)]
+enum Migrate {
+    /// What every member of the ensemble is, follows, and how far behind it is.
+    Status {
+        /// A member's client address (any zooraft or ZooKeeper member).
+        #[arg(long, value_name = "HOST:PORT")]
+        server: String,
+    },
+    /// Turn the zooraft members into a Raft ensemble at ZooKeeper's last zxid, with their
+    /// clients connected.
+    Cutover {
+        /// A zooraft member's client address.
+        #[arg(long, value_name = "HOST:PORT")]
+        server: String,
+        /// Cut over although ZooKeeper members still have clients (what they write after
+        /// the cut-over is not in zooraft).
+        #[arg(long)]
+        force: bool,
+        /// How long members hold writes waiting for the commit (milliseconds).
+        #[arg(long, default_value_t = 10_000)]
+        timeout_ms: u64,
+        /// How many transactions a zooraft member may be behind ZooKeeper's leader.
+        #[arg(long, default_value_t = 1_000)]
+        max_lag: u64,
+    },
 }
 
 /// Runs a subcommand; its report goes to stdout.
@@ -110,6 +143,26 @@ fn run_command(command: Command) -> std::process::ExitCode {
         Command::Restore { file, overrides } => {
             config(&overrides).and_then(|c| zooraft::migrate::restore(&c, &file, &mut out))
         }
+        Command::Migrate {
+            step: Migrate::Status { server },
+        } => zooraft::zab::status(&server, &mut out),
+        Command::Migrate {
+            step:
+                Migrate::Cutover {
+                    server,
+                    force,
+                    timeout_ms,
+                    max_lag,
+                },
+        } => zooraft::zab::cutover(
+            &server,
+            &zooraft::zab::CutoverOptions {
+                force,
+                timeout: std::time::Duration::from_millis(timeout_ms),
+                max_lag,
+            },
+            &mut out,
+        ),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

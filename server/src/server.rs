@@ -1,7 +1,6 @@
 //! Starting and stopping a member: storage, state, the Raft thread, peer transport, client
 //! listener, metrics endpoint. The one place that wires the layers together.
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -12,7 +11,7 @@ use tokio::sync::watch;
 
 use crate::config::Config;
 use crate::net::Shared;
-use crate::raft::{self, Input, Peers, QuorumTls, RaftStorage, Replica, Transport};
+use crate::raft::{self, Input, Peers, RaftStorage, Replica};
 use crate::state::snapshot;
 use crate::state::tree::TreeOptions;
 use crate::state::StateMachine;
@@ -46,9 +45,20 @@ pub fn raft_dir(config: &Config) -> std::path::PathBuf {
 impl Server {
     /// Opens the data directory, replays what it holds, and starts serving. Must be called
     /// inside a tokio runtime.
-    pub async fn start(config: Config) -> anyhow::Result<Server> {
+    pub async fn start(mut config: Config) -> anyhow::Result<Server> {
         if config.migrate_from_zookeeper {
-            return Self::start_observing(config).await;
+            match crate::zab::cut_over_members(&config)? {
+                // It cut over from the ZooKeeper ensemble: it is a member of the Raft
+                // ensemble of the zooraft members now.
+                Some(members) => {
+                    tracing::info!(
+                        ?members,
+                        "this member cut over from ZooKeeper (dataDir/zab/cutover): running Raft"
+                    );
+                    config = crate::zab::raft_config(&config, &members);
+                }
+                None => return Self::start_observing(config).await,
+            }
         }
         let conf = raft::initial_membership(&config);
         let dir = raft_dir(&config);
@@ -100,43 +110,7 @@ impl Server {
             Some(port) if !config.is_standalone() => SocketAddr::new(config.client_address, port),
             _ => config.client_addr(),
         };
-        let transport = if config.is_standalone() {
-            None
-        } else {
-            let mut peers = HashMap::new();
-            let mut listen = None;
-            for m in config.members.values() {
-                let addr = m.peer_addr()?;
-                if m.id == me {
-                    listen = Some(addr);
-                } else {
-                    peers.insert(m.id, addr);
-                }
-            }
-            let listen = listen.context("this member has no server line")?;
-            let tls = QuorumTls::from_config(&config).context("quorum TLS (sslQuorum)")?;
-            let identity = storage.identity();
-            let said = raft::PeerIdentity {
-                incarnation: identity.incarnation,
-                trusted: identity.trusted,
-                seed: identity.seed,
-                last_index: ::raft::Storage::last_index(&storage).unwrap_or(0),
-            };
-            if !identity.trusted {
-                tracing::warn!(
-                    member = me,
-                    incarnation = format!("{:016x}", identity.incarnation),
-                    "this data directory is new: unless the other members are as new (a new \
-                     ensemble), this member does not vote or serve until a leader has caught \
-                     it up (it may be a wiped member that forgot what it acknowledged)"
-                );
-            }
-            Some(
-                Transport::start(me, listen, peers, tx.clone(), tls, said)
-                    .await
-                    .with_context(|| format!("cannot listen for peers on {listen}"))?,
-            )
-        };
+        let transport = raft::start_transport(&config, &storage, tx.clone()).await?;
         let orderer = Orderer::Raft {
             storage,
             peers: transport.map(|t| Arc::new(t) as Arc<dyn Peers>),
@@ -227,7 +201,7 @@ impl Server {
                     },
                     storage.memtable_flusher(),
                 );
-                raft::start(replica, shared.clone(), storage, rx, peers)
+                raft::start(replica, shared.clone(), storage, rx, None, peers)
                     .context("cannot start Raft")?
             }
             Orderer::Zab(resume) => crate::zab::start(replica, shared.clone(), rx, resume)
@@ -286,7 +260,7 @@ impl Server {
     /// gives up on a transfer after one).
     async fn hand_over(&self) {
         let replica = &self.shared.replica;
-        if !replica.config.transfer_on_shutdown
+        if !replica.config().transfer_on_shutdown
             || replica.status.role() != raft::Role::Leader
             || !replica.submit(Input::TransferLeader(raft::Transfer::Yield))
         {

@@ -219,7 +219,7 @@ impl Connection {
         buf: &mut BytesMut,
         completions: &Completions,
     ) -> End {
-        let max = self.shared.replica.config.max_buffer;
+        let max = self.shared.replica.config().max_buffer;
         let mut room = ReadRoom::default();
         loop {
             // Take every complete frame already buffered, except behind an unanswered sync:

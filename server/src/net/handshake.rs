@@ -38,7 +38,7 @@ pub(super) async fn handshake(
 ) -> Result<Session, End> {
     let frame = tokio::time::timeout(
         HANDSHAKE_TIMEOUT,
-        read_frame(rd, buf, shared.replica.config.max_buffer),
+        read_frame(rd, buf, shared.replica.config().max_buffer),
     )
     .await
     .map_err(|_| End::Protocol("no handshake".into()))??
@@ -50,7 +50,7 @@ pub(super) async fn handshake(
         .fetch_add(frame.len() as u64 + 4, Ordering::Relaxed);
     let req = ConnectRequest::decode(&mut Reader::new(frame))
         .map_err(|e| End::Protocol(format!("bad handshake: {e}")))?;
-    let timeout = shared.replica.config.negotiate_timeout(req.timeout);
+    let timeout = shared.replica.config().negotiate_timeout(req.timeout);
     if !shared.replica.is_serving() {
         if req.read_only == Some(true) && shared.replica.is_read_only() {
             return read_only_handshake(shared, &req, timeout, outbox);
@@ -116,7 +116,7 @@ pub(super) async fn handshake(
     // gone (not merely not applied here yet), and a member whose leader is gone refuses the
     // client, which tries another member, instead of accepting a session whose writes it
     // cannot commit.
-    let alive = if shared.replica.config.is_standalone() {
+    let alive = if shared.replica.config().is_standalone() {
         true
     } else {
         match shared.resume_with_leader(req.session_id, timeout).await {

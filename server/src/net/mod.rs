@@ -81,7 +81,7 @@ pub async fn accept_clients(
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
     let counts: Arc<Mutex<HashMap<IpAddr, u32>>> = Arc::default();
-    let max = shared.replica.config.max_client_cnxns;
+    let max = shared.replica.config().max_client_cnxns;
     loop {
         tokio::select! {
             accepted = listener.accept() => {

@@ -50,7 +50,7 @@ pub enum Admission {
 
 /// Decides on a read-only client's handshake (see the module docs).
 pub fn admit(shared: &Shared, req: &ConnectRequest) -> Admission {
-    let local_sessions = shared.replica.config.local_sessions;
+    let local_sessions = shared.replica.config().local_sessions;
     if req.session_id != 0 {
         // This member keeps no table of the local sessions it made: a resume is of a global
         // session, or of one it cannot vouch for.

@@ -443,6 +443,42 @@ pub fn gather(shared: &Shared, version: &str) -> Vec<Figure> {
             &r.snapshot_last_peak_extra_bytes,
         ),
     ]);
+    let migration = &shared.replica.status.migration;
+    let phase = migration.phase_name();
+    if !phase.is_empty() {
+        let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+        f.extend([
+            text(
+                "migration_phase",
+                "Live migration from ZooKeeper: syncing, following, prepared (writes held for \
+                 the cut-over) or cut over",
+                phase,
+            ),
+            gauge(
+                "migration_lag",
+                "Transactions the ZooKeeper leader had proposed beyond this member, at its last ping",
+                load(&migration.lag),
+            ),
+            gauge(
+                "migration_pending",
+                "Writes forwarded to the ZooKeeper leader and not answered yet",
+                load(&migration.pending),
+            ),
+            gauge(
+                "migration_held",
+                "Writes held during the cut-over",
+                load(&migration.held),
+            ),
+            text(
+                "migration_cutover_zxid",
+                "The last ZooKeeper zxid, once cut over",
+                format!(
+                    "0x{:x}",
+                    migration.cutover_zxid.load(std::sync::atomic::Ordering::Relaxed)
+                ),
+            ),
+        ]);
+    }
     let in_quorum = v.role != Role::Standalone;
     if in_quorum {
         let state = match v.role {
@@ -454,7 +490,7 @@ pub fn gather(shared: &Shared, version: &str) -> Vec<Figure> {
         f.push(text("peer_state", "Quorum role and phase", state));
         let voters = shared
             .replica
-            .config
+            .config()
             .members
             .values()
             .filter(|m| !m.observer)

@@ -40,7 +40,7 @@ pub fn answer(shared: &Shared, word: &[u8; 4], peer: SocketAddr) -> String {
         tracing::info!(%peer, "unknown four-letter word {word:?}");
         return String::new();
     }
-    if !shared.replica.config.four_letter_words.allows(&word) {
+    if !shared.replica.config().four_letter_words.allows(&word) {
         return format!("{word} is not executed because it is not in the whitelist.\n");
     }
     let serving = shared.replica.is_serving();
@@ -126,7 +126,7 @@ pub fn answer(shared: &Shared, word: &[u8; 4], peer: SocketAddr) -> String {
             format!("{:x}: {:x}\n", state.last_zxid, tree_digest(&state.tree))
         }
         "dirs" => {
-            let size = dir_size(&shared.replica.config.data_dir);
+            let size = dir_size(&shared.replica.config().data_dir);
             format!("datadir_size: {size}\nlogdir_size: 0\n")
         }
         _ => String::new(),
@@ -256,7 +256,7 @@ fn mntr(shared: &Shared) -> String {
 }
 
 fn conf(shared: &Shared) -> String {
-    let c = &shared.replica.config;
+    let c = &*shared.replica.config();
     let mut out = String::new();
     let _ = writeln!(out, "clientPort={}", c.client_port);
     let _ = writeln!(out, "secureClientPort=-1");

@@ -228,7 +228,7 @@ impl Consensus {
         let committed_at_start = node.raft.raft_log.committed;
         // Raft's own view: a reconfig may have made this member one (or not) since zoo.cfg.
         let observer = node.raft.prs().conf().learners().contains(&me);
-        let settings = &replica.config;
+        let settings = &*replica.config();
         let tick = settings.raft_tick;
         let touch_interval =
             Duration::from_millis((settings.tick_time_ms as u64 / 2).clamp(10, 1000));
@@ -291,15 +291,31 @@ impl Consensus {
         Ok(c)
     }
 
-    /// Runs until [`Input::Shutdown`] or until every sender is gone.
-    pub fn run(mut self) {
-        if self.member.standalone {
+    /// Runs until [`Input::Shutdown`] or until every sender is gone; a takeover's backlog
+    /// first.
+    pub fn run(mut self, takeover: Option<super::Takeover>) {
+        let campaign = takeover.as_ref().is_some_and(|t| t.campaign);
+        if self.member.standalone || campaign {
             // A one-voter group needs no election timeout: lead at once.
             if let Err(e) = self.node.campaign() {
-                tracing::error!("standalone campaign failed: {e}");
+                tracing::error!("campaign at start failed: {e}");
             }
         }
         self.process_ready();
+        let backlog = match takeover {
+            Some(t) => {
+                self.serving
+                    .keep_clients_until(self.clock.now() + t.keep_clients_for);
+                t.backlog
+            }
+            None => Vec::new(),
+        };
+        for input in backlog {
+            if !self.handle(input) {
+                self.shutdown();
+                return;
+            }
+        }
         loop {
             let wait = self
                 .timers
@@ -477,7 +493,7 @@ impl Consensus {
             }
         }
         if self.leads() && now >= self.timers.next_cleanup {
-            self.timers.next_cleanup = now + self.replica.config.container_check_interval;
+            self.timers.next_cleanup = now + self.replica.config().container_check_interval;
             self.cleanup_round();
         }
     }

@@ -349,7 +349,7 @@ impl Group {
     fn up(&mut self, id: u64, how: Restart) {
         let i = id as usize - 1;
         let old = self.nodes.remove(i);
-        let config = old.replica.config.clone();
+        let config = (*old.replica.config()).clone();
         let dir = old.stop();
         let dir = match how {
             Restart::Same => dir,
@@ -1117,7 +1117,7 @@ fn empty_members_vote_the_imported_seed_in() {
     g.down(1);
     let seeded = temp_dir();
     {
-        let config = g.node(1).replica.config.clone();
+        let config = g.node(1).replica.config().clone();
         let storage = RaftStorage::open(seeded.path(), super::initial_membership(&config))
             .expect("a new store");
         let state = StateMachine::new(TreeOptions::default());

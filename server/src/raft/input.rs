@@ -69,6 +69,19 @@ pub enum SyncWaiter {
     },
 }
 
+/// A member whose clients were served by something else until now (a cut-over from
+/// observing ZooKeeper), starting Raft with them connected.
+pub struct Takeover {
+    /// What reached the member and is not done yet, oldest first: handled before the
+    /// inbox.
+    pub backlog: Vec<Input>,
+    /// The clients stay connected at least this long while the ensemble forms.
+    pub keep_clients_for: std::time::Duration,
+    /// Campaign at once (one member of the new ensemble does, so that it forms without
+    /// waiting out an election timeout).
+    pub campaign: bool,
+}
+
 /// A snapshot the snapshot worker stored, for the Raft loop to name and compact behind.
 pub struct SnapshotWritten {
     pub index: u64,

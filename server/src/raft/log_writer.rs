@@ -90,7 +90,7 @@ pub fn run(
                 number = number.max(job.number);
             }
             let status = &replica.status;
-            let reserve = replica.config.disk_reserve_bytes;
+            let reserve = replica.config().disk_reserve_bytes;
             let stop = || status.stopping.load(std::sync::atomic::Ordering::Acquire);
             if !super::disk_space::wait_for_room(storage.dir(), reserve, 0, status, stop) {
                 // Shutting down on a full disk: these were never acknowledged.

@@ -71,11 +71,11 @@ use std::thread::JoinHandle;
 use raft::eraftpb::ConfState;
 
 pub use connections::{ApplyRound, Connections};
-pub use input::{Input, PeerIdentity, SyncWaiter, Transfer};
+pub use input::{Input, PeerIdentity, SyncWaiter, Takeover, Transfer};
 pub use membership::initial_config;
 pub use metrics::RaftCounters;
 pub use replica::Replica;
-pub use status::Role;
+pub use status::{Migration, Role};
 pub use storage::{Identity, RaftStorage};
 pub use transfer::{ask as ask_transfer, Asked};
 pub use transport::{Peers, Transport};
@@ -101,6 +101,7 @@ pub fn start(
     connections: Arc<dyn Connections>,
     storage: RaftStorage,
     inbox: Receiver<Input>,
+    takeover: Option<Takeover>,
     peers: Option<Arc<dyn Peers>>,
 ) -> Result<JoinHandle<()>, StartError> {
     let workers = spawn_workers(&storage, peers.clone(), &replica)?;
@@ -113,7 +114,7 @@ pub fn start(
         clock: Arc::new(clock::SystemClock),
         workers,
     })?;
-    Ok(critical::spawn("raft", move || consensus.run())?)
+    Ok(critical::spawn("raft", move || consensus.run(takeover))?)
 }
 
 fn spawn_workers(
@@ -143,6 +144,64 @@ fn spawn_workers(
         snapshots,
         threads,
     })
+}
+
+/// Why the peer transport could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum TransportError {
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    #[error("this member (myid {0}) has no server line")]
+    NoLine(u64),
+    #[error("quorum TLS (sslQuorum): {0}")]
+    Tls(#[from] crate::tls::TlsError),
+    #[error("cannot listen for peers on {0}: {1}")]
+    Listen(std::net::SocketAddr, std::io::Error),
+}
+
+/// Starts the transport to the peers of `config`'s server lines, saying what `storage`
+/// holds (`None` for a standalone server).
+pub async fn start_transport(
+    config: &Config,
+    storage: &RaftStorage,
+    inbox: std::sync::mpsc::Sender<Input>,
+) -> Result<Option<Transport>, TransportError> {
+    if config.is_standalone() {
+        return Ok(None);
+    }
+    let me = config.my_id;
+    let mut peers = std::collections::HashMap::new();
+    let mut listen = None;
+    for m in config.members.values() {
+        let addr = m.peer_addr()?;
+        if m.id == me {
+            listen = Some(addr);
+        } else {
+            peers.insert(m.id, addr);
+        }
+    }
+    let listen = listen.ok_or(TransportError::NoLine(me))?;
+    let tls = QuorumTls::from_config(config)?;
+    let identity = storage.identity();
+    let said = PeerIdentity {
+        incarnation: identity.incarnation,
+        trusted: identity.trusted,
+        seed: identity.seed,
+        last_index: ::raft::Storage::last_index(storage).unwrap_or(0),
+    };
+    if !identity.trusted {
+        tracing::warn!(
+            member = me,
+            incarnation = format!("{:016x}", identity.incarnation),
+            "this data directory is new: unless the other members are as new (a new \
+             ensemble), this member does not vote or serve until a leader has caught \
+             it up (it may be a wiped member that forgot what it acknowledged)"
+        );
+    }
+    Transport::start(me, listen, peers, inbox, tls, said)
+        .await
+        .map(Some)
+        .map_err(|e| TransportError::Listen(listen, e))
 }
 
 /// The initial membership for a new data directory: voters and observers (learners).

@@ -121,7 +121,7 @@ impl Consensus {
             && self.log_jobs.sent <= self.log_jobs.persisted
             && super::disk_space::has_room(
                 self.storage.dir(),
-                self.replica.config.disk_reserve_bytes,
+                self.replica.config().disk_reserve_bytes,
                 0,
                 status,
             );
@@ -206,7 +206,7 @@ impl Consensus {
         if role == StateRole::Leader && !was_leader {
             // A new leader gives every session a full timeout (ZooKeeper does the same).
             self.rearm_sessions(now);
-            self.timers.next_cleanup = now + self.replica.config.container_check_interval;
+            self.timers.next_cleanup = now + self.replica.config().container_check_interval;
             // A fresh ensemble's `/zookeeper/config` right away (only queued here: no
             // proposal may reach raft-rs in the middle of a Ready).
             self.state_first_config_if_none(now);
@@ -317,7 +317,7 @@ impl Consensus {
         // and it would fail the same way after every restart.
         let status = &self.replica.status;
         let stopping = || status.stopping.load(Ordering::Acquire);
-        let (dir, reserve) = (self.storage.dir(), self.replica.config.disk_reserve_bytes);
+        let (dir, reserve) = (self.storage.dir(), self.replica.config().disk_reserve_bytes);
         let bytes = snap.data.len() as u64;
         if !super::disk_space::wait_for_room(dir, reserve, bytes, status, stopping) {
             critical::fatal("stopping while waiting for room for a snapshot");

@@ -230,7 +230,7 @@ impl Consensus {
         if let Some(c) = crate::state::reconfig::committed(&state.tree) {
             return c.servers.get(&id).map(|s| !s.observer);
         }
-        self.replica.config.members.get(&id).map(|m| !m.observer)
+        self.replica.config().members.get(&id).map(|m| !m.observer)
     }
 
     /// Leader: moves each untrusted member one step on (demote, reset, promote), one

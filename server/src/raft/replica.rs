@@ -11,6 +11,7 @@
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::mpsc::Sender;
+use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::RwLock;
@@ -23,7 +24,9 @@ use crate::state::StateMachine;
 
 /// See the module docs.
 pub struct Replica {
-    pub config: Config,
+    /// The configuration, replaced once when a member that observed a ZooKeeper
+    /// ensemble cuts over to Raft (its members then are only the zooraft ones).
+    config: RwLock<Arc<Config>>,
     /// This member's id (`myid`).
     pub me: u64,
     /// The replicated state. Written only by the Raft thread's apply loop.
@@ -41,13 +44,23 @@ impl Replica {
         let last_zxid = AtomicI64::new(state.last_zxid);
         Replica {
             me: config.my_id,
-            config,
+            config: RwLock::new(Arc::new(config)),
             state: RwLock::new(state),
             last_zxid,
             status: Status::default(),
             counters: RaftCounters::default(),
             inbox,
         }
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> Arc<Config> {
+        self.config.read().clone()
+    }
+
+    /// Replaces the configuration (the cut-over from observing a ZooKeeper ensemble).
+    pub(crate) fn replace_config(&self, config: Config) {
+        *self.config.write() = Arc::new(config);
     }
 
     /// Sends something to the Raft thread; false once it has stopped.
@@ -68,7 +81,7 @@ impl Replica {
     /// Whether this member answers read-only clients now: `readonlymode.enabled`, a member
     /// of an ensemble, and not serving (no leader or no quorum).
     pub fn is_read_only(&self) -> bool {
-        self.config.read_only_mode && !self.config.is_standalone() && !self.is_serving()
+        self.config().read_only_mode && !self.config().is_standalone() && !self.is_serving()
     }
 
     pub fn last_zxid(&self) -> i64 {
@@ -81,6 +94,6 @@ impl Replica {
 
     /// `k` election timeouts (raft-rs's base election timeout: `ELECTION_TICKS` ticks).
     pub fn election_timeouts(&self, k: u32) -> Duration {
-        super::timing::election_timeout(self.config.raft_tick) * k
+        super::timing::election_timeout(self.config().raft_tick) * k
     }
 }

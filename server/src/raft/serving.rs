@@ -54,6 +54,9 @@ pub(super) struct ServingPolicy {
     unserving_since: Option<Instant>,
     clients_dropped: bool,
     drop_clients_after: Duration,
+    /// Clients are kept at least until then, served or not (a member that took over its
+    /// clients from ZooKeeper while its Raft ensemble forms).
+    keep_clients_until: Option<Instant>,
 }
 
 impl ServingPolicy {
@@ -64,7 +67,13 @@ impl ServingPolicy {
             unserving_since: None,
             clients_dropped: false,
             drop_clients_after: election_timeout.min(quarter_session),
+            keep_clients_until: None,
         }
+    }
+
+    /// Keeps the clients until `until` whatever happens (the grace of a takeover).
+    pub fn keep_clients_until(&mut self, until: Instant) {
+        self.keep_clients_until = Some(until);
     }
 
     /// A new leader: the member serves again once it has caught up with that one.
@@ -105,6 +114,9 @@ impl ServingPolicy {
         if serving {
             self.unserving_since = None;
             self.clients_dropped = false;
+            return ServingAction::Nothing;
+        }
+        if self.keep_clients_until.is_some_and(|t| now < t) {
             return ServingAction::Nothing;
         }
         let since = *self.unserving_since.get_or_insert(now);

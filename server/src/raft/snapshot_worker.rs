@@ -172,7 +172,7 @@ pub fn write_snapshot(
 pub fn run(jobs: Receiver<SnapshotJob>, storage: RaftStorage, replica: Arc<Replica>) {
     lower_priority();
     let inbox: Sender<Input> = replica.inbox();
-    let reserve = replica.config.disk_reserve_bytes;
+    let reserve = replica.config().disk_reserve_bytes;
     let room = |bytes: u64| disk_space::has_room(storage.dir(), reserve, bytes, &replica.status);
     for job in jobs {
         let written = write_snapshot(&storage, job, &room);

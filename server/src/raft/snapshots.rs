@@ -46,7 +46,7 @@ impl Consensus {
         if self.snapshots.in_progress {
             return;
         }
-        let every = self.replica.config.snapshot_entries;
+        let every = self.replica.config().snapshot_entries;
         let bytes_due = SNAPSHOT_AFTER_BYTES.max(self.last_snapshot_bytes() / 2);
         let since = self.storage.entries_since_snapshot(self.applied.index);
         let wanted = self.storage.take_snapshot_wanted() && since > 0;
@@ -104,7 +104,7 @@ impl Consensus {
             return;
         }
         let job = self.capture();
-        let reserve = self.replica.config.disk_reserve_bytes;
+        let reserve = self.replica.config().disk_reserve_bytes;
         let (storage, status) = (&self.storage, &self.replica.status);
         let room = |bytes: u64| disk_space::has_room(storage.dir(), reserve, bytes, status);
         if let Some(written) = write_snapshot(storage, job, &room) {
@@ -128,7 +128,7 @@ impl Consensus {
             // A snapshot from the leader was installed meanwhile; this one is older.
             return;
         }
-        let compact_to = index.saturating_sub(self.replica.config.snapshot_retain_entries);
+        let compact_to = index.saturating_sub(self.replica.config().snapshot_retain_entries);
         self.storage.save_snapshot(index, term, &conf, compact_to);
         self.snapshots.last_bytes = bytes;
         let counters = &self.replica.counters;

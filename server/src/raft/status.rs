@@ -67,6 +67,39 @@ pub struct Status {
     /// Why this member is held back by untrusted data directories (its own or its
     /// peers'), for `srvr` and `mntr`; `None` when nothing is.
     pub held_back: parking_lot::Mutex<Option<String>>,
+    /// A live migration from ZooKeeper (`zab`): zero everywhere else.
+    pub migration: Migration,
+}
+
+/// Where a member that observed a ZooKeeper ensemble stands, written by the `zab` loop
+/// (and read by `mntr` and `zooraft migrate`).
+#[derive(Default)]
+pub struct Migration {
+    /// [`Migration::PHASES`]'s index: 0 = not migrating.
+    pub phase: AtomicU8,
+    /// Transactions the ZooKeeper leader had proposed beyond what this member applied,
+    /// at its last ping.
+    pub lag: AtomicU64,
+    /// Writes forwarded to the ZooKeeper leader and not answered yet.
+    pub pending: AtomicU64,
+    /// Writes held during a cut-over (they go through Raft once it forms).
+    pub held: AtomicU64,
+    /// The zxid the cut-over happened at (0 before).
+    pub cutover_zxid: std::sync::atomic::AtomicI64,
+}
+
+impl Migration {
+    /// What `mntr` prints for each phase.
+    pub const PHASES: [&'static str; 5] = ["", "syncing", "following", "prepared", "cut over"];
+    pub const SYNCING: u8 = 1;
+    pub const FOLLOWING: u8 = 2;
+    pub const PREPARED: u8 = 3;
+    pub const CUT_OVER: u8 = 4;
+
+    pub fn phase_name(&self) -> &'static str {
+        let i = self.phase.load(Ordering::Acquire) as usize;
+        Self::PHASES.get(i).copied().unwrap_or("")
+    }
 }
 
 impl Status {

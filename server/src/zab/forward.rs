@@ -1,8 +1,10 @@
-//! This member's clients' writes and session changes, forwarded to the ZooKeeper leader as
-//! `REQUEST` packets (as `ObserverRequestProcessor` forwards them), and remembered until the
-//! ensemble's transaction for each comes back: a transaction answers the oldest pending
-//! command of its session with the same xid. Sessions' own order is kept by the leader,
-//! which commits one session's requests in the order they came.
+//! This member's requests to the ZooKeeper leader, and what waits for their answers:
+//! clients' writes and session changes forwarded as `REQUEST` packets (as
+//! `ObserverRequestProcessor` forwards them), each remembered until the ensemble's
+//! transaction for it comes back (a transaction answers the oldest pending command of its
+//! session with the same xid; the leader commits one session's requests in the order they
+//! came); `sync`s, answered in order by the leader's SYNC packets; and resumed sessions
+//! waiting for the leader's REVALIDATE verdict.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -10,20 +12,75 @@ use bytes::{BufMut, BytesMut};
 use jute::quorum::{packet, QuorumPacket};
 use jute::{OpCode, WriteExt};
 
+use crate::raft::{Input, SyncWaiter};
 use crate::state::command::{CloseReason, Command};
+use crate::state::StateMachine;
 
 /// `createSession` and `closeSession` as ZooKeeper numbers them.
 const CREATE_SESSION: i32 = -10;
 const CLOSE_SESSION: i32 = -11;
 
-/// Commands sent to the leader and not answered yet, by session.
+/// Requests sent to the leader and not answered yet.
 #[derive(Default)]
 pub struct Pending {
+    /// Commands, by session.
     by_session: HashMap<i64, VecDeque<(i32, Command)>>,
     count: usize,
+    /// Clients' `sync`s.
+    syncs: VecDeque<SyncWaiter>,
+    /// Handshakes resuming a session, waiting for the leader's verdict.
+    revalidating: HashMap<i64, Vec<tokio::sync::oneshot::Sender<bool>>>,
 }
 
 impl Pending {
+    /// The request for a waiter (a `sync`, or a resumed session's REVALIDATE), remembered.
+    pub fn wait(&mut self, w: SyncWaiter) -> QuorumPacket {
+        match w {
+            SyncWaiter::Resume {
+                session,
+                timeout,
+                reply,
+            } => {
+                self.revalidating.entry(session).or_default().push(reply);
+                revalidate_request(session, timeout)
+            }
+            w => {
+                self.syncs.push_back(w);
+                sync_request(0)
+            }
+        }
+    }
+
+    /// The leader's SYNC: the oldest `sync` is done.
+    pub fn synced(&mut self) -> Option<SyncWaiter> {
+        self.syncs.pop_front()
+    }
+
+    /// The leader's REVALIDATE answer; false if it does not decode.
+    pub fn revalidated(&mut self, data: &[u8]) -> bool {
+        let Some((session, alive)) = revalidated(data) else {
+            return false;
+        };
+        for reply in self.revalidating.remove(&session).unwrap_or_default() {
+            let _ = reply.send(alive);
+        }
+        true
+    }
+
+    /// Everything pending, as the Raft thread takes it over: the commands (each session's
+    /// in order: the ensemble did not commit them by the last zxid zooraft applied), then
+    /// the `sync`s. Resumed sessions are answered: the table here decides now.
+    pub fn hand_over(&mut self) -> Vec<Input> {
+        let mut out: Vec<Input> = self.drain().into_iter().map(Input::Command).collect();
+        out.extend(self.syncs.drain(..).map(Input::ReadIndex));
+        for (_, replies) in self.revalidating.drain() {
+            for r in replies {
+                let _ = r.send(true);
+            }
+        }
+        out
+    }
+
     /// The REQUEST for `command`, remembered; `None` for what is never forwarded.
     pub fn forward(&mut self, command: Command) -> Option<QuorumPacket> {
         let (session, xid, op, body, auth) = match &command {
@@ -87,15 +144,25 @@ impl Pending {
         found
     }
 
-    /// Everything pending (the link to the leader is gone: nothing will answer them here).
+    fn drain(&mut self) -> Vec<Command> {
+        self.count = 0;
+        self.by_session
+            .drain()
+            .flat_map(|(_, q)| q.into_iter().map(|(_, c)| c))
+            .collect()
+    }
+
+    /// Everything pending (the link to the leader is gone: nothing will answer them here);
+    /// how many commands there were.
     pub fn clear(&mut self) -> usize {
         let n = self.count;
         self.by_session.clear();
         self.count = 0;
+        self.syncs.clear();
+        self.revalidating.clear();
         n
     }
 
-    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.count
     }
@@ -103,7 +170,7 @@ impl Pending {
 
 /// The REQUEST for a client's `sync`: the leader answers with a SYNC packet once every
 /// transaction it committed before has been sent here.
-pub fn sync_request(session: i64) -> QuorumPacket {
+fn sync_request(session: i64) -> QuorumPacket {
     let mut data = BytesMut::with_capacity(24);
     data.put_i64(session);
     data.put_i32(0);
@@ -115,11 +182,36 @@ pub fn sync_request(session: i64) -> QuorumPacket {
 /// A REVALIDATE for a client resuming `session` here: the leader answers whether the
 /// session is alive and, if it is, makes this member its owner (so that the writes
 /// forwarded for it are not refused as SESSIONMOVED).
-pub fn revalidate_request(session: i64, timeout: i32) -> QuorumPacket {
+fn revalidate_request(session: i64, timeout: i32) -> QuorumPacket {
     let mut data = BytesMut::with_capacity(12);
     data.put_i64(session);
     data.put_i32(timeout);
     QuorumPacket::new(packet::REVALIDATE, -1, Some(data.freeze()))
+}
+
+/// The answer to the leader's PING: the sessions this member's clients used since the
+/// last one, with their timeouts (the leader then keeps them alive).
+pub fn ping_reply(ping: QuorumPacket, touched: &[i64], state: &StateMachine) -> QuorumPacket {
+    let mut data = BytesMut::with_capacity(12 * touched.len());
+    for s in touched {
+        if let Some(info) = state.sessions.get(s) {
+            data.put_i64(*s);
+            data.put_i32(info.timeout);
+        }
+    }
+    // An empty table is an empty buffer, never null: the leader reads it unchecked.
+    QuorumPacket {
+        kind: packet::PING,
+        zxid: ping.zxid,
+        data: Some(data.freeze()),
+        auth: ping.auth,
+    }
+}
+
+/// The leader's answer to a REVALIDATE: the session, and whether it is alive.
+fn revalidated(data: &[u8]) -> Option<(i64, bool)> {
+    let id: [u8; 8] = data.get(..8)?.try_into().ok()?;
+    Some((i64::from_be_bytes(id), *data.get(8)? != 0))
 }
 
 #[cfg(test)]

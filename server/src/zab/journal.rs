@@ -167,6 +167,36 @@ impl Journal {
     }
 }
 
+/// A journal that stops at its first failure: what it failed to write is cleared (so a
+/// restart takes the whole tree from the leader again rather than a gap), and nothing
+/// more is written. The ensemble's leader still has everything.
+pub struct Kept(Option<Journal>);
+
+impl Kept {
+    pub fn new(j: Journal) -> Kept {
+        Kept(Some(j))
+    }
+
+    /// Runs `f` on the journal, if it still works.
+    pub fn with<T>(&mut self, f: impl FnOnce(&mut Journal) -> io::Result<T>) -> Option<T> {
+        let j = self.0.as_mut()?;
+        match f(j) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                tracing::error!(
+                    error = %e,
+                    "cannot write this member's copy of the ensemble in dataDir/zab; a restart \
+                     will take the whole tree from the leader again"
+                );
+                if let Some(mut j) = self.0.take() {
+                    let _ = j.clear();
+                }
+                None
+            }
+        }
+    }
+}
+
 fn read_epochs(path: &Path) -> io::Result<(u32, u32)> {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,

@@ -9,7 +9,6 @@
 
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
-use std::sync::mpsc::Sender;
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
@@ -176,7 +175,7 @@ pub fn connect(
 /// Reads packets until the connection ends, sending each (a SNAP as its converted tree)
 /// through `send`. `sync_timeout` bounds the silence after registration, as ZooKeeper's
 /// learners bound it (`syncLimit` ticks).
-pub fn spawn_reader(
+fn spawn_reader(
     mut r: BufReader<TcpStream>,
     config: &Config,
     send: impl Fn(FromLeader) -> bool + Send + 'static,
@@ -245,10 +244,22 @@ pub fn data_of(p: &QuorumPacket) -> Bytes {
     p.data.clone().unwrap_or_default()
 }
 
-/// Hands events to the loop's channel, tagged with the link's number.
-pub fn sender<E: Send + 'static>(
-    tx: Sender<E>,
-    wrap: impl Fn(FromLeader) -> E + Send + 'static,
-) -> impl Fn(FromLeader) -> bool + Send + 'static {
-    move |ev| tx.send(wrap(ev)).is_ok()
+/// [`connect`], then the reader thread, which hands what it reads to `send`.
+pub fn open(
+    leader: u64,
+    addr: SocketAddr,
+    reg: &Registration,
+    config: &Config,
+    send: impl Fn(FromLeader) -> bool + Send + 'static,
+) -> Result<Link, String> {
+    let (link, reader) = connect(leader, addr, reg, config)?;
+    spawn_reader(reader, config, send).map_err(|e| e.to_string())?;
+    tracing::info!(
+        leader,
+        %addr,
+        epoch = link.epoch,
+        last_zxid = format!("{:#x}", reg.last_zxid),
+        "registered with the ZooKeeper leader as an observer"
+    );
+    Ok(link)
 }

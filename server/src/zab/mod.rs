@@ -15,15 +15,24 @@
 //! | `wire.rs` | quorum packets over a blocking stream |
 //! | `link.rs` | finding the leader, registering, the reader thread (SNAP included) |
 //! | `observer.rs` | the loop: sync, INFORMs, pings, syncs, link failures |
+//! | `inbox.rs` | the connections' inputs into the loop, and back out to Raft |
+//! | `pause.rs` | a cut-over's write pause and commit, as one member keeps them |
 //! | `forward.rs` | this member's requests to the leader, waiting for their transactions |
 //! | `apply.rs` | a ZooKeeper transaction applied to the state machine |
 //! | `journal.rs` | `dataDir/zab`: what a restart resumes from |
+//! | `cutover.rs` | the cut-over's steps as a member takes them, and forming Raft |
+//! | `coordinator.rs`, `client.rs` | `zooraft migrate status` and `cutover`, and the small client they use |
 
 mod apply;
+mod client;
+mod coordinator;
+mod cutover;
 mod forward;
+mod inbox;
 mod journal;
 mod link;
 mod observer;
+mod pause;
 mod wire;
 
 use anyhow::Context;
@@ -31,6 +40,8 @@ use anyhow::Context;
 use crate::config::Config;
 use crate::state::tree::TreeOptions;
 use crate::state::StateMachine;
+pub use coordinator::{cutover, status, CutoverOptions};
+pub use cutover::{cut_over_members, raft_config};
 pub use observer::{start, Resume};
 
 /// Where an observing member keeps its copy of the ensemble's state.

@@ -10,22 +10,25 @@
 //! that loses its leader closes its client connections too), and the loop looks for the
 //! leader again.
 
+use std::sync::atomic::Ordering;
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use bytes::{BufMut, BytesMut};
 use jute::quorum::{packet, QuorumPacket};
 use std::io::Write;
 use zkdata::txn::LoggedTxn;
 
 use super::apply::apply_txn;
-use super::forward::{revalidate_request, sync_request, Pending};
-use super::journal::Journal;
+use super::cutover::{self, Handover, Step};
+use super::forward::{ping_reply, Pending};
+use super::inbox::{self, Inbox};
+use super::journal::{Journal, Kept};
 use super::link::{self, FromLeader, Link, Registration};
+use super::pause::{Committed, Pause};
 use super::wire::write_packet;
-use crate::raft::{Connections, Input, Replica, Role, SyncWaiter};
+use crate::raft::{Connections, Input, Migration, Replica, Role, SyncWaiter};
 use crate::state::command::Command;
 use crate::state::StateMachine;
 
@@ -54,14 +57,10 @@ struct Observer {
     phase: Phase,
     /// Proposals of a sync, waiting for their COMMIT (with their bytes, for the journal).
     proposals: std::collections::VecDeque<(LoggedTxn, bytes::Bytes)>,
-    /// What this member keeps of the ensemble; `None` once writing it failed (a restart
-    /// then syncs the whole tree again).
-    journal: Option<Journal>,
+    /// What this member keeps of the ensemble.
+    journal: Kept,
+    /// Requests sent to the leader, waiting for their answers.
     pending: Pending,
-    /// Clients' `sync`s sent to the leader, answered in order by its SYNC packets.
-    syncs: std::collections::VecDeque<SyncWaiter>,
-    /// Handshakes resuming a session, waiting for the leader's REVALIDATE answer.
-    revalidating: std::collections::HashMap<i64, Vec<tokio::sync::oneshot::Sender<bool>>>,
     accepted_epoch: u32,
     current_epoch: u32,
     /// The leader asked to truncate below what this member applied: it cannot rewind, so
@@ -71,6 +70,12 @@ struct Observer {
     replay_errors: u64,
     /// How the current link's sync began (DIFF, TRUNC or SNAP), for the log.
     sync_kind: &'static str,
+    /// A cut-over's write pause and commit.
+    pause: Pause,
+    /// The thread that moves the connections' inputs into the loop's channel (the
+    /// cut-over hands the inbox to Raft).
+    inbox: Option<Inbox>,
+    runtime: tokio::runtime::Handle,
 }
 
 /// What the observer resumes from: its journal and the epochs it recorded.
@@ -88,18 +93,14 @@ pub fn start(
     resume: Resume,
 ) -> std::io::Result<JoinHandle<()>> {
     let (tx, rx) = channel();
-    let forward = tx.clone();
-    std::thread::Builder::new()
-        .name("zab-inbox".into())
-        .spawn(move || {
-            for input in inbox {
-                let stop = matches!(input, Input::Shutdown);
-                if forward.send(Event::Input(input)).is_err() || stop {
-                    return;
-                }
-            }
-        })?;
+    let inbox = inbox::spawn(inbox, tx.clone(), Event::Input)?;
     replica.status.set_role(Role::Observer);
+    replica
+        .status
+        .migration
+        .phase
+        .store(Migration::SYNCING, Ordering::Release);
+    let runtime = tokio::runtime::Handle::current();
     let mut o = Observer {
         replica,
         connections,
@@ -108,29 +109,47 @@ pub fn start(
         link_no: 0,
         phase: Phase::Syncing,
         proposals: Default::default(),
-        journal: Some(resume.journal),
+        journal: Kept::new(resume.journal),
         pending: Pending::default(),
-        syncs: Default::default(),
-        revalidating: Default::default(),
         accepted_epoch: resume.accepted_epoch,
         current_epoch: resume.current_epoch,
         report_empty: false,
         replay_errors: 0,
         sync_kind: "",
+        pause: Pause::default(),
+        inbox: Some(inbox),
+        runtime,
     };
     std::thread::Builder::new()
         .name("zab-observer".into())
-        .spawn(move || o.run(rx))
+        .spawn(move || {
+            let Some(commit) = o.run(&rx) else {
+                return;
+            };
+            let Some(handover) = o.handover(commit, &rx) else {
+                return;
+            };
+            let (replica, connections, runtime) =
+                (o.replica.clone(), o.connections.clone(), o.runtime.clone());
+            drop(o);
+            cutover::take_over(&replica, connections, handover, &runtime);
+        })
 }
 
 impl Observer {
     fn tick(&self) -> Duration {
-        Duration::from_millis(self.replica.config.tick_time_ms.max(1) as u64)
+        Duration::from_millis(self.replica.config().tick_time_ms.max(1) as u64)
     }
 
-    fn run(&mut self, rx: Receiver<Event>) {
+    /// The loop; returns the cut-over's zxid and members once its commit is applied
+    /// (`None` when the member shuts down).
+    fn run(&mut self, rx: &Receiver<Event>) -> Option<Committed> {
         let mut retry_at = std::time::Instant::now();
         loop {
+            if let Some(commit) = self.pause.take_committed() {
+                return Some(commit);
+            }
+            self.check_prepared();
             if self.link.is_none() && std::time::Instant::now() >= retry_at {
                 if let Err(e) = self.connect() {
                     tracing::warn!(error = %e, "cannot follow the ZooKeeper leader; trying again");
@@ -142,10 +161,14 @@ impl Observer {
             } else {
                 retry_at.saturating_duration_since(std::time::Instant::now())
             };
+            let wait = match self.pause.deadline() {
+                Some(t) => wait.min(t.saturating_duration_since(std::time::Instant::now())),
+                None => wait,
+            };
             let first = match rx.recv_timeout(wait) {
                 Ok(e) => e,
                 Err(RecvTimeoutError::Timeout) => continue,
-                Err(RecvTimeoutError::Disconnected) => return,
+                Err(RecvTimeoutError::Disconnected) => return None,
             };
             // What is queued goes in one go, with one flush to the leader.
             let mut next = Some(first);
@@ -153,10 +176,11 @@ impl Observer {
             while let Some(event) = next.take() {
                 if !self.handle(event) {
                     self.drop_link("shutting down");
-                    return;
+                    return None;
                 }
                 handled += 1;
-                if handled < 1024 {
+                // Nothing after the cut-over's commit is applied here.
+                if handled < 1024 && !self.pause.is_committed() {
                     next = rx.try_recv().ok();
                 }
             }
@@ -166,7 +190,7 @@ impl Observer {
 
     fn connect(&mut self) -> Result<(), String> {
         let replica = self.replica.clone();
-        let config = &replica.config;
+        let config = &*replica.config();
         let timeout = self.tick() * config.init_limit.max(1);
         let (leader, addr) = link::find_leader(config, timeout.min(Duration::from_secs(5)))?;
         let reg = Registration {
@@ -179,26 +203,16 @@ impl Observer {
                 self.replica.last_zxid()
             },
         };
-        let (l, reader) = link::connect(leader, addr, &reg, config)?;
+        let no = self.link_no + 1;
+        let events = self.events.clone();
+        let send = move |ev| events.send(Event::Leader(no, ev)).is_ok();
+        let l = link::open(leader, addr, &reg, config, send)?;
+        self.link_no = no;
         if l.epoch > self.accepted_epoch {
             self.accepted_epoch = l.epoch;
             self.save_epochs();
         }
-        self.link_no += 1;
-        let no = self.link_no;
-        let send = link::sender(self.events.clone(), move |ev| Event::Leader(no, ev));
-        link::spawn_reader(reader, config, send).map_err(|e| e.to_string())?;
-        tracing::info!(
-            leader,
-            %addr,
-            epoch = l.epoch,
-            last_zxid = format!("{:#x}", reg.last_zxid),
-            "registered with the ZooKeeper leader as an observer"
-        );
-        self.replica
-            .status
-            .leader
-            .store(leader, std::sync::atomic::Ordering::Release);
+        self.replica.status.leader.store(leader, Ordering::Release);
         self.link = Some(l);
         self.phase = Phase::Syncing;
         self.sync_kind = "";
@@ -231,17 +245,9 @@ impl Observer {
                     self.forward(c, following);
                 }
             }
-            Input::ReadIndex(SyncWaiter::Resume {
-                session,
-                timeout,
-                reply,
-            }) if following => {
-                self.revalidating.entry(session).or_default().push(reply);
-                self.send(&revalidate_request(session, timeout));
-            }
             Input::ReadIndex(waiter) if following => {
-                self.syncs.push_back(waiter);
-                self.send(&sync_request(0));
+                let p = self.pending.wait(waiter);
+                self.send(&p);
             }
             // Not following: the waiter is dropped, and its connection is being closed.
             Input::ReadIndex(_) => {}
@@ -255,9 +261,95 @@ impl Observer {
             // The connections were told to stop; what they sent meanwhile has nowhere to go.
             return;
         }
+        let Some(c) = self.pause.hold(c) else {
+            self.publish_counts();
+            return;
+        };
         if let Some(p) = self.pending.forward(c) {
             self.send(&p);
         }
+        self.publish_counts();
+    }
+
+    fn publish_counts(&self) {
+        let m = &self.replica.status.migration;
+        let held = self.pause.held();
+        m.held.store(held as u64, Ordering::Relaxed);
+        m.pending
+            .store(self.pending.len() as u64, Ordering::Relaxed);
+    }
+
+    /// A cut-over step was applied.
+    fn cutover_step(&mut self, step: Step, t: &zkdata::txn::TxnHeader) {
+        let replica = self.replica.clone();
+        let plan = || cutover::plan_in(&replica.state.read().tree);
+        match self.pause.step(step, t, replica.me, plan) {
+            Some(Step::Prepare(_)) => self.set_phase(Migration::PREPARED),
+            Some(Step::Abort) => self.release("the coordinator aborted it"),
+            Some(Step::Commit) | None => {}
+        }
+    }
+
+    /// A prepared cut-over that did not commit in time is given up.
+    fn check_prepared(&mut self) {
+        if self
+            .pause
+            .deadline()
+            .is_some_and(|t| std::time::Instant::now() >= t)
+        {
+            self.release("it did not commit within its timeout");
+        }
+    }
+
+    /// Gives a prepared cut-over up: the held writes go to ZooKeeper after all.
+    fn release(&mut self, why: &str) {
+        let Some((plan, held)) = self.pause.release() else {
+            return;
+        };
+        tracing::warn!(
+            reason = why,
+            held = held.len(),
+            plan = plan.text(),
+            "cut-over abandoned: ZooKeeper stays in charge"
+        );
+        self.set_phase(Migration::FOLLOWING);
+        let following = self.phase == Phase::Following && self.link.is_some();
+        for c in held {
+            self.forward(c, following);
+        }
+        self.publish_counts();
+    }
+
+    fn set_phase(&self, phase: u8) {
+        self.replica
+            .status
+            .migration
+            .phase
+            .store(phase, Ordering::Release);
+    }
+
+    /// Everything the Raft thread takes over: the inbox, and what reached this member and
+    /// is not done, oldest first.
+    fn handover(&mut self, c: Committed, rx: &Receiver<Event>) -> Option<Handover> {
+        // ZooKeeper sees this observer go; nothing after the commit is applied here.
+        self.link = None;
+        let (inbox, after_stop) = self.inbox.take()?.take_back()?;
+        let mut backlog = self.pending.hand_over();
+        backlog.extend(self.pause.take_held().into_iter().map(Input::Command));
+        for event in rx.try_iter() {
+            if let Event::Input(i) = event {
+                backlog.push(i);
+            }
+        }
+        backlog.extend(after_stop);
+        Some(Handover {
+            zxid: c.zxid,
+            time: c.time,
+            members: c.members,
+            keep_clients_for: c.timeout,
+            inbox,
+            backlog,
+        })
     }
 
     fn send(&mut self, p: &QuorumPacket) {
@@ -288,17 +380,7 @@ impl Observer {
     /// Runs `f` on the journal; a failure is logged and ends journaling (the ensemble's
     /// leader still has everything: a restart syncs the whole tree again).
     fn journaled<T>(&mut self, f: impl FnOnce(&mut Journal) -> std::io::Result<T>) -> Option<T> {
-        let j = self.journal.as_mut()?;
-        match f(j) {
-            Ok(v) => Some(v),
-            Err(e) => {
-                tracing::error!(error = %e, "cannot write this member's copy of the ensemble's state in dataDir/zab; a restart will take the whole tree from the leader again");
-                if let Some(mut j) = self.journal.take() {
-                    let _ = j.clear();
-                }
-                None
-            }
-        }
+        self.journal.with(f)
     }
 
     fn save_epochs(&mut self) {
@@ -353,6 +435,7 @@ impl Observer {
                 self.report_empty = false;
                 self.proposals.clear();
                 self.publish_serving(true);
+                self.set_phase(Migration::FOLLOWING);
                 tracing::info!(
                     zxid = format!("{:#x}", self.replica.last_zxid()),
                     "synced with the ZooKeeper leader by {}: serving clients",
@@ -364,7 +447,11 @@ impl Observer {
             (Phase::Syncing, packet::PING) => {}
             (Phase::Following, packet::PING) => self.ping(p),
             (Phase::Following, packet::SYNC) => self.sync_done(),
-            (Phase::Following, packet::REVALIDATE) => self.revalidated(&link::data_of(&p)),
+            (Phase::Following, packet::REVALIDATE) => {
+                if !self.pending.revalidated(&link::data_of(&p)) {
+                    tracing::warn!("a REVALIDATE answer without its session and verdict");
+                }
+            }
             (phase, kind) => {
                 tracing::debug!(
                     ?phase,
@@ -406,6 +493,12 @@ impl Observer {
         drop(state);
         round.finish();
         self.journaled(|j| j.append(data));
+        if local.is_some() {
+            self.publish_counts();
+        }
+        if let Some(step) = cutover::step_of(&t) {
+            self.cutover_step(step, &t.header);
+        }
     }
 
     fn snapshot(&mut self, zxid: i64, mut state: StateMachine) {
@@ -429,29 +522,25 @@ impl Observer {
 
     /// The answer to a PING: the sessions this member's clients used since the last one.
     fn ping(&mut self, p: QuorumPacket) {
-        let touched = self.connections.take_touched();
-        let mut data = BytesMut::with_capacity(12 * touched.len());
-        {
-            let state = self.replica.state.read();
-            for s in touched {
-                if let Some(info) = state.sessions.get(&s) {
-                    data.put_i64(s);
-                    data.put_i32(info.timeout);
-                }
-            }
-        }
-        // An empty table is an empty buffer, never null: the leader reads it unchecked.
-        let reply = QuorumPacket {
-            kind: packet::PING,
-            zxid: p.zxid,
-            data: Some(data.freeze()),
-            auth: p.auth,
+        // The leader's ping carries the last zxid it proposed: how far behind this is.
+        let last = self.replica.last_zxid();
+        let lag = if p.zxid >> 32 == last >> 32 {
+            (p.zxid - last).max(0)
+        } else {
+            p.zxid & 0xffff_ffff
         };
+        self.replica
+            .status
+            .migration
+            .lag
+            .store(lag as u64, Ordering::Relaxed);
+        let touched = self.connections.take_touched();
+        let reply = ping_reply(p, &touched, &self.replica.state.read());
         self.send(&reply);
     }
 
     fn sync_done(&mut self) {
-        let Some(waiter) = self.syncs.pop_front() else {
+        let Some(waiter) = self.pending.synced() else {
             tracing::warn!("the leader answered a sync this member did not ask for");
             return;
         };
@@ -466,45 +555,23 @@ impl Observer {
         }
     }
 
-    /// The leader's answer to a REVALIDATE: the session, and whether it is alive (and now
-    /// owned by this member).
-    fn revalidated(&mut self, data: &bytes::Bytes) {
-        if data.len() < 9 {
-            tracing::warn!("a REVALIDATE answer without its session and verdict");
-            return;
-        }
-        let mut id = [0u8; 8];
-        id.copy_from_slice(&data[..8]);
-        let session = i64::from_be_bytes(id);
-        let alive = data[8] != 0;
-        for reply in self.revalidating.remove(&session).unwrap_or_default() {
-            let _ = reply.send(alive);
-        }
-    }
-
     fn publish_serving(&self, serving: bool) {
         let status = &self.replica.status;
         let epoch = self.link.as_ref().map_or(0, |l| l.epoch);
-        status
-            .term
-            .store(epoch as u64, std::sync::atomic::Ordering::Release);
-        status
-            .serving
-            .store(serving, std::sync::atomic::Ordering::Release);
+        status.term.store(epoch as u64, Ordering::Release);
+        status.serving.store(serving, Ordering::Release);
     }
 
     fn drop_link(&mut self, why: &str) {
         let Some(l) = self.link.take() else { return };
+        self.set_phase(Migration::SYNCING);
+        // Held writes have no leader to go to either; their connections are closed below.
+        self.pause.drop_held();
         let dropped = self.pending.clear();
-        self.syncs.clear();
-        self.revalidating.clear();
         self.proposals.clear();
         let was_serving = self.replica.is_serving();
         self.publish_serving(false);
-        self.replica
-            .status
-            .leader
-            .store(0, std::sync::atomic::Ordering::Release);
+        self.replica.status.leader.store(0, Ordering::Release);
         if was_serving {
             self.connections.stop_serving();
         }
