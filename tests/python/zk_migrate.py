@@ -157,22 +157,34 @@ def abandon(session_file, hosts):
 
 def write(seconds, hosts, root="/load"):
     zk = connect(hosts, 10.0)
+    states = []
+    zk.add_listener(lambda state: states.append(state))
     zk.ensure_path(root)
+    session = zk.client_id[0]
     end = time.time() + float(seconds)
     i = 0
-    acked = 0
+    acked, errors, last_set = 0, 0, None
     while time.time() < end:
+        step = "create n%06d" % i
         try:
             zk.create("%s/n%06d" % (root, i), b"x" * (i % 50))
+            step = "set %d" % i
             zk.set(root, str(i).encode())
-            if i % 3 == 0:
-                zk.delete("%s/n%06d" % (root, i - 3 if i >= 3 else i))
+            last_set = i
+            if i % 3 == 0 and i >= 3:
+                step = "delete n%06d" % (i - 3)
+                zk.delete("%s/n%06d" % (root, i - 3))
+            step = "create q-"
             zk.create("%s/q-" % root, b"", sequence=True)
             acked += 1
-        except Exception:  # noqa: BLE001 - the server is killed under us; keep going
+        except Exception as e:  # noqa: BLE001 - the server is killed under us; keep going
+            errors += 1
+            print("error in %s at %.3f: %r" % (step, time.time(), e), flush=True)
             time.sleep(0.05)
         i += 1
-    print("acked %d" % acked, flush=True)
+    same = zk.client_id is not None and zk.client_id[0] == session
+    print("acked %d errors %d last_set %s same_session %s states %s"
+          % (acked, errors, last_set, same, ",".join(str(s) for s in states) or "-"), flush=True)
 
 
 if __name__ == "__main__":

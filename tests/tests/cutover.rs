@@ -1,0 +1,366 @@
+//! Live migration, second half: `zooraft migrate cutover` turns the zooraft members that
+//! observe a running Apache ZooKeeper 3.8 ensemble into a Raft ensemble at ZooKeeper's last
+//! zxid, with their clients connected. Real ZooKeeper voters, real zooraft observers, kazoo
+//! clients writing through the cut-over; then the trees, sessions and zxids are checked,
+//! and the new Raft leader is killed. Also: the refusal while ZooKeeper has clients, and a
+//! cut-over that is prepared but never committed (ZooKeeper stays in charge; a retry
+//! succeeds).
+
+use std::process::Command;
+use std::time::Duration;
+
+use harness::kazoo_migrate::{load_every_kind, Background};
+use harness::live_migration::{wait_serving, zxid_of, LiveMigration};
+use harness::rt::{block_on, eventually, runtime, within};
+use harness::zc::{connect, persistent};
+use harness::{zooraft_binary, TestServer};
+use zookeeper_client as zc;
+
+const WAIT: Duration = Duration::from_secs(60);
+
+/// Runs `zooraft migrate <args>`: (success, output).
+fn migrate(args: &[&str]) -> (bool, String) {
+    let out = Command::new(zooraft_binary())
+        .arg("migrate")
+        .args(args)
+        .output()
+        .expect("run zooraft migrate");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    println!("zooraft migrate {args:?}:\n{text}");
+    (out.status.success(), text)
+}
+
+/// A figure of a kazoo writer's last line (`acked N errors N ...`).
+fn figure<'a>(out: &'a str, key: &str) -> &'a str {
+    let line = out
+        .lines()
+        .rev()
+        .find(|l| l.starts_with("acked "))
+        .unwrap_or_else(|| panic!("no summary in:\n{out}"));
+    let mut words = line.split_whitespace();
+    while let Some(w) = words.next() {
+        if w == key {
+            return words.next().unwrap_or("");
+        }
+    }
+    panic!("no {key} in {line}")
+}
+
+/// The Raft leader among the zooraft members (waits for one).
+fn raft_leader(m: &LiveMigration) -> usize {
+    eventually("a Raft leader among the zooraft members", WAIT, || {
+        (0..m.zooraft.len()).find(|i| {
+            m.zooraft[*i]
+                .as_ref()
+                .is_some_and(|s| s.is_running() && s.mode().as_deref() == Some("leader"))
+        })
+    })
+}
+
+/// Waits until every zooraft member holds its clients' writes for a prepared cut-over.
+fn prepared(m: &LiveMigration) {
+    for i in 0..m.zooraft.len() {
+        eventually("the member is prepared", WAIT, || {
+            (m.observer(i).figure("zk_migration_phase").as_deref() == Some("prepared"))
+                .then_some(())
+        });
+    }
+}
+
+fn hosts_of(servers: &[&TestServer]) -> String {
+    servers
+        .iter()
+        .map(|s| s.connect_string())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+#[test]
+fn cutover_under_load_keeps_every_client_session_and_write() {
+    let mut m = LiveMigration::start(3, 3);
+    load_every_kind(&m.zookeeper[0]);
+    for i in 0..3 {
+        m.start_observer(i);
+    }
+    let dir = tempfile::tempdir().expect("temporary directory");
+    // Every client is on a zooraft member, writing through the cut-over.
+    let mut writers: Vec<Background> = (0..3)
+        .map(|i| {
+            Background::spawn(
+                &[
+                    "write_at",
+                    &format!("/w{i}"),
+                    "12",
+                    &m.observer(i).connect_string(),
+                ],
+                dir.path().join(format!("w{i}.out")),
+            )
+        })
+        .collect();
+    // A client with an ephemeral and a watch, on the first member (its runtime lives as
+    // long as the test).
+    let rt = runtime();
+    let watcher = rt.block_on(async {
+        let c = connect(
+            &m.observer(0).connect_string(),
+            Duration::from_secs(10),
+            WAIT,
+        )
+        .await;
+        c.create("/watched", b"before", &persistent())
+            .await
+            .expect("create");
+        c.create(
+            "/kept",
+            b"",
+            &zc::CreateMode::Ephemeral.with_acls(zc::Acls::anyone_all()),
+        )
+        .await
+        .expect("ephemeral");
+        let (_, _, w) = c.get_and_watch_data("/watched").await.expect("watch");
+        (c, w)
+    });
+    std::thread::sleep(Duration::from_secs(3));
+    let before = zxid_of(m.observer(0)).expect("zxid");
+    let (ok, out) = migrate(&["cutover", "--server", &m.observer(1).connect_string()]);
+    assert!(ok, "the cut-over failed:\n{out}");
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("cutover: "))
+        .expect("the cutover line");
+    let zxid = i64::from_str_radix(
+        line.split("zxid=0x")
+            .nth(1)
+            .and_then(|r| r.split(' ').next())
+            .expect("zxid"),
+        16,
+    )
+    .expect("hex zxid");
+    let pause_ms: u64 = line
+        .split("pause_ms=")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|v| v.parse().ok())
+        .expect("pause_ms");
+    println!("cut over at {zxid:#x} after {before:#x}, pause {pause_ms} ms");
+    assert!(line.ends_with("members=4,5,6"), "{line}");
+    assert!(zxid >= before);
+    // The zooraft members are a Raft ensemble now, writing above ZooKeeper's epoch.
+    let leader = raft_leader(&m);
+    let zooraft: Vec<&TestServer> = (0..3).map(|i| m.observer(i)).collect();
+    let hosts = hosts_of(&zooraft);
+    rt.block_on(async {
+        let (c, w) = watcher;
+        let z = connect(&hosts, Duration::from_secs(10), WAIT).await;
+        let (stat, _) = z
+            .create("/after", b"", &persistent())
+            .await
+            .expect("a write after the cut-over");
+        assert!(
+            stat.czxid >> 32 > zxid >> 32,
+            "zxids go on in a later epoch: {:#x} after {zxid:#x}",
+            stat.czxid
+        );
+        // The watch set before the cut-over fires for a change after it; the session
+        // that set it is the same and its ephemeral is still there.
+        z.set_data("/watched", b"after", None).await.expect("set");
+        let event = within("the watch fires", WAIT, w.changed()).await;
+        assert_eq!(event.event_type, zc::EventType::NodeDataChanged);
+        let (_, kept) = z.get_data("/kept").await.expect("the ephemeral is kept");
+        assert_eq!(kept.ephemeral_owner, c.session_id().0);
+        // /zookeeper/config names the zooraft members only.
+        let (config, _) = z.get_data("/zookeeper/config").await.expect("config");
+        let config = String::from_utf8_lossy(&config).to_string();
+        for id in [1, 2, 3] {
+            assert!(!config.contains(&format!("server.{id}=")), "{config}");
+        }
+        for id in [4, 5, 6] {
+            assert!(config.contains(&format!("server.{id}=")), "{config}");
+        }
+    });
+    // Every writer: no error, no disconnection, the same session, and every acknowledged
+    // write in the tree.
+    let outs: Vec<String> = writers.iter_mut().map(|w| w.wait(WAIT)).collect();
+    let check = |hosts: &str| {
+        block_on(async {
+            let z = connect(hosts, Duration::from_secs(10), WAIT).await;
+            for (i, out) in outs.iter().enumerate() {
+                assert_eq!(figure(out, "errors"), "0", "writer {i}:\n{out}");
+                assert_eq!(figure(out, "same_session"), "True", "writer {i}:\n{out}");
+                assert_eq!(
+                    figure(out, "states"),
+                    "-",
+                    "writer {i} saw its connection change:\n{out}"
+                );
+                let acked: usize = figure(out, "acked").parse().expect("acked");
+                let last_set = figure(out, "last_set");
+                let root = format!("/w{i}");
+                let (data, _) = z.get_data(&root).await.expect("the writer's root");
+                assert_eq!(
+                    String::from_utf8_lossy(&data),
+                    last_set,
+                    "writer {i}'s last set"
+                );
+                let (children, _) = z.get_children(&root).await.expect("children");
+                let sequential = children.iter().filter(|c| c.starts_with("q-")).count();
+                assert_eq!(
+                    sequential, acked,
+                    "writer {i}: every acknowledged create is there"
+                );
+            }
+        })
+    };
+    check(&hosts);
+    // The new Raft leader dies: still nothing lost.
+    m.observer_mut(leader).kill();
+    let rest: Vec<&TestServer> = (0..3)
+        .filter(|i| *i != leader)
+        .map(|i| m.observer(i))
+        .collect();
+    let rest = hosts_of(&rest);
+    for i in (0..3).filter(|i| *i != leader) {
+        wait_serving(m.observer(i));
+    }
+    check(&rest);
+    // A member restarted after the cut-over runs Raft (it does not follow ZooKeeper).
+    m.observer_mut(leader).restart();
+    wait_serving(m.observer(leader));
+    let mode = m.observer(leader).mode();
+    assert!(
+        matches!(mode.as_deref(), Some("leader" | "follower")),
+        "{mode:?}"
+    );
+}
+
+#[test]
+fn cutover_is_refused_while_zookeeper_has_clients_and_then_goes_through() {
+    let mut m = LiveMigration::start(3, 1);
+    let observer = m.start_observer(0).connect_string();
+    // A kazoo client on ZooKeeper's second member, until killed.
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let session_file = dir.path().join("session");
+    let on_zookeeper = Background::spawn(
+        &[
+            "abandon",
+            session_file.to_str().expect("utf-8"),
+            &m.zookeeper[1].connect_string(),
+        ],
+        dir.path().join("abandon.out"),
+    );
+    eventually("the ZooKeeper client is connected", WAIT, || {
+        session_file.exists().then_some(())
+    });
+    let (ok, out) = migrate(&["cutover", "--server", &observer]);
+    assert!(!ok, "refused:\n{out}");
+    assert!(
+        out.contains("server.2"),
+        "names the member with clients:\n{out}"
+    );
+    assert_eq!(
+        m.observer(0).mode().as_deref(),
+        Some("observer"),
+        "nothing changed"
+    );
+    drop(on_zookeeper);
+    // `migrate status` says what each member is.
+    let (ok, status) = migrate(&["status", "--server", &observer]);
+    assert!(ok);
+    assert!(
+        status.contains("server.4")
+            && status.contains("zooraft")
+            && status.contains("phase=following"),
+        "{status}"
+    );
+    let (ok, out) = eventually("the ZooKeeper client's connection is gone", WAIT, || {
+        let (ok, out) = migrate(&["cutover", "--server", &observer]);
+        (ok || !out.contains("still have clients")).then_some((ok, out))
+    });
+    assert!(ok, "{out}");
+    wait_serving(m.observer(0));
+}
+
+#[test]
+fn a_cutover_that_never_commits_leaves_zookeeper_in_charge_and_can_be_run_again() {
+    let mut m = LiveMigration::start(3, 2);
+    m.start_observer(0);
+    m.start_observer(1);
+    let observer = m.observer(0).connect_string();
+    block_on(async {
+        // A coordinator that prepares and dies: the members hold writes, then give the
+        // cut-over up after its timeout, and the held writes go to ZooKeeper.
+        let coordinator = connect(&observer, Duration::from_secs(10), WAIT).await;
+        // (Sessions are connected first: a new session is held too.)
+        let client = connect(
+            &m.observer(1).connect_string(),
+            Duration::from_secs(10),
+            WAIT,
+        )
+        .await;
+        coordinator
+            .create(
+                "/zooraft-cutover",
+                b"zooraft-cutover nonce=dead members=4,5 timeout_ms=3000",
+                &persistent(),
+            )
+            .await
+            .expect("prepare");
+        prepared(&m);
+        let started = std::time::Instant::now();
+        within(
+            "a held write",
+            WAIT,
+            client.create("/held", b"", &persistent()),
+        )
+        .await
+        .expect("the held write goes through after the timeout");
+        assert!(
+            started.elapsed() >= Duration::from_secs(2),
+            "it was held ({:?})",
+            started.elapsed()
+        );
+        let zk = connect(&m.zookeeper_hosts(), Duration::from_secs(10), WAIT).await;
+        within("sync", WAIT, zk.sync("/held")).await.expect("sync");
+        zk.get_data("/held")
+            .await
+            .expect("ZooKeeper has the held write");
+        // Prepared again, then aborted by deleting the node: the held write goes at once.
+        coordinator
+            .delete("/zooraft-cutover", None)
+            .await
+            .expect("clean up");
+        coordinator
+            .create(
+                "/zooraft-cutover",
+                b"zooraft-cutover nonce=slow members=4,5 timeout_ms=60000",
+                &persistent(),
+            )
+            .await
+            .expect("prepare");
+        prepared(&m);
+        let write = client.create("/aborted", b"", &persistent());
+        let abort = async {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            coordinator
+                .delete("/zooraft-cutover", None)
+                .await
+                .expect("abort");
+        };
+        let started = std::time::Instant::now();
+        let (written, ()) = tokio::join!(within("the held write", WAIT, write), abort);
+        written.expect("released by the abort");
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "released by the abort, not the timeout ({:?})",
+            started.elapsed()
+        );
+    });
+    assert_eq!(m.observer(0).mode().as_deref(), Some("observer"));
+    // A real cut-over afterwards succeeds.
+    let (ok, out) = migrate(&["cutover", "--server", &observer]);
+    assert!(ok, "{out}");
+    raft_leader(&m);
+}
