@@ -99,6 +99,20 @@ pub fn zooraft_binary() -> PathBuf {
     bin
 }
 
+/// Runs `zooraft <args>` to completion: (success, stdout then stderr).
+pub fn zooraft_cmd(args: &[&str]) -> (bool, String) {
+    let out = Command::new(zooraft_binary())
+        .args(args)
+        .output()
+        .expect("run zooraft");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
 /// Sends a four-letter word and returns the whole answer (the server closes after it).
 pub fn four_letter_word(addr: SocketAddr, word: &str) -> std::io::Result<String> {
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;

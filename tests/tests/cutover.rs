@@ -6,32 +6,24 @@
 //! cut-over that is prepared but never committed (ZooKeeper stays in charge; a retry
 //! succeeds).
 
-use std::process::Command;
 use std::time::Duration;
 
 use harness::kazoo_migrate::{load_every_kind, Background};
 use harness::live_migration::{wait_serving, zxid_of, LiveMigration};
 use harness::rt::{block_on, eventually, runtime, within};
 use harness::zc::{connect, persistent};
-use harness::{zooraft_binary, TestServer};
+use harness::{zooraft_cmd, TestServer};
 use zookeeper_client as zc;
 
 const WAIT: Duration = Duration::from_secs(60);
 
 /// Runs `zooraft migrate <args>`: (success, output).
 fn migrate(args: &[&str]) -> (bool, String) {
-    let out = Command::new(zooraft_binary())
-        .arg("migrate")
-        .args(args)
-        .output()
-        .expect("run zooraft migrate");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let mut all = vec!["migrate"];
+    all.extend_from_slice(args);
+    let (ok, text) = zooraft_cmd(&all);
     println!("zooraft migrate {args:?}:\n{text}");
-    (out.status.success(), text)
+    (ok, text)
 }
 
 /// A figure of a kazoo writer's last line (`acked N errors N ...`).

@@ -11,7 +11,6 @@
 //! whatever its ACL.
 
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use harness::faults::copy_dir;
@@ -21,7 +20,7 @@ use harness::tree_dump::{
     assert_same as assert_same_at_least, dump, super_client, Dump, SUPER_DIGEST,
 };
 use harness::zkcli::ZkCli;
-use harness::{free_port, zooraft_binary, ServerKind, TestServer};
+use harness::{free_port, zooraft_cmd, ServerKind, TestServer};
 use zookeeper_client as zc;
 
 const LIMIT: Duration = Duration::from_secs(120);
@@ -54,20 +53,6 @@ fn zooraft(port: u16, extra: &[(&str, &str)]) -> TestServer {
         b = b.config(k, v);
     }
     b.prepare()
-}
-
-/// Runs `zooraft <args>`; (success, stdout + stderr).
-fn zooraft_cmd(args: &[&str]) -> (bool, String) {
-    let out = Command::new(zooraft_binary())
-        .args(args)
-        .output()
-        .expect("run zooraft");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
 }
 
 fn import(from: &Path, into: &TestServer) -> String {

@@ -15,6 +15,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use jute::quorum::{packet, LearnerInfo, QuorumPacket, LEARNER_PROTOCOL, SNAP_SIGNATURE};
 use jute::Record;
 
+use super::client::four_letter_word;
 use super::wire::{read_packet, write_packet};
 use crate::config::Config;
 use crate::state::tree::TreeOptions;
@@ -67,11 +68,7 @@ fn voters(config: &Config) -> Vec<(u64, SocketAddr, SocketAddr)> {
 
 /// Asks `srvr` of `addr`: its mode line.
 fn mode_of(addr: SocketAddr, timeout: Duration) -> Option<String> {
-    let mut s = TcpStream::connect_timeout(&addr, timeout).ok()?;
-    s.set_read_timeout(Some(timeout)).ok()?;
-    s.write_all(b"srvr").ok()?;
-    let mut text = String::new();
-    s.take(64 * 1024).read_to_string(&mut text).ok()?;
+    let text = four_letter_word(addr, "srvr", timeout).ok()?;
     text.lines()
         .find_map(|l| l.strip_prefix("Mode: ").map(str::to_string))
 }
