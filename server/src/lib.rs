@@ -25,6 +25,10 @@
 //! - `migrate/` — moving state in and out: `import` from and `export` to Apache
 //!   ZooKeeper's data directory (the format itself is the `zkdata` crate), online `backup`
 //!   served on the admin port, and `restore`. Uses `state`, `raft` and `config`.
+//! - `zab/` — live migration: the member observes a running ZooKeeper ensemble with
+//!   ZooKeeper's learner protocol, in the Raft thread's place (the same `Replica` and
+//!   `Connections`), until `zooraft migrate cutover` turns the zooraft members into a Raft
+//!   ensemble in the same process. Uses `migrate`, `raft`, `state` and `config`.
 //! - `config/` (zoo.cfg, `myid`, flags; `server.N` lines, the whitelist), `critical.rs`
 //!   (critical threads, fatal exits), `allocator.rs` (the resident set, freed memory given
 //!   back), `stats.rs` (the count/min/max/percentile summaries

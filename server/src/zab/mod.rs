@@ -6,8 +6,8 @@
 //! `sync` forwarded to the leader and answered when their transaction comes back.
 //!
 //! A layer of its own beside `raft`: it takes the connections' inputs in place of the Raft
-//! thread, through the same [`Replica`](crate::raft::Replica) and
-//! [`Connections`](crate::raft::Connections), so the network layer serves clients the same
+//! thread, through the same `Replica` and
+//! `Connections`, so the network layer serves clients the same
 //! way whichever of the two orders the writes.
 //!
 //! | file | concern |
