@@ -138,3 +138,4 @@ pub mod stats;
 pub mod target;
 pub mod tls;
 pub mod workload;
+pub mod zk_snapshot;

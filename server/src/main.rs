@@ -96,8 +96,10 @@ enum Migrate {
         /// the cut-over is not in zooraft).
         #[arg(long)]
         force: bool,
-        /// How long members hold writes waiting for the commit (milliseconds).
-        #[arg(long, default_value_t = 10_000)]
+        /// How long members hold writes waiting for the commit (milliseconds); keep it
+        /// below two thirds of the clients' shortest session timeout, or a client whose
+        /// write is held that long drops its connection (and resumes its session).
+        #[arg(long, default_value_t = 5_000)]
         timeout_ms: u64,
         /// How many transactions a zooraft member may be behind ZooKeeper's leader.
         #[arg(long, default_value_t = 1_000)]

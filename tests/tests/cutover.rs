@@ -55,11 +55,34 @@ fn raft_leader(m: &LiveMigration) -> usize {
 
 /// Waits until every zooraft member holds its clients' writes for a prepared cut-over.
 fn prepared(m: &LiveMigration) {
-    for i in 0..m.zooraft.len() {
+    let all: Vec<usize> = (0..m.zooraft.len()).collect();
+    prepared_on(m, &all);
+}
+
+/// [`prepared`] for the members `which` (indexes).
+fn prepared_on(m: &LiveMigration, which: &[usize]) {
+    for &i in which {
         eventually("the member is prepared", WAIT, || {
             (m.observer(i).figure("zk_migration_phase").as_deref() == Some("prepared"))
                 .then_some(())
         });
+    }
+}
+
+/// Creates `path` through `c`, retrying while the member has no leader (the client's
+/// connection is lost and comes back); a create that answers NODEEXISTS went through an
+/// earlier try.
+async fn eventually_async_write(c: &zc::Client, path: &str) {
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        match c.create(path, b"", &persistent()).await {
+            Ok(_) | Err(zc::Error::NodeExists) => return,
+            Err(e) if std::time::Instant::now() < deadline => {
+                println!("create {path}: {e}; again");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => panic!("create {path}: {e}"),
+        }
     }
 }
 
@@ -355,4 +378,106 @@ fn a_cutover_that_never_commits_leaves_zookeeper_in_charge_and_can_be_run_again(
     let (ok, out) = migrate(&["cutover", "--server", &observer]);
     assert!(ok, "{out}");
     raft_leader(&m);
+}
+
+#[test]
+fn an_interrupted_cutover_leaves_zookeeper_in_charge_and_a_retry_succeeds() {
+    let mut m = LiveMigration::start(3, 3);
+    for i in 0..3 {
+        m.start_observer(i);
+    }
+    let rt = runtime();
+    // A client on the third member, connected before anything is held (its session
+    // timeout is well above the longest hold here, as it must be for a client to wait
+    // through a hold without dropping its connection).
+    let client = rt.block_on(connect(
+        &m.observer(2).connect_string(),
+        Duration::from_secs(30),
+        WAIT,
+    ));
+    // The coordinator prepares through the first member, which then dies: the cut-over
+    // can never commit (the coordinator's session is gone with it).
+    rt.block_on(async {
+        let coordinator = connect(
+            &m.observer(0).connect_string(),
+            Duration::from_secs(10),
+            WAIT,
+        )
+        .await;
+        coordinator
+            .create(
+                "/zooraft-cutover",
+                b"zooraft-cutover nonce=killed members=4,5,6 timeout_ms=2000",
+                &persistent(),
+            )
+            .await
+            .expect("prepare");
+    });
+    prepared(&m);
+    m.observer_mut(0).kill();
+    // The held write is not lost: once the members give the cut-over up, it reaches
+    // ZooKeeper, exactly once.
+    rt.block_on(async {
+        let (stat, _) = within(
+            "a write held by an interrupted cut-over",
+            WAIT,
+            client.create("/held-through-it", b"", &persistent()),
+        )
+        .await
+        .expect("the held write goes through");
+        let zk = connect(&m.zookeeper_hosts(), Duration::from_secs(10), WAIT).await;
+        within("sync", WAIT, zk.sync("/")).await.expect("sync");
+        let (_, on_zk) = zk.get_data("/held-through-it").await.expect("on ZooKeeper");
+        assert_eq!(on_zk.czxid, stat.czxid, "one write, one zxid");
+    });
+    // Prepared again (through another member), and ZooKeeper's leader dies: the members
+    // lose their leader, as ZooKeeper's own observers do (their clients reconnect), find
+    // the next one, and give the cut-over up; ZooKeeper serves throughout.
+    rt.block_on(async {
+        let coordinator = connect(
+            &m.observer(1).connect_string(),
+            Duration::from_secs(10),
+            WAIT,
+        )
+        .await;
+        coordinator
+            .delete("/zooraft-cutover", None)
+            .await
+            .expect("the given-up step goes");
+        coordinator
+            .create(
+                "/zooraft-cutover",
+                b"zooraft-cutover nonce=again members=4,5,6 timeout_ms=2000",
+                &persistent(),
+            )
+            .await
+            .expect("prepare again");
+    });
+    prepared_on(&m, &[1, 2]);
+    let leader = m.leader();
+    m.zookeeper[leader].kill();
+    rt.block_on(async {
+        eventually_async_write(&client, "/after-leader-died").await;
+    });
+    // ZooKeeper kept serving; the member comes back; the cut-over is run again.
+    m.observer_mut(0).restart();
+    wait_serving(m.observer(0));
+    let (ok, out) = eventually("every member follows ZooKeeper again", WAIT, || {
+        let (ok, out) = migrate(&["cutover", "--server", &m.observer(1).connect_string()]);
+        (ok || !out.contains("not following")).then_some((ok, out))
+    });
+    assert!(ok, "{out}");
+    assert!(out.contains("removed /zooraft-cutover"), "{out}");
+    raft_leader(&m);
+    rt.block_on(async {
+        let z = connect(
+            &m.observer(1).connect_string(),
+            Duration::from_secs(10),
+            WAIT,
+        )
+        .await;
+        let (_, stat) = z.get_data("/held-through-it").await.expect("kept");
+        assert_eq!(stat.version, 0);
+        drop(client);
+    });
 }

@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use jute::{
-    Acl, ConnectRequest, ConnectResponse, CreateRequest, DeleteRequest, ErrorCode, GetDataRequest,
-    OpCode, Reader, Record, ReplyHeader, Request, Response, Stat,
+    Acl, ConnectRequest, ConnectResponse, CreateRequest, DeleteRequest, ErrorCode,
+    GetChildrenRequest, GetDataRequest, OpCode, Reader, Record, ReplyHeader, Request, Response,
+    Stat,
 };
 
 /// Why a call failed.
@@ -131,6 +132,27 @@ impl Client {
             version: -1,
         });
         self.call(&req).map(drop)
+    }
+
+    pub fn children(&mut self, path: &str) -> Result<Vec<String>, ClientError> {
+        let req = Request::GetChildren(GetChildrenRequest {
+            path: path.into(),
+            watch: false,
+        });
+        match self.call(&req)? {
+            (_, Response::GetChildren(c)) => Ok(c),
+            (_, other) => Err(ClientError::Decode(format!(
+                "getChildren answered {other:?}"
+            ))),
+        }
+    }
+
+    /// Deletes `path` and whatever is below it (children first).
+    pub fn delete_tree(&mut self, path: &str) -> Result<(), ClientError> {
+        for child in self.children(path)? {
+            self.delete_tree(&format!("{path}/{child}"))?;
+        }
+        self.delete(path)
     }
 
     pub fn get_data(&mut self, path: &str) -> Result<(Option<Bytes>, Stat), ClientError> {

@@ -226,7 +226,7 @@ pub fn cutover(server: &str, opts: &CutoverOptions, out: &mut dyn Write) -> anyh
         Err(ClientError::Keeper(jute::ErrorCode::NoNode)) => {}
         Err(e) => return Err(e).context("cannot look for an earlier cut-over"),
     }
-    match c.delete(ROOT) {
+    match c.delete_tree(ROOT) {
         Ok(()) => writeln!(out, "removed {ROOT} left by an interrupted cut-over")?,
         Err(ClientError::Keeper(jute::ErrorCode::NoNode)) => {}
         Err(e) => return Err(e).context("cannot remove an earlier cut-over's node"),
