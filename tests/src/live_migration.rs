@@ -21,12 +21,25 @@ pub struct LiveMigration {
     pub zooraft: Vec<Option<TestServer>>,
     lines: Vec<(String, String)>,
     client_ports: Vec<u16>,
+    /// ZooKeeper runs with `reconfigEnabled` and knows only its voters at first: observers
+    /// join through `reconfig -add` ([`LiveMigration::reconfig_add`]).
+    reconfig: bool,
 }
 
 impl LiveMigration {
     /// Starts `voters` ZooKeeper members and waits until they serve; `observers` zooraft
     /// members are configured, not started.
     pub fn start(voters: usize, observers: usize) -> LiveMigration {
+        Self::launch(voters, observers, false)
+    }
+
+    /// [`start`](Self::start), with ZooKeeper's `reconfigEnabled=true` and only the voters
+    /// in its configuration: each observer is added with `reconfig -add`.
+    pub fn start_reconfigurable(voters: usize, observers: usize) -> LiveMigration {
+        Self::launch(voters, observers, true)
+    }
+
+    fn launch(voters: usize, observers: usize, reconfig: bool) -> LiveMigration {
         let n = voters + observers;
         let client_ports: Vec<u16> = (0..n).map(|_| free_port()).collect();
         let lines: Vec<(String, String)> = (0..n)
@@ -48,16 +61,22 @@ impl LiveMigration {
             zooraft: (0..observers).map(|_| None).collect(),
             lines,
             client_ports,
+            reconfig,
         };
         for i in 0..voters {
-            let b = TestServer::builder(ServerKind::Apache)
+            let mut b = TestServer::builder(ServerKind::Apache)
                 .jvm_property(
                     "zookeeper.DigestAuthenticationProvider.superDigest",
                     SUPER_DIGEST,
                 )
                 .config("initLimit", "20")
                 .config("syncLimit", "4");
-            let b = m.common(b, i);
+            if reconfig {
+                b = b
+                    .config("reconfigEnabled", "true")
+                    .config("standaloneEnabled", "false");
+            }
+            let b = m.common(b, i, if reconfig { voters } else { n });
             m.zookeeper.push(b.start());
         }
         for z in &m.zookeeper {
@@ -66,8 +85,9 @@ impl LiveMigration {
         m
     }
 
-    /// What every member's zoo.cfg has: the server lines, short ticks, every 4lw.
-    fn common(&self, b: TestServerBuilder, i: usize) -> TestServerBuilder {
+    /// What every member's zoo.cfg has: the first `lines` server lines, short ticks, every
+    /// 4lw.
+    fn common(&self, b: TestServerBuilder, i: usize, lines: usize) -> TestServerBuilder {
         let mut b = b
             .port(self.client_ports[i])
             .myid(i as u64 + 1)
@@ -75,10 +95,25 @@ impl LiveMigration {
             .config("4lw.commands.whitelist", "*")
             .config("extendedTypesEnabled", "true")
             .no_wait();
-        for (k, v) in &self.lines {
+        for (k, v) in &self.lines[..lines] {
             b = b.config(k, v);
         }
         b
+    }
+
+    /// Adds observer `i` to ZooKeeper's configuration with `reconfig -add` (as the super
+    /// user), through ZooKeeper's first member.
+    pub fn reconfig_add(&self, i: usize) -> Vec<String> {
+        assert!(
+            self.reconfig,
+            "ZooKeeper was started without reconfigEnabled"
+        );
+        let (key, spec) = &self.lines[self.zookeeper.len() + i];
+        let mut cli = crate::zkcli::ZkCli::start("reconfig", &self.zookeeper[0]);
+        cli.run("addauth digest super:secret");
+        let out = cli.run(&format!("reconfig -add {key}={spec}"));
+        cli.quit();
+        out
     }
 
     /// Starts observer `i` (zooraft) and waits until it has synced and serves.
@@ -89,7 +124,7 @@ impl LiveMigration {
             .config("initLimit", "20")
             .config("syncLimit", "4")
             .config("DigestAuthenticationProvider.superDigest", SUPER_DIGEST);
-        let server = self.common(b, id).start();
+        let server = self.common(b, id, self.lines.len()).start();
         wait_serving(&server);
         self.zooraft[i] = Some(server);
         self.observer(i)

@@ -46,7 +46,7 @@ fn assert_same_tree(m: &LiveMigration, observer: &TestServer, what: &str) {
     });
     let expected = without_local_time(dump(&m.zookeeper_hosts()));
     let found = without_local_time(dump(&observer.connect_string()));
-    assert_same(what, &expected, &found, 700);
+    assert_same(what, &expected, &found, 600);
 }
 
 /// `/zookeeper/config` is written by each server from its own configuration when it
@@ -326,4 +326,45 @@ fn sessions_move_between_zookeeper_and_observers_with_their_ephemerals() {
             .expect("an answer");
         assert_eq!(hs.response.session_id, 0, "an unknown session is expired");
     });
+}
+
+#[test]
+fn an_observer_added_by_reconfig_joins_and_cuts_over() {
+    let mut m = LiveMigration::start_reconfigurable(3, 1);
+    load_every_kind(&m.zookeeper[0]);
+    // Started first (ZooKeeper's leader takes an observer its configuration does not
+    // name yet), then added: the reconfig reaches it as INFORMANDACTIVATE.
+    m.start_observer(0);
+    let added = m.reconfig_add(0);
+    println!("reconfig -add: {added:?}");
+    assert_same_tree(&m, m.observer(0), "an observer added by reconfig");
+    block_on(async {
+        let z = connect(
+            &m.observer(0).connect_string(),
+            Duration::from_secs(10),
+            WAIT,
+        )
+        .await;
+        let (config, _) = z.get_data("/zookeeper/config").await.expect("config");
+        let config = String::from_utf8_lossy(&config).to_string();
+        assert!(
+            config.contains("server.4=") && config.contains(":observer"),
+            "{config}"
+        );
+    });
+    let (ok, out) = harness::zooraft_cmd(&[
+        "migrate",
+        "cutover",
+        "--server",
+        &m.observer(0).connect_string(),
+    ]);
+    assert!(ok, "{out}");
+    assert!(out.contains("members=4"), "{out}");
+    harness::live_migration::wait_serving(m.observer(0));
+    // One member: zooraft calls that standalone, as for any one-member configuration.
+    let mode = m.observer(0).mode();
+    assert!(
+        matches!(mode.as_deref(), Some("standalone" | "leader")),
+        "a one-member Raft ensemble: {mode:?}"
+    );
 }
