@@ -4,6 +4,12 @@
 //! 0), plus `acceptedEpoch`/`currentEpoch`. Generating it takes seconds where creating the
 //! znodes through a server would take many minutes.
 //!
+//! `/zookeeper/config` holds what the caller gives ([`config_text`] formats it as
+//! ZooKeeper 3.5+ does). A ZooKeeper ensemble that starts on the snapshot keeps the
+//! snapshot's `/zookeeper/config` (its own configuration does not replace it on load), and
+//! a real ensemble's snapshot always has its server lines there, so a bench that starts an
+//! ensemble on it and reads the membership from the tree must put them in.
+//!
 //! For the benches that start servers on a big tree (`migration_bench`; `import_bench`
 //! builds the same tree).
 
@@ -35,8 +41,9 @@ fn node(data: Bytes, zxid: i64, time: i64, cversion: i32) -> ZkNode {
     }
 }
 
-/// The tree ZooKeeper would hold after `n` creates (children of `data_bytes` bytes each).
-pub fn tree(n: u64, data_bytes: usize) -> ZkTree {
+/// The tree ZooKeeper would hold after `n` creates (children of `data_bytes` bytes each),
+/// with `config` as `/zookeeper/config`'s data.
+pub fn tree(n: u64, data_bytes: usize, config: &str) -> ZkTree {
     let mut t = ZkTree::new();
     let open = t.acl_key(&[Acl::open_unsafe()]);
     assert_eq!(open, 1, "the open ACL is the tree's first");
@@ -55,7 +62,11 @@ pub fn tree(n: u64, data_bytes: usize) -> ZkTree {
         ("/zookeeper/quota", 0),
         ("/zookeeper/config", -1),
     ] {
-        t.insert(p.into(), system(av));
+        let mut n = system(av);
+        if p == "/zookeeper/config" {
+            n.data = Some(Bytes::copy_from_slice(config.as_bytes()));
+        }
+        t.insert(p.into(), n);
     }
     // The root's Stat is final before it goes in (the digest is kept as nodes go in).
     let mut root = system(0);
@@ -84,6 +95,42 @@ pub fn tree(n: u64, data_bytes: usize) -> ZkTree {
     t
 }
 
+/// One member of an ensemble, for [`config_text`].
+#[derive(Debug, Clone)]
+pub struct ServerLine {
+    pub id: u64,
+    pub host: String,
+    pub quorum_port: u16,
+    pub election_port: u16,
+    pub observer: bool,
+    pub client_port: u16,
+}
+
+/// `/zookeeper/config` as ZooKeeper 3.5+ writes it for a static configuration:
+/// `server.N=host:quorum:election:participant|observer;host:client` lines, then
+/// `version=0`.
+pub fn config_text(servers: &[ServerLine]) -> String {
+    let mut out = String::new();
+    for s in servers {
+        out.push_str(&format!(
+            "server.{}={}:{}:{}:{};{}:{}\n",
+            s.id,
+            s.host,
+            s.quorum_port,
+            s.election_port,
+            if s.observer {
+                "observer"
+            } else {
+                "participant"
+            },
+            s.host,
+            s.client_port
+        ));
+    }
+    out.push_str("version=0");
+    out
+}
+
 /// What [`write`] wrote.
 #[derive(Debug, Clone)]
 pub struct Written {
@@ -96,10 +143,10 @@ pub struct Written {
 }
 
 /// Writes a ZooKeeper data directory (`dir/version-2/`: the snapshot of [`tree`]`(n,
-/// data_bytes)`, uncompressed, and the two epoch files) into `dir`, which must not hold
-/// ZooKeeper data yet.
-pub fn write(dir: &Path, n: u64, data_bytes: usize) -> anyhow::Result<Written> {
-    let t = tree(n, data_bytes);
+/// data_bytes, config)`, uncompressed, and the two epoch files) into `dir`, which must not hold
+/// ZooKeeper data yet. `config`: `/zookeeper/config`'s data (see [`config_text`]).
+pub fn write(dir: &Path, n: u64, data_bytes: usize, config: &str) -> anyhow::Result<Written> {
+    let t = tree(n, data_bytes, config);
     let zxid = t.last_zxid;
     let snapshot = zkdata::write_datadir(&t, dir, zkdata::Compression::None)?;
     let bytes = std::fs::metadata(&snapshot)?.len();
@@ -143,7 +190,19 @@ mod tests {
     #[test]
     fn a_small_tree_is_written_with_its_epoch_files() {
         let dir = tempfile::tempdir().expect("temp dir");
-        let w = write(dir.path(), 2500, 8).expect("write");
+        let config = config_text(&[ServerLine {
+            id: 1,
+            host: "127.0.0.1".into(),
+            quorum_port: 2888,
+            election_port: 3888,
+            observer: false,
+            client_port: 2181,
+        }]);
+        assert_eq!(
+            config,
+            "server.1=127.0.0.1:2888:3888:participant;127.0.0.1:2181\nversion=0"
+        );
+        let w = write(dir.path(), 2500, 8, &config).expect("write");
         // 3 parents and 2,500 children, one zxid each.
         assert_eq!(w.zxid, 2503);
         assert!(w.snapshot.ends_with("version-2/snapshot.9c7"));

@@ -7,7 +7,6 @@
 
 mod common;
 
-use std::path::Path;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,97 +16,10 @@ use recipes::{CreateMode, Fence, FencingToken, InterProcessMutex};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::Command;
 
-use common::{check_log, children, client, read_log, run_all, server};
-
-const CONTENDER: &str = env!("CARGO_BIN_EXE_lock-contender");
-
-fn rust_contender(
-    connect: &str,
-    path: &str,
-    tasks: usize,
-    iterations: usize,
-    log: &Path,
-    counter: Option<&str>,
-) -> Command {
-    let mut c = Command::new(CONTENDER);
-    c.arg("contend")
-        .arg(connect)
-        .arg(path)
-        .arg(tasks.to_string())
-        .arg(iterations.to_string())
-        .arg(log);
-    if let Some(counter) = counter {
-        c.arg(counter);
-    }
-    c
-}
-
-fn curator_contender(
-    connect: &str,
-    path: &str,
-    threads: usize,
-    iterations: usize,
-    log: &Path,
-) -> Command {
-    let mut c: Command = harness::java::java_command("LockContender").into();
-    c.arg(connect)
-        .arg(path)
-        .arg(threads.to_string())
-        .arg(iterations.to_string())
-        .arg(log);
-    c
-}
-
-fn curator_rw_contender(
-    connect: &str,
-    path: &str,
-    threads: usize,
-    iterations: usize,
-    log: &Path,
-) -> Command {
-    let mut c: Command = harness::java::java_command("LockRwContender").into();
-    c.arg(connect)
-        .arg(path)
-        .arg(threads.to_string())
-        .arg(iterations.to_string())
-        .arg(log);
-    c
-}
-
-fn rust_rw_contender(
-    connect: &str,
-    path: &str,
-    tasks: usize,
-    iterations: usize,
-    log: &Path,
-) -> Command {
-    let mut c = Command::new(CONTENDER);
-    c.arg("rw")
-        .arg(connect)
-        .arg(path)
-        .arg(tasks.to_string())
-        .arg(iterations.to_string())
-        .arg(log);
-    c
-}
-
-fn kazoo_contender(
-    connect: &str,
-    path: &str,
-    threads: usize,
-    iterations: usize,
-    log: &Path,
-) -> Command {
-    let script = harness::suite_dir().join("python/lock_contender.py");
-    let mut c = Command::new("python3");
-    c.arg(script)
-        .arg(connect)
-        .arg(path)
-        .arg(threads.to_string())
-        .arg(iterations.to_string())
-        .arg(log);
-    c
-}
+use common::{
+    check_log, children, client, curator_contender, curator_rw_contender, kazoo_contender,
+    read_log, run_all, rust_contender, rust_rw_contender, server, CONTENDER,
+};
 
 async fn persistent_lock_path(admin: &Arc<dyn recipes::ZkClient>, path: &str) {
     for p in ["/locks", path] {

@@ -216,6 +216,23 @@ impl Layout {
         SocketAddr::from(([127, 0, 0, 1], self.member(id).client))
     }
 
+    /// `/zookeeper/config` as ZooKeeper writes it for these members.
+    fn zookeeper_config(&self) -> String {
+        let lines: Vec<zk_snapshot::ServerLine> = self
+            .members
+            .iter()
+            .map(|m| zk_snapshot::ServerLine {
+                id: m.id,
+                host: "127.0.0.1".into(),
+                quorum_port: m.quorum,
+                election_port: m.election,
+                observer: m.observer,
+                client_port: m.client,
+            })
+            .collect();
+        zk_snapshot::config_text(&lines)
+    }
+
     fn config(&self, id: u64, kind: Kind, data: &Path) -> String {
         let me = self.member(id);
         let mut c = format!(
@@ -990,9 +1007,15 @@ fn run() -> Result<()> {
         work.display()
     );
 
+    let layout = Layout::new(3, 3, init_limit)?;
     let snap_dir = work.join("snapshot");
     let t = Instant::now();
-    let snap = zk_snapshot::write(&snap_dir, o.znodes, TREE_DATA_BYTES)?;
+    let snap = zk_snapshot::write(
+        &snap_dir,
+        o.znodes,
+        TREE_DATA_BYTES,
+        &layout.zookeeper_config(),
+    )?;
     progress!(
         t0,
         "wrote {} znodes ({:.1} MB snapshot, zxid {:#x}) in {:.1} s",
@@ -1003,7 +1026,7 @@ fn run() -> Result<()> {
     );
 
     let mut c = Cluster {
-        layout: Layout::new(3, 3, init_limit)?,
+        layout,
         work: work.clone(),
         zooraft: zooraft.clone(),
         voters: Vec::new(),
@@ -1110,7 +1133,8 @@ fn run() -> Result<()> {
     let mut ack: Vec<f64> = lag.markers.iter().map(|m| m.from_ack).collect();
     send.sort_by(f64::total_cmp);
     ack.sort_by(f64::total_cmp);
-    let f1 = |v: Option<f64>| fmt_opt(v.map(|v| format!("{v:.1}")));
+    // (`+ 0.0`: no "-0.0" for a marker seen as ZooKeeper acknowledged it.)
+    let f1 = |v: Option<f64>| fmt_opt(v.map(|v| format!("{:.1}", (v * 10.0).round() / 10.0 + 0.0)));
     println!();
     println!(
         "## 2. zooraft observer lag under a write load on ZooKeeper ({} writers, {:.1} s)",

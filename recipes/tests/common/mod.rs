@@ -6,8 +6,11 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use std::path::Path;
+
 use harness::{ServerKind, TestServer};
 use recipes::{Connection, ZkClient, ZookeeperClient};
+use tokio::process::Command;
 
 /// Every scenario must finish within this.
 pub const SCENARIO_TIMEOUT: Duration = Duration::from_secs(180);
@@ -358,4 +361,98 @@ pub async fn run_all(cmds: Vec<tokio::process::Command>, max: Duration) {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+}
+
+// The contenders: processes that take a lock in a loop and log each critical section (see
+// `read_log`): the recipes' own, Apache Curator's (Java) and kazoo's.
+
+/// The recipes' own contender binary.
+pub const CONTENDER: &str = env!("CARGO_BIN_EXE_lock-contender");
+
+pub fn rust_contender(
+    connect: &str,
+    path: &str,
+    tasks: usize,
+    iterations: usize,
+    log: &Path,
+    counter: Option<&str>,
+) -> Command {
+    let mut c = Command::new(CONTENDER);
+    c.arg("contend")
+        .arg(connect)
+        .arg(path)
+        .arg(tasks.to_string())
+        .arg(iterations.to_string())
+        .arg(log);
+    if let Some(counter) = counter {
+        c.arg(counter);
+    }
+    c
+}
+
+pub fn curator_contender(
+    connect: &str,
+    path: &str,
+    threads: usize,
+    iterations: usize,
+    log: &Path,
+) -> Command {
+    let mut c: Command = harness::java::java_command("LockContender").into();
+    c.arg(connect)
+        .arg(path)
+        .arg(threads.to_string())
+        .arg(iterations.to_string())
+        .arg(log);
+    c
+}
+
+pub fn curator_rw_contender(
+    connect: &str,
+    path: &str,
+    threads: usize,
+    iterations: usize,
+    log: &Path,
+) -> Command {
+    let mut c: Command = harness::java::java_command("LockRwContender").into();
+    c.arg(connect)
+        .arg(path)
+        .arg(threads.to_string())
+        .arg(iterations.to_string())
+        .arg(log);
+    c
+}
+
+pub fn rust_rw_contender(
+    connect: &str,
+    path: &str,
+    tasks: usize,
+    iterations: usize,
+    log: &Path,
+) -> Command {
+    let mut c = Command::new(CONTENDER);
+    c.arg("rw")
+        .arg(connect)
+        .arg(path)
+        .arg(tasks.to_string())
+        .arg(iterations.to_string())
+        .arg(log);
+    c
+}
+
+pub fn kazoo_contender(
+    connect: &str,
+    path: &str,
+    threads: usize,
+    iterations: usize,
+    log: &Path,
+) -> Command {
+    let script = harness::suite_dir().join("python/lock_contender.py");
+    let mut c = Command::new("python3");
+    c.arg(script)
+        .arg(connect)
+        .arg(path)
+        .arg(threads.to_string())
+        .arg(iterations.to_string())
+        .arg(log);
+    c
 }

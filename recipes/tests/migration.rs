@@ -1,0 +1,95 @@
+//! Locks during a live migration from Apache ZooKeeper: Curator, kazoo and the recipes'
+//! own mutex contend for one lock path from ZooKeeper members and from zooraft members
+//! observing the same ensemble (`migrateFromZooKeeper`), then, every contender on zooraft
+//! members, through `zooraft migrate cutover`. The contenders' log shows no two critical
+//! sections overlapping, acquisitions in node order with increasing fencing tokens, and the
+//! fenced counter holding every increment.
+
+mod common;
+
+use std::time::Duration;
+
+use harness::live_migration::LiveMigration;
+use recipes::CreateMode;
+
+use common::{
+    check_log, children, client, curator_contender, kazoo_contender, read_log, run_all,
+    rust_contender,
+};
+
+const LOCK: &str = "/locks/migration";
+const COUNTER: &str = "/counters/migration";
+
+#[test]
+fn one_lock_across_zookeeper_and_zooraft_members_and_through_the_cutover() {
+    let mut m = LiveMigration::start(3, 2);
+    m.start_observer(0);
+    m.start_observer(1);
+    let zookeeper = m.zookeeper[0].connect_string();
+    let (four, five) = (
+        m.observer(0).connect_string(),
+        m.observer(1).connect_string(),
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let admin = client(&four).await;
+        for p in ["/locks", LOCK, "/counters"] {
+            admin.create(p, b"", CreateMode::Persistent).await.expect(p);
+        }
+        admin
+            .create(COUNTER, b"0", CreateMode::Persistent)
+            .await
+            .expect("counter");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = dir.path().join("sections.log");
+        // Curator on ZooKeeper, kazoo and the recipes on zooraft members, one lock.
+        run_all(
+            vec![
+                curator_contender(&zookeeper, LOCK, 2, 4, &log),
+                kazoo_contender(&four, LOCK, 2, 4, &log),
+                rust_contender(&five, LOCK, 2, 4, &log, Some(COUNTER)),
+            ],
+            Duration::from_secs(150),
+        )
+        .await;
+        let mut entries = read_log(&log);
+        assert_eq!(entries.len(), 24, "every critical section is logged");
+        check_log(&mut entries);
+        admin.close().await;
+
+        // Every contender on zooraft members, and the cut-over in the middle of it.
+        let log = dir.path().join("cutover.log");
+        let contenders = tokio::spawn(run_all(
+            vec![
+                kazoo_contender(&four, LOCK, 2, 30, &log),
+                rust_contender(&five, LOCK, 2, 30, &log, Some(COUNTER)),
+            ],
+            Duration::from_secs(150),
+        ));
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let cutover = tokio::task::spawn_blocking({
+            let four = four.clone();
+            move || harness::zooraft_cmd(&["migrate", "cutover", "--server", &four])
+        })
+        .await
+        .expect("cutover task");
+        assert!(cutover.0, "{}", cutover.1);
+        contenders.await.expect("contenders");
+        let mut entries = read_log(&log);
+        assert_eq!(entries.len(), 120, "every critical section is logged");
+        check_log(&mut entries);
+        let admin = client(&four).await;
+        let (data, _) = admin.get_data(COUNTER).await.expect("counter");
+        assert_eq!(
+            String::from_utf8_lossy(&data),
+            "68",
+            "every fenced increment of the recipes' contenders is there (8 + 60)"
+        );
+        assert!(children(&admin, LOCK).await.is_empty(), "lock nodes left");
+        admin.close().await;
+    });
+}
