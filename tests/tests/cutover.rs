@@ -481,3 +481,98 @@ fn an_interrupted_cutover_leaves_zookeeper_in_charge_and_a_retry_succeeds() {
         drop(client);
     });
 }
+
+#[test]
+fn members_that_missed_the_cutover_join_the_raft_ensemble() {
+    let mut m = LiveMigration::start(3, 4);
+    for i in 0..4 {
+        m.start_observer(i);
+    }
+    // Members 6 and 7 are down while a coordinator (here by hand, past the command's
+    // checks) prepares and commits a cut-over of all four.
+    m.observer_mut(2).kill();
+    m.observer_mut(3).kill();
+    let rt = runtime();
+    rt.block_on(async {
+        let c = connect(
+            &m.observer(0).connect_string(),
+            Duration::from_secs(10),
+            WAIT,
+        )
+        .await;
+        c.create(
+            "/zooraft-cutover",
+            b"zooraft-cutover nonce=late members=4,5,6,7 timeout_ms=60000",
+            &persistent(),
+        )
+        .await
+        .expect("prepare");
+        prepared_on(&m, &[0, 1]);
+        c.create("/zooraft-cutover/commit", b"late", &persistent())
+            .await
+            .expect("commit");
+    });
+    // Member 6 comes back with its copy from before: ZooKeeper sends it the commit (a
+    // DIFF), it cuts over at the same zxid, and the Raft ensemble has its majority.
+    m.observer_mut(2).restart();
+    let leader = raft_leader(&m);
+    rt.block_on(async {
+        let z = connect(
+            &m.observer(leader).connect_string(),
+            Duration::from_secs(10),
+            WAIT,
+        )
+        .await;
+        eventually_async_write(&z, "/written-by-raft").await;
+    });
+    // ZooKeeper, still running, takes a write after the cut-over (what the command's
+    // refusal guards against): it is not in zooraft.
+    rt.block_on(async {
+        let zk = connect(&m.zookeeper_hosts(), Duration::from_secs(10), WAIT).await;
+        zk.create("/zookeeper-after-the-cutover", b"", &persistent())
+            .await
+            .expect("a write on ZooKeeper");
+    });
+    // Member 7 comes back wiped: ZooKeeper sends it its whole tree, past the commit; it
+    // serves none of it and joins the Raft ensemble empty, caught up by its leader.
+    let data = m.observer(3).data_dir();
+    for sub in ["zab", "raft"] {
+        let _ = std::fs::remove_dir_all(data.join(sub));
+    }
+    m.observer_mut(3).restart();
+    wait_serving(m.observer(3));
+    let mode = m.observer(3).mode();
+    assert!(
+        matches!(mode.as_deref(), Some("leader" | "follower")),
+        "{mode:?}"
+    );
+    rt.block_on(async {
+        let z = connect(
+            &m.observer(3).connect_string(),
+            Duration::from_secs(10),
+            WAIT,
+        )
+        .await;
+        within("sync", WAIT, z.sync("/")).await.expect("sync");
+        z.get_data("/written-by-raft")
+            .await
+            .expect("the late member has what Raft committed");
+        assert!(
+            matches!(
+                z.get_data("/zookeeper-after-the-cutover").await,
+                Err(zc::Error::NoNode)
+            ),
+            "ZooKeeper's later tree is not served"
+        );
+        z.create("/through-the-late-member", b"", &persistent())
+            .await
+            .expect("a write through it goes through Raft");
+    });
+    assert!(
+        m.observer(3).log_tail().contains("missed the cut-over")
+            || std::fs::read_to_string(m.observer(3).log_path())
+                .unwrap_or_default()
+                .contains("missed the cut-over"),
+        "the late member says what happened"
+    );
+}

@@ -183,6 +183,8 @@ pub struct Handover {
     pub members: Vec<u64>,
     /// How long clients are kept while Raft forms (the plan's timeout).
     pub keep_clients_for: std::time::Duration,
+    /// The member missed the cut-over and holds a later tree: it starts Raft empty.
+    pub late: bool,
     /// The connections' inbox.
     pub inbox: Receiver<Input>,
     /// What reached the member and was not done yet, oldest first.
@@ -201,8 +203,23 @@ pub fn form_raft(
     let config = raft_config(&replica.config(), &h.members);
     write_record(&record_path(&config), h.zxid, &h.members)
         .context("cannot record the cut-over in dataDir/zab")?;
-    state_membership(replica, connections.as_ref(), &config, &h);
-    {
+    if h.late {
+        // What it holds is ZooKeeper's tree after the cut-over, which zooraft never had:
+        // it must serve none of it. It starts as a new, empty member, which Raft's leader
+        // catches up (see raft/trust.rs).
+        tracing::warn!(
+            zxid = format!("{:#x}", h.zxid),
+            "this member missed the cut-over and holds a later ZooKeeper tree: it joins the \
+             Raft ensemble empty"
+        );
+        {
+            let mut state = replica.state.write();
+            *state = crate::state::StateMachine::new(state.tree.options);
+            replica.set_last_zxid(0);
+        }
+        connections.stop_serving();
+    } else {
+        state_membership(replica, connections.as_ref(), &config, &h);
         let state = replica.state.read();
         crate::migrate::write_new_store(&config, &state)
             .context("cannot write the Raft store for the cut-over")?;
@@ -216,7 +233,7 @@ pub fn form_raft(
     replica.replace_config(config);
     let peers = transport.map(|t| Arc::new(t) as Arc<dyn raft::Peers>);
     // The lowest id campaigns at once; the others wait for it.
-    let campaign = h.members.iter().min() == Some(&replica.me);
+    let campaign = !h.late && h.members.iter().min() == Some(&replica.me);
     let takeover = raft::Takeover {
         backlog: h.backlog,
         keep_clients_for: h.keep_clients_for,

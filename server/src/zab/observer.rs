@@ -145,6 +145,10 @@ impl Observer {
     /// (`None` when the member shuts down).
     fn run(&mut self, rx: &Receiver<Event>) -> Option<Committed> {
         let mut retry_at = std::time::Instant::now();
+        // Stopped after applying a cut-over's commit (before it recorded it)?
+        if let Some(c) = super::pause::missed(&self.replica.state.read(), self.replica.me) {
+            return Some(c);
+        }
         loop {
             if let Some(commit) = self.pause.take_committed() {
                 return Some(commit);
@@ -347,6 +351,7 @@ impl Observer {
             time: c.time,
             members: c.members,
             keep_clients_for: c.timeout,
+            late: c.late,
             inbox,
             backlog,
         })
@@ -517,6 +522,9 @@ impl Observer {
         if serving {
             // Watches were set against a tree that is gone.
             self.connections.stop_serving();
+        }
+        if let Some(c) = super::pause::missed(&self.replica.state.read(), self.replica.me) {
+            self.pause.commit(c);
         }
     }
 

@@ -9,6 +9,7 @@ use zkdata::txn::TxnHeader;
 
 use super::cutover::{Plan, Step};
 use crate::state::command::Command;
+use crate::state::StateMachine;
 
 /// A prepared cut-over.
 struct Prepared {
@@ -25,6 +26,9 @@ pub struct Committed {
     pub time: i64,
     pub members: Vec<u64>,
     pub timeout: Duration,
+    /// This member's tree is past the commit (it took a SNAP of a later tree after missing
+    /// the cut-over): it joins the Raft ensemble empty, to be caught up by its leader.
+    pub late: bool,
 }
 
 /// See the module docs.
@@ -62,6 +66,7 @@ impl Pause {
                         time: t.time,
                         members: plan.members,
                         timeout: Duration::from_millis(plan.timeout_ms),
+                        late: false,
                     });
                     Some(Step::Commit)
                 }
@@ -127,7 +132,7 @@ impl Pause {
         }
     }
 
-    fn commit(&mut self, c: Committed) {
+    pub fn commit(&mut self, c: Committed) {
         self.committed = Some(c);
     }
 
@@ -143,6 +148,24 @@ impl Pause {
     pub fn take_held(&mut self) -> Vec<Command> {
         self.prepared.take().map(|p| p.held).unwrap_or_default()
     }
+}
+
+/// A cut-over `state` holds (`/zooraft-cutover/commit`) that this member (`me`) has not
+/// taken: it stopped right after applying the commit (before recording it), or it synced
+/// by SNAP past it after missing it (`late`).
+pub fn missed(state: &StateMachine, me: u64) -> Option<Committed> {
+    let commit = state.tree.get(super::cutover::COMMIT)?.stat();
+    let plan = super::cutover::plan_in(&state.tree)?;
+    if !plan.members.contains(&me) {
+        return None;
+    }
+    Some(Committed {
+        zxid: commit.czxid,
+        time: commit.ctime,
+        members: plan.members,
+        timeout: Duration::from_millis(plan.timeout_ms),
+        late: state.last_zxid != commit.czxid,
+    })
 }
 
 /// The session a command belongs to.
