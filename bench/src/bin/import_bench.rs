@@ -21,9 +21,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use jute::Acl;
-use zkdata::tree::{StatPersisted, ZkNode, ZkTree, OPEN_UNSAFE_ACL_ID};
+use zooraft_bench::zk_snapshot;
 
 struct Options {
     znodes: u64,
@@ -65,85 +63,6 @@ fn parse() -> Options {
         }
     }
     o
-}
-
-fn node(data: Bytes, zxid: i64, time: i64, cversion: i32) -> ZkNode {
-    ZkNode {
-        data: Some(data),
-        acl: 1,
-        stat: StatPersisted {
-            czxid: zxid,
-            mzxid: zxid,
-            ctime: time,
-            mtime: time,
-            cversion,
-            pzxid: zxid,
-            ..Default::default()
-        },
-        children: Default::default(),
-    }
-}
-
-/// A tree as ZooKeeper would hold it after `n` creates.
-fn tree(n: u64, data_bytes: usize) -> ZkTree {
-    let mut t = ZkTree::new();
-    let open = t.acl_key(&[Acl::open_unsafe()]);
-    assert_eq!(open, 1);
-    let system = |aversion| ZkNode {
-        data: Some(Bytes::new()),
-        acl: OPEN_UNSAFE_ACL_ID,
-        stat: StatPersisted {
-            aversion,
-            ..Default::default()
-        },
-        children: Default::default(),
-    };
-    let parents = n.div_ceil(1000);
-    for (p, av) in [
-        ("/zookeeper", 0),
-        ("/zookeeper/quota", 0),
-        ("/zookeeper/config", -1),
-    ] {
-        t.insert(p.into(), system(av));
-    }
-    // The root's Stat is final before it goes in (the digest is kept as nodes go in).
-    let mut root = system(0);
-    root.stat.cversion = parents as i32;
-    root.stat.pzxid = (parents + n) as i64;
-    t.insert("/".into(), root);
-    let data = Bytes::from(vec![b'x'; data_bytes]);
-    let time = 1_700_000_000_000;
-    let mut zxid = 0i64;
-    for p in 0..parents {
-        zxid += 1;
-        let children = (n - p * 1000).min(1000);
-        t.insert(
-            format!("/b{p:04}"),
-            node(Bytes::new(), zxid, time, children as i32),
-        );
-        for c in 0..children {
-            zxid += 1;
-            t.insert(
-                format!("/b{p:04}/n{c:04}"),
-                node(data.clone(), zxid, time + zxid, 0),
-            );
-        }
-    }
-    t.link_children().expect("every parent exists");
-    t.last_zxid = zxid;
-    t
-}
-
-/// Peak resident memory (MB) of a process that is still running.
-fn vm_hwm_mb(pid: u32) -> f64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
-        })
-        .map_or(0.0, |kb| kb / 1024.0)
 }
 
 fn serving(port: u16) -> bool {
@@ -229,22 +148,10 @@ fn zookeeper(data: &Path, work: &Path) -> anyhow::Result<(f64, f64)> {
         }
         std::thread::sleep(Duration::from_millis(50));
     };
-    let rss = vm_hwm_mb(child.id());
+    let rss = zk_snapshot::vm_hwm_mb(child.id()).unwrap_or(0.0);
     let _ = child.kill();
     let _ = child.wait();
     Ok((result?, rss))
-}
-
-fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(to)?;
-    for e in std::fs::read_dir(from)?.flatten() {
-        if e.path().is_dir() {
-            copy_dir(&e.path(), &to.join(e.file_name()))?;
-        } else {
-            std::fs::copy(e.path(), to.join(e.file_name()))?;
-        }
-    }
-    Ok(())
 }
 
 fn main() -> anyhow::Result<()> {
@@ -254,7 +161,7 @@ fn main() -> anyhow::Result<()> {
     std::fs::create_dir_all(&work)?;
     let zk_data = work.join("zookeeper-data");
     let t0 = Instant::now();
-    let t = tree(o.znodes, o.data_bytes);
+    let t = zk_snapshot::tree(o.znodes, o.data_bytes, "");
     let snapshot = zkdata::write_datadir(&t, &zk_data, zkdata::Compression::None)?;
     let size = std::fs::metadata(&snapshot)?.len();
     drop(t);
@@ -266,7 +173,7 @@ fn main() -> anyhow::Result<()> {
     );
     let (import_s, import_rss) = import(&o.zooraft, &zk_data, &work)?;
     let zk_copy = work.join("zookeeper-run");
-    copy_dir(&zk_data, &zk_copy)?;
+    zk_snapshot::copy_dir(&zk_data, &zk_copy)?;
     let (zk_s, zk_rss) = zookeeper(&zk_copy, &work)?;
     println!(
         "zooraft import:      {import_s:7.2} s  {:>9.0} znodes/s  peak RSS {import_rss:7.0} MB",
