@@ -24,22 +24,39 @@ pub struct LiveMigration {
     /// ZooKeeper runs with `reconfigEnabled` and knows only its voters at first: observers
     /// join through `reconfig -add` ([`LiveMigration::reconfig_add`]).
     reconfig: bool,
+    /// More zoo.cfg keys for every member (both kinds).
+    extra: Vec<(String, String)>,
 }
 
 impl LiveMigration {
     /// Starts `voters` ZooKeeper members and waits until they serve; `observers` zooraft
     /// members are configured, not started.
     pub fn start(voters: usize, observers: usize) -> LiveMigration {
-        Self::launch(voters, observers, false)
+        Self::launch(voters, observers, false, Vec::new())
+    }
+
+    /// [`start`](Self::start) with more zoo.cfg keys on every member (both kinds), e.g.
+    /// quorum TLS.
+    pub fn start_with(
+        voters: usize,
+        observers: usize,
+        extra: Vec<(String, String)>,
+    ) -> LiveMigration {
+        Self::launch(voters, observers, false, extra)
     }
 
     /// [`start`](Self::start), with ZooKeeper's `reconfigEnabled=true` and only the voters
     /// in its configuration: each observer is added with `reconfig -add`.
     pub fn start_reconfigurable(voters: usize, observers: usize) -> LiveMigration {
-        Self::launch(voters, observers, true)
+        Self::launch(voters, observers, true, Vec::new())
     }
 
-    fn launch(voters: usize, observers: usize, reconfig: bool) -> LiveMigration {
+    fn launch(
+        voters: usize,
+        observers: usize,
+        reconfig: bool,
+        extra: Vec<(String, String)>,
+    ) -> LiveMigration {
         let n = voters + observers;
         let client_ports: Vec<u16> = (0..n).map(|_| free_port()).collect();
         let lines: Vec<(String, String)> = (0..n)
@@ -62,6 +79,7 @@ impl LiveMigration {
             lines,
             client_ports,
             reconfig,
+            extra,
         };
         for i in 0..voters {
             let mut b = TestServer::builder(ServerKind::Apache)
@@ -95,7 +113,7 @@ impl LiveMigration {
             .config("4lw.commands.whitelist", "*")
             .config("extendedTypesEnabled", "true")
             .no_wait();
-        for (k, v) in &self.lines[..lines] {
+        for (k, v) in self.lines[..lines].iter().chain(&self.extra) {
             b = b.config(k, v);
         }
         b

@@ -12,6 +12,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use harness::kazoo_migrate::{load_every_kind, Background};
 use harness::live_migration::{zxid_of, LiveMigration};
+use harness::pki::Ca;
 use harness::raw_client::{ConnectOptions, RawClient};
 use harness::rt::{block_on, eventually, within};
 use harness::tree_dump::{assert_same, dump, Dump};
@@ -367,4 +368,50 @@ fn an_observer_added_by_reconfig_joins_and_cuts_over() {
         matches!(mode.as_deref(), Some("standalone" | "leader")),
         "a one-member Raft ensemble: {mode:?}"
     );
+}
+
+#[test]
+fn an_observer_follows_over_quorum_tls_and_cuts_over() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let ca = Ca::new(dir.path(), "quorum-ca");
+    let member = ca.issue("member", "/CN=member");
+    let keys: Vec<(String, String)> = [
+        ("sslQuorum", "true".to_string()),
+        (
+            "ssl.quorum.keyStore.location",
+            member.pem_store.display().to_string(),
+        ),
+        ("ssl.quorum.keyStore.type", "PEM".into()),
+        (
+            "ssl.quorum.trustStore.location",
+            ca.cert.display().to_string(),
+        ),
+        ("ssl.quorum.trustStore.type", "PEM".into()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    // ZooKeeper's members talk TLS only on their quorum ports; so does the observer.
+    let mut m = LiveMigration::start_with(3, 2, keys);
+    load_every_kind(&m.zookeeper[0]);
+    m.start_observer(0);
+    m.start_observer(1);
+    let observer = m.observer(0).connect_string();
+    block_on(async {
+        let c = connect(&observer, Duration::from_secs(10), WAIT).await;
+        c.create("/over-tls", b"", &persistent())
+            .await
+            .expect("a write forwarded over TLS");
+        within("sync", WAIT, c.sync("/")).await.expect("sync");
+    });
+    assert_same_tree(&m, m.observer(0), "an observer over quorum TLS");
+    // After the cut-over the zooraft members' own Raft traffic is TLS too (same keys).
+    let (ok, out) = harness::zooraft_cmd(&["migrate", "cutover", "--server", &observer]);
+    assert!(ok, "{out}");
+    block_on(async {
+        let c = connect(&observer, Duration::from_secs(10), WAIT).await;
+        c.create("/after-over-tls", b"", &persistent())
+            .await
+            .expect("a write through Raft over TLS");
+    });
 }

@@ -97,6 +97,14 @@ fn is_alert(e: &std::io::Error) -> bool {
     e.to_string().starts_with("received fatal alert")
 }
 
+impl QuorumTls {
+    /// The client side's configuration when members are dialled over TLS (`sslQuorum`):
+    /// what a member observing a ZooKeeper ensemble dials its leader with.
+    pub fn dial_config(&self) -> Option<Arc<rustls::ClientConfig>> {
+        self.connector.as_ref().map(Connector::config)
+    }
+}
+
 /// Whether connections to members are TLS (`sslQuorum`).
 pub fn dials_tls(tls: &Option<Arc<QuorumTls>>) -> bool {
     tls.as_ref().is_some_and(|t| t.connector.is_some())

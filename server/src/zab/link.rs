@@ -16,8 +16,10 @@ use jute::quorum::{packet, LearnerInfo, QuorumPacket, LEARNER_PROTOCOL, SNAP_SIG
 use jute::Record;
 
 use super::client::four_letter_word;
+use super::tls_link;
 use super::wire::{read_packet, write_packet};
 use crate::config::Config;
+use crate::raft::QuorumTls;
 use crate::state::tree::TreeOptions;
 use crate::state::StateMachine;
 
@@ -38,9 +40,14 @@ pub enum FromLeader {
 pub struct Link {
     pub leader: u64,
     pub epoch: u32,
-    pub out: BufWriter<TcpStream>,
+    pub out: Out,
     stream: TcpStream,
 }
+
+/// What the observer loop writes to the leader through (flushed once per batch).
+pub type Out = Box<dyn Write + Send>;
+/// What the reader thread reads the leader's packets from.
+type In = Box<dyn Read + Send>;
 
 impl Drop for Link {
     fn drop(&mut self) {
@@ -105,7 +112,7 @@ pub fn connect(
     addr: SocketAddr,
     reg: &Registration,
     config: &Config,
-) -> Result<(Link, BufReader<TcpStream>), String> {
+) -> Result<(Link, BufReader<In>), String> {
     let init = Duration::from_millis(config.tick_time_ms as u64 * config.init_limit as u64);
     let stream = TcpStream::connect_timeout(&addr, init)
         .map_err(|e| format!("cannot connect to leader {leader} at {addr}: {e}"))?;
@@ -114,14 +121,25 @@ pub fn connect(
         .set_read_timeout(Some(init))
         .map_err(|e| e.to_string())?;
     let io_err = |what: &str, e: std::io::Error| format!("{what} with leader {leader}: {e}");
-    let mut reader = BufReader::with_capacity(
-        64 * 1024,
-        stream.try_clone().map_err(|e| io_err("socket", e))?,
-    );
-    let mut out = BufWriter::with_capacity(
-        64 * 1024,
-        stream.try_clone().map_err(|e| io_err("socket", e))?,
-    );
+    let tls = QuorumTls::from_config(config)
+        .map_err(|e| format!("quorum TLS (sslQuorum): {e}"))?
+        .and_then(|t| t.dial_config());
+    let clone = || stream.try_clone().map_err(|e| io_err("socket", e));
+    let (mut out, mut reader): (Out, BufReader<In>) = match tls {
+        None => (
+            Box::new(BufWriter::with_capacity(64 * 1024, clone()?)),
+            BufReader::with_capacity(64 * 1024, Box::new(clone()?)),
+        ),
+        Some(tls) => {
+            let s = tls_link::handshake(tls, clone()?, addr)
+                .map_err(|e| format!("quorum TLS with leader {leader} at {addr}: {e}"))?;
+            let (queued, pump) = tls_link::split(s, init).map_err(|e| io_err("socket", e))?;
+            (
+                Box::new(queued),
+                BufReader::with_capacity(64 * 1024, Box::new(pump)),
+            )
+        }
+    };
     let info = LearnerInfo {
         server_id: reg.me as i64,
         protocol_version: LEARNER_PROTOCOL,
@@ -173,7 +191,7 @@ pub fn connect(
 /// through `send`. `sync_timeout` bounds the silence after registration, as ZooKeeper's
 /// learners bound it (`syncLimit` ticks).
 fn spawn_reader(
-    mut r: BufReader<TcpStream>,
+    mut r: BufReader<In>,
     config: &Config,
     send: impl Fn(FromLeader) -> bool + Send + 'static,
 ) -> std::io::Result<()> {

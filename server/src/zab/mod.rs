@@ -14,6 +14,7 @@
 //! |------|---------|
 //! | `wire.rs` | quorum packets over a blocking stream |
 //! | `link.rs` | finding the leader, registering, the reader thread (SNAP included) |
+//! | `tls_link.rs` | the link over TLS (`sslQuorum`): one thread reads and writes it |
 //! | `observer.rs` | the loop: sync, INFORMs, pings, syncs, link failures |
 //! | `inbox.rs` | the connections' inputs into the loop, and back out to Raft |
 //! | `pause.rs` | a cut-over's write pause and commit, as one member keeps them |
@@ -33,6 +34,7 @@ mod journal;
 mod link;
 mod observer;
 mod pause;
+mod tls_link;
 mod wire;
 
 use anyhow::Context;
