@@ -131,7 +131,7 @@ pub fn config_text(servers: &[ServerLine]) -> String {
     out
 }
 
-/// What [`write`] wrote.
+/// What [`write()`] wrote.
 #[derive(Debug, Clone)]
 pub struct Written {
     /// The snapshot file (`dir/version-2/snapshot.<zxid>`).
