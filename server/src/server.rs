@@ -95,7 +95,12 @@ impl Server {
                 })?,
                 took,
             ),
-            None => (StateMachine::new(options), std::time::Duration::ZERO),
+            // A member that cut over from ZooKeeper starts from its copy of the ensemble
+            // until its store has a snapshot of its own.
+            None => match crate::zab::base_state(&config)? {
+                Some(state) => (state, std::time::Duration::ZERO),
+                None => (StateMachine::new(options), std::time::Duration::ZERO),
+            },
         };
         tracing::info!(
             ms = snapshot_load.as_millis() as u64,

@@ -29,7 +29,7 @@ pub use backup::{backup, restore};
 pub use convert::to_state;
 pub use export::export;
 pub use import::{import, ImportOptions};
-pub(crate) use store::{store_dir, write_new_store};
+pub(crate) use store::{store_dir, write_takeover_store};
 
 use std::io::Write;
 use std::time::Instant;

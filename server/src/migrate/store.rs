@@ -84,6 +84,55 @@ pub fn write_new_store(config: &Config, state: &StateMachine) -> anyhow::Result<
     Ok(term)
 }
 
+/// Writes a new store for a member that takes over from a ZooKeeper ensemble at a
+/// cut-over, small whatever the tree's size (the cut-over's write pause must not grow with
+/// it): no state (the state at the cut-over is the member's copy of the ensemble in
+/// `dataDir/zab`, which a restart loads before the log, see `zab::base_state`), and one
+/// committed entry at index 1 in `term`, `first` (the same bytes on every member). Marked as
+/// the ensemble's seed, built beside the target and renamed into place. Returns it, open.
+pub fn write_takeover_store(
+    config: &Config,
+    term: u64,
+    first: Vec<u8>,
+) -> anyhow::Result<RaftStorage> {
+    let target = check_target_empty(config)?;
+    let tmp = config.data_dir.join("raft.migrating");
+    if tmp.exists() {
+        std::fs::remove_dir_all(&tmp)
+            .with_context(|| format!("cannot remove the leftover {}", tmp.display()))?;
+    }
+    let conf = zraft::initial_membership(config);
+    {
+        let storage = RaftStorage::open(&tmp, conf.clone())
+            .with_context(|| format!("cannot create a store in {}", tmp.display()))?;
+        let mut entry = raft::eraftpb::Entry::default();
+        entry.set_entry_type(EntryType::EntryNormal);
+        entry.term = term;
+        entry.index = 1;
+        entry.data = first.into();
+        let hs = raft::eraftpb::HardState {
+            term,
+            commit: 1,
+            ..Default::default()
+        };
+        storage.append(&[entry], Some(&hs), true);
+        storage
+            .set_identity(zraft::Identity::seed())
+            .with_context(|| format!("cannot write the store's identity in {}", tmp.display()))?;
+    }
+    if target.exists() {
+        std::fs::remove_dir(&target)
+            .with_context(|| format!("cannot replace the empty {}", target.display()))?;
+    }
+    std::fs::rename(&tmp, &target)
+        .with_context(|| format!("cannot move the new store to {}", target.display()))?;
+    if let Ok(d) = std::fs::File::open(&config.data_dir) {
+        let _ = d.sync_all();
+    }
+    RaftStorage::open(&target, conf)
+        .with_context(|| format!("cannot open the new store in {}", target.display()))
+}
+
 /// Applies commands without anyone to tell.
 struct Silent;
 

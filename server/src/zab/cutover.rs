@@ -31,6 +31,7 @@ use zkdata::txn::{LoggedTxn, Txn};
 
 use crate::config::Config;
 use crate::raft::{self, Connections, Input, RaftStorage, Replica};
+use crate::state::command::{Batch, Command};
 
 /// The node whose creation prepares the cut-over and whose deletion aborts it.
 pub const ROOT: &str = "/zooraft-cutover";
@@ -134,38 +135,55 @@ fn record_path(config: &Config) -> PathBuf {
     super::journal_dir(config).join("cutover")
 }
 
-/// The members of the Raft ensemble this member cut over to, if it did (read from
-/// `dataDir/zab/cutover`).
-pub fn cut_over_members(config: &Config) -> anyhow::Result<Option<Vec<u64>>> {
+/// What `dataDir/zab/cutover` records of a cut-over this member took.
+pub struct Record {
+    pub zxid: i64,
+    /// The Raft ensemble's members.
+    pub members: Vec<u64>,
+    /// It missed the cut-over and joined empty.
+    pub late: bool,
+}
+
+/// The cut-over this member took, if it did.
+pub fn read_record(config: &Config) -> anyhow::Result<Option<Record>> {
     let path = record_path(config);
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
     };
-    let members = text
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("members="))
-        .map(|v| {
-            v.split(',')
-                .map(str::parse)
-                .collect::<Result<Vec<u64>, _>>()
-        });
-    match members {
-        Some(Ok(m)) if !m.is_empty() => Ok(Some(m)),
-        _ => bail!(
-            "{} does not name the Raft members: {text:?}",
-            path.display()
-        ),
+    let field = |k: &str| text.split_whitespace().find_map(|w| w.strip_prefix(k));
+    let members = field("members=").map(|v| {
+        v.split(',')
+            .map(str::parse)
+            .collect::<Result<Vec<u64>, _>>()
+    });
+    let zxid = field("zxid=0x").and_then(|z| i64::from_str_radix(z, 16).ok());
+    match (members, zxid) {
+        (Some(Ok(members)), Some(zxid)) if !members.is_empty() => Ok(Some(Record {
+            zxid,
+            members,
+            late: field("late=") == Some("1"),
+        })),
+        _ => bail!("{} is not a cut-over record: {text:?}", path.display()),
     }
 }
 
-fn write_record(path: &Path, zxid: i64, members: &[u64]) -> std::io::Result<()> {
+/// The members of the Raft ensemble this member cut over to, if it did.
+pub fn cut_over_members(config: &Config) -> anyhow::Result<Option<Vec<u64>>> {
+    Ok(read_record(config)?.map(|r| r.members))
+}
+
+fn write_record(path: &Path, zxid: i64, members: &[u64], late: bool) -> std::io::Result<()> {
     let members: Vec<String> = members.iter().map(u64::to_string).collect();
     let tmp = path.with_extension("tmp");
     std::fs::write(
         &tmp,
-        format!("zxid=0x{zxid:x} members={}\n", members.join(",")),
+        format!(
+            "zxid=0x{zxid:x} members={} late={}\n",
+            members.join(","),
+            late as u8
+        ),
     )?;
     std::fs::File::open(&tmp)?.sync_all()?;
     std::fs::rename(&tmp, path)?;
@@ -201,9 +219,9 @@ pub fn form_raft(
     runtime: &tokio::runtime::Handle,
 ) -> anyhow::Result<JoinHandle<()>> {
     let config = raft_config(&replica.config(), &h.members);
-    write_record(&record_path(&config), h.zxid, &h.members)
+    write_record(&record_path(&config), h.zxid, &h.members, h.late)
         .context("cannot record the cut-over in dataDir/zab")?;
-    if h.late {
+    let storage = if h.late {
         // What it holds is ZooKeeper's tree after the cut-over, which zooraft never had:
         // it must serve none of it. It starts as a new, empty member, which Raft's leader
         // catches up (see raft/trust.rs).
@@ -218,15 +236,27 @@ pub fn form_raft(
             replica.set_last_zxid(0);
         }
         connections.stop_serving();
+        let dir = crate::migrate::store_dir(&config);
+        RaftStorage::open(&dir, raft::initial_membership(&config))
+            .with_context(|| format!("cannot open a new Raft store in {}", dir.display()))?
     } else {
-        state_membership(replica, connections.as_ref(), &config, &h);
-        let state = replica.state.read();
-        crate::migrate::write_new_store(&config, &state)
+        // The state at the cut-over is this member's copy of the ensemble, durable in
+        // dataDir/zab; the store starts with one entry on top of it, the membership
+        // statement, the same on every member: writing it takes the same time whatever
+        // the tree's size. A snapshot is taken soon after, in the background.
+        let term = ((h.zxid >> 32) as u64).max(1) + 1;
+        let first = Batch {
+            time: h.time,
+            commands: vec![Command::SetConfig {
+                text: raft::initial_config(&config, h.zxid).text(),
+            }],
+        }
+        .encode();
+        let storage = crate::migrate::write_takeover_store(&config, term, first)
             .context("cannot write the Raft store for the cut-over")?;
-    }
-    let dir = crate::migrate::store_dir(&config);
-    let storage = RaftStorage::open(&dir, raft::initial_membership(&config))
-        .with_context(|| format!("cannot open the new Raft store in {}", dir.display()))?;
+        storage.want_snapshot();
+        storage
+    };
     let transport = runtime
         .block_on(raft::start_transport(&config, &storage, replica.inbox()))
         .context("cannot start the peer transport")?;
@@ -283,26 +313,6 @@ pub fn take_over(
 pub fn plan_in(tree: &crate::state::tree::DataTree) -> Option<Plan> {
     let data = tree.get(ROOT)?.data()?;
     Plan::parse(&String::from_utf8_lossy(data)).ok()
-}
-
-/// `/zookeeper/config` becomes the Raft ensemble's, stated at the commit (every member
-/// writes the same bytes and times): zooraft's membership follows that node, and it
-/// must not go on naming ZooKeeper's members. Watches on it fire.
-fn state_membership(
-    replica: &Replica,
-    connections: &dyn Connections,
-    config: &Config,
-    h: &Handover,
-) {
-    let text = raft::initial_config(config, h.zxid).text();
-    let mut state = replica.state.write();
-    let mut round = connections.apply_round();
-    let mut triggers = Vec::new();
-    crate::state::reconfig::state_first(&mut state.tree, h.time, &text, &mut triggers);
-    round.triggers(h.zxid, &triggers);
-    round.settle(&state);
-    drop(state);
-    round.finish();
 }
 
 #[cfg(test)]

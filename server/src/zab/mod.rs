@@ -44,6 +44,29 @@ use crate::state::tree::TreeOptions;
 use crate::state::StateMachine;
 pub use coordinator::{cutover, status, CutoverOptions};
 pub use cutover::{cut_over_members, raft_config};
+
+/// The state a member that cut over starts Raft from while its store holds no snapshot
+/// yet: its copy of the ensemble at the cut-over's zxid, under the store's log. `None` if
+/// it did not cut over, or joined empty.
+pub fn base_state(config: &Config) -> anyhow::Result<Option<StateMachine>> {
+    let Some(record) = cutover::read_record(config)? else {
+        return Ok(None);
+    };
+    if record.late {
+        return Ok(None);
+    }
+    let (state, _) = recover(config)?;
+    if state.last_zxid != record.zxid {
+        anyhow::bail!(
+            "this member cut over at zxid {:#x}, but its copy of the ensemble in {} reaches {:#x}: \
+             the state its Raft store starts from is missing",
+            record.zxid,
+            journal_dir(config).display(),
+            state.last_zxid
+        );
+    }
+    Ok(Some(state))
+}
 pub use observer::{start, Resume};
 
 /// Where an observing member keeps its copy of the ensemble's state.

@@ -335,6 +335,12 @@ impl Observer {
     /// Everything the Raft thread takes over: the inbox, and what reached this member and
     /// is not done, oldest first.
     fn handover(&mut self, c: Committed, rx: &Receiver<Event>) -> Option<Handover> {
+        // The state at the commit is what the Raft store starts from: durable first.
+        if self.journaled(|j| j.sync()).is_none() && !c.late {
+            crate::critical::fatal(
+                "cannot make this member's copy of the ensemble durable at the cut-over",
+            );
+        }
         // ZooKeeper sees this observer go; nothing after the commit is applied here.
         self.link = None;
         let (inbox, after_stop) = self.inbox.take()?.take_back()?;

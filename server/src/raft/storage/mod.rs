@@ -251,6 +251,11 @@ impl RaftStorage {
         m.trim_cache();
     }
 
+    /// Asks the Raft loop for a snapshot soon (a store that starts without one).
+    pub fn want_snapshot(&self) {
+        self.snapshot_wanted.store(true, Ordering::Relaxed);
+    }
+
     /// Whether raft-rs asked for a snapshot newer than the stored one (cleared by asking).
     pub fn take_snapshot_wanted(&self) -> bool {
         self.snapshot_wanted.swap(false, Ordering::Relaxed)
