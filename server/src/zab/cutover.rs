@@ -131,6 +131,12 @@ pub fn raft_config(config: &Config, members: &[u64]) -> Config {
     c
 }
 
+/// `dataDir/zab/cutover` (for tests elsewhere in this layer).
+#[cfg(test)]
+pub fn journal_record_path(config: &Config) -> PathBuf {
+    record_path(config)
+}
+
 fn record_path(config: &Config) -> PathBuf {
     super::journal_dir(config).join("cutover")
 }

@@ -104,3 +104,62 @@ pub fn recover(config: &Config) -> anyhow::Result<(StateMachine, Resume)> {
         },
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use zkdata::txn::{op, LoggedTxn, Txn, TxnHeader};
+
+    fn create(zxid: i64, path: &str) -> Vec<u8> {
+        LoggedTxn {
+            header: TxnHeader {
+                client_id: 0,
+                cxid: 0,
+                zxid,
+                time: 7,
+                kind: op::CREATE,
+            },
+            txn: Txn::Create {
+                path: path.into(),
+                data: None,
+                acl: vec![jute::Acl::open_unsafe()],
+                ephemeral: false,
+                parent_cversion: -1,
+            },
+            digest: None,
+        }
+        .encode()
+        .to_vec()
+    }
+
+    #[test]
+    fn a_member_that_cut_over_starts_from_its_copy_at_the_recorded_zxid() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config {
+            data_dir: dir.path().to_path_buf(),
+            ..Config::default()
+        };
+        assert!(
+            base_state(&config).unwrap().is_none(),
+            "no cut-over: nothing"
+        );
+        let (mut journal, _) = recover(&config).map(|(s, r)| (r.journal, s)).unwrap();
+        journal.append(&create(0x1_0000_0001, "/a")).unwrap();
+        journal.append(&create(0x1_0000_0002, "/b")).unwrap();
+        journal.sync().unwrap();
+        drop(journal);
+        let record = cutover::journal_record_path(&config);
+        std::fs::write(&record, "zxid=0x100000002 members=4,5 late=0\n").unwrap();
+        let state = base_state(&config).unwrap().expect("the copy");
+        assert_eq!(state.last_zxid, 0x1_0000_0002);
+        assert!(state.tree.get("/b").is_some());
+        // A copy that does not reach the cut-over's zxid is refused, not used.
+        std::fs::write(&record, "zxid=0x100000003 members=4,5 late=0\n").unwrap();
+        let e = base_state(&config).err().expect("refused");
+        assert!(e.to_string().contains("reaches 0x100000002"), "{e}");
+        // A member that joined empty starts empty.
+        std::fs::write(&record, "zxid=0x100000003 members=4,5 late=1\n").unwrap();
+        assert!(base_state(&config).unwrap().is_none());
+        assert_eq!(cut_over_members(&config).unwrap(), Some(vec![4, 5]));
+    }
+}
