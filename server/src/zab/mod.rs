@@ -155,7 +155,7 @@ mod tests {
         assert!(state.tree.get("/b").is_some());
         // A copy that does not reach the cut-over's zxid is refused, not used.
         std::fs::write(&record, "zxid=0x100000003 members=4,5 late=0\n").unwrap();
-        let e = base_state(&config).err().expect("refused");
+        let e = base_state(&config).expect_err("refused");
         assert!(e.to_string().contains("reaches 0x100000002"), "{e}");
         // A member that joined empty starts empty.
         std::fs::write(&record, "zxid=0x100000003 members=4,5 late=1\n").unwrap();

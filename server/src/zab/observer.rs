@@ -276,11 +276,9 @@ impl Observer {
     }
 
     fn publish_counts(&self) {
-        let m = &self.replica.status.migration;
-        let held = self.pause.held();
-        m.held.store(held as u64, Ordering::Relaxed);
-        m.pending
-            .store(self.pending.len() as u64, Ordering::Relaxed);
+        let (m, pending) = (&self.replica.status.migration, self.pending.len());
+        m.held.store(self.pause.held() as u64, Ordering::Relaxed);
+        m.pending.store(pending as u64, Ordering::Relaxed);
     }
 
     /// A cut-over step was applied.
@@ -325,11 +323,8 @@ impl Observer {
     }
 
     fn set_phase(&self, phase: u8) {
-        self.replica
-            .status
-            .migration
-            .phase
-            .store(phase, Ordering::Release);
+        let m = &self.replica.status.migration;
+        m.phase.store(phase, Ordering::Release);
     }
 
     /// Everything the Raft thread takes over: the inbox, and what reached this member and
@@ -337,9 +332,7 @@ impl Observer {
     fn handover(&mut self, c: Committed, rx: &Receiver<Event>) -> Option<Handover> {
         // The state at the commit is what the Raft store starts from: durable first.
         if self.journaled(|j| j.sync()).is_none() && !c.late {
-            crate::critical::fatal(
-                "cannot make this member's copy of the ensemble durable at the cut-over",
-            );
+            crate::critical::fatal("cannot make dataDir/zab durable at the cut-over");
         }
         // ZooKeeper sees this observer go; nothing after the commit is applied here.
         self.link = None;
