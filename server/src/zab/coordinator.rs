@@ -89,6 +89,11 @@ fn describe(id: u64, client: SocketAddr) -> MemberView {
 
 /// Every member of the ensemble `server` belongs to, described.
 pub fn members(server: &str) -> anyhow::Result<Vec<MemberView>> {
+    Ok(ensemble(server)?.0)
+}
+
+/// [`members`], and `/zookeeper/config` as read.
+fn ensemble(server: &str) -> anyhow::Result<(Vec<MemberView>, String)> {
     let addr = resolve(server)?;
     let mut c = Client::connect(addr, CALL)
         .with_context(|| format!("cannot open a session on {server}"))?;
@@ -117,7 +122,7 @@ pub fn members(server: &str) -> anyhow::Result<Vec<MemberView>> {
     if out.is_empty() {
         bail!("/zookeeper/config on {server} lists no members: {text:?}");
     }
-    Ok(out)
+    Ok((out, text))
 }
 
 /// `zooraft migrate status`.
@@ -158,7 +163,7 @@ pub struct CutoverOptions {
 
 /// `zooraft migrate cutover`.
 pub fn cutover(server: &str, opts: &CutoverOptions, out: &mut dyn Write) -> anyhow::Result<()> {
-    let members = members(server)?;
+    let (members, config) = ensemble(server)?;
     let (zooraft, zookeeper): (Vec<_>, Vec<_>) = members.iter().partition(|m| m.zooraft);
     if zooraft.is_empty() {
         bail!("no zooraft member in the ensemble of {server}");
@@ -209,11 +214,24 @@ pub fn cutover(server: &str, opts: &CutoverOptions, out: &mut dyn Write) -> anyh
             busy.join("\n  ")
         )?;
     }
+    let ids: Vec<u64> = zooraft.iter().map(|m| m.id).collect();
+    // The zooraft members' lines as /zookeeper/config has them, for every member to state.
+    let servers: Vec<&str> = config
+        .lines()
+        .filter(|l| {
+            l.split_once('=')
+                .and_then(|(k, _)| k.strip_prefix("server.")?.parse::<u64>().ok())
+                .is_some_and(|id| ids.contains(&id))
+        })
+        .collect();
     let plan = Plan {
         nonce: format!("{:016x}", rand::random::<u64>()),
-        members: zooraft.iter().map(|m| m.id).collect(),
+        members: ids,
         timeout_ms: opts.timeout.as_millis() as u64,
+        servers: servers.join("\n"),
     };
+    plan.membership(0)
+        .map_err(|e| anyhow::anyhow!("/zookeeper/config: {e}"))?;
     let addr = resolve(server)?;
     // The session lives on through the cut-over: its last write goes through Raft.
     let mut c = Client::connect(addr, opts.timeout.max(CALL))
@@ -231,7 +249,7 @@ pub fn cutover(server: &str, opts: &CutoverOptions, out: &mut dyn Write) -> anyh
         Err(ClientError::Keeper(jute::ErrorCode::NoNode)) => {}
         Err(e) => return Err(e).context("cannot remove an earlier cut-over's node"),
     }
-    writeln!(out, "prepare: {}", plan.text())?;
+    writeln!(out, "prepare: {}", plan.summary())?;
     let prepared_at = c
         .create(ROOT, plan.text().as_bytes())
         .context("cannot write the prepare step")?;

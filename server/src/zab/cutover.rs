@@ -32,6 +32,7 @@ use zkdata::txn::{LoggedTxn, Txn};
 use crate::config::Config;
 use crate::raft::{self, Connections, Input, RaftStorage, Replica};
 use crate::state::command::{Batch, Command};
+use crate::state::reconfig::DynamicConfig;
 
 /// The node whose creation prepares the cut-over and whose deletion aborts it.
 pub const ROOT: &str = "/zooraft-cutover";
@@ -46,21 +47,55 @@ pub struct Plan {
     pub members: Vec<u64>,
     /// How long members hold writes waiting for the commit before they give up.
     pub timeout_ms: u64,
+    /// The Raft ensemble's `server.N` lines (participants), from the `/zookeeper/config`
+    /// the coordinator read: every member states exactly these, so the first entry of
+    /// their Raft logs is the same bytes everywhere. Empty: each member's own zoo.cfg.
+    pub servers: String,
 }
 
 impl Plan {
+    /// The node's data: the plan's words on the first line, the server lines after it.
     pub fn text(&self) -> String {
         let members: Vec<String> = self.members.iter().map(u64::to_string).collect();
-        format!(
+        let mut text = format!(
             "zooraft-cutover nonce={} members={} timeout_ms={}",
             self.nonce,
             members.join(","),
             self.timeout_ms
-        )
+        );
+        if !self.servers.is_empty() {
+            text.push('\n');
+            text.push_str(&self.servers);
+        }
+        text
+    }
+
+    /// The first line of [`Plan::text`], for logs.
+    pub fn summary(&self) -> String {
+        let text = self.text();
+        text.lines().next().unwrap_or_default().to_string()
+    }
+
+    /// The membership statement for the Raft ensemble formed at `zxid` (its version).
+    pub fn membership(&self, zxid: i64) -> Result<String, String> {
+        let mut c = DynamicConfig::parse(&self.servers)?;
+        c.servers.retain(|id, _| self.members.contains(id));
+        if c.servers.len() != self.members.len() {
+            return Err(format!(
+                "the plan's server lines do not name every member {:?}",
+                self.members
+            ));
+        }
+        for s in c.servers.values_mut() {
+            s.observer = false;
+        }
+        c.version = zxid;
+        Ok(c.text())
     }
 
     pub fn parse(text: &str) -> Result<Plan, String> {
-        let mut words = text.split_whitespace();
+        let (head, servers) = text.split_once('\n').unwrap_or((text, ""));
+        let mut words = head.split_whitespace();
         if words.next() != Some("zooraft-cutover") {
             return Err(format!("not a cut-over plan: {text:?}"));
         }
@@ -82,11 +117,18 @@ impl Plan {
             }
         }
         match (nonce, members, timeout_ms) {
-            (Some(nonce), Some(members), Some(timeout_ms)) if !members.is_empty() => Ok(Plan {
-                nonce,
-                members,
-                timeout_ms,
-            }),
+            (Some(nonce), Some(members), Some(timeout_ms)) if !members.is_empty() => {
+                let plan = Plan {
+                    nonce,
+                    members,
+                    timeout_ms,
+                    servers: servers.trim().to_string(),
+                };
+                if !plan.servers.is_empty() {
+                    plan.membership(0)?;
+                }
+                Ok(plan)
+            }
             _ => Err(format!("an incomplete cut-over plan: {text:?}")),
         }
     }
@@ -209,6 +251,8 @@ pub struct Handover {
     pub keep_clients_for: std::time::Duration,
     /// The member missed the cut-over and holds a later tree: it starts Raft empty.
     pub late: bool,
+    /// The cut-over's plan (the membership statement the Raft log starts with).
+    pub plan: Plan,
     /// The connections' inbox.
     pub inbox: Receiver<Input>,
     /// What reached the member and was not done yet, oldest first.
@@ -254,7 +298,11 @@ pub fn form_raft(
         let first = Batch {
             time: h.time,
             commands: vec![Command::SetConfig {
-                text: raft::initial_config(&config, h.zxid).text(),
+                text: if h.plan.servers.is_empty() {
+                    raft::initial_config(&config, h.zxid).text()
+                } else {
+                    h.plan.membership(h.zxid).map_err(anyhow::Error::msg)?
+                },
             }],
         }
         .encode();
@@ -331,8 +379,27 @@ mod tests {
             nonce: "ab12".into(),
             members: vec![4, 5, 6],
             timeout_ms: 10_000,
+            servers: String::new(),
         };
-        assert_eq!(Plan::parse(&p.text()), Ok(p));
+        assert_eq!(Plan::parse(&p.text()), Ok(p.clone()));
+        // With the server lines: the membership names exactly the members, as voters.
+        let with = Plan {
+            servers: "server.1=h1:1:2:participant;h1:3\nserver.4=h4:4:5:observer;h4:6\n\
+                      server.5=h5:4:5:observer;h5:6\nserver.6=h6:4:5:observer;h6:6"
+                .into(),
+            ..p
+        };
+        let back = Plan::parse(&with.text()).unwrap();
+        assert_eq!(back, with);
+        let m = back.membership(0x1_0000_00ff).unwrap();
+        assert!(!m.contains("server.1=") && !m.contains("observer"), "{m}");
+        assert!(m.contains("server.4=h4:4:5:participant;h4:6"), "{m}");
+        assert!(m.ends_with("version=1000000ff"), "{m}");
+        let short = Plan {
+            members: vec![4, 7],
+            ..back
+        };
+        assert!(short.membership(1).is_err());
         assert!(Plan::parse("zooraft-cutover nonce=x timeout_ms=1").is_err());
         assert!(Plan::parse("something else").is_err());
         assert!(Plan::parse("zooraft-cutover nonce=x members=4,y timeout_ms=1").is_err());

@@ -311,7 +311,7 @@ impl Observer {
         tracing::warn!(
             reason = why,
             held = held.len(),
-            plan = plan.text(),
+            plan = plan.summary(),
             "cut-over abandoned: ZooKeeper stays in charge"
         );
         self.set_phase(Migration::FOLLOWING);
@@ -351,6 +351,7 @@ impl Observer {
             members: c.members,
             keep_clients_for: c.timeout,
             late: c.late,
+            plan: c.plan,
             inbox,
             backlog,
         })

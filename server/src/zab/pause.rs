@@ -29,6 +29,8 @@ pub struct Committed {
     /// This member's tree is past the commit (it took a SNAP of a later tree after missing
     /// the cut-over): it joins the Raft ensemble empty, to be caught up by its leader.
     pub late: bool,
+    /// The plan, for the membership statement.
+    pub plan: Plan,
 }
 
 /// See the module docs.
@@ -53,7 +55,7 @@ impl Pause {
             Step::Prepare(plan) if plan.members.contains(&me) => {
                 tracing::info!(
                     zxid = format!("{:#x}", t.zxid),
-                    plan = plan.text(),
+                    plan = plan.summary(),
                     "cut-over prepared: clients' writes are held until it commits"
                 );
                 self.prepare(plan.clone(), t.client_id, Instant::now());
@@ -64,9 +66,10 @@ impl Pause {
                     self.commit(Committed {
                         zxid: t.zxid,
                         time: t.time,
-                        members: plan.members,
+                        members: plan.members.clone(),
                         timeout: Duration::from_millis(plan.timeout_ms),
                         late: false,
+                        plan,
                     });
                     Some(Step::Commit)
                 }
@@ -77,7 +80,7 @@ impl Pause {
             },
             Step::Prepare(plan) => {
                 tracing::warn!(
-                    plan = plan.text(),
+                    plan = plan.summary(),
                     "a cut-over that leaves this member out; it keeps observing"
                 );
                 None
@@ -162,9 +165,10 @@ pub fn missed(state: &StateMachine, me: u64) -> Option<Committed> {
     Some(Committed {
         zxid: commit.czxid,
         time: commit.ctime,
-        members: plan.members,
+        members: plan.members.clone(),
         timeout: Duration::from_millis(plan.timeout_ms),
         late: state.last_zxid != commit.czxid,
+        plan,
     })
 }
 
@@ -202,6 +206,7 @@ mod tests {
             nonce: "n".into(),
             members: vec![4],
             timeout_ms: 1000,
+            servers: String::new(),
         };
         let now = Instant::now();
         p.prepare(plan.clone(), 9, now);
