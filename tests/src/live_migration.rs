@@ -24,39 +24,38 @@ pub struct LiveMigration {
     /// ZooKeeper runs with `reconfigEnabled` and knows only its voters at first: observers
     /// join through `reconfig -add` ([`LiveMigration::reconfig_add`]).
     reconfig: bool,
-    /// More zoo.cfg keys for every member (both kinds).
-    extra: Vec<(String, String)>,
+    /// More settings (see [`Extra`]).
+    extra: Extra,
+}
+
+/// Settings beyond the defaults: zoo.cfg keys for every member, JVM properties for
+/// ZooKeeper's, zoo.cfg keys for zooraft's only.
+#[derive(Debug, Clone, Default)]
+pub struct Extra {
+    pub both: Vec<(String, String)>,
+    pub zookeeper_jvm: Vec<(String, String)>,
+    pub zooraft: Vec<(String, String)>,
 }
 
 impl LiveMigration {
     /// Starts `voters` ZooKeeper members and waits until they serve; `observers` zooraft
     /// members are configured, not started.
     pub fn start(voters: usize, observers: usize) -> LiveMigration {
-        Self::launch(voters, observers, false, Vec::new())
+        Self::launch(voters, observers, false, Extra::default())
     }
 
-    /// [`start`](Self::start) with more zoo.cfg keys on every member (both kinds), e.g.
-    /// quorum TLS.
-    pub fn start_with(
-        voters: usize,
-        observers: usize,
-        extra: Vec<(String, String)>,
-    ) -> LiveMigration {
+    /// [`start`](Self::start) with more settings (quorum TLS, quorum SASL, ...).
+    pub fn start_with(voters: usize, observers: usize, extra: Extra) -> LiveMigration {
         Self::launch(voters, observers, false, extra)
     }
 
     /// [`start`](Self::start), with ZooKeeper's `reconfigEnabled=true` and only the voters
     /// in its configuration: each observer is added with `reconfig -add`.
     pub fn start_reconfigurable(voters: usize, observers: usize) -> LiveMigration {
-        Self::launch(voters, observers, true, Vec::new())
+        Self::launch(voters, observers, true, Extra::default())
     }
 
-    fn launch(
-        voters: usize,
-        observers: usize,
-        reconfig: bool,
-        extra: Vec<(String, String)>,
-    ) -> LiveMigration {
+    fn launch(voters: usize, observers: usize, reconfig: bool, extra: Extra) -> LiveMigration {
         let n = voters + observers;
         let client_ports: Vec<u16> = (0..n).map(|_| free_port()).collect();
         let lines: Vec<(String, String)> = (0..n)
@@ -94,6 +93,9 @@ impl LiveMigration {
                     .config("reconfigEnabled", "true")
                     .config("standaloneEnabled", "false");
             }
+            for (k, v) in &m.extra.zookeeper_jvm {
+                b = b.jvm_property(k, v);
+            }
             let b = m.common(b, i, if reconfig { voters } else { n });
             m.zookeeper.push(b.start());
         }
@@ -113,7 +115,7 @@ impl LiveMigration {
             .config("4lw.commands.whitelist", "*")
             .config("extendedTypesEnabled", "true")
             .no_wait();
-        for (k, v) in self.lines[..lines].iter().chain(&self.extra) {
+        for (k, v) in self.lines[..lines].iter().chain(&self.extra.both) {
             b = b.config(k, v);
         }
         b
@@ -137,7 +139,11 @@ impl LiveMigration {
     /// Starts observer `i` (zooraft) and waits until it has synced and serves.
     pub fn start_observer(&mut self, i: usize) -> &TestServer {
         let id = self.zookeeper.len() + i;
-        let b = TestServer::builder(ServerKind::Zooraft)
+        let mut b = TestServer::builder(ServerKind::Zooraft);
+        for (k, v) in &self.extra.zooraft {
+            b = b.config(k, v);
+        }
+        let b = b
             .config("migrateFromZooKeeper", "true")
             .config("initLimit", "20")
             .config("syncLimit", "4")

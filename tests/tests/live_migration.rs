@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use harness::kazoo_migrate::{load_every_kind, Background};
-use harness::live_migration::{zxid_of, LiveMigration};
+use harness::live_migration::{zxid_of, Extra, LiveMigration};
 use harness::pki::Ca;
 use harness::raw_client::{ConnectOptions, RawClient};
 use harness::rt::{block_on, eventually, within};
@@ -392,7 +392,11 @@ fn an_observer_follows_over_quorum_tls_and_cuts_over() {
     .map(|(k, v)| (k.to_string(), v))
     .collect();
     // ZooKeeper's members talk TLS only on their quorum ports; so does the observer.
-    let mut m = LiveMigration::start_with(3, 2, keys);
+    let extra = Extra {
+        both: keys,
+        ..Extra::default()
+    };
+    let mut m = LiveMigration::start_with(3, 2, extra);
     load_every_kind(&m.zookeeper[0]);
     m.start_observer(0);
     m.start_observer(1);
@@ -414,4 +418,53 @@ fn an_observer_follows_over_quorum_tls_and_cuts_over() {
             .await
             .expect("a write through Raft over TLS");
     });
+}
+
+#[test]
+fn an_observer_authenticates_with_quorum_sasl_and_cuts_over() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let jaas = dir.path().join("jaas.conf");
+    std::fs::write(
+        &jaas,
+        "QuorumServer {\n  org.apache.zookeeper.server.auth.DigestLoginModule required\n  \
+         user_learner=\"learnersecret\";\n};\n\
+         QuorumLearner {\n  org.apache.zookeeper.server.auth.DigestLoginModule required\n  \
+         username=\"learner\"\n  password=\"learnersecret\";\n};\n\
+         Server {\n  org.apache.zookeeper.server.auth.DigestLoginModule required\n  \
+         user_super=\"secret\";\n};\n",
+    )
+    .expect("jaas file");
+    let pairs = |v: &[(&str, &str)]| -> Vec<(String, String)> {
+        v.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    // ZooKeeper's leader refuses learners that do not authenticate.
+    let extra = Extra {
+        both: pairs(&[
+            ("quorum.auth.enableSasl", "true"),
+            ("quorum.auth.learnerRequireSasl", "true"),
+            ("quorum.auth.serverRequireSasl", "true"),
+            ("quorum.auth.learner.saslLoginContext", "QuorumLearner"),
+            ("quorum.auth.server.saslLoginContext", "QuorumServer"),
+        ]),
+        zookeeper_jvm: pairs(&[(
+            "java.security.auth.login.config",
+            jaas.to_str().expect("utf-8"),
+        )]),
+        zooraft: pairs(&[("jaasLoginConfig", jaas.to_str().expect("utf-8"))]),
+    };
+    let mut m = LiveMigration::start_with(3, 1, extra);
+    load_every_kind(&m.zookeeper[0]);
+    m.start_observer(0);
+    assert_same_tree(&m, m.observer(0), "an observer with quorum SASL");
+    let observer = m.observer(0).connect_string();
+    block_on(async {
+        let c = connect(&observer, Duration::from_secs(10), WAIT).await;
+        c.create("/over-sasl", b"", &persistent())
+            .await
+            .expect("a write forwarded on an authenticated link");
+    });
+    let (ok, out) = harness::zooraft_cmd(&["migrate", "cutover", "--server", &observer]);
+    assert!(ok, "{out}");
 }

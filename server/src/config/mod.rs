@@ -161,6 +161,7 @@ pub fn is_security_key(key: &str) -> bool {
         "zookeeper.enforce.auth.",
         "kerberos.",
         "zookeeper.kerberos.",
+        "quorum.auth.",
     ];
     const KEYS: &[&str] = &[
         "secureClientPort",

@@ -117,6 +117,96 @@ fn directives(text: &str) -> Result<BTreeMap<String, String>, DigestError> {
     }
 }
 
+/// What both sides hash (RFC 2831 2.1.2.1): the response is `digest("AUTHENTICATE:")`,
+/// the server's `rspauth` is `digest(":")`.
+struct Exchange<'a> {
+    user: &'a str,
+    realm: &'a str,
+    password: &'a str,
+    nonce: &'a str,
+    cnonce: &'a str,
+    nc: &'a str,
+    qop: &'a str,
+    uri: &'a str,
+    authzid: Option<&'a str>,
+}
+
+impl Exchange<'_> {
+    fn digest(&self, a2_prefix: &[u8]) -> String {
+        let e = self;
+        let inner = md5(&[
+            e.user.as_bytes(),
+            b":",
+            e.realm.as_bytes(),
+            b":",
+            e.password.as_bytes(),
+        ]);
+        let mut a1: Vec<&[u8]> = vec![&inner, b":", e.nonce.as_bytes(), b":", e.cnonce.as_bytes()];
+        if let Some(z) = e.authzid {
+            a1.extend([b":".as_slice(), z.as_bytes()]);
+        }
+        let ha1 = hex(&md5(&a1));
+        let ha2 = hex(&md5(&[a2_prefix, e.uri.as_bytes()]));
+        hex(&md5(&[
+            ha1.as_bytes(),
+            b":",
+            e.nonce.as_bytes(),
+            b":",
+            e.nc.as_bytes(),
+            b":",
+            e.cnonce.as_bytes(),
+            b":",
+            e.qop.as_bytes(),
+            b":",
+            ha2.as_bytes(),
+        ]))
+    }
+}
+
+/// The client side: the response to a server's challenge for `user` (with `password`)
+/// and the service `digest_uri` (`protocol/server-name`), and the `rspauth` value the
+/// server's final token must carry.
+pub fn client_response(
+    challenge: &[u8],
+    user: &str,
+    password: &str,
+    digest_uri: &str,
+) -> Result<(Vec<u8>, String), DigestError> {
+    if challenge.len() > MAX_TOKEN {
+        return Err(DigestError::TooLong(challenge.len()));
+    }
+    let text =
+        std::str::from_utf8(challenge).map_err(|_| DigestError::Malformed("not UTF-8".into()))?;
+    let d = directives(text)?;
+    let nonce = d.get("nonce").ok_or(DigestError::Missing("nonce"))?;
+    let realm = d.get("realm").map(String::as_str).unwrap_or("");
+    let qops = d.get("qop").map(String::as_str).unwrap_or("auth");
+    if !qops.split(',').any(|q| q.trim() == "auth") {
+        return Err(DigestError::Refused(format!(
+            "qop {qops}: auth is not offered"
+        )));
+    }
+    let cnonce: [u8; 24] = rand::random();
+    let cnonce = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, cnonce);
+    let exchange = Exchange {
+        user,
+        realm,
+        password,
+        nonce,
+        cnonce: &cnonce,
+        nc: "00000001",
+        qop: "auth",
+        uri: digest_uri,
+        authzid: None,
+    };
+    let response = exchange.digest(b"AUTHENTICATE:");
+    let token = format!(
+        "charset=utf-8,username=\"{user}\",realm=\"{realm}\",nonce=\"{nonce}\",nc=00000001,\
+         cnonce=\"{cnonce}\",digest-uri=\"{digest_uri}\",maxbuf=65536,response={response},qop=auth"
+    );
+    Ok((token.into_bytes(), exchange.digest(b":")))
+}
+
 impl DigestMd5 {
     /// A new exchange for `realm` (ZooKeeper's server name, `zk-sasl-md5`) with a fresh
     /// random nonce.
@@ -199,33 +289,22 @@ impl DigestMd5 {
         }
         let pw = password(user).ok_or_else(|| DigestError::UnknownUser(user.to_string()))?;
         let authzid = d.get("authzid").filter(|a| !a.is_empty());
-        let inner = md5(&[user.as_bytes(), b":", realm.as_bytes(), b":", pw.as_bytes()]);
-        let mut a1: Vec<&[u8]> = vec![&inner, b":", nonce.as_bytes(), b":", cnonce.as_bytes()];
-        if let Some(z) = authzid {
-            a1.extend([b":".as_slice(), z.as_bytes()]);
-        }
-        let ha1 = hex(&md5(&a1));
-        let digest = |a2: &[&[u8]]| {
-            let ha2 = hex(&md5(a2));
-            hex(&md5(&[
-                ha1.as_bytes(),
-                b":",
-                nonce.as_bytes(),
-                b":",
-                nc.as_bytes(),
-                b":",
-                cnonce.as_bytes(),
-                b":",
-                qop.as_bytes(),
-                b":",
-                ha2.as_bytes(),
-            ]))
+        let exchange = Exchange {
+            user,
+            realm,
+            password: &pw,
+            nonce,
+            cnonce,
+            nc,
+            qop,
+            uri,
+            authzid: authzid.map(String::as_str),
         };
-        let expected = digest(&[b"AUTHENTICATE:", uri.as_bytes()]);
+        let expected = exchange.digest(b"AUTHENTICATE:");
         if !expected.eq_ignore_ascii_case(response) {
             return Err(DigestError::WrongPassword(user.to_string()));
         }
-        let rspauth = digest(&[b":", uri.as_bytes()]);
+        let rspauth = exchange.digest(b":");
         Ok(Step::Done {
             id: authzid.cloned().unwrap_or_else(|| user.to_string()),
             final_token: format!("rspauth={rspauth}").into_bytes(),
@@ -251,6 +330,37 @@ mod tests {
             "charset=utf-8,username=\"{user}\",realm=\"zk-sasl-md5\",nonce=\"{nonce}\",nc=00000001,\
              cnonce=\"{cnonce}\",digest-uri=\"{uri}\",maxbuf=65536,response={resp},qop=auth"
         )
+    }
+
+    #[test]
+    fn the_client_side_answers_the_server_side() {
+        let mut server = DigestMd5::new("zk-quorum-sasl-md5");
+        let Ok(Step::Challenge(c)) = server.step(b"", users) else {
+            panic!("a challenge")
+        };
+        // (The server checks the uri's protocol is ZooKeeper's own client one.)
+        let (token, rspauth) =
+            super::client_response(&c, "bob", "bobsecret", "zookeeper/zk-quorum-sasl-md5").unwrap();
+        match server.step(&token, users) {
+            Ok(Step::Done { id, final_token }) => {
+                assert_eq!(id, "bob");
+                assert_eq!(final_token, format!("rspauth={rspauth}").into_bytes());
+            }
+            other => panic!("{other:?}"),
+        }
+        let mut server = DigestMd5::new("r");
+        let Ok(Step::Challenge(c)) = server.step(b"", users) else {
+            panic!("a challenge")
+        };
+        let (token, _) = super::client_response(&c, "bob", "wrong", "zookeeper/r").unwrap();
+        assert!(matches!(
+            server.step(&token, users),
+            Err(DigestError::WrongPassword(_))
+        ));
+        assert!(
+            super::client_response(b"realm=\"x\"", "bob", "pw", "u").is_err(),
+            "no nonce"
+        );
     }
 
     fn users(u: &str) -> Option<String> {

@@ -153,6 +153,35 @@ impl SaslSettings {
     }
 }
 
+/// The user name and password the DigestLoginModule of `section` in the JAAS file at
+/// `path` logs in with (its `username` and `password` options): what a quorum learner
+/// authenticates to its leader with (ZooKeeper's `QuorumLearner` section).
+pub fn login_credentials(path: &Path, section: &str) -> Result<(String, String), SaslError> {
+    let shown = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|source| SaslError::Read {
+        path: shown.clone(),
+        source,
+    })?;
+    let invalid = |message: String| SaslError::Invalid {
+        path: shown.clone(),
+        message,
+    };
+    let sections = jaas::parse(&text).map_err(invalid)?;
+    let digest = sections
+        .get(section)
+        .and_then(|ms| ms.iter().find(|m| m.class.ends_with("DigestLoginModule")))
+        .ok_or_else(|| invalid(format!("no {section} section with a DigestLoginModule")))?;
+    match (
+        digest.options.get("username"),
+        digest.options.get("password"),
+    ) {
+        (Some(u), Some(p)) => Ok((u.clone(), p.clone())),
+        _ => Err(invalid(format!(
+            "the {section} section's DigestLoginModule needs username and password"
+        ))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,8 +16,8 @@ use jute::quorum::{packet, LearnerInfo, QuorumPacket, LEARNER_PROTOCOL, SNAP_SIG
 use jute::Record;
 
 use super::client::four_letter_word;
-use super::tls_link;
 use super::wire::{read_packet, write_packet};
+use super::{quorum_auth, tls_link};
 use crate::config::Config;
 use crate::raft::QuorumTls;
 use crate::state::tree::TreeOptions;
@@ -140,6 +140,10 @@ pub fn connect(
             )
         }
     };
+    if let Some(c) = quorum_auth::credentials(config)? {
+        quorum_auth::authenticate(&mut reader, &mut out, &c)
+            .map_err(|e| format!("with leader {leader} at {addr}: {e}"))?;
+    }
     let info = LearnerInfo {
         server_id: reg.me as i64,
         protocol_version: LEARNER_PROTOCOL,
