@@ -39,7 +39,7 @@ use super::snapshot_worker::SnapshotJob;
 use super::status::Role;
 use super::storage::RaftStorage;
 use super::test_hooks::TestHooks;
-use super::timing::{election_timeout, ELECTION_TICKS, HEARTBEAT_TICKS};
+use super::timing::{election_timeout, Timers, ELECTION_TICKS, HEARTBEAT_TICKS};
 use super::transport::Peers;
 use super::trust::Trust;
 use crate::state::command::ClientWrite;
@@ -65,26 +65,6 @@ pub(super) struct Member {
     pub standalone: bool,
     /// A learner: never campaigns, never votes.
     pub observer: bool,
-}
-
-/// The loop's timers. All deadlines are on the driver's [`Clock`].
-pub(super) struct Timers {
-    /// One Raft tick (`raftTickMs`; raft-rs elects after `ELECTION_TICKS` of them).
-    pub tick: Duration,
-    /// How often session activity is collected and the status published.
-    pub touch_interval: Duration,
-    pub next_tick: Instant,
-    pub next_touch: Instant,
-    pub next_cleanup: Instant,
-    /// When the timers last ran: a long gap means this member was stalled (SIGSTOP, a VM
-    /// pause, swapping) and saw no sign of life from anyone meanwhile.
-    pub last_run: Instant,
-}
-
-impl Timers {
-    fn next_deadline(&self) -> Instant {
-        self.next_tick.min(self.next_touch)
-    }
 }
 
 /// Who leads, as this member last learned it from a `Ready`.
@@ -259,6 +239,7 @@ impl Consensus {
                 next_touch: now + touch_interval,
                 next_cleanup: now + settings.container_check_interval,
                 last_run: now,
+                campaign_until: None,
             },
             leadership: Leadership {
                 leader: 0,
@@ -295,6 +276,12 @@ impl Consensus {
     /// first.
     pub fn run(mut self, takeover: Option<super::Takeover>) {
         let campaign = takeover.as_ref().is_some_and(|t| t.campaign);
+        if campaign {
+            let keep = takeover
+                .as_ref()
+                .map_or(Duration::ZERO, |t| t.keep_clients_for);
+            self.timers.campaign_until = Some(self.clock.now() + keep);
+        }
         if self.member.standalone || campaign {
             // A one-voter group needs no election timeout: lead at once.
             if let Err(e) = self.node.campaign() {
@@ -467,6 +454,10 @@ impl Consensus {
         while now >= self.timers.next_tick {
             if ticks {
                 self.node.tick();
+                let leader = self.node.raft.leader_id != raft::INVALID_ID;
+                if self.timers.campaign_again(now, leader) && self.node.campaign().is_err() {
+                    tracing::debug!("a takeover's campaign was not started");
+                }
             }
             self.timers.next_tick += self.timers.tick;
             if self.timers.next_tick < now {
