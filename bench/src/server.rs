@@ -398,23 +398,27 @@ impl Server {
 
     /// SIGTERM, then SIGKILL if the server is still there after `grace`.
     fn stop_within(&mut self, grace: Duration) {
-        let Some(mut child) = self.child.take() else {
-            return;
-        };
-        // SAFETY: kill(2) on our own child's pid; no memory is involved.
-        unsafe {
-            libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
+        if let Some(child) = self.child.take() {
+            terminate(child, grace);
         }
-        let deadline = Instant::now() + grace;
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = child.kill();
-        let _ = child.wait();
     }
+}
+
+/// Stops a child process: SIGTERM, then SIGKILL if it is still there after `grace`.
+pub fn terminate(mut child: Child, grace: Duration) {
+    // SAFETY: kill(2) on our own child's pid; no memory is involved.
+    unsafe {
+        libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
+    }
+    let deadline = Instant::now() + grace;
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 impl Drop for Server {

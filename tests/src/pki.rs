@@ -254,6 +254,27 @@ pub fn server_tls_config(
 
 /// The JVM flags that make a Java client (zkCli.sh, Curator) talk TLS through Netty with
 /// `store` (PKCS12) as its identity (if any) and `trust` (PEM) as its CA.
+/// The zoo.cfg keys of quorum TLS (`sslQuorum`) with PEM stores: `store`'s key and
+/// certificate, and `ca` as the trust store. Both kinds of server read them.
+pub fn quorum_keys(store: &Issued, ca: &Ca) -> Vec<(String, String)> {
+    [
+        ("sslQuorum", "true".to_string()),
+        (
+            "ssl.quorum.keyStore.location",
+            store.pem_store.display().to_string(),
+        ),
+        ("ssl.quorum.keyStore.type", "PEM".into()),
+        (
+            "ssl.quorum.trustStore.location",
+            ca.cert.display().to_string(),
+        ),
+        ("ssl.quorum.trustStore.type", "PEM".into()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
+}
+
 pub fn java_client_flags(store: Option<&Issued>, trust: &Path) -> String {
     let mut f = format!(
         "-Dzookeeper.clientCnxnSocket=org.apache.zookeeper.ClientCnxnSocketNetty \

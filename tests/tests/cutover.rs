@@ -53,6 +53,17 @@ fn raft_leader(m: &LiveMigration) -> usize {
     })
 }
 
+/// Writes a cut-over's prepare step by hand (as a coordinator that then does nothing else).
+async fn prepare(c: &zc::Client, plan: &str) {
+    c.create(
+        "/zooraft-cutover",
+        format!("zooraft-cutover {plan}").as_bytes(),
+        &persistent(),
+    )
+    .await
+    .expect("prepare");
+}
+
 /// Waits until every zooraft member holds its clients' writes for a prepared cut-over.
 fn prepared(m: &LiveMigration) {
     let all: Vec<usize> = (0..m.zooraft.len()).collect();
@@ -315,14 +326,7 @@ fn a_cutover_that_never_commits_leaves_zookeeper_in_charge_and_can_be_run_again(
             WAIT,
         )
         .await;
-        coordinator
-            .create(
-                "/zooraft-cutover",
-                b"zooraft-cutover nonce=dead members=4,5 timeout_ms=3000",
-                &persistent(),
-            )
-            .await
-            .expect("prepare");
+        prepare(&coordinator, "nonce=dead members=4,5 timeout_ms=3000").await;
         prepared(&m);
         let started = std::time::Instant::now();
         within(
@@ -347,14 +351,7 @@ fn a_cutover_that_never_commits_leaves_zookeeper_in_charge_and_can_be_run_again(
             .delete("/zooraft-cutover", None)
             .await
             .expect("clean up");
-        coordinator
-            .create(
-                "/zooraft-cutover",
-                b"zooraft-cutover nonce=slow members=4,5 timeout_ms=60000",
-                &persistent(),
-            )
-            .await
-            .expect("prepare");
+        prepare(&coordinator, "nonce=slow members=4,5 timeout_ms=60000").await;
         prepared(&m);
         let write = client.create("/aborted", b"", &persistent());
         let abort = async {
@@ -404,14 +401,7 @@ fn an_interrupted_cutover_leaves_zookeeper_in_charge_and_a_retry_succeeds() {
             WAIT,
         )
         .await;
-        coordinator
-            .create(
-                "/zooraft-cutover",
-                b"zooraft-cutover nonce=killed members=4,5,6 timeout_ms=2000",
-                &persistent(),
-            )
-            .await
-            .expect("prepare");
+        prepare(&coordinator, "nonce=killed members=4,5,6 timeout_ms=2000").await;
     });
     prepared(&m);
     m.observer_mut(0).kill();
@@ -444,14 +434,7 @@ fn an_interrupted_cutover_leaves_zookeeper_in_charge_and_a_retry_succeeds() {
             .delete("/zooraft-cutover", None)
             .await
             .expect("the given-up step goes");
-        coordinator
-            .create(
-                "/zooraft-cutover",
-                b"zooraft-cutover nonce=again members=4,5,6 timeout_ms=2000",
-                &persistent(),
-            )
-            .await
-            .expect("prepare again");
+        prepare(&coordinator, "nonce=again members=4,5,6 timeout_ms=2000").await;
     });
     prepared_on(&m, &[1, 2]);
     let leader = m.leader();
@@ -500,13 +483,7 @@ fn members_that_missed_the_cutover_join_the_raft_ensemble() {
             WAIT,
         )
         .await;
-        c.create(
-            "/zooraft-cutover",
-            b"zooraft-cutover nonce=late members=4,5,6,7 timeout_ms=60000",
-            &persistent(),
-        )
-        .await
-        .expect("prepare");
+        prepare(&c, "nonce=late members=4,5,6,7 timeout_ms=60000").await;
         prepared_on(&m, &[0, 1]);
         c.create("/zooraft-cutover/commit", b"late", &persistent())
             .await

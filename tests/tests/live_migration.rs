@@ -12,7 +12,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use harness::kazoo_migrate::{load_every_kind, Background};
 use harness::live_migration::{zxid_of, Extra, LiveMigration};
-use harness::pki::Ca;
+use harness::pki::{quorum_keys, Ca};
 use harness::raw_client::{ConnectOptions, RawClient};
 use harness::rt::{block_on, eventually, within};
 use harness::tree_dump::{assert_same, dump, Dump};
@@ -375,22 +375,7 @@ fn an_observer_follows_over_quorum_tls_and_cuts_over() {
     let dir = tempfile::tempdir().expect("temporary directory");
     let ca = Ca::new(dir.path(), "quorum-ca");
     let member = ca.issue("member", "/CN=member");
-    let keys: Vec<(String, String)> = [
-        ("sslQuorum", "true".to_string()),
-        (
-            "ssl.quorum.keyStore.location",
-            member.pem_store.display().to_string(),
-        ),
-        ("ssl.quorum.keyStore.type", "PEM".into()),
-        (
-            "ssl.quorum.trustStore.location",
-            ca.cert.display().to_string(),
-        ),
-        ("ssl.quorum.trustStore.type", "PEM".into()),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect();
+    let keys = quorum_keys(&member, &ca);
     // ZooKeeper's members talk TLS only on their quorum ports; so does the observer.
     let extra = Extra {
         both: keys,

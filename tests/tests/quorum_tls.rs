@@ -6,28 +6,9 @@
 
 use std::time::Duration;
 
-use harness::pki::{Ca, Issued};
+use harness::pki::{quorum_keys, Ca, Issued};
 use harness::rt::{block_on, eventually, runtime};
 use harness::{load, zc, ServerKind, TestEnsemble};
-
-fn quorum_keys(store: &Issued, ca: &Ca) -> Vec<(String, String)> {
-    [
-        ("sslQuorum", "true".to_string()),
-        (
-            "ssl.quorum.keyStore.location",
-            store.pem_store.display().to_string(),
-        ),
-        ("ssl.quorum.keyStore.type", "PEM".into()),
-        (
-            "ssl.quorum.trustStore.location",
-            ca.cert.display().to_string(),
-        ),
-        ("ssl.quorum.trustStore.type", "PEM".into()),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect()
-}
 
 /// Writes on one member and reads the write on another, through zookeeper-client.
 fn replicates(write_to: &str, read_from: &str) {

@@ -389,22 +389,9 @@ impl Proc {
 
     /// SIGTERM, then SIGKILL after `grace`.
     fn stop(&mut self, grace: Duration) {
-        let Some(mut child) = self.child.take() else {
-            return;
-        };
-        // SAFETY: kill(2) on our own child's pid; no memory is involved.
-        unsafe {
-            libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
+        if let Some(child) = self.child.take() {
+            zooraft_bench::server::terminate(child, grace);
         }
-        let deadline = Instant::now() + grace;
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = child.kill();
-        let _ = child.wait();
     }
 }
 

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
-use raft::eraftpb::{EntryType, Snapshot, SnapshotMetadata};
+use raft::eraftpb::{ConfState, EntryType, Snapshot, SnapshotMetadata};
 use raft::Storage as _;
 
 use crate::config::Config;
@@ -39,22 +39,46 @@ pub fn check_target_empty(config: &Config) -> anyhow::Result<PathBuf> {
     Ok(dir)
 }
 
-/// Writes `state` as a new store under the configured dataDir: built in a temporary
-/// directory beside it and renamed into place only when complete, so a failure leaves the
-/// target as it was. Returns the Raft term the store starts in.
-pub fn write_new_store(config: &Config, state: &StateMachine) -> anyhow::Result<u64> {
+/// Builds a new store under the configured dataDir with `fill`: in a temporary directory
+/// beside it, seeded (the ensemble's history starts here: empty members may vote it in),
+/// and renamed into place only when complete, so a failure leaves the target as it was.
+fn build_store(
+    config: &Config,
+    fill: impl FnOnce(&RaftStorage, ConfState),
+) -> anyhow::Result<PathBuf> {
     let target = check_target_empty(config)?;
     let tmp = config.data_dir.join("raft.migrating");
     if tmp.exists() {
         std::fs::remove_dir_all(&tmp)
             .with_context(|| format!("cannot remove the leftover {}", tmp.display()))?;
     }
-    let term = ((state.last_zxid >> 32).max(1)) as u64;
     let conf = zraft::initial_membership(config);
-    let data = snapshot::encode(&state.snapshot_view());
     {
         let storage = RaftStorage::open(&tmp, conf.clone())
             .with_context(|| format!("cannot create a store in {}", tmp.display()))?;
+        fill(&storage, conf);
+        storage
+            .set_identity(zraft::Identity::seed())
+            .with_context(|| format!("cannot write the store's identity in {}", tmp.display()))?;
+    }
+    if target.exists() {
+        std::fs::remove_dir(&target)
+            .with_context(|| format!("cannot replace the empty {}", target.display()))?;
+    }
+    std::fs::rename(&tmp, &target)
+        .with_context(|| format!("cannot move the new store to {}", target.display()))?;
+    if let Ok(d) = std::fs::File::open(&config.data_dir) {
+        let _ = d.sync_all();
+    }
+    Ok(target)
+}
+
+/// Writes `state` as a new store (its snapshot at index 1) under the configured dataDir
+/// ([`build_store`]). Returns the Raft term the store starts in.
+pub fn write_new_store(config: &Config, state: &StateMachine) -> anyhow::Result<u64> {
+    let term = ((state.last_zxid >> 32).max(1)) as u64;
+    let data = snapshot::encode(&state.snapshot_view());
+    build_store(config, |storage, conf| {
         let mut meta = SnapshotMetadata {
             index: 1,
             term,
@@ -67,20 +91,7 @@ pub fn write_new_store(config: &Config, state: &StateMachine) -> anyhow::Result<
         };
         snap.set_metadata(meta);
         storage.install_snapshot(&snap);
-        // The ensemble's history starts here: empty members may vote this one in.
-        storage
-            .set_identity(zraft::Identity::seed())
-            .with_context(|| format!("cannot write the store's identity in {}", tmp.display()))?;
-    }
-    if target.exists() {
-        std::fs::remove_dir(&target)
-            .with_context(|| format!("cannot replace the empty {}", target.display()))?;
-    }
-    std::fs::rename(&tmp, &target)
-        .with_context(|| format!("cannot move the new store to {}", target.display()))?;
-    if let Ok(d) = std::fs::File::open(&config.data_dir) {
-        let _ = d.sync_all();
-    }
+    })?;
     Ok(term)
 }
 
@@ -88,23 +99,14 @@ pub fn write_new_store(config: &Config, state: &StateMachine) -> anyhow::Result<
 /// cut-over, small whatever the tree's size (the cut-over's write pause must not grow with
 /// it): no state (the state at the cut-over is the member's copy of the ensemble in
 /// `dataDir/zab`, which a restart loads before the log, see `zab::base_state`), and one
-/// committed entry at index 1 in `term`, `first` (the same bytes on every member). Marked as
-/// the ensemble's seed, built beside the target and renamed into place. Returns it, open.
+/// committed entry at index 1 in `term`, `first` (the same bytes on every member), built by
+/// [`build_store`]. Returns it, open.
 pub fn write_takeover_store(
     config: &Config,
     term: u64,
     first: Vec<u8>,
 ) -> anyhow::Result<RaftStorage> {
-    let target = check_target_empty(config)?;
-    let tmp = config.data_dir.join("raft.migrating");
-    if tmp.exists() {
-        std::fs::remove_dir_all(&tmp)
-            .with_context(|| format!("cannot remove the leftover {}", tmp.display()))?;
-    }
-    let conf = zraft::initial_membership(config);
-    {
-        let storage = RaftStorage::open(&tmp, conf.clone())
-            .with_context(|| format!("cannot create a store in {}", tmp.display()))?;
+    let target = build_store(config, |storage, _| {
         let mut entry = raft::eraftpb::Entry::default();
         entry.set_entry_type(EntryType::EntryNormal);
         entry.term = term;
@@ -116,20 +118,8 @@ pub fn write_takeover_store(
             ..Default::default()
         };
         storage.append(&[entry], Some(&hs), true);
-        storage
-            .set_identity(zraft::Identity::seed())
-            .with_context(|| format!("cannot write the store's identity in {}", tmp.display()))?;
-    }
-    if target.exists() {
-        std::fs::remove_dir(&target)
-            .with_context(|| format!("cannot replace the empty {}", target.display()))?;
-    }
-    std::fs::rename(&tmp, &target)
-        .with_context(|| format!("cannot move the new store to {}", target.display()))?;
-    if let Ok(d) = std::fs::File::open(&config.data_dir) {
-        let _ = d.sync_all();
-    }
-    RaftStorage::open(&target, conf)
+    })?;
+    RaftStorage::open(&target, zraft::initial_membership(config))
         .with_context(|| format!("cannot open the new store in {}", target.display()))
 }
 

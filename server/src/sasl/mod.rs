@@ -108,16 +108,7 @@ impl SaslSettings {
     /// Reads the JAAS file at `path`. Its `Server` section must exist; the
     /// DigestLoginModule's `user_<name>="<password>"` options are the users.
     pub fn load(path: &Path) -> Result<SaslSettings, SaslError> {
-        let shown = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| SaslError::Read {
-            path: shown.clone(),
-            source,
-        })?;
-        let invalid = |message: String| SaslError::Invalid {
-            path: shown.clone(),
-            message,
-        };
-        let sections = jaas::parse(&text).map_err(invalid)?;
+        let (sections, invalid) = read_sections(path)?;
         let modules = sections
             .get(SERVER_SECTION)
             .ok_or_else(|| invalid(format!("no {SERVER_SECTION} section")))?;
@@ -131,7 +122,7 @@ impl SaslSettings {
                     }
                 }
             } else if m.class.ends_with("Krb5LoginModule") {
-                kerberos = Some(Kerberos::from_options(&m.options).map_err(invalid)?);
+                kerberos = Some(Kerberos::from_options(&m.options).map_err(&invalid)?);
             } else {
                 return Err(invalid(format!(
                     "login module {} is not supported (DigestLoginModule and Krb5LoginModule are)",
@@ -153,20 +144,35 @@ impl SaslSettings {
     }
 }
 
-/// The user name and password the DigestLoginModule of `section` in the JAAS file at
-/// `path` logs in with (its `username` and `password` options): what a quorum learner
-/// authenticates to its leader with (ZooKeeper's `QuorumLearner` section).
-pub fn login_credentials(path: &Path, section: &str) -> Result<(String, String), SaslError> {
+/// The JAAS file at `path`, by section, and how to report what is wrong with it.
+#[allow(clippy::type_complexity)]
+fn read_sections(
+    path: &Path,
+) -> Result<
+    (
+        BTreeMap<String, Vec<jaas::LoginModule>>,
+        impl Fn(String) -> SaslError,
+    ),
+    SaslError,
+> {
     let shown = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|source| SaslError::Read {
         path: shown.clone(),
         source,
     })?;
-    let invalid = |message: String| SaslError::Invalid {
+    let invalid = move |message: String| SaslError::Invalid {
         path: shown.clone(),
         message,
     };
-    let sections = jaas::parse(&text).map_err(invalid)?;
+    let sections = jaas::parse(&text).map_err(&invalid)?;
+    Ok((sections, invalid))
+}
+
+/// The user name and password the DigestLoginModule of `section` in the JAAS file at
+/// `path` logs in with (its `username` and `password` options): what a quorum learner
+/// authenticates to its leader with (ZooKeeper's `QuorumLearner` section).
+pub fn login_credentials(path: &Path, section: &str) -> Result<(String, String), SaslError> {
+    let (sections, invalid) = read_sections(path)?;
     let digest = sections
         .get(section)
         .and_then(|ms| ms.iter().find(|m| m.class.ends_with("DigestLoginModule")))
