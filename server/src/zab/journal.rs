@@ -243,29 +243,36 @@ fn read_log(path: &Path) -> io::Result<(Vec<Bytes>, u64)> {
     Ok((records, at as u64))
 }
 
+/// A plain create at `zxid`, for tests here and in the layer.
+#[cfg(test)]
+pub fn create_txn(zxid: i64, path: &str) -> LoggedTxn {
+    use zkdata::txn::{op, Txn, TxnHeader};
+    LoggedTxn {
+        header: TxnHeader {
+            client_id: 1,
+            cxid: 1,
+            zxid,
+            time: 5,
+            kind: op::CREATE,
+        },
+        txn: Txn::Create {
+            path: path.into(),
+            data: None,
+            acl: vec![jute::Acl::open_unsafe()],
+            ephemeral: false,
+            parent_cversion: -1,
+        },
+        digest: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use zkdata::txn::{op, Txn, TxnHeader};
+    use zkdata::txn::Txn;
 
     fn txn(zxid: i64, path: &str) -> LoggedTxn {
-        LoggedTxn {
-            header: TxnHeader {
-                client_id: 1,
-                cxid: 1,
-                zxid,
-                time: 5,
-                kind: op::CREATE,
-            },
-            txn: Txn::Create {
-                path: path.into(),
-                data: None,
-                acl: vec![jute::Acl::open_unsafe()],
-                ephemeral: false,
-                parent_cversion: -1,
-            },
-            digest: None,
-        }
+        create_txn(zxid, path)
     }
 
     fn replay(s: &mut StateMachine, t: &LoggedTxn) {

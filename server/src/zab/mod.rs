@@ -110,28 +110,9 @@ pub fn recover(config: &Config) -> anyhow::Result<(StateMachine, Resume)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use zkdata::txn::{op, LoggedTxn, Txn, TxnHeader};
 
     fn create(zxid: i64, path: &str) -> Vec<u8> {
-        LoggedTxn {
-            header: TxnHeader {
-                client_id: 0,
-                cxid: 0,
-                zxid,
-                time: 7,
-                kind: op::CREATE,
-            },
-            txn: Txn::Create {
-                path: path.into(),
-                data: None,
-                acl: vec![jute::Acl::open_unsafe()],
-                ephemeral: false,
-                parent_cversion: -1,
-            },
-            digest: None,
-        }
-        .encode()
-        .to_vec()
+        journal::create_txn(zxid, path).encode().to_vec()
     }
 
     #[test]
