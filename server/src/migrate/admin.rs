@@ -116,7 +116,7 @@ async fn answer(replica: Arc<Replica>, mut stream: TcpStream, peer: SocketAddr) 
     let path = target.split('?').next().unwrap_or("");
     let command = path.strip_prefix("/commands/").unwrap_or("");
     let text = |s: &'static str| ("text/plain", Bytes::from_static(s.as_bytes()));
-    let (status, (kind, body), zxid) = if !authorized(&head, &replica.config(), peer) {
+    let (status, (kind, body), zxid) = if !authorized(&head, replica.config(), peer) {
         (
             "401 Unauthorized",
             text("send Authorization: digest super:<password>\n"),

@@ -256,7 +256,7 @@ fn mntr(shared: &Shared) -> String {
 }
 
 fn conf(shared: &Shared) -> String {
-    let c = &*shared.replica.config();
+    let c = shared.replica.config();
     let mut out = String::new();
     let _ = writeln!(out, "clientPort={}", c.client_port);
     let _ = writeln!(out, "secureClientPort=-1");

@@ -208,7 +208,7 @@ impl Consensus {
         let committed_at_start = node.raft.raft_log.committed;
         // Raft's own view: a reconfig may have made this member one (or not) since zoo.cfg.
         let observer = node.raft.prs().conf().learners().contains(&me);
-        let settings = &*replica.config();
+        let settings = replica.config();
         let tick = settings.raft_tick;
         let touch_interval =
             Duration::from_millis((settings.tick_time_ms as u64 / 2).clamp(10, 1000));

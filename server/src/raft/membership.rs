@@ -112,7 +112,7 @@ impl Consensus {
     /// Whether a reconfig must wait: the first configuration is not committed, the last
     /// reconfig proposed is not applied, or Raft's membership has not followed it yet.
     fn reconfig_busy(&self) -> bool {
-        let settings = &*self.replica.config();
+        let settings = self.replica.config();
         settings.reconfig_enabled
             && !self.member.standalone
             && (self.membership.reconfig_index > self.applied.index
@@ -121,7 +121,7 @@ impl Consensus {
     }
 
     fn reconfig_stamp(&self) -> ReconfigStamp {
-        let settings = &*self.replica.config();
+        let settings = self.replica.config();
         let raft = &self.node.raft;
         let committed = raft.raft_log.committed;
         let mut synced: Vec<u64> = raft
@@ -188,7 +188,7 @@ impl Consensus {
             return;
         }
         self.membership.peers_version = Some(c.version);
-        let settings = &*self.replica.config();
+        let settings = self.replica.config();
         if let Some(file) = settings
             .config_file
             .as_ref()
@@ -324,7 +324,7 @@ impl Consensus {
     /// Until the first configuration is committed, `/zookeeper/config` shows zoo.cfg's.
     pub(super) fn show_local_config(&self) {
         if self.replica.config().reconfig_enabled && !self.member.standalone {
-            let text = initial_config(&self.replica.config(), reconfig::LOCAL_VERSION).text();
+            let text = initial_config(self.replica.config(), reconfig::LOCAL_VERSION).text();
             reconfig::show_local(&mut self.replica.state.write().tree, &text);
         }
     }
@@ -350,7 +350,7 @@ impl Consensus {
             return;
         }
         self.membership.stated_at = Some(now);
-        let text = initial_config(&self.replica.config(), INITIAL_VERSION).text();
+        let text = initial_config(self.replica.config(), INITIAL_VERSION).text();
         self.proposals.push(Command::SetConfig { text }, now);
     }
 

@@ -11,7 +11,6 @@
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::mpsc::Sender;
-use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::RwLock;
@@ -24,9 +23,11 @@ use crate::state::StateMachine;
 
 /// See the module docs.
 pub struct Replica {
-    /// The configuration, replaced once when a member that observed a ZooKeeper
-    /// ensemble cuts over to Raft (its members then are only the zooraft ones).
-    config: RwLock<Arc<Config>>,
+    /// The configuration it started with, and the one that replaces it once when a member
+    /// that observed a ZooKeeper ensemble cuts over to Raft (its members then are only the
+    /// zooraft ones). Set once, read without a lock: the write path reads it too.
+    started_with: Config,
+    cut_over_to: std::sync::OnceLock<Config>,
     /// This member's id (`myid`).
     pub me: u64,
     /// The replicated state. Written only by the Raft thread's apply loop.
@@ -44,7 +45,8 @@ impl Replica {
         let last_zxid = AtomicI64::new(state.last_zxid);
         Replica {
             me: config.my_id,
-            config: RwLock::new(Arc::new(config)),
+            started_with: config,
+            cut_over_to: std::sync::OnceLock::new(),
             state: RwLock::new(state),
             last_zxid,
             status: Status::default(),
@@ -54,13 +56,14 @@ impl Replica {
     }
 
     /// The configuration in force.
-    pub fn config(&self) -> Arc<Config> {
-        self.config.read().clone()
+    pub fn config(&self) -> &Config {
+        self.cut_over_to.get().unwrap_or(&self.started_with)
     }
 
-    /// Replaces the configuration (the cut-over from observing a ZooKeeper ensemble).
-    pub(crate) fn replace_config(&self, config: Config) {
-        *self.config.write() = Arc::new(config);
+    /// Replaces the configuration, once (the cut-over from observing a ZooKeeper
+    /// ensemble, before Raft starts); false if it was replaced already.
+    pub(crate) fn replace_config(&self, config: Config) -> bool {
+        self.cut_over_to.set(config).is_ok()
     }
 
     /// Sends something to the Raft thread; false once it has stopped.

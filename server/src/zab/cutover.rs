@@ -268,7 +268,7 @@ pub fn form_raft(
     h: Handover,
     runtime: &tokio::runtime::Handle,
 ) -> anyhow::Result<JoinHandle<()>> {
-    let config = raft_config(&replica.config(), &h.members);
+    let config = raft_config(replica.config(), &h.members);
     write_record(&record_path(&config), h.zxid, &h.members, h.late)
         .context("cannot record the cut-over in dataDir/zab")?;
     let storage = if h.late {
@@ -314,7 +314,9 @@ pub fn form_raft(
     let transport = runtime
         .block_on(raft::start_transport(&config, &storage, replica.inbox()))
         .context("cannot start the peer transport")?;
-    replica.replace_config(config);
+    if !replica.replace_config(config) {
+        anyhow::bail!("this member's configuration was already replaced by a cut-over");
+    }
     let peers = transport.map(|t| Arc::new(t) as Arc<dyn raft::Peers>);
     // The lowest id campaigns at once; the others wait for it.
     let campaign = !h.late && h.members.iter().min() == Some(&replica.me);

@@ -194,7 +194,7 @@ impl Observer {
 
     fn connect(&mut self) -> Result<(), String> {
         let replica = self.replica.clone();
-        let config = &*replica.config();
+        let config = replica.config();
         let timeout = self.tick() * config.init_limit.max(1);
         let (leader, addr) = link::find_leader(config, timeout.min(Duration::from_secs(5)))?;
         let reg = Registration {
