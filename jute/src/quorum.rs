@@ -3,9 +3,9 @@
 //! about itself when it connects), with the packet type numbers of `Leader.java`.
 //!
 //! The quorum port frames nothing: packets follow each other as bare records, so a reader
-//! must parse each one to find where the next starts ([`QuorumPacket::frame_len`]).
+//! must parse each one to find where the next starts.
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::codec::{DecodeError, Reader, Record, WriteExt};
 use crate::records::Id;
@@ -90,46 +90,6 @@ impl QuorumPacket {
             auth: None,
         }
     }
-
-    /// The length of the first packet in `buf`, once it is all there (`Ok(None)` until
-    /// then). A length field that is negative (other than null) or larger than
-    /// `max_buffer` is an error: ZooKeeper's reader refuses it too, and it bounds what a
-    /// peer can make us buffer.
-    pub fn frame_len(buf: &[u8], max_buffer: usize) -> Result<Option<usize>, DecodeError> {
-        let mut at = 12;
-        let Some(len) = read_len(buf, at, max_buffer)? else {
-            return Ok(None);
-        };
-        at += 4 + len;
-        let Some(count) = read_len(buf, at, max_buffer)? else {
-            return Ok(None);
-        };
-        at += 4;
-        for _ in 0..count {
-            for _ in 0..2 {
-                let Some(len) = read_len(buf, at, max_buffer)? else {
-                    return Ok(None);
-                };
-                at += 4 + len;
-            }
-        }
-        Ok((buf.len() >= at).then_some(at))
-    }
-}
-
-/// The non-negative length (or count) at `at`; null (-1) counts as 0.
-fn read_len(buf: &[u8], at: usize, max: usize) -> Result<Option<usize>, DecodeError> {
-    let Some(mut field) = buf.get(at..at + 4) else {
-        return Ok(None);
-    };
-    let v = field.get_i32();
-    if v == -1 {
-        return Ok(Some(0));
-    }
-    if v < 0 || v as usize > max {
-        return Err(DecodeError::InvalidLength(v as i64));
-    }
-    Ok(Some(v as usize))
 }
 
 impl Record for QuorumPacket {
@@ -206,12 +166,11 @@ mod tests {
         let b = encoded(&p);
         assert_eq!(b.len(), 20);
         assert_eq!(&b[12..], &[0xff; 8]);
-        assert_eq!(QuorumPacket::frame_len(&b, 1 << 20).unwrap(), Some(20));
         assert_eq!(QuorumPacket::from_bytes(b.into()).unwrap(), p);
     }
 
     #[test]
-    fn frame_len_waits_for_the_whole_packet_and_finds_its_end() {
+    fn packets_follow_each_other_and_a_cut_one_is_an_error() {
         let p = QuorumPacket {
             kind: packet::REQUEST,
             zxid: -1,
@@ -224,33 +183,12 @@ mod tests {
         let mut b = encoded(&p);
         let whole = b.len();
         for cut in 0..whole {
-            assert_eq!(QuorumPacket::frame_len(&b[..cut], 1 << 20).unwrap(), None);
+            assert!(QuorumPacket::from_bytes(Bytes::from(b[..cut].to_vec())).is_err());
         }
         b.extend_from_slice(&encoded(&QuorumPacket::new(packet::PING, 7, None)));
-        assert_eq!(QuorumPacket::frame_len(&b, 1 << 20).unwrap(), Some(whole));
         let mut r = Reader::new(Bytes::from(b));
         assert_eq!(QuorumPacket::decode(&mut r).unwrap(), p);
         assert_eq!(QuorumPacket::decode(&mut r).unwrap().kind, packet::PING);
-    }
-
-    #[test]
-    fn hostile_lengths_are_refused_before_buffering() {
-        let mut b = BytesMut::new();
-        b.put_i32(packet::INFORM);
-        b.put_i64(1);
-        b.put_i32(i32::MAX);
-        assert!(QuorumPacket::frame_len(&b, 1 << 20).is_err());
-        let mut b = BytesMut::new();
-        b.put_i32(packet::INFORM);
-        b.put_i64(1);
-        b.put_i32(-7);
-        assert!(QuorumPacket::frame_len(&b, 1 << 20).is_err());
-        let mut b = BytesMut::new();
-        b.put_i32(packet::INFORM);
-        b.put_i64(1);
-        b.put_i32(0);
-        b.put_i32(5_000_000);
-        assert!(QuorumPacket::frame_len(&b, 1 << 20).is_err());
     }
 
     #[test]
