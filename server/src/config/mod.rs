@@ -291,6 +291,21 @@ fn parse_bool(key: &str, value: &str) -> Result<bool, String> {
 }
 
 impl Config {
+    /// A boolean security key (`sslQuorum`, `quorum.auth.enableSasl`, ...): absent is
+    /// false; anything but true or false (any case) is an error naming the key.
+    pub fn security_flag(&self, key: &str) -> Result<bool, String> {
+        match self
+            .security
+            .get(key)
+            .map(|v| v.trim().to_ascii_lowercase())
+        {
+            None => Ok(false),
+            Some(v) if v == "true" => Ok(true),
+            Some(v) if v == "false" => Ok(false),
+            Some(v) => Err(format!("{key}: '{v}' is not true or false")),
+        }
+    }
+
     /// Reads zoo.cfg text. `file` names it in error messages.
     pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
         let mut cfg = Config::default();

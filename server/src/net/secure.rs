@@ -165,18 +165,7 @@ pub enum BindError {
 }
 
 fn flag(config: &Config, key: &str) -> Result<bool, BindError> {
-    match config
-        .security
-        .get(key)
-        .map(|v| v.trim().to_ascii_lowercase())
-    {
-        None => Ok(false),
-        Some(v) if v == "true" => Ok(true),
-        Some(v) if v == "false" => Ok(false),
-        Some(v) => Err(BindError::Setting(format!(
-            "{key}: '{v}' is not true or false"
-        ))),
-    }
+    config.security_flag(key).map_err(BindError::Setting)
 }
 
 async fn bind(addr: SocketAddr, listen: Listen) -> Result<(TcpListener, Listen), BindError> {

@@ -33,11 +33,9 @@ pub struct Credentials {
     password: String,
 }
 
+/// (As ZooKeeper reads these: anything but true is false.)
 fn flag(config: &Config, key: &str) -> bool {
-    config
-        .security
-        .get(key)
-        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+    config.security_flag(key).unwrap_or(false)
 }
 
 /// The credentials, when zoo.cfg asks this learner to authenticate.
