@@ -72,7 +72,12 @@ fn one_lock_across_zookeeper_and_zooraft_members_and_through_the_cutover() {
             ],
             Duration::from_secs(150),
         ));
-        tokio::time::sleep(Duration::from_secs(2)).await;
+        // The contenders are under way before the cut-over starts.
+        common::eventually(Duration::from_secs(60), "ten critical sections", || {
+            let log = log.clone();
+            async move { std::fs::read_to_string(&log).is_ok_and(|t| t.matches('\n').count() >= 10) }
+        })
+        .await;
         let cutover = tokio::task::spawn_blocking({
             let four = four.clone();
             move || harness::zooraft_cmd(&["migrate", "cutover", "--server", &four])

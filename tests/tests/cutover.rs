@@ -53,6 +53,25 @@ fn raft_leader(m: &LiveMigration) -> usize {
     })
 }
 
+/// Waits until the member at `addr` holds a write for a prepared cut-over (its
+/// `zk_migration_held`).
+async fn until_held(addr: std::net::SocketAddr) {
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let mntr = harness::four_letter_word(addr, "mntr").unwrap_or_default();
+        let held = mntr
+            .lines()
+            .find_map(|l| l.strip_prefix("zk_migration_held\t"))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or(0);
+        if held > 0 {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "no write was held");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// Writes a cut-over's prepare step by hand (as a coordinator that then does nothing else).
 async fn prepare(c: &zc::Client, plan: &str) {
     c.create(
@@ -150,8 +169,12 @@ fn cutover_under_load_keeps_every_client_session_and_write() {
         let (_, _, w) = c.get_and_watch_data("/watched").await.expect("watch");
         (c, w)
     });
-    std::thread::sleep(Duration::from_secs(3));
-    let before = zxid_of(m.observer(0)).expect("zxid");
+    // The writers are under way (every member has applied a few hundred of their writes).
+    let started = zxid_of(m.observer(0)).expect("zxid");
+    let before = eventually("the writers write", WAIT, || {
+        let z = (0..3).filter_map(|i| zxid_of(m.observer(i))).min()?;
+        (z >= started + 300).then_some(z)
+    });
     let (ok, out) = migrate(&["cutover", "--server", &m.observer(1).connect_string()]);
     assert!(ok, "the cut-over failed:\n{out}");
     let line = out
@@ -328,47 +351,43 @@ fn a_cutover_that_never_commits_leaves_zookeeper_in_charge_and_can_be_run_again(
         .await;
         prepare(&coordinator, "nonce=dead members=4,5 timeout_ms=3000").await;
         prepared(&m);
-        let started = std::time::Instant::now();
-        within(
+        // The member holds the write (and says so), then gives it to ZooKeeper when the
+        // cut-over's timeout passes.
+        let member = m.observer(1).addr();
+        let write = within(
             "a held write",
             WAIT,
             client.create("/held", b"", &persistent()),
-        )
-        .await
-        .expect("the held write goes through after the timeout");
-        assert!(
-            started.elapsed() >= Duration::from_secs(2),
-            "it was held ({:?})",
-            started.elapsed()
         );
+        let (written, ()) = tokio::join!(write, until_held(member));
+        written.expect("the held write goes through after the timeout");
         let zk = connect(&m.zookeeper_hosts(), Duration::from_secs(10), WAIT).await;
         within("sync", WAIT, zk.sync("/held")).await.expect("sync");
         zk.get_data("/held")
             .await
             .expect("ZooKeeper has the held write");
-        // Prepared again, then aborted by deleting the node: the held write goes at once.
+        // Prepared again with a timeout no test waits out, then aborted by deleting the
+        // node: the held write goes through at once.
         coordinator
             .delete("/zooraft-cutover", None)
             .await
             .expect("clean up");
-        prepare(&coordinator, "nonce=slow members=4,5 timeout_ms=60000").await;
+        prepare(&coordinator, "nonce=slow members=4,5 timeout_ms=3600000").await;
         prepared(&m);
-        let write = client.create("/aborted", b"", &persistent());
+        let write = within(
+            "the held write, released by the abort",
+            WAIT,
+            client.create("/aborted", b"", &persistent()),
+        );
         let abort = async {
-            tokio::time::sleep(Duration::from_millis(500)).await;
+            until_held(member).await;
             coordinator
                 .delete("/zooraft-cutover", None)
                 .await
                 .expect("abort");
         };
-        let started = std::time::Instant::now();
-        let (written, ()) = tokio::join!(within("the held write", WAIT, write), abort);
+        let (written, ()) = tokio::join!(write, abort);
         written.expect("released by the abort");
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "released by the abort, not the timeout ({:?})",
-            started.elapsed()
-        );
     });
     assert_eq!(m.observer(0).mode().as_deref(), Some("observer"));
     // A real cut-over afterwards succeeds.
