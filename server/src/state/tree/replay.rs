@@ -118,18 +118,7 @@ impl DataTree {
         triggers: &mut Vec<Trigger>,
     ) -> Result<Stat, ErrorCode> {
         let id = self.arena.lookup(path_in).ok_or(ErrorCode::NoNode)?;
-        let dir = self.arena.dir(id).ok_or(ErrorCode::NoNode)?;
-        let new_len = data.as_ref().map_or(0, |d| d.len() as u64);
-        let node = self.arena.get_mut(id).ok_or(ErrorCode::NoNode)?;
-        let old_len = node.data_len();
-        node.set_data(data.as_deref());
-        node.version = version;
-        node.mzxid = zxid;
-        node.mtime = time;
-        let stat = stat_of(node, dir);
-        self.data_size = (self.data_size + new_len).saturating_sub(old_len);
-        triggers.push(Trigger::DataChanged(path_in.to_string()));
-        Ok(stat)
+        self.put_data(id, path_in, data.as_deref(), version, zxid, time, triggers)
     }
 
     /// `DataTree.setACL`: the list as the leader fixed it up, and its aversion.

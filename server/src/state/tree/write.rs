@@ -210,20 +210,47 @@ impl DataTree {
         if version != -1 && version != node.version() {
             return Err(ErrorCode::BadVersion);
         }
-        let new_len = data.as_ref().map_or(0, |d| d.len() as u64);
+        let next = node.version().wrapping_add(1);
+        if let Some(undo) = undo {
+            let old = self.arena.get(id).ok_or(ErrorCode::NoNode)?;
+            undo.push(Undo::DataSet {
+                path: path_in.to_string(),
+                old: Box::new(old.clone()),
+            });
+        }
+        self.put_data(
+            id,
+            path_in,
+            data.as_deref(),
+            next,
+            ctx.zxid,
+            ctx.time,
+            triggers,
+        )
+    }
+
+    /// Gives node `id` (at `path_in`) `data`, `version`, mzxid `zxid` and mtime `time`,
+    /// whoever decided them (a client's setData, a reconfig, a ZooKeeper leader's
+    /// transaction): its Stat after, and its data watches' trigger.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn put_data(
+        &mut self,
+        id: NodeId,
+        path_in: &str,
+        data: Option<&[u8]>,
+        version: i32,
+        zxid: i64,
+        time: i64,
+        triggers: &mut Vec<Trigger>,
+    ) -> Result<Stat, ErrorCode> {
+        let new_len = data.map_or(0, |d| d.len() as u64);
         let dir = self.arena.dir(id).ok_or(ErrorCode::NoNode)?;
         let node = self.arena.get_mut(id).ok_or(ErrorCode::NoNode)?;
         let old_len = node.data_len();
-        if let Some(undo) = undo {
-            undo.push(Undo::DataSet {
-                path: path_in.to_string(),
-                old: Box::new(node.clone()),
-            });
-        }
-        node.set_data(data.as_deref());
-        node.version = node.version.wrapping_add(1);
-        node.mzxid = ctx.zxid;
-        node.mtime = ctx.time;
+        node.set_data(data);
+        node.version = version;
+        node.mzxid = zxid;
+        node.mtime = time;
         let stat = stat_of(node, dir);
         self.data_size = (self.data_size + new_len).saturating_sub(old_len);
         triggers.push(Trigger::DataChanged(path_in.to_string()));
@@ -240,19 +267,9 @@ impl DataTree {
         version: i32,
         triggers: &mut Vec<Trigger>,
     ) -> Option<Stat> {
-        let new_len = data.len() as u64;
         let id = self.arena.lookup(CONFIG)?;
-        let dir = self.arena.dir(id)?;
-        let node = self.arena.get_mut(id)?;
-        let old_len = node.data_len();
-        node.set_data(Some(&data));
-        node.version = version;
-        node.mzxid = zxid;
-        node.mtime = time;
-        let stat = stat_of(node, dir);
-        self.data_size = (self.data_size + new_len).saturating_sub(old_len);
-        triggers.push(Trigger::DataChanged(CONFIG.to_string()));
-        Some(stat)
+        self.put_data(id, CONFIG, Some(&data), version, zxid, time, triggers)
+            .ok()
     }
 
     /// setACL: path validation → ACL fixup → node exists → ADMIN permission → aversion.
