@@ -128,6 +128,39 @@ impl Record for QuorumPacket {
     }
 }
 
+/// `QuorumAuthPacket { long magic; int status; buffer token }`: quorum SASL's messages,
+/// sent bare before a learner's first packet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuorumAuthPacket {
+    pub magic: i64,
+    pub status: i32,
+    pub token: Option<Bytes>,
+}
+
+impl QuorumAuthPacket {
+    /// `QuorumAuth.QUORUM_AUTH_MAGIC_NUMBER`.
+    pub const MAGIC: i64 = 0x5F24_3501_3501_EDCC;
+    pub const IN_PROGRESS: i32 = 0;
+    pub const SUCCESS: i32 = 1;
+    pub const ERROR: i32 = -1;
+}
+
+impl Record for QuorumAuthPacket {
+    fn encode(&self, out: &mut BytesMut) {
+        out.put_i64(self.magic);
+        out.put_i32(self.status);
+        out.put_buffer(self.token.as_deref());
+    }
+
+    fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
+        Ok(QuorumAuthPacket {
+            magic: r.read_i64()?,
+            status: r.read_i32()?,
+            token: r.read_buffer()?,
+        })
+    }
+}
+
 /// `LearnerInfo { long serverid; int protocolVersion; long configVersion }`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LearnerInfo {

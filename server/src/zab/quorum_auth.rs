@@ -13,14 +13,17 @@
 use std::io::{Read, Write};
 use std::path::Path;
 
+use jute::quorum::QuorumAuthPacket;
+use jute::Record;
+
+use super::wire::read_auth_packet;
 use crate::config::Config;
 use crate::sasl::digest_md5;
 
-/// `QuorumAuth.QUORUM_AUTH_MAGIC_NUMBER`.
-const MAGIC: i64 = 0x5F24_3501_3501_EDCC;
-const IN_PROGRESS: i32 = 0;
-const SUCCESS: i32 = 1;
-const ERROR: i32 = -1;
+const MAGIC: i64 = QuorumAuthPacket::MAGIC;
+const IN_PROGRESS: i32 = QuorumAuthPacket::IN_PROGRESS;
+const SUCCESS: i32 = QuorumAuthPacket::SUCCESS;
+const ERROR: i32 = QuorumAuthPacket::ERROR;
 /// ZooKeeper's quorum SASL service: protocol `zookeeper-quorum`, server name
 /// `zk-quorum-sasl-md5`.
 const DIGEST_URI: &str = "zookeeper-quorum/zk-quorum-sasl-md5";
@@ -56,39 +59,25 @@ pub fn credentials(config: &Config) -> Result<Option<Credentials>, String> {
 }
 
 fn send(w: &mut impl Write, token: &[u8]) -> std::io::Result<()> {
-    let mut b = Vec::with_capacity(16 + token.len());
-    b.extend_from_slice(&MAGIC.to_be_bytes());
-    b.extend_from_slice(&IN_PROGRESS.to_be_bytes());
-    b.extend_from_slice(&(token.len() as i32).to_be_bytes());
-    b.extend_from_slice(token);
-    w.write_all(&b)?;
+    let p = QuorumAuthPacket {
+        magic: MAGIC,
+        status: IN_PROGRESS,
+        token: Some(bytes::Bytes::copy_from_slice(token)),
+    };
+    w.write_all(&p.to_bytes())?;
     w.flush()
 }
 
 fn receive(r: &mut impl Read) -> Result<(i32, Vec<u8>), String> {
-    let mut head = [0u8; 16];
-    r.read_exact(&mut head)
+    let p = read_auth_packet(r, MAX_TOKEN)
         .map_err(|e| format!("quorum SASL: reading the leader's answer: {e}"))?;
-    let field = |a: usize, b: usize| head[a..b].to_vec();
-    let magic = i64::from_be_bytes(field(0, 8).try_into().unwrap_or_default());
-    let status = i32::from_be_bytes(field(8, 12).try_into().unwrap_or_default());
-    let len = i32::from_be_bytes(field(12, 16).try_into().unwrap_or_default());
-    if magic != MAGIC {
+    if p.magic != MAGIC {
         return Err(format!(
-            "quorum SASL: the leader answered without the magic number ({magic:#x})"
+            "quorum SASL: the leader answered without the magic number ({:#x})",
+            p.magic
         ));
     }
-    let len = match len {
-        -1 => 0,
-        n if n < 0 || n as usize > MAX_TOKEN => {
-            return Err(format!("quorum SASL: a token of {n} bytes from the leader"))
-        }
-        n => n as usize,
-    };
-    let mut token = vec![0u8; len];
-    r.read_exact(&mut token)
-        .map_err(|e| format!("quorum SASL: reading the leader's token: {e}"))?;
-    Ok((status, token))
+    Ok((p.status, p.token.map(|t| t.to_vec()).unwrap_or_default()))
 }
 
 /// Authenticates to the leader over a connection just opened.
@@ -169,6 +158,6 @@ mod tests {
         huge.extend_from_slice(&IN_PROGRESS.to_be_bytes());
         huge.extend_from_slice(&i32::MAX.to_be_bytes());
         let e = authenticate(&mut &huge[..], &mut Vec::new(), &c).unwrap_err();
-        assert!(e.contains("bytes from the leader"), "{e}");
+        assert!(e.contains("a length of 2147483647"), "{e}");
     }
 }

@@ -5,7 +5,7 @@
 use std::io::{self, Read, Write};
 
 use bytes::{BufMut, Bytes, BytesMut};
-use jute::quorum::QuorumPacket;
+use jute::quorum::{QuorumAuthPacket, QuorumPacket};
 use jute::Record;
 
 /// Reads one packet. An error is the end of the connection: the stream is mid-packet.
@@ -22,6 +22,16 @@ pub fn read_packet(r: &mut impl Read, max_buffer: usize) -> io::Result<QuorumPac
         }
     }
     QuorumPacket::from_bytes(buf.freeze())
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+}
+
+/// Reads one quorum SASL message (see [`read_packet`] for the bounds).
+pub fn read_auth_packet(r: &mut impl Read, max_token: usize) -> io::Result<QuorumAuthPacket> {
+    let mut buf = BytesMut::with_capacity(64);
+    take(r, &mut buf, 12)?;
+    let len = take_len(r, &mut buf, max_token)?;
+    take(r, &mut buf, len)?;
+    QuorumAuthPacket::from_bytes(buf.freeze())
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
 }
 
@@ -43,7 +53,7 @@ fn take_len(r: &mut impl Read, buf: &mut BytesMut, max: usize) -> io::Result<usi
     if v < 0 || v as usize > max {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
-            format!("the leader sent a length of {v} (jute.maxbuffer is {max})"),
+            format!("the leader sent a length of {v} (at most {max} taken)"),
         ));
     }
     Ok(v as usize)
