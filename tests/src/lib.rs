@@ -15,6 +15,7 @@ pub mod faults;
 pub mod java;
 pub mod kazoo_migrate;
 pub mod kdc;
+pub mod linear;
 pub mod live_migration;
 pub mod load;
 pub mod lossyfs;

@@ -32,7 +32,10 @@
 //! Every ensemble scenario runs with quorum TLS (`sslQuorum`) when `CHAOS_QUORUM_TLS=1`;
 //! the locks and ephemerals scenarios and the paused leader also run once with it always.
 //!
-//! Invariants: see `check_locks` and `check_ephemerals`. At the end every member holds the
+//! Register clients (`register.rs`) read after `sync`, write and compare-and-set znodes;
+//! their history is checked for linearizability (`harness::linear`).
+//!
+//! Invariants: see `check_locks` and `check_ephemerals`, and the registers' histories. At the end every member holds the
 //! same tree: the same `hash` digest, and a node-by-node comparison done here. Every
 //! acknowledged write is present, and a final write succeeds.
 
@@ -41,6 +44,7 @@ mod clients;
 mod contender;
 mod links;
 mod power;
+mod register;
 mod util;
 mod world;
 
@@ -204,7 +208,8 @@ fn chaos_mixed_five_members() {
 /// restarted on wiped directories, a member restored from an older copy of its own, with
 /// kills, an isolated member and pauses around them. A member back with less than it
 /// acknowledged must not vote or count until caught up: every acknowledged write, the
-/// ephemerals and the locks are checked as in the other scenarios.
+/// ephemerals and the locks are checked as in the other scenarios, and the register
+/// clients' history must be linearizable.
 #[test]
 fn chaos_wiped_members_three() {
     let _serial = serial();
@@ -212,6 +217,7 @@ fn chaos_wiped_members_three() {
     w.start_writer();
     w.start_owners(2, 0);
     w.start_contenders(3);
+    w.start_registers(3);
     let r = &mut w.rng;
     let schedule = vec![
         Fault::WipeMember(Target::Follower, r.ms(200, 2000)),
@@ -221,6 +227,29 @@ fn chaos_wiped_members_three() {
         Fault::IsolateMember(Target::Any, r.ms(1000, 3000)),
         Fault::WipeMember(Target::Any, r.ms(200, 2000)),
         Fault::PauseMember(Target::Any, r.ms(300, 1500)),
+    ];
+    w.run_schedule(schedule);
+    w.finish();
+}
+
+/// Register clients (read after `sync`, write, compare-and-set) on three members, their
+/// history checked for linearizability: the leader and a follower killed, paused and
+/// isolated, a restart of every member, a member restarted on a wiped directory.
+#[test]
+fn chaos_linearizable_registers_three() {
+    let _serial = serial();
+    let mut w = World::new("registers-3", 3);
+    w.start_registers(4);
+    let r = &mut w.rng;
+    let schedule = vec![
+        Fault::KillMember(Target::Leader, r.ms(500, 2500)),
+        Fault::KillMember(Target::Follower, r.ms(500, 2500)),
+        Fault::PauseMember(Target::Leader, r.ms(1000, 4000)),
+        Fault::PauseMember(Target::Follower, r.ms(300, 1500)),
+        Fault::IsolateMember(Target::Leader, r.ms(1500, 4000)),
+        Fault::IsolateMember(Target::Follower, r.ms(1500, 4000)),
+        Fault::RestartAll(r.ms(200, 1500)),
+        Fault::WipeMember(Target::Any, r.ms(200, 2000)),
     ];
     w.run_schedule(schedule);
     w.finish();

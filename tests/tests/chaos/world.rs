@@ -16,6 +16,7 @@ use crate::clients::{
 };
 use crate::contender::{Contender, ContenderConfig, CsEntry, FenceServer};
 use crate::links::ClientLink;
+use crate::register::Registers;
 use crate::util::{bounded, lock, scenario_seed, signal, Rng};
 use crate::{
     CONTENDER_SESSION, CONTENDER_TEST, FRAGILE_SESSION, STEADY_SESSION, TOOL_SESSION, WAIT,
@@ -137,6 +138,8 @@ pub(crate) struct World {
     pub(crate) quiet: Arc<AtomicBool>,
     pub(crate) close: Arc<AtomicBool>,
     pub(crate) tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// The register clients, whose history must be linearizable.
+    pub(crate) registers: Option<Registers>,
 }
 
 /// `CHAOS_QUORUM_TLS=1`: every scenario's members talk TLS.
@@ -276,6 +279,7 @@ impl World {
             quiet: Arc::new(AtomicBool::new(false)),
             close: Arc::new(AtomicBool::new(false)),
             tasks: Vec::new(),
+            registers: None,
         };
         let hosts = world.ensemble.connect_string();
         world.rt.block_on(async {
@@ -437,6 +441,14 @@ impl World {
             self.rt
                 .spawn(writer_task(link, self.acked.clone(), self.quiet.clone())),
         );
+    }
+
+    /// Starts `clients` register clients on the whole ensemble (see `register.rs`).
+    pub(crate) fn start_registers(&mut self, clients: usize) {
+        let hosts = self.ensemble.connect_string();
+        let seed = self.rng.next();
+        self.registers = Some(Registers::start(&self.rt, &hosts, clients, seed));
+        self.event(&format!("{clients} register clients running"));
     }
 
     // --- the schedule ---
@@ -1015,6 +1027,13 @@ impl World {
     /// Runs the end checks and fails the test with every violation and the seed.
     pub(crate) fn finish(mut self) -> Summary {
         self.wind_down();
+        if let Some(registers) = self.registers.take() {
+            let report = registers.finish(&self.rt);
+            self.event(&report.summary);
+            for v in report.violations {
+                self.violation(v);
+            }
+        }
         let tree = self.check_convergence();
         if !self.contenders.is_empty() {
             self.check_locks(&tree);
