@@ -340,6 +340,10 @@ impl Consensus {
             }
         }
         let now = self.clock.now();
+        // One ReadIndex request for every waiter of this turn.
+        if let Some(ctx) = self.reads.ask(now) {
+            self.node.read_index(ctx);
+        }
         self.on_timers(now);
         self.flush_pending(now);
         self.process_ready();
@@ -375,10 +379,7 @@ impl Consensus {
             Input::Commands(cs, encoded) => self.proposals.extend_encoded(cs, encoded, now),
             Input::Forwarded(_) | Input::Raft(_) | Input::Touch(_) if self.hooks.peers_cut() => {}
             Input::Forwarded(cs) => self.proposals.extend(cs, now),
-            Input::ReadIndex(waiter) => {
-                let ctx = self.reads.request(waiter, now);
-                self.node.read_index(ctx);
-            }
+            Input::ReadIndex(waiter) => self.reads.request(waiter),
             Input::Raft(mut m) => {
                 if m.from == self.leadership.leader && m.from != 0 {
                     self.leadership.last_contact = now;
