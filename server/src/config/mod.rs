@@ -144,6 +144,10 @@ pub struct Config {
     pub migrate_from_zookeeper: bool,
     /// `leaderTransferOnShutdown` (zooraft's own): a leader stopped cleanly hands over first.
     pub transfer_on_shutdown: bool,
+    /// `linearizableReads` (zooraft's own, off by default as ZooKeeper's reads may be
+    /// stale): every read of the tree in an ensemble waits for a ReadIndex round first, as
+    /// if the client had sent `sync` before it.
+    pub linearizable_reads: bool,
     /// Warnings gathered while parsing (unknown keys), to log once logging is up.
     pub warnings: Vec<String>,
 }
@@ -212,6 +216,7 @@ impl Default for Config {
             disk_reserve_bytes: 64 << 20,
             security: BTreeMap::new(),
             transfer_on_shutdown: true,
+            linearizable_reads: false,
             config_file: None,
             dynamic_config_file: None,
             reconfig_enabled: false,
@@ -414,6 +419,9 @@ impl Config {
                 }
                 "leaderTransferOnShutdown" => {
                     cfg.transfer_on_shutdown = parse_bool(key, value).map_err(err)?
+                }
+                "linearizableReads" => {
+                    cfg.linearizable_reads = parse_bool(key, value).map_err(err)?
                 }
                 k if k.starts_with("server.") => {
                     let member = parse_member(&k["server.".len()..], value).map_err(err)?;
@@ -649,6 +657,14 @@ mod tests {
                 .starts_with("zoo.cfg:1: readonlymode.enabled"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn linearizable_reads_key() {
+        assert!(!Config::parse("\n", "zoo.cfg").unwrap().linearizable_reads);
+        let c = Config::parse("linearizableReads=true\n", "zoo.cfg").unwrap();
+        assert!(c.linearizable_reads && c.warnings.is_empty());
+        assert!(Config::parse("linearizableReads=maybe\n", "zoo.cfg").is_err());
     }
 
     #[test]

@@ -4,7 +4,9 @@
 //! read go to the Raft thread together (`submit.rs`) and the connection moves on. Replies leave in request order and a read
 //! sees the session's earlier writes: requests that arrive behind an outstanding write or
 //! sync wait in the connection's [`Pipeline`], which the apply loop flushes when the write
-//! is applied (see [`super::pipeline`]).
+//! is applied (see [`super::pipeline`]). Under `linearizableReads` each read of the tree
+//! queues behind a read barrier (a ReadIndex round shared by the reads of one round of
+//! frames), and a write that arrives behind an unreleased barrier is held until it is.
 //!
 //! Back-pressure: the connection stops reading while its outbox holds too much unsent data
 //! or too many requests are outstanding, so a client that does not read its replies cannot
@@ -188,6 +190,9 @@ async fn run(
         },
         writes: Submitter::default(),
         sync_seq: 0,
+        linearizable: linearizable_reads(shared, session.read_only),
+        unsent_barrier: None,
+        held: None,
         write_timeout: Duration::from_millis(session.timeout_ms.max(0) as u64)
             .max(shared.replica.election_timeouts(3)),
     };
@@ -209,7 +214,26 @@ struct Connection {
     origin: Origin,
     writes: Submitter,
     sync_seq: u64,
+    /// `linearizableReads` applies: each read of the tree waits behind a read barrier.
+    linearizable: bool,
+    /// A read barrier pushed this round whose ReadIndex is not asked for yet: the reads
+    /// that arrive before it is share it.
+    unsent_barrier: Option<u64>,
+    /// A write that came in behind an unreleased read barrier: it waits for the barrier,
+    /// so that it cannot change what the reads before it see.
+    held: Option<Bytes>,
     write_timeout: Duration,
+}
+
+/// Whether a connection's reads wait for a ReadIndex round (`linearizableReads`): in a
+/// Raft ensemble, for a read-write session. A standalone server is always current, and
+/// an observer of ZooKeeper (`migrateFromZooKeeper`) serves ZooKeeper's semantics.
+fn linearizable_reads(shared: &Shared, read_only: bool) -> bool {
+    let config = shared.replica.config();
+    config.linearizable_reads
+        && !config.is_standalone()
+        && !config.migrate_from_zookeeper
+        && !read_only
 }
 
 impl Connection {
@@ -222,9 +246,17 @@ impl Connection {
         let max = self.shared.replica.config().max_buffer;
         let mut room = ReadRoom::default();
         loop {
-            // Take every complete frame already buffered, except behind an unanswered sync:
-            // what follows a sync waits for it.
-            while !self.pipeline.lock().sync_pending() {
+            // A request held behind a read barrier goes once the barrier is released.
+            if self.held.is_some() && !self.pipeline.lock().barrier_pending() {
+                if let Some(frame) = self.held.take() {
+                    if let Err(end) = self.on_frame(frame) {
+                        return end;
+                    }
+                }
+            }
+            // Take every complete frame already buffered, except behind an unanswered sync
+            // or a held request: what follows waits for it.
+            while self.held.is_none() && !self.pipeline.lock().sync_pending() {
                 match jute::split_frame(buf, max) {
                     Ok(Some(frame)) => {
                         if let Err(end) = self.on_frame(frame) {
@@ -235,7 +267,7 @@ impl Connection {
                     Err(e) => return End::Protocol(e.to_string()),
                 }
             }
-            if !self.writes.submit(&self.shared.replica) {
+            if !self.writes.submit(&self.shared.replica) || !self.submit_barrier() {
                 return End::NotServing;
             }
             if self.outbox.is_closed() {
@@ -246,6 +278,7 @@ impl Connection {
                 self.outbox.buffered() < READ_PAUSE_BYTES
                     && p.len() < MAX_OUTSTANDING
                     && !p.sync_pending()
+                    && self.held.is_none()
             };
             if can_read {
                 room.prepare(buf);
@@ -283,6 +316,10 @@ impl Connection {
     }
 
     fn on_frame(&mut self, frame: Bytes) -> Result<(), End> {
+        if self.linearizable && self.hold_behind_barrier(&frame) {
+            self.held = Some(frame);
+            return Ok(());
+        }
         self.touched.store(true, Ordering::Relaxed);
         let metrics = &self.shared.metrics;
         metrics.packets_received.fetch_add(1, Ordering::Relaxed);
@@ -376,11 +413,55 @@ impl Connection {
                 // Undecodable: answered in turn with MARSHALLINGERROR.
                 Err(_) => self.local(header.xid, header.op, body, started),
             },
+            OpClass::Local if self.linearizable && ops::reads_tree(header.op) => {
+                if self.unsent_barrier.is_none() {
+                    self.sync_seq += 1;
+                    let token = self.sync_seq;
+                    self.pipeline.lock().push(Item::Barrier {
+                        token,
+                        started,
+                        done: false,
+                    });
+                    self.unsent_barrier = Some(token);
+                }
+                self.local(header.xid, header.op, body, started);
+            }
             // Answered by the guard above (auth.rs).
             OpClass::Auth => {}
             OpClass::Local | OpClass::Unknown => self.local(header.xid, header.op, body, started),
         }
         Ok(())
+    }
+
+    /// True if `frame` must wait for the read barriers before it: a write (or close) while
+    /// one is unreleased, because it is proposed at once and the reads before it must not
+    /// see it. Anything else queues in the pipeline behind the reads. The pipeline is told
+    /// to wake the connection.
+    fn hold_behind_barrier(&self, frame: &Bytes) -> bool {
+        let Ok(header) = RequestHeader::decode(&mut Reader::new(frame.clone())) else {
+            return false;
+        };
+        if !matches!(ops::info(header.op).class, OpClass::Write | OpClass::Close) {
+            return false;
+        }
+        let mut p = self.pipeline.lock();
+        if !p.barrier_pending() {
+            return false;
+        }
+        p.wake_after_barriers = true;
+        true
+    }
+
+    /// Asks for the ReadIndex round of this round's read barrier, if there is one.
+    fn submit_barrier(&mut self) -> bool {
+        let Some(token) = self.unsent_barrier.take() else {
+            return true;
+        };
+        let waiter = SyncWaiter::Pipeline {
+            conn: self.conn,
+            token,
+        };
+        self.shared.replica.submit(Input::ReadIndex(waiter))
     }
 
     fn local(&self, xid: i32, op: i32, body: Bytes, started: Instant) {

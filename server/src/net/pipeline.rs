@@ -51,6 +51,15 @@ pub enum Item {
         started: Instant,
         done: bool,
     },
+    /// A read barrier (`linearizableReads`): like a sync, released once this member has
+    /// applied what the leader had committed when it was asked, but answered with nothing;
+    /// the reads queued behind it are answered then. Only reads follow it into the
+    /// pipeline: the connection holds anything else back until it is released.
+    Barrier {
+        token: u64,
+        started: Instant,
+        done: bool,
+    },
     /// Answered from the local tree when its turn comes.
     Local {
         xid: i32,
@@ -77,6 +86,9 @@ pub struct Pipeline {
     outbox: Arc<Outbox>,
     stats: Arc<ConnStats>,
     notify: Arc<Completions>,
+    /// The connection holds a request back until the last barrier is released (and is
+    /// told so with `Resume`).
+    pub wake_after_barriers: bool,
 }
 
 impl Pipeline {
@@ -96,6 +108,7 @@ impl Pipeline {
             outbox,
             stats,
             notify,
+            wake_after_barriers: false,
         }
     }
 
@@ -137,9 +150,19 @@ impl Pipeline {
                 done: false,
                 started,
                 ..
+            }
+            | Item::Barrier {
+                done: false,
+                started,
+                ..
             } => Some(*started),
             _ => None,
         })
+    }
+
+    /// True while a read barrier is not released and answered past.
+    pub fn barrier_pending(&self) -> bool {
+        self.items.iter().any(|i| matches!(i, Item::Barrier { .. }))
     }
 
     pub fn has_outstanding_write(&self) -> bool {
@@ -170,10 +193,10 @@ impl Pipeline {
         self.flush(env);
     }
 
-    /// A sync this connection issued is satisfied.
+    /// A sync or read barrier this connection issued is satisfied.
     pub fn sync_done(&mut self, token: u64, env: &mut Env) {
         for i in self.items.iter_mut() {
-            if let Item::Sync { token: t, done, .. } = i {
+            if let Item::Sync { token: t, done, .. } | Item::Barrier { token: t, done, .. } = i {
                 if *t == token {
                     *done = true;
                 }
@@ -203,7 +226,8 @@ impl Pipeline {
             match self.items.front() {
                 None
                 | Some(Item::Write { reply: None, .. })
-                | Some(Item::Sync { done: false, .. }) => break,
+                | Some(Item::Sync { done: false, .. })
+                | Some(Item::Barrier { done: false, .. }) => break,
                 _ => {}
             }
             let Some(item) = self.items.pop_front() else {
@@ -235,6 +259,12 @@ impl Pipeline {
                     self.finished(xid, jute::OpCode::Sync.code(), started, env);
                     // The connection may take the requests it held back.
                     self.notify.send(Completion::Resume);
+                }
+                Item::Barrier { .. } => {
+                    if self.wake_after_barriers && !self.barrier_pending() {
+                        self.wake_after_barriers = false;
+                        self.notify.send(Completion::Resume);
+                    }
                 }
                 Item::Local {
                     xid,

@@ -17,8 +17,8 @@ pub enum Input {
     Commands(Vec<Command>, bytes::Bytes),
     /// Commands a follower forwarded to us as leader.
     Forwarded(Vec<Command>),
-    /// A `sync` (Raft's ReadIndex): the waiter is told once this member has applied
-    /// everything the leader had committed when it was asked.
+    /// A `sync` or a read barrier (Raft's ReadIndex): the waiter is told once this member
+    /// has applied everything the leader had committed when it was asked.
     ReadIndex(SyncWaiter),
     /// A Raft message from a peer.
     Raft(Box<Message>),

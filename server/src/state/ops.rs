@@ -139,6 +139,25 @@ pub fn info(op: i32) -> OpInfo {
     }
 }
 
+/// True for the requests that answer from the tree (what `linearizableReads` makes wait
+/// for a ReadIndex round): not pings, watch bookkeeping or `whoAmI`.
+pub fn reads_tree(op: i32) -> bool {
+    use OpCode as O;
+    matches!(
+        OpCode::from_code(op),
+        Some(
+            O::Exists
+                | O::GetData
+                | O::GetChildren
+                | O::GetChildren2
+                | O::GetAllChildrenNumber
+                | O::GetAcl
+                | O::GetEphemerals
+                | O::MultiRead
+        )
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -162,5 +181,27 @@ mod tests {
         assert_eq!(info(OpCode::Sasl.code()).class, OpClass::Unknown);
         assert_eq!(info(12345).class, OpClass::Unknown);
         assert_eq!(info(OpCode::SetData.code()).family, OpFamily::SetData);
+    }
+
+    #[test]
+    fn tree_reads() {
+        for op in [
+            OpCode::GetData,
+            OpCode::Exists,
+            OpCode::GetChildren2,
+            OpCode::MultiRead,
+        ] {
+            assert!(reads_tree(op.code()), "{op:?}");
+            assert_eq!(info(op.code()).class, OpClass::Local);
+        }
+        for op in [
+            OpCode::Ping,
+            OpCode::SetWatches,
+            OpCode::WhoAmI,
+            OpCode::SetData,
+        ] {
+            assert!(!reads_tree(op.code()), "{op:?}");
+        }
+        assert!(!reads_tree(12345));
     }
 }

@@ -57,6 +57,7 @@ use zookeeper_client as zc;
 
 use clients::{connect, create_ephemeral, persistent};
 use contender::{contend, ContenderConfig};
+use register::Reads;
 use util::{bounded, serial};
 use world::{Fault, Target, World};
 
@@ -217,7 +218,7 @@ fn chaos_wiped_members_three() {
     w.start_writer();
     w.start_owners(2, 0);
     w.start_contenders(3);
-    w.start_registers(3);
+    w.start_registers(3, Reads::AfterSync);
     let r = &mut w.rng;
     let schedule = vec![
         Fault::WipeMember(Target::Follower, r.ms(200, 2000)),
@@ -239,7 +240,21 @@ fn chaos_wiped_members_three() {
 fn chaos_linearizable_registers_three() {
     let _serial = serial();
     let mut w = World::new("registers-3", 3);
-    w.start_registers(4);
+    w.start_registers(4, Reads::AfterSync);
+    registers_schedule(w);
+}
+
+/// The same with `linearizableReads=true` and plain reads (no `sync`): every read waits
+/// for a ReadIndex round, so none may be stale.
+#[test]
+fn chaos_linearizable_plain_reads_three() {
+    let _serial = serial();
+    let mut w = World::with_config("plain-reads-3", 3, &[("linearizableReads", "true")]);
+    w.start_registers(4, Reads::Plain);
+    registers_schedule(w);
+}
+
+fn registers_schedule(mut w: World) {
     let r = &mut w.rng;
     let schedule = vec![
         Fault::KillMember(Target::Leader, r.ms(500, 2500)),

@@ -10,7 +10,9 @@
 //!
 //! `sync` then `getData` is ZooKeeper's recipe for a read that is not stale; zooraft's
 //! `sync` is a Raft ReadIndex round, so such a read must be linearizable, on any member,
-//! through kills, pauses, partitions and lost data directories.
+//! through kills, pauses, partitions and lost data directories. Under `linearizableReads`
+//! a plain `getData` must be too ([`Reads::Plain`]); without it plain reads can be stale,
+//! as ZooKeeper's are, and the checker finds them.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -40,6 +42,15 @@ const ROOT: &str = "/chaos/reg";
 
 type RegisterHistory = History<ZnodeOp, ZnodeOut>;
 
+/// How the clients read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reads {
+    /// `sync`, then `getData`: ZooKeeper's recipe for a read that is not stale.
+    AfterSync,
+    /// `getData` alone: linearizable only under `linearizableReads=true`.
+    Plain,
+}
+
 fn key_path(key: u64) -> String {
     format!("{ROOT}/r{key:04}")
 }
@@ -64,6 +75,7 @@ impl Registers {
         rt: &tokio::runtime::Runtime,
         hosts: &str,
         clients: usize,
+        reads: Reads,
         seed: u64,
     ) -> Registers {
         rt.block_on(make_keys(hosts));
@@ -78,6 +90,7 @@ impl Registers {
                     history: history.clone(),
                     tickets: tickets.clone(),
                     stop: stop.clone(),
+                    reads,
                     rng: Rng::new(seed ^ (id as u64 + 1).wrapping_mul(0x9E37_79B9)),
                 }))
             })
@@ -187,6 +200,7 @@ struct Client {
     history: Arc<RegisterHistory>,
     tickets: Arc<AtomicU64>,
     stop: Arc<AtomicBool>,
+    reads: Reads,
     rng: Rng,
 }
 
@@ -228,7 +242,7 @@ async fn client(mut c: Client) -> Vec<String> {
                 },
             };
             let call = c.history.now();
-            let outcome = run(&session, &key_path(key), &input).await;
+            let outcome = run(&session, &key_path(key), &input, c.reads).await;
             let ret = c.history.now();
             let op = |ret, output| Op {
                 client: c.id,
@@ -271,14 +285,16 @@ async fn client(mut c: Client) -> Vec<String> {
     impossible
 }
 
-async fn run(session: &zc::Client, path: &str, input: &ZnodeOp) -> Outcome {
+async fn run(session: &zc::Client, path: &str, input: &ZnodeOp, reads: Reads) -> Outcome {
     let doubt = |e: &zc::Error| Outcome::Doubt {
         expired: matches!(e, zc::Error::SessionExpired),
     };
     match input {
         ZnodeOp::Read => {
             let read = bounded(OP_TIMEOUT, async {
-                session.sync(path).await?;
+                if reads == Reads::AfterSync {
+                    session.sync(path).await?;
+                }
                 session.get_data(path).await
             })
             .await;

@@ -16,7 +16,7 @@ use crate::clients::{
 };
 use crate::contender::{Contender, ContenderConfig, CsEntry, FenceServer};
 use crate::links::ClientLink;
-use crate::register::Registers;
+use crate::register::{Reads, Registers};
 use crate::util::{bounded, lock, scenario_seed, signal, Rng};
 use crate::{
     CONTENDER_SESSION, CONTENDER_TEST, FRAGILE_SESSION, STEADY_SESSION, TOOL_SESSION, WAIT,
@@ -444,11 +444,13 @@ impl World {
     }
 
     /// Starts `clients` register clients on the whole ensemble (see `register.rs`).
-    pub(crate) fn start_registers(&mut self, clients: usize) {
+    pub(crate) fn start_registers(&mut self, clients: usize, reads: Reads) {
         let hosts = self.ensemble.connect_string();
         let seed = self.rng.next();
-        self.registers = Some(Registers::start(&self.rt, &hosts, clients, seed));
-        self.event(&format!("{clients} register clients running"));
+        self.registers = Some(Registers::start(&self.rt, &hosts, clients, reads, seed));
+        self.event(&format!(
+            "{clients} register clients running, reads {reads:?}"
+        ));
     }
 
     // --- the schedule ---
