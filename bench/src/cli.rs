@@ -202,6 +202,11 @@ impl CompareArgs {
             snapshot_load: self.snapshot_load,
             failover_writers: self.failover_writers,
             session_timeout_ms: self.load.session_timeout_ms,
+            read_load: self.load.spec(
+                crate::workload::Workload::Get,
+                self.load.connections.first().copied().unwrap_or(32),
+                true,
+            ),
         }
     }
 }

@@ -6,6 +6,7 @@
 //! | `failover` | 3-member ensembles under a write load: kill -9 the leader, time to the first acknowledged write on a survivor |
 //! | `sessions` | `--sessions` concurrent sessions: memory per session, sessions opened per second |
 //! | `watches` | `--watches` data watches (`--watch-sessions` sessions × znodes): memory per watch; then the time to deliver `--fire` notifications of one change (see [`clients`]) |
+//! | `reads` | 3-member ensembles: getData load on a follower with default reads, and on zooraft also with `linearizableReads=true` (what a read that is never stale costs) |
 //! | `scale` | fill to each `--znodes` count (100 B each): memory and bytes per znode, restart to serving; at the last count a snapshot under a write load (write p99 during vs outside the snapshot, its peak extra RSS) |
 //!
 //! Memory is read as [`crate::memory`] explains (zooraft's RSS, ZooKeeper's live heap
@@ -14,12 +15,14 @@
 
 pub mod clients;
 pub mod failover;
+pub mod reads;
 pub mod scale;
 pub mod zk_purge;
 
 use std::fmt::Write as _;
 use std::time::Duration;
 
+use crate::load::LoadSpec;
 use crate::memory;
 
 /// Quiet time after the work a memory figure measures, before it is read, as an operator
@@ -36,14 +39,16 @@ pub enum Scenario {
     Failover,
     Sessions,
     Watches,
+    Reads,
     Scale,
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 4] = [
+    pub const ALL: [Scenario; 5] = [
         Scenario::Failover,
         Scenario::Sessions,
         Scenario::Watches,
+        Scenario::Reads,
         Scenario::Scale,
     ];
 
@@ -52,6 +57,7 @@ impl Scenario {
             Scenario::Failover => "failover",
             Scenario::Sessions => "sessions",
             Scenario::Watches => "watches",
+            Scenario::Reads => "reads",
             Scenario::Scale => "scale",
         }
     }
@@ -74,7 +80,7 @@ pub fn parse_scenarios(s: &str) -> Result<Vec<Scenario>, String> {
                 .into_iter()
                 .find(|sc| sc.name() == p)
                 .ok_or_else(|| {
-                    format!("unknown scenario {part:?} (known: failover, sessions, watches, scale, all, none)")
+                    format!("unknown scenario {part:?} (known: failover, sessions, watches, reads, scale, all, none)")
                 })?],
         };
         for sc in found {
@@ -99,6 +105,8 @@ pub struct ScenarioParams {
     /// Background writer sessions during `failover`.
     pub failover_writers: usize,
     pub session_timeout_ms: i32,
+    /// The getData load of `reads` (the `get` workload at the first connection level).
+    pub read_load: LoadSpec,
 }
 
 /// One figure of one server.
@@ -232,6 +240,7 @@ pub fn run(
         Scenario::Failover => failover::run(kind, launch, params, rt),
         Scenario::Sessions => clients::sessions(kind, launch, params, rt),
         Scenario::Watches => clients::watches(kind, launch, params, rt),
+        Scenario::Reads => reads::run(kind, launch, params, rt),
         Scenario::Scale => scale::run(kind, launch, params, rt),
     };
     match result {
