@@ -163,13 +163,9 @@ impl TestEnsemble {
         let n = voters + observers;
         let client_ports: Vec<u16> = (0..n).map(|_| free_port()).collect();
         let peer_ports: Vec<u16> = (0..n).map(|_| free_port()).collect();
-        // Apache ZooKeeper's leader election listens on a port of its own; zooraft has none.
-        let election_ports: Vec<u16> = (0..n)
-            .map(|_| match kind {
-                ServerKind::Apache => free_port(),
-                ServerKind::Zooraft => 0,
-            })
-            .collect();
+        // Apache ZooKeeper's leader election listens on a port of its own; zooraft does not
+        // use it but writes it back in `/zookeeper/config`, so each gets a distinct one.
+        let election_ports: Vec<u16> = (0..n).map(|_| free_port()).collect();
         let links: Vec<Vec<Option<Proxy>>> = (0..n)
             .map(|i| {
                 (0..n)

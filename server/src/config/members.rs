@@ -10,6 +10,9 @@ pub struct Member {
     pub id: u64,
     pub host: String,
     pub peer_port: u16,
+    /// The third field, ZooKeeper's election port: unused (Raft elects over the peer
+    /// port) but written back in `/zookeeper/config` as given.
+    pub election_port: Option<u16>,
     pub client_port: Option<u16>,
     pub observer: bool,
 }
@@ -49,12 +52,13 @@ pub fn parse_member(id_text: &str, spec: &str) -> Result<Member, String> {
     }
     let peer_port: u16 = parse_num(&format!("server.{id} peer port"), fields[1])?;
     let mut observer = false;
+    let mut election_port = None;
     for f in &fields[2..] {
         match f.trim() {
             "observer" => observer = true,
             "participant" => observer = false,
             other => {
-                let _: u16 = parse_num(&format!("server.{id} election port"), other)?;
+                election_port = Some(parse_num(&format!("server.{id} election port"), other)?);
             }
         }
     }
@@ -69,6 +73,7 @@ pub fn parse_member(id_text: &str, spec: &str) -> Result<Member, String> {
         id,
         host,
         peer_port,
+        election_port,
         client_port,
         observer,
     })

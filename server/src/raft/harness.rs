@@ -297,6 +297,7 @@ impl Group {
                     id,
                     host: "127.0.0.1".into(),
                     peer_port: 1,
+                    election_port: None,
                     client_port: None,
                     observer: id > settings.members,
                 };

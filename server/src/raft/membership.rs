@@ -49,15 +49,16 @@ const RESTATE_AFTER: Duration = Duration::from_secs(5);
 /// with RECONFIGINPROGRESS.
 const HOLD_LIMIT: Duration = Duration::from_secs(10);
 
-/// The configuration zoo.cfg describes, as `/zookeeper/config` writes it (zooraft has no
-/// election port: the peer port stands in for it).
+/// The configuration zoo.cfg describes, as `/zookeeper/config` writes it: the election
+/// port as zoo.cfg gives it (zooraft does not use it), the peer port in its place when a
+/// line has none (or 0).
 pub fn initial_config(config: &Config, version: i64) -> DynamicConfig {
     let servers = config.members.values().map(|m| {
         let spec = ServerSpec {
             id: m.id,
             host: m.host.clone(),
             quorum_port: m.peer_port,
-            election_port: m.peer_port,
+            election_port: m.election_port.filter(|p| *p != 0).unwrap_or(m.peer_port),
             observer: m.observer,
             client: m
                 .client_port
