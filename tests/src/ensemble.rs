@@ -238,17 +238,31 @@ impl TestEnsemble {
 
     fn set_links(&self, member: usize, cut: bool) {
         for j in 0..self.members.len() {
-            for proxy in [&self.links[member][j], &self.links[j][member]]
-                .into_iter()
-                .flatten()
-            {
-                proxy.refuse_connections(cut);
-                proxy.blackhole(cut);
-                if cut {
-                    proxy.cut_all();
-                }
+            self.set_link(member, j, cut);
+            self.set_link(j, member, cut);
+        }
+    }
+
+    fn set_link(&self, from: usize, to: usize, cut: bool) {
+        if let Some(proxy) = &self.links[from][to] {
+            proxy.refuse_connections(cut);
+            proxy.blackhole(cut);
+            if cut {
+                proxy.cut_all();
             }
         }
+    }
+
+    /// Cuts (or restores) one direction between two members of a
+    /// [`start_partitionable`](Self::start_partitionable) ensemble: member `from` can no
+    /// longer dial member `to` (its connections to `to` are reset, new ones refused), while
+    /// `to` may still dial `from`, and what flows over that connection flows both ways.
+    pub fn cut_link(&self, from: usize, to: usize, cut: bool) {
+        assert!(
+            self.links[from][to].is_some(),
+            "cutting one link needs a partitionable ensemble"
+        );
+        self.set_link(from, to, cut);
     }
 
     /// Cuts every link between `member` and the others (both directions). Its clients can

@@ -26,7 +26,11 @@
 //! | `recovery.rs` | the Raft loop's side of `trust.rs`: screening, announcing, demote / catch up / promote |
 //! | `test_hooks.rs` | test-only holds in a membership change (`ZOORAFT_TEST_HOOKS=1`) |
 //! | `transport.rs` | member-to-member TCP |
+//! | `transport_in.rs` | what arrives from the peers (their connections, and what they send back on ours) |
+//! | `transport_out.rs` | the sender to one peer: its dialled connection, or the way back |
+//! | `transport_routes.rs` | the ways back to each peer, and which connections with it are up |
 //! | `transport_tls.rs` | TLS between members (`sslQuorum`, `ssl.quorum.*`) |
+//! | `transport_wire.rs` | the member-to-member frames and hello |
 //! | `expiry.rs` | session deadlines |
 //! | `clock.rs`, `timing.rs`, `raft_log.rs` | clocks; tick counts and the election timeout; raft-rs's logs into `tracing` |
 
@@ -57,7 +61,11 @@ mod test_hooks;
 mod timing;
 mod transfer;
 mod transport;
+mod transport_in;
+mod transport_out;
+mod transport_routes;
 mod transport_tls;
+mod transport_wire;
 mod trust;
 mod ttl_clock;
 

@@ -15,8 +15,9 @@
 //! to TLS one member at a time (ZooKeeper's procedure: `portUnification` everywhere, then
 //! `sslQuorum` member by member, then `portUnification` off).
 //!
-//! The transport asks this file for a connection's read side (inbound) or write side
-//! (outbound); without TLS they are the TCP stream's own halves.
+//! The transport asks this file for a connection to a member, accepted (inbound) or dialled
+//! (outbound), after the TLS handshake if any; it carries frames both ways (see
+//! `transport.rs`).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -29,10 +30,10 @@ use tokio::net::TcpStream;
 use crate::config::Config;
 use crate::tls::{self, Acceptor, Connector, TlsError, TlsSettings};
 
-/// A peer connection's inbound side.
-pub type PeerRead = Box<dyn AsyncRead + Send + Unpin>;
-/// A peer connection's outbound side.
-pub type PeerWrite = Box<dyn AsyncWrite + Send + Unpin>;
+/// A connection to a member, either way: TCP, or TLS over TCP.
+pub trait PeerIo: AsyncRead + AsyncWrite + Send + Unpin {}
+impl<T: AsyncRead + AsyncWrite + Send + Unpin> PeerIo for T {}
+pub type PeerStream = Box<dyn PeerIo>;
 
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -128,12 +129,12 @@ async fn check_host(
         .map_err(|e| e.to_string())?
 }
 
-/// The read side of an accepted peer connection, after the TLS handshake if any.
+/// An accepted peer connection, after the TLS handshake if any.
 pub async fn inbound(
     tls: &Option<Arc<QuorumTls>>,
     stream: TcpStream,
     addr: SocketAddr,
-) -> std::io::Result<PeerRead> {
+) -> std::io::Result<PeerStream> {
     let Some(tls) = tls else {
         // The whole stream: dropping its write half would send a FIN the peer (or a proxy
         // between) takes for the end of the connection.
@@ -175,13 +176,13 @@ pub async fn inbound(
     Ok(Box::new(s))
 }
 
-/// The write side of a connection to member `to`, after the TLS handshake if any.
+/// A connection dialled to member `to`, after the TLS handshake if any.
 pub async fn outbound(
     tls: &Option<Arc<QuorumTls>>,
     stream: TcpStream,
     to: u64,
     addr: SocketAddr,
-) -> std::io::Result<PeerWrite> {
+) -> std::io::Result<PeerStream> {
     let Some(connector) = tls.as_ref().and_then(|t| t.connector.as_ref()) else {
         return Ok(Box::new(stream));
     };
