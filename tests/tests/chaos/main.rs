@@ -23,6 +23,8 @@
 //!   directories sit on lossy disks that then drop every write not yet fsynced.
 //! - a lost data directory: a member restarted on a wiped directory, or on an older copy
 //!   of its own (`chaos_wiped_members_three`).
+//! - partition shapes (`partitions.rs`): one-way cuts of random links, a bridge, random
+//!   halves (`chaos_partitions_five_members`, and the register scenarios).
 //!
 //! Workloads: lock contender processes (this test binary re-executed as a child, using the
 //! recipes crate's `InterProcessMutex`) run critical sections with a fenced counter increment
@@ -43,6 +45,7 @@ mod checks;
 mod clients;
 mod contender;
 mod links;
+mod partitions;
 mod power;
 mod register;
 mod util;
@@ -265,6 +268,34 @@ fn registers_schedule(mut w: World) {
         Fault::IsolateMember(Target::Follower, r.ms(1500, 4000)),
         Fault::RestartAll(r.ms(200, 1500)),
         Fault::WipeMember(Target::Any, r.ms(200, 2000)),
+        Fault::OneWayCuts(1 + r.below(4), r.ms(1500, 4000)),
+        Fault::Bridge(r.ms(1500, 4000)),
+    ];
+    w.run_schedule(schedule);
+    w.finish();
+}
+
+/// Partition shapes on five members, with every workload and the register clients under
+/// the linearizability checker: one-way cuts of a few to most links, bridges, random
+/// halves, the leader isolated with its clients, a kill -9.
+#[test]
+fn chaos_partitions_five_members() {
+    let _serial = serial();
+    let mut w = World::new("partitions-5", 5);
+    w.start_writer();
+    w.start_owners(2, 0);
+    w.start_registers(4, Reads::AfterSync);
+    let r = &mut w.rng;
+    let schedule = vec![
+        Fault::OneWayCuts(1 + r.below(3), r.ms(1000, 4000)),
+        Fault::OneWayCuts(4 + r.below(4), r.ms(1000, 4000)),
+        Fault::OneWayCuts(10 + r.below(6), r.ms(1000, 4000)),
+        Fault::Bridge(r.ms(1000, 4000)),
+        Fault::Bridge(r.ms(1000, 4000)),
+        Fault::RandomHalves(r.ms(1000, 4000)),
+        Fault::RandomHalves(r.ms(1000, 4000)),
+        Fault::IsolateMember(Target::Leader, r.ms(1000, 4000)),
+        Fault::KillMember(Target::Any, r.ms(500, 2500)),
     ];
     w.run_schedule(schedule);
     w.finish();

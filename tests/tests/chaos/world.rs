@@ -72,6 +72,15 @@ pub(crate) enum Fault {
     /// ensemble write for the given time, then kill -9 it and restart it on the older
     /// copy (a directory restored from a backup).
     RollBackMember(Target, Duration),
+    /// Cut one direction of this many member-to-member links, picked at random: the dialler
+    /// can no longer reach the other member, which can still dial it (`partitions.rs`).
+    OneWayCuts(usize, Duration),
+    /// A bridge: the members split in two groups cut from each other both ways, but one
+    /// member left connected to both.
+    Bridge(Duration),
+    /// The members split into two random halves (a minority and a majority) cut from each
+    /// other both ways.
+    RandomHalves(Duration),
 }
 
 /// A paused holder: the contender and the critical section it was stopped in.
@@ -643,6 +652,9 @@ impl World {
                 self.ensemble.member_mut(i).respawn();
             }
             Fault::RollBackMember(target, time) => self.roll_back(target, time),
+            Fault::OneWayCuts(links, time) => self.one_way_cuts(links, time),
+            Fault::Bridge(time) => self.bridge(time),
+            Fault::RandomHalves(time) => self.random_halves(time),
         }
     }
 
