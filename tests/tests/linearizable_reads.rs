@@ -10,48 +10,30 @@
 
 use std::time::Duration;
 
-use bytes::Bytes;
+use harness::conformance::req;
 use harness::raw_client::{Body, ConnectOptions, RawClient, RawError, Reply};
 use harness::rt::{block_on, eventually_async};
 use harness::TestEnsemble;
-use jute::{
-    Acl, CreateRequest, ExistsRequest, GetDataRequest, Request, Response, SetDataRequest,
-    SyncRequest,
-};
+use jute::{Request, Response, SyncRequest};
 
 const WAIT: Duration = Duration::from_secs(60);
 const CALL: Duration = Duration::from_secs(10);
 const LINEARIZABLE: &[(&str, &str)] = &[("linearizableReads", "true")];
 
 fn create(path: &str, data: &str) -> Request {
-    Request::Create(CreateRequest {
-        path: path.into(),
-        data: Some(Bytes::copy_from_slice(data.as_bytes())),
-        acl: vec![Acl::open_unsafe()],
-        flags: 0,
-    })
+    req::create(path, data.as_bytes(), 0)
 }
 
 fn get(path: &str) -> Request {
-    Request::GetData(GetDataRequest {
-        path: path.into(),
-        watch: false,
-    })
+    req::get_data(path, false)
 }
 
 fn set(path: &str, data: &str) -> Request {
-    Request::SetData(SetDataRequest {
-        path: path.into(),
-        data: Some(Bytes::copy_from_slice(data.as_bytes())),
-        version: -1,
-    })
+    req::set_data(path, data.as_bytes(), -1)
 }
 
 fn exists(path: &str) -> Request {
-    Request::Exists(ExistsRequest {
-        path: path.into(),
-        watch: false,
-    })
+    req::exists(path, false)
 }
 
 /// The data and version of a getData reply.

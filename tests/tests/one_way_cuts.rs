@@ -12,11 +12,10 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
+use harness::conformance::req;
 use harness::raw_client::{ConnectOptions, RawClient};
 use harness::rt::block_on;
 use harness::TestEnsemble;
-use jute::{Acl, CreateRequest, Request};
 
 /// Longest a write may take to be acknowledged after a cut that leaves a quorum: several
 /// election timeouts (500 ms ticks here), on a loaded machine.
@@ -25,15 +24,6 @@ const RESUME_WITHIN: Duration = Duration::from_secs(30);
 const ATTEMPT: Duration = Duration::from_secs(2);
 /// The six directed links of three members: (dialler, dialled).
 const LINKS: [(usize, usize); 6] = [(0, 1), (1, 0), (0, 2), (2, 0), (1, 2), (2, 1)];
-
-fn create(path: &str) -> Request {
-    Request::Create(CreateRequest {
-        path: path.into(),
-        data: Some(Bytes::from_static(b"c")),
-        acl: vec![Acl::open_unsafe()],
-        flags: 0,
-    })
-}
 
 /// The links a shape (a bit per entry of [`LINKS`]) cuts.
 fn cut_by(shape: u32) -> Vec<(usize, usize)> {
@@ -57,7 +47,7 @@ async fn write_through(addr: SocketAddr, path: String) -> bool {
     let Ok((mut c, _)) = RawClient::connect(addr, &ConnectOptions::default(), ATTEMPT).await else {
         return false;
     };
-    matches!(c.call(&create(&path), ATTEMPT).await, Ok(r) if r.err == 0)
+    matches!(c.call(&req::create(&path, b"c", 0), ATTEMPT).await, Ok(r) if r.err == 0)
 }
 
 /// Tries every member at once, again and again, until a write is acknowledged: how long

@@ -158,32 +158,47 @@ async fn receive(stream: PeerStream, local: &Local) -> Result<(), ReceiveError> 
 async fn write_back(mut w: PeerWrite, mut rx: mpsc::Receiver<OutFrame>, inbox: Sender<Input>) {
     let mut buf = BytesMut::with_capacity(64 * 1024);
     while let Some(f) = rx.recv().await {
-        let mut snapshots: Vec<u64> = f.snapshot_to.into_iter().collect();
-        buf.put_slice(&f.bytes);
-        while buf.len() < 1 << 20 {
-            match rx.try_recv() {
-                Ok(f) => {
-                    buf.put_slice(&f.bytes);
-                    snapshots.extend(f.snapshot_to);
-                }
-                Err(_) => break,
-            }
-        }
-        let result = match w.write_all(&buf).await {
-            Ok(()) => w.flush().await,
-            Err(e) => Err(e),
-        };
-        buf.clear();
-        for s in snapshots {
-            let _ = inbox.send(Input::SnapshotStatus {
-                to: s,
-                ok: result.is_ok(),
-            });
-        }
-        if result.is_err() {
+        if write_batch(&mut w, f, &mut rx, &mut buf, &inbox)
+            .await
+            .is_err()
+        {
             return;
         }
     }
+}
+
+/// Writes `first` and whatever else is queued (up to 1 MiB) to a peer connection in one go,
+/// and tells the Raft thread how the snapshots among them went.
+pub async fn write_batch(
+    w: &mut PeerWrite,
+    first: OutFrame,
+    rx: &mut mpsc::Receiver<OutFrame>,
+    buf: &mut BytesMut,
+    inbox: &Sender<Input>,
+) -> std::io::Result<()> {
+    let mut snapshots: Vec<u64> = first.snapshot_to.into_iter().collect();
+    buf.put_slice(&first.bytes);
+    while buf.len() < 1 << 20 {
+        match rx.try_recv() {
+            Ok(f) => {
+                buf.put_slice(&f.bytes);
+                snapshots.extend(f.snapshot_to);
+            }
+            Err(_) => break,
+        }
+    }
+    let result = match w.write_all(buf).await {
+        Ok(()) => w.flush().await,
+        Err(e) => Err(e),
+    };
+    buf.clear();
+    for s in snapshots {
+        let _ = inbox.send(Input::SnapshotStatus {
+            to: s,
+            ok: result.is_ok(),
+        });
+    }
+    result
 }
 
 /// What a peer sends back on a connection we dialled (its hello-back already read).

@@ -14,13 +14,13 @@ use std::sync::mpsc::Sender;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::{BufMut, BytesMut};
+use bytes::BytesMut;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
 use super::input::Input;
-use super::transport_in::{parse_hello, read_dialled, read_frame, PeerWrite};
+use super::transport_in::{parse_hello, read_dialled, read_frame, write_batch, PeerWrite};
 use super::transport_routes::Routes;
 use super::transport_tls::{self, QuorumTls};
 use super::transport_wire::{hello, Announced, OutFrame, KIND_HELLO};
@@ -102,9 +102,9 @@ impl Link {
         Some((w, reader))
     }
 
-    /// The peer closed a connection we dialled before its hello-back. Over TLS that is how
-    /// a member that refuses our certificate after the handshake (its host name, say)
-    /// answers, so it is logged.
+    /// The peer closed a connection we dialled before its hello-back (or right after our
+    /// first frames). Over TLS that is how a member that refuses our certificate after the
+    /// handshake (its host name, say) answers, so it is logged.
     fn closed_after_handshake(&self, why: &str) {
         if transport_tls::dials_tls(&self.tls) {
             let (to, addr) = (self.to, self.addr);
@@ -203,13 +203,11 @@ async fn write_frames(
     mut pending: Option<OutFrame>,
     rx: &mut mpsc::Receiver<OutFrame>,
 ) -> Option<std::io::Error> {
-    let (to, addr) = (link.to, link.addr);
     // When this connection's first frames went out: a write that fails soon after them is
     // the mark of a peer that refused our certificate.
     let mut first_frames: Option<Instant> = None;
     let mut buf = BytesMut::with_capacity(64 * 1024);
     loop {
-        let mut snapshots = Vec::new();
         let f = match pending.take() {
             Some(f) => f,
             None => tokio::select! {
@@ -223,37 +221,11 @@ async fn write_frames(
                 next = rx.recv() => next?,
             },
         };
-        buf.put_slice(&f.bytes);
-        snapshots.extend(f.snapshot_to);
-        while buf.len() < 1 << 20 {
-            match rx.try_recv() {
-                Ok(f) => {
-                    buf.put_slice(&f.bytes);
-                    snapshots.extend(f.snapshot_to);
-                }
-                Err(_) => break,
-            }
-        }
         let first = *first_frames.get_or_insert_with(Instant::now);
-        let result = match w.write_all(&buf).await {
-            Ok(()) => w.flush().await,
-            Err(e) => Err(e),
-        };
-        buf.clear();
-        let ok = result.is_ok();
-        for s in snapshots {
-            let _ = link.inbox.send(Input::SnapshotStatus { to: s, ok });
-        }
+        let result = write_batch(w, f, rx, &mut buf, &link.inbox).await;
         if let Err(e) = result {
-            if transport_tls::dials_tls(&link.tls) && first.elapsed() < Duration::from_secs(2) {
-                // A member that refuses our certificate after the handshake (its host
-                // name, say) just closes the connection.
-                tracing::warn!(
-                    peer = to,
-                    %addr,
-                    "quorum TLS: member {to} at {addr} closed the connection right after \
-                     the handshake ({e}): it may refuse our certificate (see its log)"
-                );
+            if first.elapsed() < Duration::from_secs(2) {
+                link.closed_after_handshake(&e.to_string());
             }
             return Some(e);
         }
