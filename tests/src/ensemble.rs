@@ -36,6 +36,8 @@ pub struct TestEnsemble {
     peer_ports: Vec<u16>,
     /// `links[i][j]`: the proxy member `i` reaches member `j` through (when partitionable).
     links: Vec<Vec<Option<Proxy>>>,
+    /// The same for Apache ZooKeeper's leader-election ports.
+    election_links: Vec<Vec<Option<Proxy>>>,
 }
 
 impl TestEnsemble {
@@ -104,15 +106,18 @@ impl TestEnsemble {
         observers: usize,
         extra: &[(&str, &str)],
     ) -> TestEnsemble {
-        Self::launch(
-            ServerKind::Zooraft,
-            voters,
-            observers,
-            extra,
-            true,
-            &|_, b| b,
-            true,
-        )
+        Self::start_partitionable_kind(ServerKind::Zooraft, voters, observers, extra)
+    }
+
+    /// [`start_partitionable`](Self::start_partitionable) for either kind: for Apache
+    /// ZooKeeper its leader-election links get proxies too, cut with the quorum links.
+    pub fn start_partitionable_kind(
+        kind: ServerKind,
+        voters: usize,
+        observers: usize,
+        extra: &[(&str, &str)],
+    ) -> TestEnsemble {
+        Self::launch(kind, voters, observers, extra, true, &|_, b| b, true)
     }
 
     /// `voters` members of `kind`; member `i` gets `extra` and then `each(i)` in its
@@ -166,20 +171,22 @@ impl TestEnsemble {
         // Apache ZooKeeper's leader election listens on a port of its own; zooraft does not
         // use it but writes it back in `/zookeeper/config`, so each gets a distinct one.
         let election_ports: Vec<u16> = (0..n).map(|_| free_port()).collect();
-        let links: Vec<Vec<Option<Proxy>>> = (0..n)
-            .map(|i| {
-                (0..n)
-                    .map(|j| {
-                        (proxies && i != j).then(|| {
-                            Proxy::start(std::net::SocketAddr::from((
-                                [127, 0, 0, 1],
-                                peer_ports[j],
-                            )))
+        // Member i reaches member j's port at the proxy on that link, if there is one.
+        let proxied = |ports: &[u16], on: bool| -> Vec<Vec<Option<Proxy>>> {
+            (0..n)
+                .map(|i| {
+                    (0..n)
+                        .map(|j| {
+                            (on && i != j).then(|| {
+                                Proxy::start(std::net::SocketAddr::from(([127, 0, 0, 1], ports[j])))
+                            })
                         })
-                    })
-                    .collect()
-            })
-            .collect();
+                        .collect()
+                })
+                .collect()
+        };
+        let links = proxied(&peer_ports, proxies);
+        let election_links = proxied(&election_ports, proxies && kind == ServerKind::Apache);
         let mut members = Vec::with_capacity(n);
         for i in 0..n {
             let mut b = TestServer::builder(kind)
@@ -203,15 +210,17 @@ impl TestEnsemble {
             };
             for j in 0..n {
                 let role = if j >= voters { ":observer" } else { "" };
-                // Member i reaches member j at the proxy on that link, if there is one.
                 let peer_port = links[i][j]
                     .as_ref()
                     .map_or(peer_ports[j], |p| p.addr().port());
+                let election_port = election_links[i][j]
+                    .as_ref()
+                    .map_or(election_ports[j], |p| p.addr().port());
                 b = b.config(
                     &format!("server.{}", j + 1),
                     &format!(
                         "127.0.0.1:{}:{}{role};127.0.0.1:{}",
-                        peer_port, election_ports[j], client_ports[j]
+                        peer_port, election_port, client_ports[j]
                     ),
                 );
             }
@@ -229,6 +238,7 @@ impl TestEnsemble {
             members,
             peer_ports,
             links,
+            election_links,
         };
         if wait {
             e.wait_all_serving();
@@ -244,7 +254,10 @@ impl TestEnsemble {
     }
 
     fn set_link(&self, from: usize, to: usize, cut: bool) {
-        if let Some(proxy) = &self.links[from][to] {
+        for proxy in [&self.links[from][to], &self.election_links[from][to]]
+            .into_iter()
+            .flatten()
+        {
             proxy.refuse_connections(cut);
             proxy.blackhole(cut);
             if cut {

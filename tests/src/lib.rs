@@ -23,6 +23,7 @@ pub mod patroni;
 pub mod pki;
 pub mod proxy;
 pub mod raw_client;
+pub mod registers;
 pub mod rt;
 pub mod server;
 pub mod tls_probe;

@@ -2,7 +2,8 @@
 //! observe a running Apache ZooKeeper 3.8 ensemble into a Raft ensemble at ZooKeeper's last
 //! zxid, with their clients connected. Real ZooKeeper voters, real zooraft observers, kazoo
 //! clients writing through the cut-over; then the trees, sessions and zxids are checked,
-//! and the new Raft leader is killed. Also: the refusal while ZooKeeper has clients, and a
+//! and the new Raft leader is killed. Register clients run through it all, their history
+//! checked for linearizability (`harness::registers`). Also: the refusal while ZooKeeper has clients, and a
 //! cut-over that is prepared but never committed (ZooKeeper stays in charge; a retry
 //! succeeds).
 
@@ -10,6 +11,7 @@ use std::time::Duration;
 
 use harness::kazoo_migrate::{load_every_kind, Background};
 use harness::live_migration::{wait_serving, zxid_of, LiveMigration};
+use harness::registers::{Reads, Registers};
 use harness::rt::{block_on, eventually, runtime, within};
 use harness::zc::{connect, persistent};
 use harness::{zooraft_cmd, TestServer};
@@ -169,6 +171,11 @@ fn cutover_under_load_keeps_every_client_session_and_write() {
         let (_, _, w) = c.get_and_watch_data("/watched").await.expect("watch");
         (c, w)
     });
+    // Register clients on the zooraft members (sync + read, write, compare-and-set) from
+    // before the cut-over to after the new leader's death: their history must be
+    // linearizable across the switch from ZooKeeper's ordering to Raft's.
+    let observers: Vec<&TestServer> = (0..3).map(|i| m.observer(i)).collect();
+    let registers = Registers::start(&rt, &hosts_of(&observers), 3, Reads::AfterSync, 0x5eed);
     // The writers are under way (every member has applied a few hundred of their writes).
     let started = zxid_of(m.observer(0)).expect("zxid");
     let before = eventually("the writers write", WAIT, || {
@@ -278,6 +285,13 @@ fn cutover_under_load_keeps_every_client_session_and_write() {
     // A member restarted after the cut-over runs Raft (it does not follow ZooKeeper).
     m.observer_mut(leader).restart();
     wait_serving(m.observer(leader));
+    let report = registers.finish(&rt);
+    println!("{}", report.summary);
+    assert!(
+        report.violations.is_empty(),
+        "{}",
+        report.violations.join("\n")
+    );
     let mode = m.observer(leader).mode();
     assert!(
         matches!(mode.as_deref(), Some("leader" | "follower")),

@@ -34,7 +34,7 @@
 //! Every ensemble scenario runs with quorum TLS (`sslQuorum`) when `CHAOS_QUORUM_TLS=1`;
 //! the locks and ephemerals scenarios and the paused leader also run once with it always.
 //!
-//! Register clients (`register.rs`) read after `sync`, write and compare-and-set znodes;
+//! Register clients (`harness::registers`) read after `sync`, write and compare-and-set znodes;
 //! their history is checked for linearizability (`harness::linear`).
 //!
 //! Invariants: see `check_locks` and `check_ephemerals`, and the registers' histories. At the end every member holds the
@@ -47,7 +47,6 @@ mod contender;
 mod links;
 mod partitions;
 mod power;
-mod register;
 mod util;
 mod world;
 
@@ -60,7 +59,7 @@ use zookeeper_client as zc;
 
 use clients::{connect, create_ephemeral, persistent};
 use contender::{contend, ContenderConfig};
-use register::Reads;
+use harness::registers::Reads;
 use util::{bounded, serial};
 use world::{Fault, Target, World};
 

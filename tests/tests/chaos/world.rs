@@ -16,11 +16,11 @@ use crate::clients::{
 };
 use crate::contender::{Contender, ContenderConfig, CsEntry, FenceServer};
 use crate::links::ClientLink;
-use crate::register::{Reads, Registers};
 use crate::util::{bounded, lock, scenario_seed, signal, Rng};
 use crate::{
     CONTENDER_SESSION, CONTENDER_TEST, FRAGILE_SESSION, STEADY_SESSION, TOOL_SESSION, WAIT,
 };
+use harness::registers::{Reads, Registers};
 
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Target {
@@ -452,7 +452,7 @@ impl World {
         );
     }
 
-    /// Starts `clients` register clients on the whole ensemble (see `register.rs`).
+    /// Starts `clients` register clients on the whole ensemble (see `harness::registers`).
     pub(crate) fn start_registers(&mut self, clients: usize, reads: Reads) {
         let hosts = self.ensemble.connect_string();
         let seed = self.rng.next();

@@ -1,4 +1,4 @@
-//! The register workload, for the linearizability checker (`harness::linear`): clients read
+//! The register workload, for the linearizability checker ([`crate::linear`]): clients read
 //! (`sync`, then `getData`), write (`setData`) and compare-and-set (`setData` at the version
 //! they last saw) znodes used as registers while the faults run, and every operation's call,
 //! return and outcome is recorded. At the end each znode's history must be linearizable.
@@ -19,12 +19,16 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use harness::linear::{check, History, Op, Verdict, Znode, ZnodeOp, ZnodeOut};
 use zookeeper_client as zc;
 
-use crate::clients::{connect, persistent};
-use crate::util::{bounded, Rng};
-use crate::{TOOL_SESSION, WAIT};
+use crate::faults::Rng;
+use crate::linear::{check, History, Op, Verdict, Znode, ZnodeOp, ZnodeOut};
+use crate::zc::persistent;
+
+/// Session timeout of the register clients.
+const SESSION: Duration = Duration::from_secs(6);
+/// Upper bound of the set-up's waits.
+const WAIT: Duration = Duration::from_secs(30);
 
 /// Operations on one znode before the clients move to the next.
 const OPS_PER_KEY: u64 = 100;
@@ -38,13 +42,14 @@ const PACE: Duration = Duration::from_millis(15);
 const BACK_OFF: Duration = Duration::from_millis(250);
 /// Search steps per znode before the checker gives up (which fails the run).
 const BUDGET: u64 = 5_000_000;
-const ROOT: &str = "/chaos/reg";
+/// Where the register znodes live.
+const ROOT: &str = "/registers";
 
 type RegisterHistory = History<ZnodeOp, ZnodeOut>;
 
 /// How the clients read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Reads {
+pub enum Reads {
     /// `sync`, then `getData`: ZooKeeper's recipe for a read that is not stale.
     AfterSync,
     /// `getData` alone: linearizable only under `linearizableReads=true`.
@@ -56,7 +61,7 @@ fn key_path(key: u64) -> String {
 }
 
 /// The register clients of one scenario and what they recorded.
-pub(crate) struct Registers {
+pub struct Registers {
     history: Arc<RegisterHistory>,
     tickets: Arc<AtomicU64>,
     stop: Arc<AtomicBool>,
@@ -64,14 +69,14 @@ pub(crate) struct Registers {
 }
 
 /// What the end check found.
-pub(crate) struct RegisterReport {
-    pub(crate) violations: Vec<String>,
-    pub(crate) summary: String,
+pub struct RegisterReport {
+    pub violations: Vec<String>,
+    pub summary: String,
 }
 
 impl Registers {
     /// Makes the znodes (data `0`, version 0) and starts `clients` clients on `hosts`.
-    pub(crate) fn start(
+    pub fn start(
         rt: &tokio::runtime::Runtime,
         hosts: &str,
         clients: usize,
@@ -105,7 +110,7 @@ impl Registers {
 
     /// Stops the clients (each finishes or abandons its operation in flight, which is then
     /// recorded) and checks every znode's history.
-    pub(crate) fn finish(self, rt: &tokio::runtime::Runtime) -> RegisterReport {
+    pub fn finish(self, rt: &tokio::runtime::Runtime) -> RegisterReport {
         self.stop.store(true, Ordering::SeqCst);
         let mut violations = Vec::new();
         for (id, t) in self.tasks.into_iter().enumerate() {
@@ -155,9 +160,21 @@ impl Registers {
     }
 }
 
+/// A session on `hosts`, or `None` if none comes within [`WAIT`].
+async fn connect(hosts: &str) -> Option<zc::Client> {
+    let connector = zc::Client::connector().with_session_timeout(SESSION);
+    bounded(WAIT, connector.connect(hosts))
+        .await
+        .and_then(Result::ok)
+}
+
+async fn bounded<T>(max: Duration, f: impl std::future::Future<Output = T>) -> Option<T> {
+    tokio::time::timeout(max, f).await.ok()
+}
+
 /// Creates the register znodes, many at a time.
 async fn make_keys(hosts: &str) {
-    let c = connect(hosts, TOOL_SESSION)
+    let c = connect(hosts)
         .await
         .expect("a session to make the registers");
     let mut done = vec![false; KEYS as usize + 1];
@@ -222,7 +239,7 @@ async fn client(mut c: Client) -> Vec<String> {
     // The version this client last saw of each znode: what its compare-and-set expects.
     let mut versions: HashMap<u64, i32> = HashMap::new();
     'session: while !c.stop.load(Ordering::SeqCst) {
-        let Some(session) = connect(&c.hosts, TOOL_SESSION).await else {
+        let Some(session) = connect(&c.hosts).await else {
             tokio::time::sleep(BACK_OFF).await;
             continue;
         };
