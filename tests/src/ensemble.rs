@@ -178,7 +178,10 @@ impl TestEnsemble {
                     (0..n)
                         .map(|j| {
                             (on && i != j).then(|| {
-                                Proxy::start(std::net::SocketAddr::from(([127, 0, 0, 1], ports[j])))
+                                Proxy::start_raw(std::net::SocketAddr::from((
+                                    [127, 0, 0, 1],
+                                    ports[j],
+                                )))
                             })
                         })
                         .collect()

@@ -50,12 +50,17 @@ pub struct Background(Child, PathBuf);
 
 impl Background {
     pub fn spawn(args: &[&str], out: PathBuf) -> Background {
+        Background::command(python(args), out)
+    }
+
+    /// Runs `command` in the background, its output (both streams) into `out`.
+    pub fn command(mut command: Command, out: PathBuf) -> Background {
         let file = std::fs::File::create(&out).expect("output file");
-        let child = python(args)
+        let child = command
             .stdout(file.try_clone().expect("clone"))
             .stderr(file)
             .spawn()
-            .expect("python3");
+            .unwrap_or_else(|e| panic!("spawn {:?}: {e}", command.get_program()));
         Background(child, out)
     }
 

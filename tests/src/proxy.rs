@@ -62,6 +62,8 @@ struct Shared {
     blackhole: AtomicBool,
     refuse: AtomicBool,
     partitioned: AtomicBool,
+    /// Bytes pass through as they come, not parsed into frames.
+    raw: AtomicBool,
     conns: Mutex<Vec<Conn>>,
     /// Client connections accepted during a partition: open, never forwarded.
     held: Mutex<Vec<TcpStream>>,
@@ -127,6 +129,17 @@ pub struct Proxy {
 impl Proxy {
     /// Starts a proxy on a free loopback port that forwards to `upstream`.
     pub fn start(upstream: SocketAddr) -> Proxy {
+        Proxy::launch(upstream, false)
+    }
+
+    /// A proxy that copies bytes as they come, for protocols that are not length-prefixed
+    /// frames (Apache ZooKeeper's quorum and election connections): it cuts, refuses and
+    /// blackholes, but cannot drop frames.
+    pub fn start_raw(upstream: SocketAddr) -> Proxy {
+        Proxy::launch(upstream, true)
+    }
+
+    fn launch(upstream: SocketAddr, raw: bool) -> Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind proxy port");
         let addr = listener.local_addr().expect("proxy address");
         let shared = Arc::new(Shared {
@@ -135,6 +148,7 @@ impl Proxy {
             blackhole: AtomicBool::new(false),
             refuse: AtomicBool::new(false),
             partitioned: AtomicBool::new(false),
+            raw: AtomicBool::new(raw),
             conns: Mutex::new(Vec::new()),
             held: Mutex::new(Vec::new()),
             rules: Mutex::new(Vec::new()),
@@ -368,7 +382,7 @@ fn pump(
 ) {
     let mut buf: Vec<u8> = Vec::with_capacity(64 * 1024);
     let mut chunk = vec![0u8; 64 * 1024];
-    let mut raw = false;
+    let mut raw = shared.raw.load(Ordering::SeqCst);
     'outer: loop {
         let n = match from.read(&mut chunk) {
             Ok(0) | Err(_) => break,

@@ -1,11 +1,11 @@
 //! Live migration, second half: `zooraft migrate cutover` turns the zooraft members that
 //! observe a running Apache ZooKeeper 3.8 ensemble into a Raft ensemble at ZooKeeper's last
 //! zxid, with their clients connected. Real ZooKeeper voters, real zooraft observers, kazoo
-//! clients writing through the cut-over; then the trees, sessions and zxids are checked,
-//! and the new Raft leader is killed. Register clients run through it all, their history
-//! checked for linearizability (`harness::registers`). Also: the refusal while ZooKeeper has clients, and a
-//! cut-over that is prepared but never committed (ZooKeeper stays in charge; a retry
-//! succeeds).
+//! and Java clients writing through the cut-over; then the trees, sessions and zxids are
+//! checked, and the new Raft leader is killed. Register clients run through it all, their
+//! history checked for linearizability (`harness::registers`). Also: the refusal while
+//! ZooKeeper has clients, and a cut-over that is prepared but never committed (ZooKeeper
+//! stays in charge; a retry succeeds).
 
 use std::time::Duration;
 
@@ -134,20 +134,24 @@ fn cutover_under_load_keeps_every_client_session_and_write() {
         m.start_observer(i);
     }
     let dir = tempfile::tempdir().expect("temporary directory");
-    // Every client is on a zooraft member, writing through the cut-over.
-    let mut writers: Vec<Background> = (0..3)
+    // Every client is on a zooraft member, writing through the cut-over: kazoo on each,
+    // and the Java client on the last.
+    let mut writers: Vec<(String, Background)> = (0..3)
         .map(|i| {
-            Background::spawn(
-                &[
-                    "write_at",
-                    &format!("/w{i}"),
-                    "12",
-                    &m.observer(i).connect_string(),
-                ],
+            let root = format!("/w{i}");
+            let kazoo = Background::spawn(
+                &["write_at", &root, "12", &m.observer(i).connect_string()],
                 dir.path().join(format!("w{i}.out")),
-            )
+            );
+            (root, kazoo)
         })
         .collect();
+    let mut java = harness::java::java_command("MigrationWriter");
+    java.args(["/j", "12", &m.observer(2).connect_string()]);
+    writers.push((
+        "/j".into(),
+        Background::command(java, dir.path().join("j.out")),
+    ));
     // A client with an ephemeral and a watch, on the first member (its runtime lives as
     // long as the test).
     let rt = runtime();
@@ -240,11 +244,14 @@ fn cutover_under_load_keeps_every_client_session_and_write() {
     });
     // Every writer: no error, no disconnection, the same session, and every acknowledged
     // write in the tree.
-    let outs: Vec<String> = writers.iter_mut().map(|w| w.wait(WAIT)).collect();
+    let outs: Vec<(String, String)> = writers
+        .iter_mut()
+        .map(|(root, w)| (root.clone(), w.wait(WAIT)))
+        .collect();
     let check = |hosts: &str| {
         block_on(async {
             let z = connect(hosts, Duration::from_secs(10), WAIT).await;
-            for (i, out) in outs.iter().enumerate() {
+            for (i, (root, out)) in outs.iter().enumerate() {
                 assert_eq!(figure(out, "errors"), "0", "writer {i}:\n{out}");
                 assert_eq!(figure(out, "same_session"), "True", "writer {i}:\n{out}");
                 assert_eq!(
@@ -254,14 +261,13 @@ fn cutover_under_load_keeps_every_client_session_and_write() {
                 );
                 let acked: usize = figure(out, "acked").parse().expect("acked");
                 let last_set = figure(out, "last_set");
-                let root = format!("/w{i}");
-                let (data, _) = z.get_data(&root).await.expect("the writer's root");
+                let (data, _) = z.get_data(root).await.expect("the writer's root");
                 assert_eq!(
                     String::from_utf8_lossy(&data),
                     last_set,
                     "writer {i}'s last set"
                 );
-                let (children, _) = z.get_children(&root).await.expect("children");
+                let (children, _) = z.get_children(root).await.expect("children");
                 let sequential = children.iter().filter(|c| c.starts_with("q-")).count();
                 assert_eq!(
                     sequential, acked,

@@ -7,7 +7,8 @@
 //! whenever some pair is still connected in either direction (a quorum can form), a write
 //! must be acknowledged within a bound; with every pair cut both ways none may be. The
 //! time from the cut to the first acknowledged write is printed per shape. The same runs
-//! against Apache ZooKeeper 3.8 by hand (`--ignored`), for the README's comparison.
+//! against Apache ZooKeeper 3.8 by hand (`--ignored`), for the README's comparison: its
+//! followers must dial the leader, so it stays down where they cannot.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -79,21 +80,44 @@ async fn first_write(
 
 #[test]
 fn writes_resume_under_every_one_way_cut_shape() {
-    every_shape(ServerKind::Zooraft);
+    let outcome = every_shape(ServerKind::Zooraft);
+    assert!(outcome.unsafe_.is_empty(), "{}", outcome.unsafe_.join("\n"));
+    assert!(
+        outcome.unavailable.is_empty(),
+        "{}",
+        outcome.unavailable.join("\n")
+    );
 }
 
 /// The same against Apache ZooKeeper 3.8 (its quorum and election links both cut), for the
-/// comparison the README gives; minutes long, so run by hand.
+/// README's comparison; minutes long, so run by hand. ZooKeeper's followers must dial the
+/// leader, so it stays down in the shapes where they cannot: those are printed, not failed;
+/// only a write without a quorum fails it.
 #[test]
 #[ignore = "a comparison with Apache ZooKeeper, minutes long: cargo test --test one_way_cuts -- --ignored"]
 fn writes_resume_under_every_one_way_cut_shape_apache() {
-    every_shape(ServerKind::Apache);
+    let outcome = every_shape(ServerKind::Apache);
+    println!(
+        "zookeeper: {} shapes with a quorum stayed unavailable:\n{}",
+        outcome.unavailable.len(),
+        outcome.unavailable.join("\n")
+    );
+    assert!(outcome.unsafe_.is_empty(), "{}", outcome.unsafe_.join("\n"));
 }
 
-fn every_shape(kind: ServerKind) {
+/// What a run of every shape found.
+struct Outcome {
+    /// Shapes with a quorum in which no write was acknowledged in time.
+    unavailable: Vec<String>,
+    /// Shapes without a quorum in which a write was acknowledged.
+    unsafe_: Vec<String>,
+}
+
+fn every_shape(kind: ServerKind) -> Outcome {
     let mut e = TestEnsemble::start_partitionable_kind(kind, 3, 0, &[]);
     let mut took: BTreeMap<u32, (Duration, usize, usize)> = BTreeMap::new();
-    let mut failures = Vec::new();
+    let mut unavailable = Vec::new();
+    let mut unsafe_ = Vec::new();
     for shape in 1u32..64 {
         let cut = cut_by(shape);
         let leader = e.leader();
@@ -107,7 +131,7 @@ fn every_shape(kind: ServerKind) {
                 Some((t, via)) => {
                     took.insert(shape, (t, via, leader));
                 }
-                None => failures.push(format!(
+                None => unavailable.push(format!(
                     "shape {shape:06b} (cut {cut:?}, leader was member {}): no write within \
                      {RESUME_WITHIN:?}",
                     leader + 1
@@ -117,7 +141,7 @@ fn every_shape(kind: ServerKind) {
             // Every pair cut both ways: nothing may commit (a short look suffices, the
             // point of the suite is availability, not this).
             if block_on(first_write(&e, &path, since, ATTEMPT * 2)).is_some() {
-                failures.push(format!(
+                unsafe_.push(format!(
                     "shape {shape:06b}: a write committed with no quorum"
                 ));
             }
@@ -152,5 +176,8 @@ fn every_shape(kind: ServerKind) {
             max.as_secs_f64() * 1e3
         );
     }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    Outcome {
+        unavailable,
+        unsafe_,
+    }
 }
