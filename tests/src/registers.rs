@@ -3,7 +3,7 @@
 //! they last saw) znodes used as registers while the faults run, and every operation's call,
 //! return and outcome is recorded. At the end each znode's history must be linearizable.
 //!
-//! Every [`OPS_PER_KEY`] operations the clients move on to the next znode, so each znode's
+//! Every `OPS_PER_KEY` (100) operations the clients move on to the next znode, so each znode's
 //! history stays short, as Jepsen's independent keys do: the checker's search grows with
 //! the operations in doubt (timed out, connection lost) that overlap, and a short history
 //! bounds how many can.
