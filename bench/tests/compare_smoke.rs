@@ -122,6 +122,7 @@ fn compare_runs_ensembles_tls_scenarios_and_charts() {
         "| failover | leader kill -9 to first acknowledged write |",
         "| sessions | memory per session |",
         "| watches | time to fire 200 watches on one change |",
+        "| reads | getData on a follower, linearizableReads: throughput |",
         "| scale | restart to serving at 2k |",
         "| scale | write p99 outside snapshots |",
     ] {
@@ -131,7 +132,7 @@ fn compare_runs_ensembles_tls_scenarios_and_charts() {
         serde_json::from_str(&std::fs::read_to_string(&json).expect("the JSON results"))
             .expect("JSON");
     assert_eq!(doc["ensemble"], 3);
-    assert_eq!(doc["scenarios"].as_array().map(Vec::len), Some(4));
+    assert_eq!(doc["scenarios"].as_array().map(Vec::len), Some(5));
     // What the TLS connect rows negotiated: the resuming loops resumed on both servers,
     // the full-handshake ones never did.
     let tls_rows = doc["tls"].as_array().expect("tls rows");
