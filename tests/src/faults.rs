@@ -134,9 +134,8 @@ impl Rng {
     }
 }
 
-/// The store files of a data directory that hold data (RocksDB's tables, write-ahead logs,
-/// manifests, `CURRENT`, and snapshot files), sorted, recursively.
-pub fn store_files(dir: &Path) -> Vec<PathBuf> {
+/// Every file under `dir`, recursively, sorted.
+pub fn files_under(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
@@ -147,21 +146,33 @@ pub fn store_files(dir: &Path) -> Vec<PathBuf> {
             let p = e.path();
             if p.is_dir() {
                 stack.push(p);
-                continue;
-            }
-            let name = e.file_name().to_string_lossy().into_owned();
-            let data = name.ends_with(".sst")
-                || name.ends_with(".snap")
-                || name.ends_with(".log")
-                || name.starts_with("MANIFEST-")
-                || name == "CURRENT";
-            if data && e.metadata().is_ok_and(|m| m.len() > 0) {
+            } else {
                 out.push(p);
             }
         }
     }
     out.sort();
     out
+}
+
+/// The store files of a data directory that hold data (RocksDB's tables, write-ahead logs,
+/// manifests, `CURRENT`, and snapshot files), sorted, recursively.
+pub fn store_files(dir: &Path) -> Vec<PathBuf> {
+    files_under(dir)
+        .into_iter()
+        .filter(|p| {
+            let name = p
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let data = name.ends_with(".sst")
+                || name.ends_with(".snap")
+                || name.ends_with(".log")
+                || name.starts_with("MANIFEST-")
+                || name == "CURRENT";
+            data && std::fs::metadata(p).is_ok_and(|m| m.len() > 0)
+        })
+        .collect()
 }
 
 /// Flips one bit in each of `count` bytes of one store file of `dir` chosen by `rng`;

@@ -47,6 +47,15 @@ fn data_of(reply: &Reply) -> (String, i32) {
     }
 }
 
+/// A new session on member `i`.
+async fn session(ensemble: &TestEnsemble, i: usize) -> RawClient {
+    let addr = ensemble.member(i).addr();
+    let (c, _) = RawClient::connect(addr, &ConnectOptions::default(), CALL)
+        .await
+        .unwrap_or_else(|e| panic!("a session on member {}: {e:?}", i + 1));
+    c
+}
+
 /// A follower of `ensemble` (not the leader).
 fn follower(ensemble: &TestEnsemble) -> usize {
     (ensemble.leader() + 1) % 3
@@ -55,11 +64,8 @@ fn follower(ensemble: &TestEnsemble) -> usize {
 #[test]
 fn pipelined_reads_see_exactly_their_sessions_earlier_writes() {
     let ensemble = TestEnsemble::start(3, 0, LINEARIZABLE);
-    let addr = ensemble.member(follower(&ensemble)).addr();
     block_on(async {
-        let (mut c, _) = RawClient::connect(addr, &ConnectOptions::default(), CALL)
-            .await
-            .expect("a session on a follower");
+        let mut c = session(&ensemble, follower(&ensemble)).await;
         let reply = c.call(&create("/p", "0"), CALL).await.expect("create");
         assert_eq!(reply.err, 0);
         // Rounds of requests sent in one write: reads between writes, a sync, a read of a
@@ -119,25 +125,13 @@ fn a_cut_off_follower_never_answers_a_read_older_than_an_acknowledged_write() {
     let leader = ensemble.leader();
     let cut = follower(&ensemble);
     block_on(async {
-        let (mut writer, _) = RawClient::connect(
-            ensemble.member(leader).addr(),
-            &ConnectOptions::default(),
-            CALL,
-        )
-        .await
-        .expect("a session on the leader");
+        let mut writer = session(&ensemble, leader).await;
         let reply = writer
             .call(&create("/x", "old"), CALL)
             .await
             .expect("create");
         assert_eq!(reply.err, 0);
-        let (mut reader, _) = RawClient::connect(
-            ensemble.member(cut).addr(),
-            &ConnectOptions::default(),
-            CALL,
-        )
-        .await
-        .expect("a session on the follower");
+        let mut reader = session(&ensemble, cut).await;
         let reply = reader.call(&get("/x"), CALL).await.expect("read /x");
         assert_eq!(data_of(&reply).0, "old");
 
@@ -184,10 +178,7 @@ async fn read_on_new_session(member: std::net::SocketAddr) -> String {
 fn a_standalone_server_takes_the_key_and_answers_reads() {
     let ensemble = TestEnsemble::start(1, 0, LINEARIZABLE);
     block_on(async {
-        let (mut c, _) =
-            RawClient::connect(ensemble.member(0).addr(), &ConnectOptions::default(), CALL)
-                .await
-                .expect("a session");
+        let mut c = session(&ensemble, 0).await;
         assert_eq!(
             c.call(&create("/s", "v"), CALL).await.expect("create").err,
             0

@@ -20,6 +20,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use harness::faults;
 use harness::zc::{ephemeral, persistent};
 use harness::TestEnsemble;
 use zookeeper_client as zc;
@@ -92,20 +93,6 @@ fn status_field(status: &str, key: &str) -> u64 {
         .unwrap_or(0)
 }
 
-fn files_under(dir: &std::path::Path) -> u64 {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return 0;
-    };
-    entries
-        .flatten()
-        .map(|e| match e.file_type() {
-            Ok(t) if t.is_dir() => files_under(&e.path()),
-            Ok(_) => 1,
-            Err(_) => 0,
-        })
-        .sum()
-}
-
 fn sample(e: &TestEnsemble, i: usize, at_s: u64) -> Option<Sample> {
     let pid = e.member(i).pid()?;
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
@@ -115,7 +102,7 @@ fn sample(e: &TestEnsemble, i: usize, at_s: u64) -> Option<Sample> {
         rss_kib: status_field(&status, "VmRSS:"),
         fds,
         threads: status_field(&status, "Threads:"),
-        store_files: files_under(&e.member(i).data_dir()),
+        store_files: faults::files_under(&e.member(i).data_dir()).len() as u64,
     })
 }
 
