@@ -124,6 +124,9 @@ pub struct Config {
     /// `diskReserveMB`: free space the data directory must keep; below it the member
     /// stops writing its log until space returns (see `raft/disk_space.rs`). 0: no check.
     pub disk_reserve_bytes: u64,
+    /// `scrubIntervalSeconds`: how often every table of the store and the snapshot file are
+    /// read back and checked (`raft/scrub.rs`); zero: never.
+    pub scrub_interval: Duration,
     /// The security keys (TLS, authentication providers, enforced auth), kept as written:
     /// the `tls` module and the network layer read them (see [`is_security_key`]).
     pub security: BTreeMap<String, String>,
@@ -216,6 +219,7 @@ impl Default for Config {
             snapshot_retain_entries: 10_000,
             raft_tick: Duration::from_millis(100),
             disk_reserve_bytes: 64 << 20,
+            scrub_interval: Duration::from_secs(600),
             security: BTreeMap::new(),
             transfer_on_shutdown: true,
             linearizable_reads: false,
@@ -359,6 +363,9 @@ impl Config {
                 "diskReserveMB" => {
                     let mb: u64 = parse_num(key, value).map_err(err)?;
                     cfg.disk_reserve_bytes = mb.saturating_mul(1 << 20);
+                }
+                "scrubIntervalSeconds" => {
+                    cfg.scrub_interval = Duration::from_secs(parse_num(key, value).map_err(err)?)
                 }
                 "dynamicConfigFile" => cfg.dynamic_config_file = Some(PathBuf::from(value)),
                 "reconfigEnabled" => cfg.reconfig_enabled = parse_bool(key, value).map_err(err)?,
@@ -522,6 +529,15 @@ mod tests {
                 .starts_with("zoo.cfg:1: readonlymode.enabled"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn scrub_interval_key() {
+        let default = Config::parse("\n", "zoo.cfg").unwrap().scrub_interval;
+        assert_eq!(default, Duration::from_secs(600));
+        let c = Config::parse("scrubIntervalSeconds=0\n", "zoo.cfg").unwrap();
+        assert!(c.scrub_interval.is_zero() && c.warnings.is_empty());
+        assert!(Config::parse("scrubIntervalSeconds=-1\n", "zoo.cfg").is_err());
     }
 
     #[test]

@@ -422,10 +422,20 @@ pub fn gather(shared: &Shared, version: &str) -> Vec<Figure> {
             "RocksDB index and filter blocks of open files",
             &r.store_table_readers,
         ),
+        counter(
+            "snapshot_repairs",
+            "Stored snapshot files found damaged and written afresh from the tree",
+            &r.snapshot_repairs,
+        ),
+        counter(
+            "store_scrubs",
+            "Scrubs completed: every table of the store and the snapshot file read back and checked",
+            &r.scrubs,
+        ),
         counter_gauge(
-            "rocksdb_block_cache_bytes",
-            "RocksDB block cache",
-            &r.store_block_cache,
+            "last_scrub_bytes",
+            "Bytes the last scrub read back",
+            &r.scrub_last_bytes,
         ),
         counter_gauge(
             "last_snapshot_bytes",

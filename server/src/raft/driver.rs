@@ -54,6 +54,8 @@ pub struct Workers {
     pub log_writer: Sender<LogWrite>,
     /// The snapshot worker (`snapshot_worker.rs`): encodes and stores captured states.
     pub snapshots: Sender<SnapshotJob>,
+    /// The scrub (`scrub.rs`): stops when this closes.
+    pub scrub: Sender<()>,
     /// Joined at shutdown, so nothing uses the store once the driver is gone.
     pub threads: Vec<JoinHandle<()>>,
 }
@@ -101,6 +103,8 @@ pub(super) struct SnapshotSchedule {
     pub last_bytes: u64,
     /// A capture is with the worker; no other is started meanwhile.
     pub in_progress: bool,
+    /// The capture with the worker replaces a damaged snapshot file (`scrub.rs`).
+    pub repairing: bool,
 }
 
 /// What only the leader does: decide expiries and clean up containers and TTL nodes.
@@ -360,6 +364,7 @@ impl Consensus {
         // Closing their channels stops the workers once they finished what they were given.
         self.workers.log_writer = std::sync::mpsc::channel().0;
         self.workers.snapshots = std::sync::mpsc::channel().0;
+        self.workers.scrub = std::sync::mpsc::channel().0;
         for t in std::mem::take(&mut self.workers.threads) {
             let _ = t.join();
         }
@@ -418,7 +423,7 @@ impl Consensus {
                 self.node.on_persist_ready(number);
             }
             Input::SnapshotWritten(Some(written)) => self.snapshot_written(written),
-            Input::SnapshotWritten(None) => self.snapshots.in_progress = false,
+            Input::SnapshotWritten(None) => self.snapshot_failed(),
             Input::TransferLeader(what) => {
                 self.transfer_leadership(what);
             }

@@ -624,6 +624,7 @@ impl Node {
             workers: Workers {
                 log_writer: log_writer.clone(),
                 snapshots,
+                scrub: std::sync::mpsc::channel().0,
                 threads: vec![writer],
             },
         })

@@ -30,6 +30,11 @@ pub struct RaftCounters {
     pub snapshot_last_bytes: AtomicU64,
     pub snapshot_last_ms: AtomicU64,
     pub snapshot_last_peak_extra_bytes: AtomicU64,
+    /// Snapshot files found damaged and rewritten from the tree (`scrub.rs`).
+    pub snapshot_repairs: AtomicU64,
+    /// Scrubs of the store and the snapshot file completed, and the bytes the last read.
+    pub scrubs: AtomicU64,
+    pub scrub_last_bytes: AtomicU64,
     /// Start-up: loading the snapshot, replaying the log after it, both, and entries replayed.
     pub snap_load_time: Summary,
     pub txns_load_time: Summary,
@@ -62,11 +67,10 @@ pub struct RaftCounters {
     pub sessions_expired: AtomicU64,
     /// Since when this member leads, in milliseconds since the Unix epoch (0: it does not).
     pub leading_since_unix_ms: AtomicU64,
-    /// The store's memory (RocksDB memtables, table readers, block cache), sampled by the
+    /// The store's memory (RocksDB memtables, table readers), sampled by the
     /// Raft thread every session round.
     pub store_memtables: AtomicU64,
     pub store_table_readers: AtomicU64,
-    pub store_block_cache: AtomicU64,
 }
 
 impl Default for RaftCounters {
@@ -80,6 +84,9 @@ impl Default for RaftCounters {
             snapshot_last_bytes: AtomicU64::new(0),
             snapshot_last_ms: AtomicU64::new(0),
             snapshot_last_peak_extra_bytes: AtomicU64::new(0),
+            snapshot_repairs: AtomicU64::new(0),
+            scrubs: AtomicU64::new(0),
+            scrub_last_bytes: AtomicU64::new(0),
             snap_load_time: Summary::new(),
             txns_load_time: Summary::new(),
             db_init_time: Summary::new(),
@@ -101,7 +108,6 @@ impl Default for RaftCounters {
             leading_since_unix_ms: AtomicU64::new(0),
             store_memtables: AtomicU64::new(0),
             store_table_readers: AtomicU64::new(0),
-            store_block_cache: AtomicU64::new(0),
         }
     }
 }
@@ -132,8 +138,6 @@ impl RaftCounters {
         self.store_memtables.store(m.memtables, Ordering::Relaxed);
         self.store_table_readers
             .store(m.table_readers, Ordering::Relaxed);
-        self.store_block_cache
-            .store(m.block_cache, Ordering::Relaxed);
     }
 
     /// `srst`: forgets the summaries and the counters of events (not the start-up figures,

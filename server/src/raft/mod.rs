@@ -52,6 +52,7 @@ mod read_index;
 mod ready;
 mod recovery;
 mod replica;
+mod scrub;
 mod serving;
 mod snapshot_worker;
 mod snapshots;
@@ -102,7 +103,7 @@ pub enum StartError {
     Thread(#[from] std::io::Error),
 }
 
-/// Starts the log writer, the snapshot worker and the Raft thread over `storage`, whose
+/// Starts the log writer, the snapshot worker, the scrub and the Raft thread over `storage`, whose
 /// snapshot (if any) the replica's state was loaded from.
 pub fn start(
     replica: Arc<Replica>,
@@ -139,17 +140,30 @@ fn spawn_workers(
     };
     let (snapshots, snapshot_jobs) = std::sync::mpsc::channel();
     let mut threads = vec![writer];
-    let (storage, replica) = (storage.clone(), replica.clone());
+    let (store, rep) = (storage.clone(), replica.clone());
     match critical::spawn("snapshot", move || {
-        snapshot_worker::run(snapshot_jobs, storage, replica)
+        snapshot_worker::run(snapshot_jobs, store, rep)
     }) {
         Ok(t) => threads.push(t),
         // Without the worker snapshots are never taken; the log just keeps growing.
         Err(e) => tracing::error!("cannot start the snapshot thread: {e}"),
     }
+    let (scrub, scrub_stop) = std::sync::mpsc::channel();
+    let every = replica.config().scrub_interval;
+    if !every.is_zero() {
+        let (storage, replica) = (storage.clone(), replica.clone());
+        match critical::spawn("scrub", move || {
+            scrub::run(scrub_stop, storage, replica, every)
+        }) {
+            Ok(t) => threads.push(t),
+            // Damage is then found when the data is next read, as without a scrub.
+            Err(e) => tracing::error!("cannot start the scrub thread: {e}"),
+        }
+    }
     Ok(Workers {
         log_writer,
         snapshots,
+        scrub,
         threads,
     })
 }

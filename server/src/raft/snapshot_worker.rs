@@ -40,8 +40,8 @@ pub struct SnapshotJob {
 }
 
 /// Lowers this thread's CPU priority (its niceness) and I/O priority (best effort, lowest
-/// level). Failures are logged: the snapshot is written all the same.
-fn lower_priority() {
+/// level). Failures are logged: the work is done all the same.
+pub(super) fn lower_priority() {
     // SAFETY: plain system calls about the calling thread.
     let tid = unsafe { libc::syscall(libc::SYS_gettid) } as libc::id_t;
     // SAFETY: as above; on Linux PRIO_PROCESS with a thread id is that thread alone.

@@ -40,8 +40,10 @@ const SHUTDOWN_SNAPSHOT_SHARE: u64 = 16;
 const SHUTDOWN_SNAPSHOT_MIN_BYTES: u64 = 4 * 1024 * 1024;
 
 impl Consensus {
-    /// Captures the state for a snapshot when enough was applied since the last one, or
-    /// when raft-rs needs a newer one to send (a member added since the last was taken).
+    /// Captures the state for a snapshot when enough was applied since the last one, when
+    /// raft-rs needs a newer one to send (a member added since the last was taken), or when
+    /// the stored one was found damaged (then even at the index it has: the file is
+    /// replaced by a sound one of the same state).
     pub(super) fn maybe_snapshot(&mut self) {
         if self.snapshots.in_progress {
             return;
@@ -50,11 +52,22 @@ impl Consensus {
         let bytes_due = SNAPSHOT_AFTER_BYTES.max(self.last_snapshot_bytes() / 2);
         let since = self.storage.entries_since_snapshot(self.applied.index);
         let wanted = self.storage.take_snapshot_wanted() && since > 0;
-        if since < every && self.snapshots.bytes_since < bytes_due && !wanted {
+        let damaged = self.storage.take_snapshot_damaged();
+        if since < every && self.snapshots.bytes_since < bytes_due && !wanted && !damaged {
             return;
         }
         let job = self.capture();
         self.snapshots.in_progress = self.workers.snapshots.send(job).is_ok();
+        self.snapshots.repairing = damaged && self.snapshots.in_progress;
+    }
+
+    /// The worker could not store the capture (a full disk). A repair it carried is asked
+    /// for again by the next scrub, or by the next follower that needs the snapshot.
+    pub(super) fn snapshot_failed(&mut self) {
+        self.snapshots.in_progress = false;
+        if std::mem::take(&mut self.snapshots.repairing) {
+            tracing::warn!("the fresh snapshot could not be written; the damaged one stays");
+        }
     }
 
     /// The size of the last snapshot: the one this run wrote, or the one it started from.
@@ -92,7 +105,7 @@ impl Consensus {
         for written in finished {
             match written {
                 Some(w) => self.snapshot_written(w),
-                None => self.snapshots.in_progress = false,
+                None => self.snapshot_failed(),
             }
         }
         let due =
@@ -124,8 +137,13 @@ impl Consensus {
             peak_extra,
         } = written;
         self.snapshots.in_progress = false;
-        if index <= self.storage.snapshot_metadata().index {
-            // A snapshot from the leader was installed meanwhile; this one is older.
+        if std::mem::take(&mut self.snapshots.repairing) {
+            let counters = &self.replica.counters;
+            counters.snapshot_repairs.fetch_add(1, Ordering::Relaxed);
+        }
+        // Older: a snapshot from the leader was installed meanwhile. (The same index: a
+        // repair of a damaged file, which this one replaced; it is named again.)
+        if index < self.storage.snapshot_metadata().index {
             return;
         }
         let compact_to = index.saturating_sub(self.replica.config().snapshot_retain_entries);

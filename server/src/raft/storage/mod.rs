@@ -41,7 +41,7 @@
 //!
 //! Files: `open.rs` (opening and validation), `log.rs` (entries and hard state),
 //! `identity.rs` (which incarnation of the member the store is, and whether it is trusted),
-//! `snapshots.rs` and `snapshot_files.rs` (snapshots), and here the shared records and raft-rs's `Storage`.
+//! `snapshots.rs` and `snapshot_files.rs` (snapshots), `scrub.rs` (reading it all back to find damage), and here the shared records and raft-rs's `Storage`.
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -59,10 +59,12 @@ use rocksdb::{
 mod identity;
 mod log;
 mod open;
+mod scrub;
 mod snapshot_files;
 mod snapshots;
 
 pub use identity::Identity;
+pub use scrub::{SnapshotScrub, TableScrubError};
 pub use snapshot_files::PACE as SNAPSHOT_PACE;
 use snapshots::{read_snapshot, snapshot_key};
 
@@ -206,6 +208,9 @@ pub struct RaftStorage {
     /// raft-rs asked for a snapshot the stored one cannot serve (see `snapshot`): the Raft
     /// loop takes a fresh one.
     snapshot_wanted: Arc<AtomicBool>,
+    /// The stored snapshot file was found damaged (`scrub.rs`): the Raft loop writes a
+    /// fresh one from the tree.
+    snapshot_damaged: Arc<AtomicBool>,
 }
 
 fn decode<M: protobuf::Message>(what: &'static str, bytes: &[u8]) -> Result<M, StorageOpenError> {
@@ -425,8 +430,14 @@ impl raft::Storage for RaftStorage {
                 StorageError::SnapshotTemporarilyUnavailable,
             ));
         }
+        // A damaged file is never sent: the Raft loop writes a fresh one meanwhile.
+        let Some(data) = self.snapshot_data_for_sending() else {
+            return Err(raft::Error::Store(
+                StorageError::SnapshotTemporarilyUnavailable,
+            ));
+        };
         let mut snap = Snapshot {
-            data: self.snapshot_data_for_sending().unwrap_or_default(),
+            data,
             ..Default::default()
         };
         snap.set_metadata(meta);
@@ -444,8 +455,6 @@ pub struct StoreMemory {
     pub memtables: u64,
     /// Index and filter blocks of the open table files.
     pub table_readers: u64,
-    /// The block cache.
-    pub block_cache: u64,
 }
 
 impl RaftStorage {
@@ -483,8 +492,6 @@ impl RaftStorage {
             };
             m.memtables += value("rocksdb.cur-size-all-mem-tables");
             m.table_readers += value("rocksdb.estimate-table-readers-mem");
-            // One cache is shared by the column families: count it once.
-            m.block_cache = m.block_cache.max(value("rocksdb.block-cache-usage"));
         }
         m
     }

@@ -16,11 +16,6 @@ use super::*;
 /// often and write the same bytes.
 const MEMTABLE_BUDGET: usize = 16 * 1024 * 1024;
 
-/// The block cache the column families share. Blocks are read back only at start-up (the
-/// log scan) and for a follower that lags beyond the entry cache; RocksDB's default is a
-/// 32 MiB cache, which a restart's log scan filled (28 MiB held at 1M znodes).
-const BLOCK_CACHE: usize = 8 * 1024 * 1024;
-
 /// Creates `dir` and its missing parents, each made durable by an fsync of the directory
 /// that names it, and syncs `dir`'s parent even when `dir` was there (an earlier start may
 /// have died before syncing it). RocksDB syncs its own directory, not the entry naming it:
@@ -129,9 +124,14 @@ impl RaftStorage {
         // memory: bound the memtables of all column families together.
         opts.set_db_write_buffer_size(MEMTABLE_BUDGET);
         opts.set_max_total_wal_size(2 * MEMTABLE_BUDGET as u64);
-        let cache = rocksdb::Cache::new_lru_cache(BLOCK_CACHE);
+        // No block cache: blocks are read back only at start-up (the log scan, once) and for
+        // a follower that lags beyond the entry cache (sequentially, from the page cache),
+        // and the scrub (`scrub.rs`) must read every data block from the disk, not a copy
+        // cached before the disk changed under it. (RocksDB's default 32 MiB cache held
+        // 28 MiB after a restart at 1M znodes.) Index and filter blocks are held by the open
+        // table readers, checked when a table is opened.
         let mut tables = rocksdb::BlockBasedOptions::default();
-        tables.set_block_cache(&cache);
+        tables.disable_cache();
         let cfs = [CF_LOG, CF_STATE, CF_SNAPSHOT].into_iter().map(|name| {
             let mut cf = Options::default();
             cf.set_block_based_table_factory(&tables);
@@ -412,6 +412,7 @@ impl RaftStorage {
 
             snapshot_cache: Arc::new(parking_lot::Mutex::new(None)),
             snapshot_wanted: Arc::default(),
+            snapshot_damaged: Arc::default(),
         };
         Ok(storage)
     }

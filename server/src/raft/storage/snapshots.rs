@@ -170,6 +170,9 @@ impl RaftStorage {
 
     /// The stored snapshot for sending to followers: kept after the first read, as a leader
     /// often sends the same one to several members in a row (until the next snapshot).
+    /// Checked before it is kept or sent: a damaged file (found so here or by the scrub) is
+    /// None until the Raft loop wrote a fresh one, so that damage on one member's disk never
+    /// reaches another.
     pub(super) fn snapshot_data_for_sending(&self) -> Option<bytes::Bytes> {
         let index = self.snapshot_metadata().index;
         if let Some((cached, data)) = self.snapshot_cache.lock().as_ref() {
@@ -178,6 +181,10 @@ impl RaftStorage {
             }
         }
         let data = self.snapshot_data()?;
+        if let Err(e) = crate::state::snapshot::verify(&data[..]) {
+            self.snapshot_damaged(&format!("the snapshot at index {index}: {e}"));
+            return None;
+        }
         *self.snapshot_cache.lock() = Some((index, data.clone()));
         Some(data)
     }

@@ -11,6 +11,15 @@ fn entry(index: u64, term: u64) -> Entry {
     }
 }
 
+/// A real snapshot (of an empty tree): what is sent to a follower is checked first.
+fn tree_snapshot() -> Vec<u8> {
+    use crate::state::{snapshot, tree::TreeOptions, StateMachine};
+    let view = StateMachine::new(TreeOptions::default()).snapshot_view();
+    let mut out = Vec::new();
+    snapshot::encode_into(&view, &mut out).unwrap();
+    out
+}
+
 fn conf() -> ConfState {
     ConfState {
         voters: vec![1],
@@ -50,7 +59,8 @@ fn append_restart_conflict_and_snapshot() {
         vec![(2, 1), (3, 1), (4, 2), (5, 2)]
     );
     // Snapshot at 3, keeping the log after 2 for followers slightly behind.
-    s.write_snapshot(3, 1, b"state").unwrap();
+    let state = tree_snapshot();
+    s.write_snapshot(3, 1, &state).unwrap();
     s.save_snapshot(3, 1, &conf(), 2);
     assert_eq!(s.first_index().unwrap(), 3);
     assert_eq!(s.term(2).unwrap(), 1);
@@ -59,7 +69,7 @@ fn append_restart_conflict_and_snapshot() {
         s.term(1),
         Err(raft::Error::Store(StorageError::Compacted))
     ));
-    assert_eq!(s.snapshot(3, 1).unwrap().data.as_ref(), b"state");
+    assert_eq!(s.snapshot(3, 1).unwrap().data.as_ref(), &state[..]);
     assert!(!s.take_snapshot_wanted());
     // Member 2 is not in the snapshot's membership (added since): it would refuse to
     // restore it, so a newer one is asked of the Raft loop instead.
