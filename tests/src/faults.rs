@@ -192,6 +192,56 @@ pub fn flip_bytes(dir: &Path, rng: &mut Rng, count: usize) -> (PathBuf, Vec<u64>
     (file, positions)
 }
 
+/// Flips one bit of a table file of a running member's store, in place, in its data
+/// blocks: the first half of the file, and not its last 4 KiB (a table keeps its index,
+/// properties and footer at the end, about 1 KiB in a small table; RocksDB checks those
+/// when it opens the table, and a running member holds them in memory). The table is one
+/// of the largest under `dir`, chosen by `rng`; None when the store has no table file of
+/// at least 6 KiB.
+pub fn flip_live_table(dir: &Path, rng: &mut Rng) -> Option<(PathBuf, u64)> {
+    use std::os::unix::fs::FileExt;
+    let mut tables: Vec<(u64, PathBuf)> = files_under(dir)
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|x| x == "sst"))
+        .filter_map(|p| Some((std::fs::metadata(&p).ok()?.len(), p)))
+        .filter(|(len, _)| *len >= 6 << 10)
+        .collect();
+    if tables.is_empty() {
+        return None;
+    }
+    tables.sort();
+    let keep = tables.len().div_ceil(2);
+    let (len, file) = tables
+        .split_off(tables.len() - keep)
+        .into_iter()
+        .nth(rng.below(keep as u64) as usize)?;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&file)
+        .ok()?;
+    let pos = rng.below((len / 2).min(len - (4 << 10)));
+    let mut b = [0u8; 1];
+    f.read_exact_at(&mut b, pos).ok()?;
+    b[0] ^= 1 << rng.below(8);
+    f.write_all_at(&b, pos).ok()?;
+    Some((file, pos))
+}
+
+/// Tears the newest snapshot file under `dir` (`*.snap`): cut at a random length, as a
+/// torn write leaves it. The file and its new length; None when there is none.
+pub fn tear_snapshot(dir: &Path, rng: &mut Rng) -> Option<(PathBuf, u64)> {
+    let snap = files_under(dir)
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|x| x == "snap"))
+        .max_by_key(|p| p.file_name().map(|n| n.to_os_string()))?;
+    let len = std::fs::metadata(&snap).ok()?.len();
+    let cut = rng.below(len.max(1));
+    let f = std::fs::OpenOptions::new().write(true).open(&snap).ok()?;
+    f.set_len(cut).ok()?;
+    Some((snap, cut))
+}
+
 /// Copies a directory tree (files and directories only): a stopped member's store, a
 /// ZooKeeper data directory to import while ZooKeeper goes on with the original.
 pub fn copy_dir(from: &Path, to: &Path) {

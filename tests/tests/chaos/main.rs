@@ -25,6 +25,8 @@
 //!   of its own (`chaos_wiped_members_three`).
 //! - partition shapes (`partitions.rs`): one-way cuts of random links, a bridge, random
 //!   halves (`chaos_partitions_five_members`, and the register scenarios).
+//! - corruption while running (`corruption.rs`): a bit flipped in a running member's table
+//!   file, a running member's snapshot file torn (`chaos_corruption_three`).
 //!
 //! Workloads: lock contender processes (this test binary re-executed as a child, using the
 //! recipes crate's `InterProcessMutex`) run critical sections with a fenced counter increment
@@ -44,6 +46,7 @@
 mod checks;
 mod clients;
 mod contender;
+mod corruption;
 mod links;
 mod partitions;
 mod power;
@@ -269,6 +272,36 @@ fn registers_schedule(mut w: World) {
         Fault::WipeMember(Target::Any, r.ms(200, 2000)),
         Fault::OneWayCuts(1 + r.below(4), r.ms(1500, 4000)),
         Fault::Bridge(r.ms(1500, 4000)),
+    ];
+    w.run_schedule(schedule);
+    w.finish();
+}
+
+/// Corruption while the members run, under the writer and the register clients: bits
+/// flipped in table files of a follower, of the leader and of any member (each must stop
+/// on it, naming the damage, and is repaired by emptying its directory), snapshot files torn
+/// on a follower and on the leader (each written afresh from the tree, then the member
+/// restarted on it), among kills and an isolated member.
+#[test]
+fn chaos_corruption_three() {
+    let _serial = serial();
+    let mut w = World::with_config(
+        "corruption-3",
+        3,
+        &[("scrubIntervalSeconds", "1"), ("snapshotEntries", "200")],
+    );
+    w.start_writer();
+    w.start_registers(4, Reads::AfterSync);
+    let r = &mut w.rng;
+    let schedule = vec![
+        Fault::KillMember(Target::Follower, r.ms(300, 1500)),
+        Fault::CorruptTable(Target::Follower, r.ms(200, 2000)),
+        Fault::TearSnapshot(Target::Follower),
+        Fault::IsolateMember(Target::Leader, r.ms(1000, 3000)),
+        Fault::CorruptTable(Target::Leader, r.ms(200, 2000)),
+        Fault::TearSnapshot(Target::Leader),
+        Fault::KillMember(Target::Any, r.ms(300, 1500)),
+        Fault::CorruptTable(Target::Any, r.ms(200, 2000)),
     ];
     w.run_schedule(schedule);
     w.finish();

@@ -81,6 +81,13 @@ pub(crate) enum Fault {
     /// The members split into two random halves (a minority and a majority) cut from each
     /// other both ways.
     RandomHalves(Duration),
+    /// Flip a bit of a running member's table file: it must stop, naming the damage; its
+    /// data directory is then emptied and it is restarted after the given time
+    /// (`corruption.rs`). Needs a short `scrubIntervalSeconds`.
+    CorruptTable(Target, Duration),
+    /// Tear a running member's snapshot file: it must write a fresh one from its tree (then
+    /// it is killed and restarted on it).
+    TearSnapshot(Target),
 }
 
 /// A paused holder: the contender and the critical section it was stopped in.
@@ -106,6 +113,9 @@ pub(crate) struct Counts {
     pub(crate) torn_writes: u64,
     /// Members that refused to start after a power loss (with a clear message).
     pub(crate) refused_starts: u64,
+    /// Flipped tables a member stopped on, and torn snapshots it wrote afresh.
+    pub(crate) corruptions_found: u64,
+    pub(crate) snapshots_repaired: u64,
 }
 
 /// What a finished scenario reports, for the soak's totals.
@@ -655,6 +665,8 @@ impl World {
             Fault::OneWayCuts(links, time) => self.one_way_cuts(links, time),
             Fault::Bridge(time) => self.bridge(time),
             Fault::RandomHalves(time) => self.random_halves(time),
+            Fault::CorruptTable(target, down) => self.corrupt_table(target, down),
+            Fault::TearSnapshot(target) => self.tear_snapshot(target),
         }
     }
 
