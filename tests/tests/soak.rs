@@ -5,8 +5,8 @@
 //! The churn: sessions opened and closed, others abandoned to expire, each with an
 //! ephemeral and a data watch; the watched node changed every 100 ms (so watches fire); a
 //! writer that creates and deletes nodes in a rolling window (snapshots every 1,000
-//! entries); lock-style sequential ephemerals created and deleted; member 3 killed (-9) and
-//! restarted every [`restart_every`]. Members 1 and 2 are never restarted: their samples
+//! entries; the scrub reads the store back every 20 s); lock-style sequential ephemerals
+//! created and deleted; member 3 killed (-9) and restarted every [`restart_every`]. Members 1 and 2 are never restarted: their samples
 //! are the ones judged. The run lasts `SOAK_SECS` seconds (180 unless set; 1800 for the
 //! manual half hour) and prints every sample.
 //!
@@ -216,7 +216,11 @@ fn resources_stay_flat_under_hours_of_churn_compressed() {
     let mut e = TestEnsemble::start(
         3,
         0,
-        &[("snapshotEntries", "1000"), ("minSessionTimeout", "1000")],
+        &[
+            ("snapshotEntries", "1000"),
+            ("minSessionTimeout", "1000"),
+            ("scrubIntervalSeconds", "20"),
+        ],
     );
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
