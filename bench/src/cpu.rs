@@ -109,8 +109,9 @@ fn timeval(tv: libc::timeval) -> Duration {
 
 /// User + system CPU of this whole process.
 fn own_cpu() -> Duration {
-    // SAFETY: getrusage only writes into the zeroed struct we pass.
+    // SAFETY: rusage is plain integers, for which all zeroes is a valid value.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage only writes into the struct we pass, which we own.
     let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
     if rc != 0 {
         return Duration::ZERO;

@@ -524,8 +524,9 @@ pub fn filesystem_type(path: &Path) -> String {
     let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
         return "unknown".into();
     };
-    // SAFETY: statfs writes into the zeroed struct; `c` is a valid NUL-terminated path.
+    // SAFETY: statfs is plain integers, for which all zeroes is a valid value.
     let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: statfs writes into the struct we own; `c` is a valid NUL-terminated path.
     if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
         return "unknown".into();
     }

@@ -17,6 +17,9 @@ thread_local! {
     static LARGEST: Cell<usize> = const { Cell::new(0) };
 }
 
+// SAFETY: every call is passed on to the system allocator unchanged; the tracking only
+// reads sizes into thread-locals, which allocate nothing (`try_with` also copes with a
+// thread being torn down).
 unsafe impl GlobalAlloc for Tracking {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         let _ = TRACK.try_with(|t| {

@@ -563,8 +563,9 @@ impl Filesystem for LossyFs {
         let Ok(c) = std::ffi::CString::new(root.as_os_str().as_encoded_bytes()) else {
             return reply.error(libc::EINVAL);
         };
-        // SAFETY: statvfs fills the struct we own from a NUL-terminated path.
+        // SAFETY: statvfs is plain integers, for which all zeroes is a valid value.
         let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+        // SAFETY: statvfs fills the struct we own from a NUL-terminated path.
         if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
             return reply.error(libc::EIO);
         }
