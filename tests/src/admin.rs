@@ -157,6 +157,17 @@ impl Admin {
         }
     }
 
+    /// Whether `path` exists in this member's tree (NONODE: no; any other error fails).
+    pub async fn exists(&mut self, path: &str) -> bool {
+        let req = jute::Request::Exists(jute::ExistsRequest {
+            path: path.into(),
+            watch: false,
+        });
+        let r = self.call(&req).await;
+        assert!(r.err == 0 || r.err == -101, "exists {path}: {}", r.err);
+        r.err == 0
+    }
+
     /// A create that must succeed (NodeExists after a lost connection means it did).
     pub async fn write(&mut self, path: &str) -> String {
         let req = jute::Request::Create(jute::CreateRequest {

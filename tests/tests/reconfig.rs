@@ -748,6 +748,59 @@ fn config_served_from_the_start(kind: ServerKind) {
     });
 }
 
+against_both!(
+    a_joiner_syncs_before_it_is_added_apache,
+    a_joiner_syncs_before_it_is_added_zooraft,
+    a_joiner_syncs_before_it_is_added
+);
+
+/// A server started with the current members plus itself syncs with the leader before any
+/// reconfig names it, as ZooKeeper's does: `srvr` says `Mode: follower` and it serves the
+/// ensemble's tree (so an operator sees it is ready before adding it); the configuration
+/// does not name it until the reconfig, and after it the server is a follower still.
+fn a_joiner_syncs_before_it_is_added(kind: ServerKind) {
+    let e = TestEnsemble::start_kind(kind, 3, 0, harness::ensemble::RECONFIG);
+    let admin = e.member((e.leader() + 1) % 3).addr();
+    let (committed, written) = block_on(async {
+        let mut c = Admin::open(admin).await;
+        let written = c.write("/before-the-joiner").await;
+        (c.config().await, written)
+    });
+    let (joiner4, spec4) = joiner(kind, 4, &committed);
+    eventually(
+        "the joiner syncs as a follower",
+        Duration::from_secs(60),
+        || (joiner4.mode().as_deref() == Some("follower")).then_some(()),
+    );
+    block_on(async {
+        let mut j = Admin::open(joiner4.addr()).await;
+        j.sync().await;
+        assert!(j.exists("/before-the-joiner").await, "{written:?}");
+        // The configuration does not name it yet.
+        assert_eq!(j.config().await, committed);
+        let mut c = Admin::open(admin).await;
+        let (after, _) = c.change(Some(&spec4), None, -1).await;
+        assert!(after.contains(&spec4), "{after}");
+    });
+    eventually(
+        "the joiner, added, is a follower",
+        Duration::from_secs(60),
+        || (joiner4.mode().as_deref() == Some("follower")).then_some(()),
+    );
+    let texts: Vec<String> = [admin, joiner4.addr()]
+        .into_iter()
+        .map(|addr| {
+            block_on(async {
+                let mut c = Admin::open(addr).await;
+                c.sync().await;
+                c.config().await
+            })
+        })
+        .collect();
+    assert_eq!(texts[0], texts[1]);
+    assert!(texts[1].contains(&spec4), "{}", texts[1]);
+}
+
 /// A member that joins after the leader compacted its log (a snapshot every 100 entries,
 /// 10 kept behind it) catches up from a snapshot: it installs one, then serves the same
 /// configuration, tree and digest as the others.

@@ -131,6 +131,10 @@ pub(super) struct MembershipWork {
     /// The log index of the last reconfig proposed (or of the last entry when this member
     /// took over): the next reconfig waits until it is applied.
     pub reconfig_index: u64,
+    /// Servers syncing before a reconfig names them (`joiners.rs`), and whether the
+    /// configuration names this member an observer (None: it does not name it).
+    pub joiners: super::joiners::Joiners,
+    pub listed_observer: Option<bool>,
 }
 
 /// See the module docs.
@@ -520,7 +524,7 @@ impl Consensus {
         let observed = Observed {
             role: self.leadership.role,
             standalone: self.member.standalone,
-            observer: self.member.observer,
+            observer: self.reports_observer(),
             leader: self.leadership.leader,
             heard_from_leader: now.saturating_duration_since(self.leadership.last_contact)
                 < election_timeout(self.timers.tick) * 2,

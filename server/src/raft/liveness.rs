@@ -15,6 +15,8 @@ impl Consensus {
     /// leader that is alive after all resets the timer with its next heartbeat, and
     /// pre-vote keeps a premature campaign from disturbing it.
     pub(super) fn on_peer_gone(&mut self, id: u64) {
+        let now = self.clock.now();
+        self.membership.joiners.gone(id, now);
         let raft = &mut self.node.raft;
         if raft.state != StateRole::Follower || raft.leader_id != id {
             return;

@@ -8,7 +8,9 @@
 //! by whoever leads, one conf change at a time:
 //!
 //! 1. a member Raft does not know yet joins as a learner (it never votes while it catches
-//!    up, so a slow or empty newcomer costs no availability);
+//!    up, so a slow or empty newcomer costs no availability); a server that dialled in to
+//!    join before any reconfig names it is one already (`joiners.rs`), as ZooKeeper syncs
+//!    a joining server before the reconfig;
 //! 2. if the leader itself leaves the voters, it hands leadership to a remaining voter
 //!    first (the new leader carries on);
 //! 3. once every new voter has caught up, one `ConfChangeV2` promotes them, demotes new
@@ -169,11 +171,14 @@ impl Consensus {
     fn change_under_way(&self) -> bool {
         let (voters, learners, joint) = self.current();
         let known: BTreeSet<u64> = voters.union(&learners).copied().collect();
+        let joiners = &self.membership.joiners;
         joint
             || self.node.raft.pending_conf_index > self.applied.index
             || self.target().is_some_and(|(tv, tl)| {
                 voters.iter().any(|id| !tv.contains(id))
-                    || known.iter().any(|id| !tv.contains(id) && !tl.contains(id))
+                    || known
+                        .iter()
+                        .any(|id| !tv.contains(id) && !tl.contains(id) && !joiners.contains(*id))
                     || tv.union(&tl).any(|id| !known.contains(id))
             })
     }
@@ -189,6 +194,7 @@ impl Consensus {
             return;
         }
         self.membership.peers_version = Some(c.version);
+        self.membership.listed_observer = c.servers.get(&self.member.me).map(|s| s.observer);
         let settings = self.replica.config();
         if let Some(file) = settings
             .config_file
@@ -251,6 +257,15 @@ impl Consensus {
             self.propose_change(vec![change], Vec::new(), "a new member joins as a learner");
             return;
         }
+        let joiners = &mut self.membership.joiners;
+        joiners.prune(|id| tv.contains(&id) || tl.contains(&id), now);
+        let joiner = joiners.ids().find(|id| !known.contains(id));
+        if let Some(joiner) = joiner {
+            let change = single(ConfChangeType::AddLearnerNode, joiner);
+            let why = "a server that wants to join syncs as a learner before a reconfig adds it";
+            self.propose_change(vec![change], Vec::new(), why);
+            return;
+        }
         let me = self.member.me;
         if !tv.contains(&me) {
             let to = tv
@@ -300,10 +315,11 @@ impl Consensus {
             tl.intersection(&cv)
                 .map(|id| single(ConfChangeType::AddLearnerNode, *id)),
         );
+        let joiners = &self.membership.joiners;
         changes.extend(
             known
                 .iter()
-                .filter(|id| !tv.contains(id) && !tl.contains(id))
+                .filter(|id| !tv.contains(id) && !tl.contains(id) && !joiners.contains(**id))
                 .map(|id| single(ConfChangeType::RemoveNode, *id)),
         );
         let voters_after = cv.iter().filter(|id| tv.contains(id)).count() + promote.len();
@@ -320,6 +336,36 @@ impl Consensus {
                 "Raft's membership follows the committed configuration",
             );
         }
+    }
+
+    /// A peer said who it is: one with a new (untrusted) store that the committed
+    /// configuration does not name wants to join (`joiners.rs`).
+    pub(super) fn maybe_joiner(&mut self, from: u64) {
+        if !self.replica.config().reconfig_enabled
+            || self.member.standalone
+            || self.trust.untrusted_peer(from).is_none()
+        {
+            return;
+        }
+        let named = {
+            let state = self.replica.state.read();
+            reconfig::committed(&state.tree).map(|c| c.servers.contains_key(&from))
+        };
+        if named == Some(false) {
+            self.membership.joiners.heard(from);
+        }
+    }
+
+    /// Whether `srvr` calls this member an observer: a Raft learner that the configuration
+    /// (the committed one, or zoo.cfg's before one is) names an observer. A learner named a
+    /// participant (caught up before its promotion) or not named yet (a joiner) reports
+    /// itself a follower, as ZooKeeper's does.
+    pub(super) fn reports_observer(&self) -> bool {
+        let listed = self.membership.listed_observer.unwrap_or_else(|| {
+            let members = &self.replica.config().members;
+            members.get(&self.member.me).is_some_and(|m| m.observer)
+        });
+        self.member.observer && listed
     }
 
     /// Until the first configuration is committed, `/zookeeper/config` shows zoo.cfg's.

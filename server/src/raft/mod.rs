@@ -41,6 +41,7 @@ mod driver;
 mod dynamic_file;
 mod expiry;
 mod input;
+mod joiners;
 mod leader;
 mod liveness;
 mod log_writer;

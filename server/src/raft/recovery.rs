@@ -187,6 +187,7 @@ impl Consensus {
     pub(super) fn peer_identity(&mut self, from: u64, said: PeerIdentity) {
         let was = self.trust.untrusted_peer(from);
         self.trust.heard(from, said);
+        self.maybe_joiner(from);
         let now = self.trust.untrusted_peer(from);
         if now.is_some() && now != was {
             tracing::warn!(
@@ -294,8 +295,11 @@ impl Consensus {
             if !cs.learners.contains(&id) {
                 continue;
             }
-            let Some(voter) = self.wanted_voter(id) else {
-                continue;
+            // A joiner is caught up and trusted as an observer is, until a reconfig names it.
+            let voter = match self.wanted_voter(id) {
+                Some(voter) => voter,
+                None if self.membership.joiners.contains(id) => false,
+                None => continue,
             };
             if self.trust.reset.insert((id, inc)) {
                 if let Some(pr) = self.node.raft.mut_prs().get_mut(id) {

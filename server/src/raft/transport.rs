@@ -179,10 +179,14 @@ impl Transport {
         self.runtime.spawn(sender_loop(link, rx));
     }
 
+    /// Queues `out` for peer `to`: on its sender, or, for a peer the configuration does
+    /// not name yet (a server that dialled us to join, `membership.rs`), back over the
+    /// connection it dialled.
     fn push(&self, to: u64, out: OutFrame) -> bool {
-        match self.peers.read().get(&to) {
-            Some((_, tx)) => tx.try_send(out).is_ok(),
-            None => false,
+        let sender = self.peers.read().get(&to).map(|(_, tx)| tx.clone());
+        match sender {
+            Some(tx) => tx.try_send(out).is_ok(),
+            None => self.routes.send_back(to, out).is_ok(),
         }
     }
 
