@@ -297,6 +297,7 @@ impl TestEnsemble {
                 ServerKind::Zooraft,
                 "isolating a member needs proxies"
             );
+            self.members[member].require_test_hooks();
             std::fs::write(self.cut_file(member), b"").expect("the cut-peers hook file");
         }
     }

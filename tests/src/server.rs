@@ -488,6 +488,19 @@ impl TestServer {
     }
 
     /// The last 60 lines of the server's log.
+    /// Panics, saying how to build one that has them, unless this server's build has the
+    /// test hooks (`raft/test_hooks.rs`, the `test-hooks` feature; the harness turns them
+    /// on with `ZOORAFT_TEST_HOOKS=1`).
+    pub fn require_test_hooks(&self) {
+        let log = std::fs::read_to_string(self.log_path()).unwrap_or_default();
+        assert!(
+            !log.contains("this build has no test hooks"),
+            "{} has no test hooks: build it with `cargo build --workspace --all-targets` \
+             (or `cargo build -p zooraft --features test-hooks`)",
+            zooraft_binary().display()
+        );
+    }
+
     pub fn log_tail(&self) -> String {
         let text = std::fs::read_to_string(self.log_path()).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();

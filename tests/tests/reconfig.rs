@@ -426,7 +426,8 @@ fn leader_killed_mid_reconfig(kind: ServerKind) {
             KillAt::Hook(point) => (0..3).map(|i| e.member(i).data_dir().join(point)).collect(),
             KillAt::Delay(_) => Vec::new(),
         };
-        for f in &hook_files {
+        for (i, f) in hook_files.iter().enumerate() {
+            e.member(i).require_test_hooks();
             std::fs::write(f, b"").expect("a hook file");
         }
         let leader_log = e.member(leader).log_path();

@@ -160,7 +160,7 @@ pub struct Consensus {
     pub(super) reads: ReadIndex,
     pub(super) duties: LeaderDuties,
     pub(super) membership: MembershipWork,
-    /// Test-only holds and faults (inert without `ZOORAFT_TEST_HOOKS=1`).
+    /// Test-only holds and faults (inert but with feature `test-hooks` and the variable).
     pub(super) hooks: TestHooks,
     pub(super) applied: Applied,
     pub(super) snapshots: SnapshotSchedule,

@@ -24,7 +24,7 @@
 //! | `transfer.rs` | leader transfer (rolling restarts, `ydld`/`rqld`) |
 //! | `trust.rs` | members whose data directory forgot what they acknowledged: kept out of quorums, caught up, promoted |
 //! | `recovery.rs` | the Raft loop's side of `trust.rs`: screening, announcing, demote / catch up / promote |
-//! | `test_hooks.rs` | test-only holds in a membership change (`ZOORAFT_TEST_HOOKS=1`) |
+//! | `test_hooks.rs` | test-only holds in a membership change (feature `test-hooks`, `ZOORAFT_TEST_HOOKS=1`) |
 //! | `transport.rs` | member-to-member TCP |
 //! | `transport_in.rs` | what arrives from the peers (their connections, and what they send back on ours) |
 //! | `transport_out.rs` | the sender to one peer: its dialled connection, or the way back |

@@ -1,9 +1,11 @@
-//! Test-only hooks: with `ZOORAFT_TEST_HOOKS=1` in its environment (the end-to-end
-//! harness sets it), a leader stops at a named point of a membership change while a file
-//! of that name is in its data directory, and says so once in its log (`test hook:
-//! holding at <point>`), so that a test can kill it exactly there and then let the next
-//! leader go on by removing the file. Without the variable nothing is looked at, so the
-//! hooks cost nothing and cannot be triggered in production.
+//! Test-only hooks: in a build with the `test-hooks` feature (the end-to-end tests turn it
+//! on; `cargo build --release -p zooraft` does not) and with `ZOORAFT_TEST_HOOKS=1` in its
+//! environment (the end-to-end harness sets it), a leader stops at a named point of a
+//! membership change while a file of that name is in its data directory, and says so once
+//! in its log (`test hook: holding at <point>`), so that a test can kill it exactly there
+//! and then let the next leader go on by removing the file. Without the feature and the
+//! variable nothing is looked at, so the hooks cost nothing and cannot be triggered in
+//! production.
 //!
 //! Points: [`BEFORE_JOINT`] (the new members are learners; the change that makes them
 //! voters is not proposed), [`IN_JOINT`] (the joint configuration is committed and applied
@@ -49,7 +51,11 @@ pub struct TestHooks {
 
 impl TestHooks {
     pub fn from_env(data_dir: &std::path::Path) -> TestHooks {
-        let enabled = std::env::var("ZOORAFT_TEST_HOOKS").is_ok_and(|v| v == "1");
+        let asked = std::env::var("ZOORAFT_TEST_HOOKS").is_ok_and(|v| v == "1");
+        let enabled = cfg!(feature = "test-hooks") && asked;
+        if asked && !enabled {
+            tracing::warn!("ZOORAFT_TEST_HOOKS is set, but this build has no test hooks");
+        }
         TestHooks {
             dir: enabled.then(|| data_dir.to_path_buf()),
             ..TestHooks::default()
