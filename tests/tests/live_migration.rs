@@ -1,7 +1,8 @@
 //! Live migration, first half: zooraft members join a running Apache ZooKeeper 3.8
 //! ensemble as observers (`migrateFromZooKeeper=true`) and serve its clients. Three real
 //! ZooKeeper voters are started here and loaded with every kind of data (kazoo and zkCli);
-//! the observers sync from ZooKeeper's leader under a write load, and their trees are
+//! the observers sync from ZooKeeper's leader under a write load (kazoo and the Java
+//! client), and their trees are
 //! compared with ZooKeeper's node by node (data, ACL, every Stat field) at the same zxid.
 //! Clients on the observers write, sync, watch and hold ephemerals; the ZooKeeper leader
 //! expires a dead client's session and the observers apply it; ZooKeeper's leader is
@@ -68,12 +69,15 @@ fn observers_sync_serve_and_follow_like_zookeepers_own() {
     let mut m = LiveMigration::start(3, 2);
     load_every_kind(&m.zookeeper[0]);
     let dir = tempfile::tempdir().expect("temporary directory");
-    // A write load on ZooKeeper while the first observer joins: it syncs by SNAP and
-    // applies the transactions that follow it.
+    // A write load on ZooKeeper from kazoo and the Java client while the first observer
+    // joins: it syncs by SNAP and applies the transactions that follow it.
     let mut on_zookeeper = Background::spawn(
         &["write_at", "/load-zk", "8", &m.zookeeper_hosts()],
         dir.path().join("load-zk.out"),
     );
+    let mut java = harness::java::java_command("MigrationWriter");
+    java.args(["/load-java", "8", &m.zookeeper_hosts()]);
+    let mut java_on_zookeeper = Background::command(java, dir.path().join("load-java.out"));
     let observer = m.start_observer(0).connect_string();
     assert_eq!(
         m.observer(0).mode().as_deref(),
@@ -151,10 +155,16 @@ fn observers_sync_serve_and_follow_like_zookeepers_own() {
         assert_eq!(e.ephemeral_owner, c.session_id().0);
     });
     let zk_out = on_zookeeper.wait(WAIT);
+    let java_out = java_on_zookeeper.wait(WAIT);
     let obs_out = on_observer.wait(WAIT);
     assert!(
-        zk_out.contains("acked ") && obs_out.contains("acked "),
-        "{zk_out}\n{obs_out}"
+        zk_out.contains("acked ") && obs_out.contains("acked ") && java_out.contains("acked "),
+        "{zk_out}\n{java_out}\n{obs_out}"
+    );
+    // The Java client's writes are in the observer's tree, node for node (below).
+    assert!(
+        !java_out.contains("acked 0 "),
+        "the Java client wrote nothing:\n{java_out}"
     );
     assert_same_tree(&m, m.observer(0), "the first observer after SNAP and load");
     assert!(m.observer(0).log_tail().contains("by SNAP"));
