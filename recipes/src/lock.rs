@@ -15,7 +15,7 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::cleanup::{guaranteed_delete, session_gone, DeleteOutcome};
-use crate::client::{Acl, Connection, ErrorCode, SessionState, ZkClient};
+use crate::client::{Acl, Connection, ErrorCode, SessionState, Stat, ZkClient};
 use crate::error::{Error, LostReason};
 use crate::fence::FencingToken;
 use crate::metrics::{AcquireOutcome, LockMetrics};
@@ -24,7 +24,6 @@ use crate::names::{
     Contender, Owner, LATCH_MARKERS, LATCH_NAME, LEASE_MARKERS, LEASE_NAME, MUTEX_LOCK_NAME,
     MUTEX_MARKERS, READ_LOCK_NAME, RW_MARKERS, WRITE_LOCK_NAME,
 };
-use crate::queue::NodeInfo;
 
 /// Which recipe a lock core implements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -173,6 +172,15 @@ pub(crate) fn check_suspend_fraction(fraction: f64) -> Result<f64, Error> {
             "suspend fraction {fraction} is outside {MIN_SUSPEND_FRACTION}..={MAX_SUSPEND_FRACTION}"
         )))
     }
+}
+
+/// A lock node we created.
+#[derive(Debug, Clone)]
+pub(crate) struct NodeInfo {
+    pub path: String,
+    pub name: String,
+    pub stat: Stat,
+    pub epoch: u64,
 }
 
 /// A held lock: one node, held once or more (explicit reentrancy through

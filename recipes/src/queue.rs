@@ -15,7 +15,7 @@ use tokio::time::Instant;
 use crate::cleanup::{spawn_delete, wait_connected, Doomed};
 use crate::client::{is_transient, CreateMode, ErrorCode, SessionState, Stat, ZkClient};
 use crate::error::Error;
-use crate::lock::{decide, session_error, Decision, Holding, Kind, LockCore, MaxLeases};
+use crate::lock::{decide, session_error, Decision, Holding, Kind, LockCore, MaxLeases, NodeInfo};
 use crate::names::{
     ancestors_and_self, join, node_name, protected_prefix, protection_of, sequence_of,
     sorted_contenders, READ_LOCK_NAME, RW_MARKERS,
@@ -32,15 +32,6 @@ const TRANSIENT_BACKOFF: Duration = Duration::from_millis(20);
 /// How often a semaphore waiting for a lease looks again when its client cannot watch
 /// children.
 const LEASE_POLL: Duration = Duration::from_millis(100);
-
-/// A lock node we created.
-#[derive(Debug, Clone)]
-pub(crate) struct NodeInfo {
-    pub path: String,
-    pub name: String,
-    pub stat: Stat,
-    pub epoch: u64,
-}
 
 /// Owns a node that is not (yet) a held lock: deletes it unless disarmed.
 pub(crate) struct Pending {

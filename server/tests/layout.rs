@@ -1,6 +1,7 @@
 //! The server's layout rules, checked on its source (the crate docs' "Layout" section):
-//! no two files import each other, directly or through others; each layer uses only the
-//! layers below it; and no file grows past 600 lines of non-test code.
+//! no two files import each other, directly or through others (in every crate of the
+//! workspace, too); each layer uses only the layers below it; and no file grows past 600
+//! lines of non-test code.
 //!
 //! Imports are read from `use` declarations and from `crate::`/`super::` paths in code,
 //! resolved to the file that defines the module they name (a path through a parent module
@@ -173,7 +174,30 @@ struct Crate {
 }
 
 fn read_crate() -> Crate {
+    read_crate_at(&src_dir())
+}
+
+/// The workspace's other crates' source folders (beside this one's).
+fn other_crates() -> Vec<PathBuf> {
     let src = src_dir();
+    let root = src
+        .parent()
+        .and_then(Path::parent)
+        .expect("the workspace root");
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(root)
+        .expect("read the workspace root")
+        .flatten()
+        .map(|e| e.path().join("src"))
+        .filter(|d| {
+            d.is_dir() && d != &src && d.parent().is_some_and(|c| c.join("Cargo.toml").is_file())
+        })
+        .collect();
+    dirs.sort();
+    dirs
+}
+
+fn read_crate_at(src: &Path) -> Crate {
+    let src = src.to_path_buf();
     let mut files = Vec::new();
     rust_files(&src, &mut files);
     let modules: BTreeSet<Module> = files.iter().map(|f| module_of(&src, f)).collect();
@@ -209,6 +233,30 @@ fn name(m: &Module) -> String {
 #[test]
 fn no_two_files_import_each_other() {
     let c = read_crate();
+    if let Some(cycle) = first_cycle(&c) {
+        panic!("import cycle: {cycle}");
+    }
+    assert!(c.imports.len() > 40, "only {} files read", c.imports.len());
+}
+
+/// The same rule in every other crate of the workspace (jute, zkdata, recipes, the tests'
+/// harness, bench, faultshim).
+#[test]
+fn no_two_files_import_each_other_in_any_crate() {
+    let crates = other_crates();
+    assert!(crates.len() >= 5, "only {crates:?}");
+    let cycles: Vec<String> = crates
+        .iter()
+        .filter_map(|src| {
+            let cycle = first_cycle(&read_crate_at(src))?;
+            Some(format!("{}: {cycle}", src.display()))
+        })
+        .collect();
+    assert!(cycles.is_empty(), "import cycles:\n{}", cycles.join("\n"));
+}
+
+/// An import cycle among a crate's files, if there is one, as `a -> b -> a`.
+fn first_cycle(c: &Crate) -> Option<String> {
     // Depth-first search for a back edge.
     fn visit(
         m: &Module,
@@ -236,12 +284,12 @@ fn no_two_files_import_each_other() {
     }
     let mut done = BTreeSet::new();
     for m in c.imports.keys() {
-        if let Some(cycle) = visit(m, &c, &mut Vec::new(), &mut done) {
+        if let Some(cycle) = visit(m, c, &mut Vec::new(), &mut done) {
             let names: Vec<String> = cycle.iter().map(name).collect();
-            panic!("import cycle: {}", names.join(" -> "));
+            return Some(names.join(" -> "));
         }
     }
-    assert!(c.imports.len() > 40, "only {} files read", c.imports.len());
+    None
 }
 
 #[test]

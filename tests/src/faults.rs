@@ -96,22 +96,6 @@ pub fn fill(dir: &Path, leave: u64) -> Filler {
     Filler { path }
 }
 
-/// The fault shim library (`libzooraft_faultshim.so`, built with the workspace) next to
-/// the zooraft binary.
-pub fn fault_shim() -> PathBuf {
-    let bin = crate::server::zooraft_binary();
-    let lib = bin
-        .parent()
-        .expect("target directory")
-        .join("libzooraft_faultshim.so");
-    assert!(
-        lib.exists(),
-        "{} not found: build the workspace first (`cargo build --workspace`)",
-        lib.display()
-    );
-    lib
-}
-
 /// A small deterministic generator (splitmix64) for seeded fault positions.
 pub struct Rng(u64);
 

@@ -76,6 +76,22 @@ fn ephemeral_range_start() -> u32 {
         .unwrap_or(32_768)
 }
 
+/// The fault shim library (`libzooraft_faultshim.so`, built with the workspace) next to
+/// the zooraft binary.
+pub fn fault_shim() -> PathBuf {
+    let bin = zooraft_binary();
+    let lib = bin
+        .parent()
+        .expect("target directory")
+        .join("libzooraft_faultshim.so");
+    assert!(
+        lib.exists(),
+        "{} not found: build the workspace first (`cargo build --workspace`)",
+        lib.display()
+    );
+    lib
+}
+
 /// The `zooraft` binary built by this workspace: `$ZOORAFT_BIN`, or the `zooraft` next to
 /// the running test executable's `deps/` directory (same profile, same target directory).
 pub fn zooraft_binary() -> PathBuf {
@@ -93,7 +109,8 @@ pub fn zooraft_binary() -> PathBuf {
     let bin = dir.join("zooraft");
     assert!(
         bin.exists(),
-        "{} not found: build it first with `cargo build -p zooraft` (or set ZOORAFT_BIN)",
+        "{} not found: build it first with `cargo build --workspace --all-targets` (or set \
+         ZOORAFT_BIN)",
         bin.display()
     );
     bin
