@@ -8,11 +8,11 @@
 //!
 //! - `state/` — the replicated state machine alone: the tree (`tree/`), commands and
 //!   batches (`command.rs`), sessions and `apply_one` (`mod.rs`), ACLs, paths, the opcode
-//!   table (`ops.rs`), snapshot encoding, and ZooKeeper's dynamic configuration with the
+//!   table (`opcodes.rs`), snapshot encoding, and ZooKeeper's dynamic configuration with the
 //!   reconfig op's checks (`reconfig.rs`). Depends on `jute` and nothing of the server.
 //! - `raft/` — raft-rs's driver and everything around it: the messages into the Raft thread
 //!   (`input.rs`), the loop (`driver.rs`, `ready.rs`, `leader.rs`, `read_index.rs`,
-//!   `serving.rs`, `snapshots.rs`), membership changes and leader transfer
+//!   `serving.rs`, `snapshot_schedule.rs`), membership changes and leader transfer
 //!   (`membership.rs`, `dynamic_file.rs`, `transfer.rs`), members whose data directory
 //!   forgot what they acknowledged (`trust.rs`, `recovery.rs`), the log writer, RocksDB storage
 //!   (`storage/`) and the peer transport. It reaches client connections only through the `raft::Connections`
@@ -38,7 +38,7 @@
 //!
 //! # The path of a write (setData)
 //!
-//! 1. `net/connection.rs` reads the frame, classifies the opcode (`state/ops.rs`), queues
+//! 1. `net/connection.rs` reads the frame, classifies the opcode (`state/opcodes.rs`), queues
 //!    a write item in the connection's pipeline (`net/pipeline.rs`) and submits an
 //!    `raft::Input::Command` to the Raft thread.
 //! 2. `raft/driver.rs` gathers the turn's commands; `raft/leader.rs` proposes them as one

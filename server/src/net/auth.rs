@@ -27,7 +27,7 @@ use crate::sasl::digest_md5::{self, DigestMd5};
 use crate::sasl::gssapi::{self, Gssapi};
 use crate::sasl::{SaslSettings, DIGEST_REALM};
 use crate::state::acl;
-use crate::state::ops::{self, OpClass};
+use crate::state::opcodes::{self, OpClass};
 
 /// The server's authentication settings, shared by its connections.
 #[derive(Debug, Default)]
@@ -187,7 +187,7 @@ impl Guard {
         if op == OpCode::Sasl.code() {
             return self.sasl(xid, body, cx);
         }
-        if ops::info(op).class == OpClass::Auth {
+        if opcodes::info(op).class == OpClass::Auth {
             return self.auth_packet(xid, body, pipeline, out);
         }
         let Some(schemes) = &self.auth.enforced else {

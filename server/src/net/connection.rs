@@ -38,7 +38,7 @@ use super::watch::WatchSlot;
 use crate::raft::{Input, SyncWaiter};
 use crate::state::acl;
 use crate::state::command::{ClientWrite, CloseReason, Command, ConnId, Origin};
-use crate::state::ops::{self, OpClass};
+use crate::state::opcodes::{self, OpClass};
 
 /// Stop reading requests while this much is waiting to be written to the client.
 const READ_PAUSE_BYTES: usize = 4 * 1024 * 1024;
@@ -332,7 +332,7 @@ impl Connection {
             .map_err(|e| End::Protocol(format!("bad request header: {e}")))?;
         let body = r.take_rest();
         let started = Instant::now();
-        let class = ops::info(header.op).class;
+        let class = opcodes::info(header.op).class;
         let cx = Cx {
             pipeline: &self.pipeline,
             out: &self.outbox,
@@ -413,7 +413,7 @@ impl Connection {
                 // Undecodable: answered in turn with MARSHALLINGERROR.
                 Err(_) => self.local(header.xid, header.op, body, started),
             },
-            OpClass::Local if self.linearizable && ops::reads_tree(header.op) => {
+            OpClass::Local if self.linearizable && opcodes::reads_tree(header.op) => {
                 if self.unsent_barrier.is_none() {
                     self.sync_seq += 1;
                     let token = self.sync_seq;
@@ -441,7 +441,10 @@ impl Connection {
         let Ok(header) = RequestHeader::decode(&mut Reader::new(frame.clone())) else {
             return false;
         };
-        if !matches!(ops::info(header.op).class, OpClass::Write | OpClass::Close) {
+        if !matches!(
+            opcodes::info(header.op).class,
+            OpClass::Write | OpClass::Close
+        ) {
             return false;
         }
         let mut p = self.pipeline.lock();

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::state::ops::{self, OpClass, OpFamily};
+use crate::state::opcodes::{self, OpClass, OpFamily};
 use crate::stats::Summary;
 
 /// Histogram bucket upper bounds, in microseconds.
@@ -200,7 +200,7 @@ impl Metrics {
         self.max_latency_us.fetch_max(us, Ordering::Relaxed);
         self.total_latency_us.fetch_add(us, Ordering::Relaxed);
         self.latency_count.fetch_add(1, Ordering::Relaxed);
-        let info = ops::info(op);
+        let info = opcodes::info(op);
         self.per_op[info.family.index()].record(us);
         match info.class {
             OpClass::Write | OpClass::Close => self.update_latency.record(us / 1000),

@@ -28,7 +28,7 @@ use super::reads::{self, Caller};
 use super::reply;
 use super::watch::WatchSlot;
 use crate::state::command::{AuthIds, ConnId};
-use crate::state::{ops, StateMachine};
+use crate::state::{opcodes, StateMachine};
 
 /// One request waiting for its turn.
 pub enum Item {
@@ -343,6 +343,6 @@ impl Pipeline {
         }
         s.last_zxid
             .store(env.state.last_zxid as u64, Ordering::Relaxed);
-        *s.last_op.lock() = ops::info(op).short_name;
+        *s.last_op.lock() = opcodes::info(op).short_name;
     }
 }

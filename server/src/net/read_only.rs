@@ -24,7 +24,7 @@ use super::outbox::Outbox;
 use super::reply;
 use super::session_ids::new_password;
 use super::shared::Shared;
-use crate::state::ops::OpClass;
+use crate::state::opcodes::OpClass;
 
 /// A local session made by a read-only member, unknown to the replicated table.
 #[derive(Debug, PartialEq, Eq)]

@@ -14,7 +14,7 @@ use tokio::sync::watch;
 use super::catalogue::{self, Kind, Value};
 use super::four_letter::VERSION;
 use crate::net::{Shared, BUCKETS_US};
-use crate::state::ops::OpFamily;
+use crate::state::opcodes::OpFamily;
 use crate::stats::QUANTILES;
 
 /// Renders the metrics in Prometheus' text format.

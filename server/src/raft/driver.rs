@@ -11,7 +11,7 @@
 //! The concerns live beside this file, each on its own part of the state below:
 //! `ready.rs` (the Ready cycle and apply), `leader.rs` (batching, proposals, session
 //! expiry, cleanup), `read_index.rs` (sync bookkeeping), `serving.rs` (when this member
-//! serves clients; this file publishes what it decides), `snapshots.rs` (when to
+//! serves clients; this file publishes what it decides), `snapshot_schedule.rs` (when to
 //! snapshot).
 //!
 //! Standalone is a one-voter group running exactly this code.
@@ -211,7 +211,7 @@ impl Consensus {
             ..Default::default()
         };
         config.validate()?;
-        let logger = super::raft_log::logger(me);
+        let logger = super::slog_bridge::logger(me);
         let node = RawNode::new(&config, storage.clone(), &logger)?;
         let committed_at_start = node.raft.raft_log.committed;
         // Raft's own view: a reconfig may have made this member one (or not) since zoo.cfg.

@@ -16,7 +16,7 @@
 //! | `proposed.rs` | commands gathered for the log; own batches applied without decoding |
 //! | `read_index.rs` | `sync` through Raft's ReadIndex |
 //! | `serving.rs` | when this member serves clients |
-//! | `snapshots.rs`, `snapshot_worker.rs` | when to snapshot; the thread that writes one |
+//! | `snapshot_schedule.rs`, `snapshot_worker.rs` | when to snapshot; the thread that writes one |
 //! | `log_writer.rs` | the thread that fsyncs the log (group commit) |
 //! | `storage/` | raft-rs's `Storage` over RocksDB: log, hard and conf state, snapshots |
 //! | `dynamic_file.rs` | `zoo.cfg.dynamic.<version>` and `dynamicConfigFile` |
@@ -32,7 +32,7 @@
 //! | `transport_tls.rs` | TLS between members (`sslQuorum`, `ssl.quorum.*`) |
 //! | `transport_wire.rs` | the member-to-member frames and hello |
 //! | `expiry.rs` | session deadlines |
-//! | `clock.rs`, `timing.rs`, `raft_log.rs` | clocks; tick counts and the election timeout; raft-rs's logs into `tracing` |
+//! | `clock.rs`, `timing.rs`, `slog_bridge.rs` | clocks; tick counts and the election timeout; raft-rs's logs into `tracing` |
 
 mod clock;
 mod connections;
@@ -48,15 +48,15 @@ mod log_writer;
 mod membership;
 mod metrics;
 mod proposed;
-mod raft_log;
 mod read_index;
 mod ready;
 mod recovery;
 mod replica;
 mod scrub;
 mod serving;
+mod slog_bridge;
+mod snapshot_schedule;
 mod snapshot_worker;
-mod snapshots;
 mod status;
 mod storage;
 mod test_hooks;
@@ -72,7 +72,7 @@ mod trust;
 mod ttl_clock;
 
 #[cfg(test)]
-mod harness;
+mod sim;
 
 use std::sync::mpsc::Receiver;
 use std::sync::Arc;

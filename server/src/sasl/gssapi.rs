@@ -11,7 +11,7 @@
 //! the authenticated principal, then `kerberos.removeHostFromPrincipal` /
 //! `kerberos.removeRealmFromPrincipal` shorten it.
 
-use super::gss::{Context, Credentials, GssError};
+use super::gss_ffi::{Context, Credentials, GssError};
 
 /// The longest client token accepted (Kerberos tickets with large PACs stay well below).
 const MAX_TOKEN: usize = 64 * 1024;

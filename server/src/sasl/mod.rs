@@ -12,14 +12,14 @@
 //! | `jaas.rs` | the JAAS login configuration format |
 //! | `digest_md5.rs` | the DIGEST-MD5 mechanism (RFC 2831), server side |
 //! | `gssapi.rs` | the GSSAPI (Kerberos) mechanism (RFC 4752), server side, and ids |
-//! | `gss.rs` | the system GSSAPI library (MIT krb5), the calls an acceptor needs |
+//! | `gss_ffi.rs` | the system GSSAPI library (MIT krb5), the calls an acceptor needs |
 //!
 //! A `Server` section may name DigestLoginModule users, a Krb5LoginModule (keytab and
 //! principal), or both; a connection's first token tells which mechanism it speaks
 //! (DIGEST-MD5 clients start empty, GSSAPI clients with a Kerberos token).
 
 pub mod digest_md5;
-mod gss;
+mod gss_ffi;
 pub mod gssapi;
 mod jaas;
 
@@ -28,7 +28,7 @@ use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
 
-pub use gss::Credentials;
+pub use gss_ffi::Credentials;
 use gssapi::PrincipalRules;
 
 /// The server name ZooKeeper gives its DIGEST-MD5 server (the realm clients expect).
@@ -89,7 +89,7 @@ impl Kerberos {
             keytab,
             credentials: Arc::new(credentials),
             rules: PrincipalRules {
-                default_realm: gss::default_realm(),
+                default_realm: gss_ffi::default_realm(),
                 ..Default::default()
             },
         })

@@ -5,7 +5,7 @@
 //!
 //! This layer depends on `jute` and nothing else of the server: `tree/` (znodes, `Stat`,
 //! every write in ZooKeeper's order of checks), `command.rs` (what a Raft entry carries),
-//! `acl.rs`, `path.rs`, `ops.rs` (the opcode table) and `snapshot.rs` (its encoding,
+//! `acl.rs`, `path.rs`, `opcodes.rs` (the opcode table) and `snapshot.rs` (its encoding,
 //! streamed by `snapshot_io.rs`).
 //!
 //! Every member applies the same committed batches in log order and so reaches the same
@@ -27,7 +27,7 @@ use jute::{
 
 pub mod acl;
 pub mod command;
-pub mod ops;
+pub mod opcodes;
 pub mod path;
 pub mod reconfig;
 pub mod snapshot;
