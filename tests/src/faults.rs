@@ -3,9 +3,11 @@
 //! - [`TmpfsMount`]: a small tmpfs as a member's data directory (a disk that fills up),
 //!   unmounted when dropped, so a failing test leaves no mount behind; [`fill`] takes
 //!   its free space away and [`Filler::release`] gives it back.
-//! - [`fault_shim`]: the workspace's `zooraft-faultshim` library, for `LD_PRELOAD`: while a
-//!   trigger file exists, `fsync`/`fdatasync` fail with EIO in that process.
-//! - [`flip_bytes`]: seeded byte flips in a stopped member's store files.
+//! - [`fault_shim`](crate::server::fault_shim) (beside the binary it goes with): the
+//!   workspace's `zooraft-faultshim` library, for `LD_PRELOAD`: while a trigger file
+//!   exists, `fsync`/`fdatasync` fail with EIO in that process.
+//! - [`flip_bytes`]: seeded byte flips in a stopped member's store files; [`flip_live_table`]
+//!   and [`tear_snapshot`]: damage under a running member.
 //! - [`FakeClock`]: Debian's libfaketime on one process, its wall clock stepped at run time
 //!   through a timestamp file (the monotonic clock left alone).
 
