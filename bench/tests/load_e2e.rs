@@ -5,11 +5,11 @@
 
 use std::time::{Duration, Instant};
 
-use harness::{ServerKind, TestServer};
 use jute::{GetChildrenRequest, OpCode, Request, Response};
 use zooraft_bench::load::{run_workload, LoadSpec};
 use zooraft_bench::session::Session;
 use zooraft_bench::workload::Workload;
+use zooraft_tests::{ServerKind, TestServer};
 
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()

@@ -48,8 +48,8 @@ use crate::wire::{AuthList, ConnectString, JuteConnection};
 ///
 /// ```no_run
 /// use std::time::Duration;
-/// use recipes::AsyncZkClient;
-/// # async fn f() -> Result<(), recipes::Error> {
+/// use zooraft_recipes::AsyncZkClient;
+/// # async fn f() -> Result<(), zooraft_recipes::Error> {
 /// let client = AsyncZkClient::connect("127.0.0.1:2181", Duration::from_secs(10)).await?;
 /// // The underlying zookeeper-async handle stays available for everything else.
 /// let stat = client.zookeeper().exists("/", false).await;
@@ -78,8 +78,8 @@ impl AsyncZkClient {
     /// The connect string is ZooKeeper's (`host:port[,host:port...][/chroot]`).
     ///
     /// ```no_run
-    /// # async fn f() -> Result<(), recipes::Error> {
-    /// let client = recipes::AsyncZkClient::connect("127.0.0.1:2181/app", std::time::Duration::from_secs(10)).await?;
+    /// # async fn f() -> Result<(), zooraft_recipes::Error> {
+    /// let client = zooraft_recipes::AsyncZkClient::connect("127.0.0.1:2181/app", std::time::Duration::from_secs(10)).await?;
     /// # Ok(()) }
     /// ```
     pub async fn connect(
@@ -150,7 +150,7 @@ impl AsyncZkClient {
     /// The zookeeper-async handle, for operations the recipes do not wrap.
     ///
     /// ```no_run
-    /// # async fn f(client: std::sync::Arc<recipes::AsyncZkClient>) {
+    /// # async fn f(client: std::sync::Arc<zooraft_recipes::AsyncZkClient>) {
     /// let kids = client.zookeeper().get_children("/", false).await;
     /// # }
     /// ```
@@ -163,7 +163,7 @@ impl AsyncZkClient {
     /// closeSession is sent, without waiting for its reply: the nodes go a moment later.
     ///
     /// ```no_run
-    /// # async fn f(client: std::sync::Arc<recipes::AsyncZkClient>) {
+    /// # async fn f(client: std::sync::Arc<zooraft_recipes::AsyncZkClient>) {
     /// client.close().await;
     /// # }
     /// ```
@@ -182,7 +182,7 @@ impl AsyncZkClient {
     /// multi and container creates: both act as the same user.
     ///
     /// ```no_run
-    /// # async fn f(client: std::sync::Arc<recipes::AsyncZkClient>) -> Result<(), recipes::Error> {
+    /// # async fn f(client: std::sync::Arc<zooraft_recipes::AsyncZkClient>) -> Result<(), zooraft_recipes::Error> {
     /// client.add_auth("digest", b"billing:secret").await?;
     /// # Ok(()) }
     /// ```

@@ -32,7 +32,7 @@ pub type WatchReceiver = oneshot::Receiver<EventType>;
 /// The state of the client's connection to the ensemble.
 ///
 /// ```
-/// use recipes::Connection;
+/// use zooraft_recipes::Connection;
 /// assert_ne!(Connection::Connected, Connection::Disconnected);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -52,7 +52,7 @@ pub enum Connection {
 ///
 /// ```
 /// use std::time::{Duration, Instant};
-/// use recipes::{Connection, SessionState};
+/// use zooraft_recipes::{Connection, SessionState};
 /// let s = SessionState::new(Connection::Connected, 1, Some(0x1234), Duration::from_secs(10));
 /// assert_eq!(s.epoch, 1);
 /// assert!(s.since <= Instant::now());
@@ -93,7 +93,7 @@ impl SessionState {
 /// One operation of a multi (an atomic transaction), as the fenced write uses it.
 ///
 /// ```
-/// use recipes::Op;
+/// use zooraft_recipes::Op;
 /// let op = Op::SetData { path: "/orders/next".into(), data: b"42".to_vec(), version: -1 };
 /// assert_eq!(op.path(), "/orders/next");
 /// ```
@@ -152,7 +152,7 @@ impl Op {
 /// The result of one operation of a multi.
 ///
 /// ```
-/// use recipes::{ErrorCode, OpResult};
+/// use zooraft_recipes::{ErrorCode, OpResult};
 /// assert_eq!(OpResult::Error(ErrorCode::NoNode).error(), Some(ErrorCode::NoNode));
 /// assert_eq!(OpResult::Check.error(), None);
 /// ```
@@ -193,8 +193,8 @@ impl OpResult {
 ///
 /// ```no_run
 /// use std::sync::Arc;
-/// use recipes::{ZookeeperClient, ZkClient};
-/// # async fn f() -> Result<(), recipes::Error> {
+/// use zooraft_recipes::{ZookeeperClient, ZkClient};
+/// # async fn f() -> Result<(), zooraft_recipes::Error> {
 /// let client: Arc<dyn ZkClient> = ZookeeperClient::connect("127.0.0.1:2181", std::time::Duration::from_secs(10)).await?;
 /// let children = client.get_children("/").await?;
 /// println!("{children:?}");
@@ -207,11 +207,11 @@ pub trait ZkClient: Send + Sync + 'static {
     /// real container. An empty `acl` means `world:anyone` with every permission.
     ///
     /// ```no_run
-    /// # use recipes::ZkClient;
-    /// # async fn f(client: std::sync::Arc<dyn ZkClient>) -> Result<(), recipes::Error> {
-    /// use recipes::{perms, Acl, Id};
+    /// # use zooraft_recipes::ZkClient;
+    /// # async fn f(client: std::sync::Arc<dyn ZkClient>) -> Result<(), zooraft_recipes::Error> {
+    /// use zooraft_recipes::{perms, Acl, Id};
     /// let acl = [Acl { perms: perms::ALL, id: Id { scheme: "auth".into(), id: "".into() } }];
-    /// let (path, stat) = client.create_acl("/jobs/job-", b"x", recipes::CreateMode::EphemeralSequential, &acl).await?;
+    /// let (path, stat) = client.create_acl("/jobs/job-", b"x", zooraft_recipes::CreateMode::EphemeralSequential, &acl).await?;
     /// # Ok(()) }
     /// ```
     async fn create_acl(
@@ -226,9 +226,9 @@ pub trait ZkClient: Send + Sync + 'static {
     /// [`create_acl`](ZkClient::create_acl).
     ///
     /// ```no_run
-    /// # use recipes::ZkClient;
-    /// # async fn f(client: std::sync::Arc<dyn ZkClient>) -> Result<(), recipes::Error> {
-    /// let (path, stat) = client.create("/jobs/job-", b"x", recipes::CreateMode::EphemeralSequential).await?;
+    /// # use zooraft_recipes::ZkClient;
+    /// # async fn f(client: std::sync::Arc<dyn ZkClient>) -> Result<(), zooraft_recipes::Error> {
+    /// let (path, stat) = client.create("/jobs/job-", b"x", zooraft_recipes::CreateMode::EphemeralSequential).await?;
     /// # Ok(()) }
     /// ```
     async fn create(&self, path: &str, data: &[u8], mode: CreateMode) -> ZkResult<(String, Stat)> {
@@ -240,8 +240,8 @@ pub trait ZkClient: Send + Sync + 'static {
     /// searches call it before they list the lock path.
     ///
     /// ```no_run
-    /// # use recipes::ZkClient;
-    /// # async fn f(client: std::sync::Arc<dyn ZkClient>) -> Result<(), recipes::Error> {
+    /// # use zooraft_recipes::ZkClient;
+    /// # async fn f(client: std::sync::Arc<dyn ZkClient>) -> Result<(), zooraft_recipes::Error> {
     /// client.sync("/locks/orders").await?;
     /// let fresh = client.get_children("/locks/orders").await?;
     /// # Ok(()) }
@@ -252,7 +252,7 @@ pub trait ZkClient: Send + Sync + 'static {
     /// [`Connection::Closed`]. The default does nothing, for clients closed by other means.
     ///
     /// ```no_run
-    /// # use recipes::ZkClient;
+    /// # use zooraft_recipes::ZkClient;
     /// # async fn f(client: std::sync::Arc<dyn ZkClient>) {
     /// client.close().await;
     /// # }
@@ -262,8 +262,8 @@ pub trait ZkClient: Send + Sync + 'static {
     /// Deletes a node (`version` -1 matches any version).
     ///
     /// ```no_run
-    /// # use recipes::ZkClient;
-    /// # async fn f(client: std::sync::Arc<dyn ZkClient>) -> Result<(), recipes::Error> {
+    /// # use zooraft_recipes::ZkClient;
+    /// # async fn f(client: std::sync::Arc<dyn ZkClient>) -> Result<(), zooraft_recipes::Error> {
     /// client.delete("/jobs/job-0000000001", -1).await?;
     /// # Ok(()) }
     /// ```
@@ -272,8 +272,8 @@ pub trait ZkClient: Send + Sync + 'static {
     /// The node's Stat, or `None` if it does not exist. Sets no watch.
     ///
     /// ```no_run
-    /// # use recipes::ZkClient;
-    /// # async fn f(client: std::sync::Arc<dyn ZkClient>) -> Result<(), recipes::Error> {
+    /// # use zooraft_recipes::ZkClient;
+    /// # async fn f(client: std::sync::Arc<dyn ZkClient>) -> Result<(), zooraft_recipes::Error> {
     /// let stat = client.exists("/jobs").await?;
     /// # Ok(()) }
     /// ```
@@ -282,8 +282,8 @@ pub trait ZkClient: Send + Sync + 'static {
     /// The node's data and Stat. Sets no watch.
     ///
     /// ```no_run
-    /// # use recipes::ZkClient;
-    /// # async fn f(client: std::sync::Arc<dyn ZkClient>) -> Result<(), recipes::Error> {
+    /// # use zooraft_recipes::ZkClient;
+    /// # async fn f(client: std::sync::Arc<dyn ZkClient>) -> Result<(), zooraft_recipes::Error> {
     /// let (data, stat) = client.get_data("/jobs").await?;
     /// # Ok(()) }
     /// ```
@@ -293,8 +293,8 @@ pub trait ZkClient: Send + Sync + 'static {
     /// A missing node gives `NoNode` and leaves no watch behind.
     ///
     /// ```no_run
-    /// # use recipes::ZkClient;
-    /// # async fn f(client: std::sync::Arc<dyn ZkClient>) -> Result<(), recipes::Error> {
+    /// # use zooraft_recipes::ZkClient;
+    /// # async fn f(client: std::sync::Arc<dyn ZkClient>) -> Result<(), zooraft_recipes::Error> {
     /// let (data, stat, watch) = client.get_data_watch("/jobs").await?;
     /// let event = watch.await;
     /// # Ok(()) }
@@ -304,8 +304,8 @@ pub trait ZkClient: Send + Sync + 'static {
     /// The names of the node's children, in no particular order. Sets no watch.
     ///
     /// ```no_run
-    /// # use recipes::ZkClient;
-    /// # async fn f(client: std::sync::Arc<dyn ZkClient>) -> Result<(), recipes::Error> {
+    /// # use zooraft_recipes::ZkClient;
+    /// # async fn f(client: std::sync::Arc<dyn ZkClient>) -> Result<(), zooraft_recipes::Error> {
     /// let names = client.get_children("/jobs").await?;
     /// # Ok(()) }
     /// ```
@@ -316,8 +316,8 @@ pub trait ZkClient: Send + Sync + 'static {
     /// recipes that need it then poll.
     ///
     /// ```no_run
-    /// # use recipes::ZkClient;
-    /// # async fn f(client: std::sync::Arc<dyn ZkClient>) -> Result<(), recipes::Error> {
+    /// # use zooraft_recipes::ZkClient;
+    /// # async fn f(client: std::sync::Arc<dyn ZkClient>) -> Result<(), zooraft_recipes::Error> {
     /// let (names, watch) = client.get_children_watch("/jobs").await?;
     /// let event = watch.await;
     /// # Ok(()) }
@@ -332,9 +332,9 @@ pub trait ZkClient: Send + Sync + 'static {
     /// one result per operation, the failing one being `OpResult::Error`.
     ///
     /// ```no_run
-    /// # use recipes::ZkClient;
-    /// # async fn f(client: std::sync::Arc<dyn ZkClient>) -> Result<(), recipes::Error> {
-    /// use recipes::Op;
+    /// # use zooraft_recipes::ZkClient;
+    /// # async fn f(client: std::sync::Arc<dyn ZkClient>) -> Result<(), zooraft_recipes::Error> {
+    /// use zooraft_recipes::Op;
     /// let results = client.multi(&[
     ///     Op::Check { path: "/jobs".into(), version: -1 },
     ///     Op::SetData { path: "/jobs".into(), data: b"1".to_vec(), version: -1 },
@@ -346,9 +346,9 @@ pub trait ZkClient: Send + Sync + 'static {
     /// The session state channel; its current value is the state now.
     ///
     /// ```no_run
-    /// # use recipes::ZkClient;
-    /// # async fn f(client: std::sync::Arc<dyn ZkClient>) -> Result<(), recipes::Error> {
-    /// let connected = client.session().borrow().connection == recipes::Connection::Connected;
+    /// # use zooraft_recipes::ZkClient;
+    /// # async fn f(client: std::sync::Arc<dyn ZkClient>) -> Result<(), zooraft_recipes::Error> {
+    /// let connected = client.session().borrow().connection == zooraft_recipes::Connection::Connected;
     /// # Ok(()) }
     /// ```
     fn session(&self) -> watch::Receiver<SessionState>;

@@ -12,7 +12,7 @@
 /// transient codes mean the outcome of the call is unknown.
 ///
 /// ```
-/// use recipes::ErrorCode;
+/// use zooraft_recipes::ErrorCode;
 /// assert_eq!(ErrorCode::from_code(-101), Some(ErrorCode::NoNode));
 /// assert_eq!(ErrorCode::NoNode.code(), -101);
 /// assert_eq!(ErrorCode::NoNode.to_string(), "NoNode (-101)");
@@ -150,7 +150,7 @@ impl std::fmt::Display for ErrorCode {
 /// recipes' operations carry no TTL.
 ///
 /// ```
-/// use recipes::CreateMode;
+/// use zooraft_recipes::CreateMode;
 /// assert_eq!(CreateMode::EphemeralSequential.flags(), 3);
 /// assert!(CreateMode::Container.is_container());
 /// ```
@@ -198,7 +198,7 @@ impl CreateMode {
 /// What a watch reported (ZooKeeper's `Watcher.Event.EventType`).
 ///
 /// ```
-/// use recipes::EventType;
+/// use zooraft_recipes::EventType;
 /// assert_eq!(EventType::from_code(2), Some(EventType::NodeDeleted));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -6,7 +6,7 @@ use crate::client::ErrorCode;
 /// trusted.
 ///
 /// ```
-/// use recipes::LostReason;
+/// use zooraft_recipes::LostReason;
 /// assert_eq!(LostReason::SessionExpired.to_string(), "the session expired");
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
@@ -38,7 +38,7 @@ impl LostReason {
     /// A short stable name, for metrics labels.
     ///
     /// ```
-    /// assert_eq!(recipes::LostReason::NodeDeleted.as_str(), "node_deleted");
+    /// assert_eq!(zooraft_recipes::LostReason::NodeDeleted.as_str(), "node_deleted");
     /// ```
     pub fn as_str(self) -> &'static str {
         match self {
@@ -55,7 +55,7 @@ impl LostReason {
 /// What can go wrong in a recipe.
 ///
 /// ```
-/// use recipes::{Error, ErrorCode};
+/// use zooraft_recipes::{Error, ErrorCode};
 /// let e: Error = ErrorCode::ConnectionLoss.into();
 /// assert!(e.to_string().contains("ConnectionLoss"));
 /// ```

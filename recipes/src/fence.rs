@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// A lock holder's fencing token: the czxid of its lock node.
 ///
 /// ```
-/// use recipes::FencingToken;
+/// use zooraft_recipes::FencingToken;
 /// let older = FencingToken::new(0x1_0000_0005);
 /// let newer = FencingToken::new(0x2_0000_0001); // after a leader change
 /// assert!(older < newer);
@@ -57,7 +57,7 @@ impl std::fmt::Display for FencingToken {
 /// token 0, which no holder gets).
 ///
 /// ```
-/// use recipes::{Fence, FencingToken};
+/// use zooraft_recipes::{Fence, FencingToken};
 /// let fence = Fence::new();
 /// fence.check(FencingToken::new(34)).unwrap();
 /// let err = fence.check(FencingToken::new(33)).unwrap_err();
@@ -80,7 +80,7 @@ pub struct StaleToken {
 /// of times; a token lower than the highest seen is refused.
 ///
 /// ```
-/// use recipes::{Fence, FencingToken};
+/// use zooraft_recipes::{Fence, FencingToken};
 /// let fence = Fence::new();
 /// assert!(fence.check(FencingToken::new(33)).is_ok()); // client 1 writes
 /// assert!(fence.check(FencingToken::new(34)).is_ok()); // client 2 took the lock, writes
@@ -103,7 +103,7 @@ impl Fence {
     /// A fence that has already seen `highest` (restored from the resource's storage).
     ///
     /// ```
-    /// use recipes::{Fence, FencingToken};
+    /// use zooraft_recipes::{Fence, FencingToken};
     /// let fence = Fence::starting_at(FencingToken::new(100));
     /// assert!(fence.check(FencingToken::new(99)).is_err());
     /// ```
@@ -118,7 +118,7 @@ impl Fence {
     /// has zxid 0) and is always refused.
     ///
     /// ```
-    /// use recipes::{Fence, FencingToken};
+    /// use zooraft_recipes::{Fence, FencingToken};
     /// assert!(Fence::new().check(FencingToken::new(0)).is_err());
     /// ```
     pub fn check(&self, token: FencingToken) -> Result<(), StaleToken> {

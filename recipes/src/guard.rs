@@ -14,7 +14,7 @@ use crate::lock::{Holding, LockCore};
 /// the background (the delete is retried until it succeeds or the session is gone).
 ///
 /// ```no_run
-/// # async fn f(mutex: recipes::InterProcessMutex) -> Result<(), recipes::Error> {
+/// # async fn f(mutex: zooraft_recipes::InterProcessMutex) -> Result<(), zooraft_recipes::Error> {
 /// let guard = mutex.acquire().await?;
 /// tokio::select! {
 ///     reason = guard.lost() => eprintln!("lost the lock: {reason}"),
@@ -58,7 +58,7 @@ impl LockGuard {
     /// write lock's token.
     ///
     /// ```no_run
-    /// # async fn f(guard: recipes::LockGuard, fence: recipes::Fence) {
+    /// # async fn f(guard: zooraft_recipes::LockGuard, fence: zooraft_recipes::Fence) {
     /// fence.check(guard.fencing_token()).expect("a later holder wrote already");
     /// # }
     /// ```
@@ -69,7 +69,7 @@ impl LockGuard {
     /// The full path of our lock node.
     ///
     /// ```no_run
-    /// # fn f(guard: recipes::LockGuard) {
+    /// # fn f(guard: zooraft_recipes::LockGuard) {
     /// assert!(guard.node_path().contains("-lock-"));
     /// # }
     /// ```
@@ -80,7 +80,7 @@ impl LockGuard {
     /// How many guards on this acquisition are outstanding (see [`reenter`](Self::reenter)).
     ///
     /// ```no_run
-    /// # async fn f(mutex: recipes::InterProcessMutex) -> Result<(), recipes::Error> {
+    /// # async fn f(mutex: zooraft_recipes::InterProcessMutex) -> Result<(), zooraft_recipes::Error> {
     /// let a = mutex.acquire().await?;
     /// let b = a.reenter();
     /// assert_eq!(b.hold_count(), 2);
@@ -94,7 +94,7 @@ impl LockGuard {
     /// without any request. The node is deleted when the last guard is released.
     ///
     /// ```no_run
-    /// # async fn f(mutex: recipes::InterProcessMutex) -> Result<(), recipes::Error> {
+    /// # async fn f(mutex: zooraft_recipes::InterProcessMutex) -> Result<(), zooraft_recipes::Error> {
     /// let outer = mutex.acquire().await?;
     /// let inner = outer.reenter();
     /// inner.release().await?; // still held
@@ -118,7 +118,7 @@ impl LockGuard {
     /// write lock's fencing token. Fails with [`Error::InvalidOption`] on any other guard.
     ///
     /// ```no_run
-    /// # async fn f(rw: recipes::InterProcessReadWriteLock) -> Result<(), recipes::Error> {
+    /// # async fn f(rw: zooraft_recipes::InterProcessReadWriteLock) -> Result<(), zooraft_recipes::Error> {
     /// let write = rw.write_lock().acquire().await?;
     /// let read = write.acquire_read().await?;
     /// write.release().await?; // downgraded: still reading
@@ -149,7 +149,7 @@ impl LockGuard {
     /// expired, the client closed, or the lock node vanished.
     ///
     /// ```no_run
-    /// # async fn f(guard: recipes::LockGuard) {
+    /// # async fn f(guard: zooraft_recipes::LockGuard) {
     /// let reason = guard.lost().await;
     /// eprintln!("stop writing: {reason}");
     /// # }
@@ -164,7 +164,7 @@ impl LockGuard {
     /// Why the lock was lost, if it was.
     ///
     /// ```no_run
-    /// # fn f(guard: recipes::LockGuard) {
+    /// # fn f(guard: zooraft_recipes::LockGuard) {
     /// if let Some(reason) = guard.lost_reason() { eprintln!("{reason}"); }
     /// # }
     /// ```
@@ -175,7 +175,7 @@ impl LockGuard {
     /// Whether the lock is still trusted (it has not been lost).
     ///
     /// ```no_run
-    /// # fn f(guard: recipes::LockGuard) {
+    /// # fn f(guard: zooraft_recipes::LockGuard) {
     /// assert!(guard.is_valid());
     /// # }
     /// ```
@@ -191,8 +191,8 @@ impl LockGuard {
     /// lost), with [`Error::OpFailed`] when one of `ops` fails (nothing is applied).
     ///
     /// ```no_run
-    /// # async fn f(guard: recipes::LockGuard) -> Result<(), recipes::Error> {
-    /// use recipes::Op;
+    /// # async fn f(guard: zooraft_recipes::LockGuard) -> Result<(), zooraft_recipes::Error> {
+    /// use zooraft_recipes::Op;
     /// guard.fenced(vec![
     ///     Op::SetData { path: "/orders/last".into(), data: b"42".to_vec(), version: -1 },
     ///     Op::Delete { path: "/orders/pending-42".into(), version: -1 },
@@ -241,7 +241,7 @@ impl LockGuard {
     /// A fenced `setData`: see [`fenced`](LockGuard::fenced).
     ///
     /// ```no_run
-    /// # async fn f(guard: recipes::LockGuard) -> Result<(), recipes::Error> {
+    /// # async fn f(guard: zooraft_recipes::LockGuard) -> Result<(), zooraft_recipes::Error> {
     /// let stat = guard.fenced_set_data("/orders/last", b"42", -1).await?;
     /// # Ok(()) }
     /// ```
@@ -272,7 +272,7 @@ impl LockGuard {
     /// node and its next acquire deletes it first (or fails with the same error).
     ///
     /// ```no_run
-    /// # async fn f(mutex: recipes::InterProcessMutex) -> Result<(), recipes::Error> {
+    /// # async fn f(mutex: zooraft_recipes::InterProcessMutex) -> Result<(), zooraft_recipes::Error> {
     /// let guard = mutex.acquire().await?;
     /// guard.release().await?;
     /// # Ok(()) }

@@ -35,10 +35,10 @@ pub type Leadership = LockGuard;
 ///
 /// ```no_run
 /// use std::time::Duration;
-/// use recipes::{LeaderLatch, ZookeeperClient};
+/// use zooraft_recipes::{LeaderLatch, ZookeeperClient};
 ///
 /// #[tokio::main]
-/// async fn main() -> Result<(), recipes::Error> {
+/// async fn main() -> Result<(), zooraft_recipes::Error> {
 ///     let client = ZookeeperClient::connect("127.0.0.1:2181", Duration::from_secs(10)).await?;
 ///     let latch = LeaderLatch::new(client.clone(), "/election/billing", "rust-1");
 ///     let leadership = latch.await_leadership().await?;
@@ -59,8 +59,8 @@ impl LeaderLatch {
     /// election at `path`.
     ///
     /// ```no_run
-    /// # fn f(client: std::sync::Arc<recipes::ZookeeperClient>) {
-    /// let latch = recipes::LeaderLatch::new(client, "/election/billing", "rust-1");
+    /// # fn f(client: std::sync::Arc<zooraft_recipes::ZookeeperClient>) {
+    /// let latch = zooraft_recipes::LeaderLatch::new(client, "/election/billing", "rust-1");
     /// # }
     /// ```
     pub fn new(client: Arc<dyn ZkClient>, path: &str, id: &str) -> LeaderLatch {
@@ -91,7 +91,7 @@ impl LeaderLatch {
     /// [`InterProcessMutex::acquire`].
     ///
     /// ```no_run
-    /// # async fn f(latch: recipes::LeaderLatch) -> Result<(), recipes::Error> {
+    /// # async fn f(latch: zooraft_recipes::LeaderLatch) -> Result<(), zooraft_recipes::Error> {
     /// let leadership = latch.await_leadership().await?;
     /// leadership.release().await?; // steps down
     /// # Ok(()) }
@@ -104,7 +104,7 @@ impl LeaderLatch {
     /// when another participant still leads (and our node is gone again).
     ///
     /// ```no_run
-    /// # async fn f(latch: recipes::LeaderLatch) -> Result<(), recipes::Error> {
+    /// # async fn f(latch: zooraft_recipes::LeaderLatch) -> Result<(), zooraft_recipes::Error> {
     /// if let Some(l) = latch.await_leadership_timeout(std::time::Duration::from_secs(5)).await? {
     ///     l.release().await?;
     /// }
@@ -121,7 +121,7 @@ impl LeaderLatch {
     /// is its node's [`data`](Participant::data).
     ///
     /// ```no_run
-    /// # async fn f(latch: recipes::LeaderLatch) -> Result<(), recipes::Error> {
+    /// # async fn f(latch: zooraft_recipes::LeaderLatch) -> Result<(), zooraft_recipes::Error> {
     /// for p in latch.participants().await? {
     ///     println!("{} {}", String::from_utf8_lossy(&p.data), p.holder);
     /// }
@@ -134,7 +134,7 @@ impl LeaderLatch {
     /// The leader, if there is one (Curator's `getLeader`).
     ///
     /// ```no_run
-    /// # async fn f(latch: recipes::LeaderLatch) -> Result<(), recipes::Error> {
+    /// # async fn f(latch: zooraft_recipes::LeaderLatch) -> Result<(), zooraft_recipes::Error> {
     /// if let Some(leader) = latch.leader().await? {
     ///     println!("{} leads", String::from_utf8_lossy(&leader.data));
     /// }
@@ -149,10 +149,10 @@ impl LeaderLatch {
 ///
 /// ```no_run
 /// use std::time::Duration;
-/// use recipes::{LeaderSelector, ZookeeperClient};
+/// use zooraft_recipes::{LeaderSelector, ZookeeperClient};
 ///
 /// #[tokio::main]
-/// async fn main() -> Result<(), recipes::Error> {
+/// async fn main() -> Result<(), zooraft_recipes::Error> {
 ///     let client = ZookeeperClient::connect("127.0.0.1:2181", Duration::from_secs(10)).await?;
 ///     let selector = LeaderSelector::new(client.clone(), "/election/indexer", "rust-1");
 ///     loop {
@@ -178,8 +178,8 @@ impl LeaderSelector {
     /// A participant with id `id` (stored in its node) in the election at `path`.
     ///
     /// ```no_run
-    /// # fn f(client: std::sync::Arc<recipes::ZookeeperClient>) {
-    /// let selector = recipes::LeaderSelector::new(client, "/election/indexer", "rust-1");
+    /// # fn f(client: std::sync::Arc<zooraft_recipes::ZookeeperClient>) {
+    /// let selector = zooraft_recipes::LeaderSelector::new(client, "/election/indexer", "rust-1");
     /// # }
     /// ```
     pub fn new(client: Arc<dyn ZkClient>, path: &str, id: &str) -> LeaderSelector {
@@ -193,7 +193,7 @@ impl LeaderSelector {
     /// result is [`Error::Lost`]. See [`InterProcessMutex::run`].
     ///
     /// ```no_run
-    /// # async fn f(selector: recipes::LeaderSelector) -> Result<(), recipes::Error> {
+    /// # async fn f(selector: zooraft_recipes::LeaderSelector) -> Result<(), zooraft_recipes::Error> {
     /// let token = selector.lead(|l| async move { l.fencing_token() }).await?;
     /// # Ok(()) }
     /// ```
@@ -208,7 +208,7 @@ impl LeaderSelector {
     /// Every participant in election order; a participant's id is its node's data.
     ///
     /// ```no_run
-    /// # async fn f(selector: recipes::LeaderSelector) -> Result<(), recipes::Error> {
+    /// # async fn f(selector: zooraft_recipes::LeaderSelector) -> Result<(), zooraft_recipes::Error> {
     /// let n = selector.participants().await?.len();
     /// # Ok(()) }
     /// ```

@@ -31,10 +31,10 @@
 //!
 //! ```no_run
 //! use std::time::Duration;
-//! use recipes::{InterProcessMutex, ZookeeperClient};
+//! use zooraft_recipes::{InterProcessMutex, ZookeeperClient};
 //!
 //! #[tokio::main]
-//! async fn main() -> Result<(), recipes::Error> {
+//! async fn main() -> Result<(), zooraft_recipes::Error> {
 //!     let client = ZookeeperClient::connect("127.0.0.1:2181", Duration::from_secs(10)).await?;
 //!     let mutex = InterProcessMutex::new(client.clone(), "/locks/orders").with_label("billing");
 //!     let guard = mutex.acquire().await?;

@@ -13,7 +13,7 @@ use crate::error::LostReason;
 /// [`LockMetrics::acquire_failed`].
 ///
 /// ```
-/// assert_eq!(recipes::AcquireOutcome::Busy.as_str(), "busy");
+/// assert_eq!(zooraft_recipes::AcquireOutcome::Busy.as_str(), "busy");
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -48,7 +48,7 @@ impl AcquireOutcome {
 /// ```
 /// use std::sync::atomic::{AtomicU64, Ordering};
 /// use std::time::Duration;
-/// use recipes::LockMetrics;
+/// use zooraft_recipes::LockMetrics;
 ///
 /// #[derive(Default)]
 /// struct Counters { acquired: AtomicU64 }

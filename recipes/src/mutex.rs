@@ -34,10 +34,10 @@ use crate::names::{join, sorted_contenders, Owner};
 ///
 /// ```no_run
 /// use std::time::Duration;
-/// use recipes::{InterProcessMutex, ZookeeperClient};
+/// use zooraft_recipes::{InterProcessMutex, ZookeeperClient};
 ///
 /// #[tokio::main]
-/// async fn main() -> Result<(), recipes::Error> {
+/// async fn main() -> Result<(), zooraft_recipes::Error> {
 ///     let client = ZookeeperClient::connect("127.0.0.1:2181", Duration::from_secs(10)).await?;
 ///     let mutex = InterProcessMutex::new(client.clone(), "/locks/orders");
 ///     let total = mutex
@@ -69,8 +69,8 @@ impl InterProcessMutex {
     /// needed). Nothing is sent until the first acquire.
     ///
     /// ```no_run
-    /// # async fn f(client: std::sync::Arc<recipes::ZookeeperClient>) {
-    /// let mutex = recipes::InterProcessMutex::new(client, "/locks/orders");
+    /// # async fn f(client: std::sync::Arc<zooraft_recipes::ZookeeperClient>) {
+    /// let mutex = zooraft_recipes::InterProcessMutex::new(client, "/locks/orders");
     /// # }
     /// ```
     pub fn new(client: Arc<dyn ZkClient>, path: &str) -> InterProcessMutex {
@@ -103,8 +103,8 @@ impl InterProcessMutex {
     /// before acquiring: it makes a new handle.
     ///
     /// ```no_run
-    /// # async fn f(client: std::sync::Arc<recipes::ZookeeperClient>) {
-    /// let mutex = recipes::InterProcessMutex::new(client, "/locks/orders").with_label("billing");
+    /// # async fn f(client: std::sync::Arc<zooraft_recipes::ZookeeperClient>) {
+    /// let mutex = zooraft_recipes::InterProcessMutex::new(client, "/locks/orders").with_label("billing");
     /// # }
     /// ```
     pub fn with_label(self, label: &str) -> InterProcessMutex {
@@ -117,8 +117,8 @@ impl InterProcessMutex {
     /// unless `data` parses as an owner line. Call it before acquiring: it makes a new handle.
     ///
     /// ```no_run
-    /// # async fn f(client: std::sync::Arc<recipes::ZookeeperClient>) {
-    /// let mutex = recipes::InterProcessMutex::new(client, "/locks/orders").with_node_data(b"10.0.0.7");
+    /// # async fn f(client: std::sync::Arc<zooraft_recipes::ZookeeperClient>) {
+    /// let mutex = zooraft_recipes::InterProcessMutex::new(client, "/locks/orders").with_node_data(b"10.0.0.7");
     /// # }
     /// ```
     pub fn with_node_data(self, data: &[u8]) -> InterProcessMutex {
@@ -131,10 +131,10 @@ impl InterProcessMutex {
     /// `Connector::with_auth`; see [`ZookeeperClient::connect_with`](crate::ZookeeperClient::connect_with)).
     ///
     /// ```no_run
-    /// # async fn f(client: std::sync::Arc<recipes::ZookeeperClient>) {
-    /// use recipes::{perms, Acl, Id};
+    /// # async fn f(client: std::sync::Arc<zooraft_recipes::ZookeeperClient>) {
+    /// use zooraft_recipes::{perms, Acl, Id};
     /// let creator_only = vec![Acl { perms: perms::ALL, id: Id { scheme: "auth".into(), id: "".into() } }];
-    /// let mutex = recipes::InterProcessMutex::new(client, "/locks/orders").with_acl(creator_only);
+    /// let mutex = zooraft_recipes::InterProcessMutex::new(client, "/locks/orders").with_acl(creator_only);
     /// # }
     /// ```
     pub fn with_acl(self, acl: Vec<Acl>) -> InterProcessMutex {
@@ -144,10 +144,10 @@ impl InterProcessMutex {
     /// Reports wait times, hold times and lost locks to `metrics`.
     ///
     /// ```no_run
-    /// # async fn f(client: std::sync::Arc<recipes::ZookeeperClient>) {
+    /// # async fn f(client: std::sync::Arc<zooraft_recipes::ZookeeperClient>) {
     /// struct Quiet;
-    /// impl recipes::LockMetrics for Quiet {}
-    /// let mutex = recipes::InterProcessMutex::new(client, "/locks/orders")
+    /// impl zooraft_recipes::LockMetrics for Quiet {}
+    /// let mutex = zooraft_recipes::InterProcessMutex::new(client, "/locks/orders")
     ///     .with_metrics(std::sync::Arc::new(Quiet));
     /// # }
     /// ```
@@ -160,8 +160,8 @@ impl InterProcessMutex {
     /// 0.8 the holder may still trust its lock after the server expired its session.
     ///
     /// ```no_run
-    /// # async fn f(client: std::sync::Arc<recipes::ZookeeperClient>) -> Result<(), recipes::Error> {
-    /// let mutex = recipes::InterProcessMutex::new(client, "/locks/orders").with_suspend_fraction(0.3)?;
+    /// # async fn f(client: std::sync::Arc<zooraft_recipes::ZookeeperClient>) -> Result<(), zooraft_recipes::Error> {
+    /// let mutex = zooraft_recipes::InterProcessMutex::new(client, "/locks/orders").with_suspend_fraction(0.3)?;
     /// # Ok(()) }
     /// ```
     pub fn with_suspend_fraction(self, fraction: f64) -> Result<InterProcessMutex, Error> {
@@ -184,7 +184,7 @@ impl InterProcessMutex {
     /// that retrying cannot cure.
     ///
     /// ```no_run
-    /// # async fn f(mutex: recipes::InterProcessMutex) -> Result<(), recipes::Error> {
+    /// # async fn f(mutex: zooraft_recipes::InterProcessMutex) -> Result<(), zooraft_recipes::Error> {
     /// let guard = mutex.acquire().await?;
     /// # Ok(()) }
     /// ```
@@ -201,7 +201,7 @@ impl InterProcessMutex {
     /// the call, or for a whole session timeout during it).
     ///
     /// ```no_run
-    /// # async fn f(mutex: recipes::InterProcessMutex) -> Result<(), recipes::Error> {
+    /// # async fn f(mutex: zooraft_recipes::InterProcessMutex) -> Result<(), zooraft_recipes::Error> {
     /// if let Some(guard) = mutex.try_acquire().await? {
     ///     guard.release().await?;
     /// }
@@ -222,11 +222,11 @@ impl InterProcessMutex {
     /// client [`Error::Closed`].
     ///
     /// ```no_run
-    /// # async fn f(mutex: recipes::InterProcessMutex) -> Result<(), recipes::Error> {
+    /// # async fn f(mutex: zooraft_recipes::InterProcessMutex) -> Result<(), zooraft_recipes::Error> {
     /// match mutex.acquire_timeout(std::time::Duration::from_secs(2)).await {
     ///     Ok(Some(guard)) => guard.release().await?,
     ///     Ok(None) => println!("busy"),
-    ///     Err(recipes::Error::Disconnected) => println!("cannot tell: the connection is down"),
+    ///     Err(zooraft_recipes::Error::Disconnected) => println!("cannot tell: the connection is down"),
     ///     Err(e) => return Err(e),
     /// }
     /// # Ok(()) }
@@ -250,7 +250,7 @@ impl InterProcessMutex {
     /// after the lock is known lost.
     ///
     /// ```no_run
-    /// # async fn f(mutex: recipes::InterProcessMutex) -> Result<(), recipes::Error> {
+    /// # async fn f(mutex: zooraft_recipes::InterProcessMutex) -> Result<(), zooraft_recipes::Error> {
     /// let token = mutex.run(|guard| async move { guard.fencing_token() }).await?;
     /// # Ok(()) }
     /// ```
@@ -277,7 +277,7 @@ impl InterProcessMutex {
     /// Whether this handle (or a clone of it) holds the lock now.
     ///
     /// ```no_run
-    /// # async fn f(mutex: recipes::InterProcessMutex) -> Result<(), recipes::Error> {
+    /// # async fn f(mutex: zooraft_recipes::InterProcessMutex) -> Result<(), zooraft_recipes::Error> {
     /// let guard = mutex.acquire().await?;
     /// assert!(mutex.is_held_by_this_handle());
     /// # Ok(()) }
@@ -289,7 +289,7 @@ impl InterProcessMutex {
     /// The holder and the queue, in lock order, for operators.
     ///
     /// ```no_run
-    /// # async fn f(mutex: recipes::InterProcessMutex) -> Result<(), recipes::Error> {
+    /// # async fn f(mutex: zooraft_recipes::InterProcessMutex) -> Result<(), zooraft_recipes::Error> {
     /// for p in mutex.participants().await? {
     ///     let who = p.owner.map(|o| format!("{}:{} {}", o.host, o.pid, o.label));
     ///     println!("{} {} {:?}", if p.holder { "holds" } else { "waits" }, p.node, who);

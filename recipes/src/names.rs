@@ -12,44 +12,44 @@ use std::path::Path;
 /// Curator's protection prefix (`ProtectedUtils.PROTECTED_PREFIX`).
 ///
 /// ```
-/// assert_eq!(recipes::names::PROTECTED_PREFIX, "_c_");
+/// assert_eq!(zooraft_recipes::names::PROTECTED_PREFIX, "_c_");
 /// ```
 pub const PROTECTED_PREFIX: &str = "_c_";
 /// The lock name of a mutex (Curator's `InterProcessMutex.LOCK_NAME`).
 ///
 /// ```
-/// assert_eq!(recipes::names::MUTEX_LOCK_NAME, "lock-");
+/// assert_eq!(zooraft_recipes::names::MUTEX_LOCK_NAME, "lock-");
 /// ```
 pub const MUTEX_LOCK_NAME: &str = "lock-";
 /// The lock name kazoo's `Lock` uses (`<uuid hex>__lock__<seq>`).
 ///
 /// ```
-/// assert_eq!(recipes::names::KAZOO_LOCK_NAME, "__lock__");
+/// assert_eq!(zooraft_recipes::names::KAZOO_LOCK_NAME, "__lock__");
 /// ```
 pub const KAZOO_LOCK_NAME: &str = "__lock__";
 /// The read lock name of Curator's `InterProcessReadWriteLock`.
 ///
 /// ```
-/// assert_eq!(recipes::names::READ_LOCK_NAME.len(), recipes::names::WRITE_LOCK_NAME.len());
+/// assert_eq!(zooraft_recipes::names::READ_LOCK_NAME.len(), zooraft_recipes::names::WRITE_LOCK_NAME.len());
 /// ```
 pub const READ_LOCK_NAME: &str = "__READ__";
 /// The write lock name of Curator's `InterProcessReadWriteLock`.
 ///
 /// ```
-/// assert_eq!(recipes::names::WRITE_LOCK_NAME, "__WRIT__");
+/// assert_eq!(zooraft_recipes::names::WRITE_LOCK_NAME, "__WRIT__");
 /// ```
 pub const WRITE_LOCK_NAME: &str = "__WRIT__";
 
 /// The node name of Curator's `LeaderLatch` participants (`LeaderLatch.LOCK_NAME`).
 ///
 /// ```
-/// assert_eq!(recipes::names::LATCH_NAME, "latch-");
+/// assert_eq!(zooraft_recipes::names::LATCH_NAME, "latch-");
 /// ```
 pub const LATCH_NAME: &str = "latch-";
 /// The node name of Curator's `InterProcessSemaphoreV2` leases.
 ///
 /// ```
-/// assert_eq!(recipes::names::LEASE_NAME, "lease-");
+/// assert_eq!(zooraft_recipes::names::LEASE_NAME, "lease-");
 /// ```
 pub const LEASE_NAME: &str = "lease-";
 
@@ -78,7 +78,7 @@ pub(crate) fn protection_of(name: &str) -> Option<&str> {
 /// `None` for a node that is not a contender.
 ///
 /// ```
-/// use recipes::names::sequence_of;
+/// use zooraft_recipes::names::sequence_of;
 /// let markers = ["lock-", "__lock__"];
 /// assert_eq!(sequence_of("_c_f290140d-9856-42ad-b9bf-348ffc086062-lock-0000000759", &markers), Some(759));
 /// assert_eq!(sequence_of("514e5a831836450cb1a56c741e990fd8__lock__0000000032", &markers), Some(32));
@@ -157,7 +157,7 @@ pub(crate) fn ancestors_and_self(path: &str) -> Vec<String> {
 /// may contain spaces).
 ///
 /// ```
-/// use recipes::Owner;
+/// use zooraft_recipes::Owner;
 /// let me = Owner::current("orders-worker");
 /// let parsed = Owner::parse(&me.to_bytes()).unwrap();
 /// assert_eq!(parsed, me);

@@ -23,10 +23,10 @@ use crate::mutex::InterProcessMutex;
 ///
 /// ```no_run
 /// use std::time::Duration;
-/// use recipes::{InterProcessReadWriteLock, ZookeeperClient};
+/// use zooraft_recipes::{InterProcessReadWriteLock, ZookeeperClient};
 ///
 /// #[tokio::main]
-/// async fn main() -> Result<(), recipes::Error> {
+/// async fn main() -> Result<(), zooraft_recipes::Error> {
 ///     let client = ZookeeperClient::connect("127.0.0.1:2181", Duration::from_secs(10)).await?;
 ///     let rw = InterProcessReadWriteLock::new(client.clone(), "/locks/catalog");
 ///     let write = rw.write_lock().acquire().await?;
@@ -46,8 +46,8 @@ impl InterProcessReadWriteLock {
     /// A handle on the read-write lock at `path`.
     ///
     /// ```no_run
-    /// # async fn f(client: std::sync::Arc<recipes::ZookeeperClient>) {
-    /// let rw = recipes::InterProcessReadWriteLock::new(client, "/locks/catalog");
+    /// # async fn f(client: std::sync::Arc<zooraft_recipes::ZookeeperClient>) {
+    /// let rw = zooraft_recipes::InterProcessReadWriteLock::new(client, "/locks/catalog");
     /// # }
     /// ```
     pub fn new(client: Arc<dyn ZkClient>, path: &str) -> InterProcessReadWriteLock {
@@ -57,8 +57,8 @@ impl InterProcessReadWriteLock {
     /// Like [`new`](Self::new), with a label stored in the lock nodes for operators.
     ///
     /// ```no_run
-    /// # async fn f(client: std::sync::Arc<recipes::ZookeeperClient>) {
-    /// let rw = recipes::InterProcessReadWriteLock::with_label(client, "/locks/catalog", "indexer");
+    /// # async fn f(client: std::sync::Arc<zooraft_recipes::ZookeeperClient>) {
+    /// let rw = zooraft_recipes::InterProcessReadWriteLock::with_label(client, "/locks/catalog", "indexer");
     /// # }
     /// ```
     pub fn with_label(
@@ -105,7 +105,7 @@ impl InterProcessReadWriteLock {
     /// [`InterProcessMutex::with_acl`]). Call it before acquiring: it makes a new handle.
     ///
     /// ```no_run
-    /// # async fn f(rw: recipes::InterProcessReadWriteLock, acl: Vec<recipes::Acl>) {
+    /// # async fn f(rw: zooraft_recipes::InterProcessReadWriteLock, acl: Vec<zooraft_recipes::Acl>) {
     /// let rw = rw.with_acl(acl);
     /// # }
     /// ```
@@ -117,7 +117,7 @@ impl InterProcessReadWriteLock {
     /// `lockNodeBytes`). Call it before acquiring: it makes a new handle.
     ///
     /// ```no_run
-    /// # async fn f(rw: recipes::InterProcessReadWriteLock) {
+    /// # async fn f(rw: zooraft_recipes::InterProcessReadWriteLock) {
     /// let rw = rw.with_node_data(b"10.0.0.7");
     /// # }
     /// ```
@@ -129,7 +129,7 @@ impl InterProcessReadWriteLock {
     /// Reports both locks' events to `metrics` (see [`LockMetrics`]).
     ///
     /// ```no_run
-    /// # async fn f(rw: recipes::InterProcessReadWriteLock, m: std::sync::Arc<dyn recipes::LockMetrics>) {
+    /// # async fn f(rw: zooraft_recipes::InterProcessReadWriteLock, m: std::sync::Arc<dyn zooraft_recipes::LockMetrics>) {
     /// let rw = rw.with_metrics(m);
     /// # }
     /// ```
@@ -141,7 +141,7 @@ impl InterProcessReadWriteLock {
     /// [`InterProcessMutex::with_suspend_fraction`]).
     ///
     /// ```no_run
-    /// # async fn f(rw: recipes::InterProcessReadWriteLock) -> Result<(), recipes::Error> {
+    /// # async fn f(rw: zooraft_recipes::InterProcessReadWriteLock) -> Result<(), zooraft_recipes::Error> {
     /// let rw = rw.with_suspend_fraction(0.3)?;
     /// # Ok(()) }
     /// ```
@@ -153,7 +153,7 @@ impl InterProcessReadWriteLock {
     /// The shared lock: many readers hold it at once, no writer meanwhile.
     ///
     /// ```no_run
-    /// # async fn f(rw: recipes::InterProcessReadWriteLock) -> Result<(), recipes::Error> {
+    /// # async fn f(rw: zooraft_recipes::InterProcessReadWriteLock) -> Result<(), zooraft_recipes::Error> {
     /// let guard = rw.read_lock().acquire().await?;
     /// # Ok(()) }
     /// ```
@@ -165,7 +165,7 @@ impl InterProcessReadWriteLock {
     /// [`LockGuard::acquire_read`](crate::LockGuard::acquire_read)).
     ///
     /// ```no_run
-    /// # async fn f(rw: recipes::InterProcessReadWriteLock) -> Result<(), recipes::Error> {
+    /// # async fn f(rw: zooraft_recipes::InterProcessReadWriteLock) -> Result<(), zooraft_recipes::Error> {
     /// let guard = rw.write_lock().acquire().await?;
     /// # Ok(()) }
     /// ```

@@ -37,10 +37,10 @@ pub type Lease = LockGuard;
 ///
 /// ```no_run
 /// use std::time::Duration;
-/// use recipes::{InterProcessSemaphoreV2, ZookeeperClient};
+/// use zooraft_recipes::{InterProcessSemaphoreV2, ZookeeperClient};
 ///
 /// #[tokio::main]
-/// async fn main() -> Result<(), recipes::Error> {
+/// async fn main() -> Result<(), zooraft_recipes::Error> {
 ///     let client = ZookeeperClient::connect("127.0.0.1:2181", Duration::from_secs(10)).await?;
 ///     let sem = InterProcessSemaphoreV2::new(client.clone(), "/semaphores/exports", 3);
 ///     let lease = sem.acquire().await?;
@@ -70,8 +70,8 @@ impl InterProcessSemaphoreV2 {
     /// A semaphore at `path` granting at most `max_leases` leases.
     ///
     /// ```no_run
-    /// # fn f(client: std::sync::Arc<recipes::ZookeeperClient>) {
-    /// let sem = recipes::InterProcessSemaphoreV2::new(client, "/semaphores/exports", 3);
+    /// # fn f(client: std::sync::Arc<zooraft_recipes::ZookeeperClient>) {
+    /// let sem = zooraft_recipes::InterProcessSemaphoreV2::new(client, "/semaphores/exports", 3);
     /// # }
     /// ```
     pub fn new(
@@ -86,8 +86,8 @@ impl InterProcessSemaphoreV2 {
     /// `SharedCount`: a 4-byte big-endian int), read again whenever an acquirer waits.
     ///
     /// ```no_run
-    /// # fn f(client: std::sync::Arc<recipes::ZookeeperClient>) {
-    /// let sem = recipes::InterProcessSemaphoreV2::with_shared_count(client, "/semaphores/exports", "/semaphores/exports-max");
+    /// # fn f(client: std::sync::Arc<zooraft_recipes::ZookeeperClient>) {
+    /// let sem = zooraft_recipes::InterProcessSemaphoreV2::with_shared_count(client, "/semaphores/exports", "/semaphores/exports-max");
     /// # }
     /// ```
     pub fn with_shared_count(
@@ -113,7 +113,7 @@ impl InterProcessSemaphoreV2 {
     /// Stores `data` in the lease nodes (Curator's `setNodeData`). Call it before acquiring.
     ///
     /// ```no_run
-    /// # fn f(sem: recipes::InterProcessSemaphoreV2) {
+    /// # fn f(sem: zooraft_recipes::InterProcessSemaphoreV2) {
     /// let sem = sem.with_node_data(b"worker-7");
     /// # }
     /// ```
@@ -125,7 +125,7 @@ impl InterProcessSemaphoreV2 {
     /// Waits for a lease. Errors as [`InterProcessMutex::acquire`].
     ///
     /// ```no_run
-    /// # async fn f(sem: recipes::InterProcessSemaphoreV2) -> Result<(), recipes::Error> {
+    /// # async fn f(sem: zooraft_recipes::InterProcessSemaphoreV2) -> Result<(), zooraft_recipes::Error> {
     /// let lease = sem.acquire().await?;
     /// lease.release().await?;
     /// # Ok(()) }
@@ -141,7 +141,7 @@ impl InterProcessSemaphoreV2 {
     /// node of ours is left). Errors as [`InterProcessMutex::acquire_timeout`].
     ///
     /// ```no_run
-    /// # async fn f(sem: recipes::InterProcessSemaphoreV2) -> Result<(), recipes::Error> {
+    /// # async fn f(sem: zooraft_recipes::InterProcessSemaphoreV2) -> Result<(), zooraft_recipes::Error> {
     /// match sem.acquire_timeout(std::time::Duration::from_secs(2)).await? {
     ///     Some(lease) => lease.release().await?,
     ///     None => println!("all leases taken"),
@@ -184,7 +184,7 @@ impl InterProcessSemaphoreV2 {
     /// The lease nodes (Curator's `getParticipantNodes`), with their data.
     ///
     /// ```no_run
-    /// # async fn f(sem: recipes::InterProcessSemaphoreV2) -> Result<(), recipes::Error> {
+    /// # async fn f(sem: zooraft_recipes::InterProcessSemaphoreV2) -> Result<(), zooraft_recipes::Error> {
     /// let held = sem.participants().await?.len();
     /// # Ok(()) }
     /// ```

@@ -26,8 +26,8 @@ const CLOSE_WAIT: Duration = Duration::from_secs(5);
 ///
 /// ```no_run
 /// use std::time::Duration;
-/// use recipes::{InterProcessMutex, ZookeeperClient};
-/// # async fn f() -> Result<(), recipes::Error> {
+/// use zooraft_recipes::{InterProcessMutex, ZookeeperClient};
+/// # async fn f() -> Result<(), zooraft_recipes::Error> {
 /// let client = ZookeeperClient::connect("127.0.0.1:2181", Duration::from_secs(10)).await?;
 /// let guard = InterProcessMutex::new(client.clone(), "/locks/orders").acquire().await?;
 /// guard.release().await?;
@@ -52,8 +52,8 @@ impl ZookeeperClient {
     /// Connects (`host:port[,host:port...][/chroot]`) with the given session timeout.
     ///
     /// ```no_run
-    /// # async fn f() -> Result<(), recipes::Error> {
-    /// let client = recipes::ZookeeperClient::connect("127.0.0.1:2181", std::time::Duration::from_secs(10)).await?;
+    /// # async fn f() -> Result<(), zooraft_recipes::Error> {
+    /// let client = zooraft_recipes::ZookeeperClient::connect("127.0.0.1:2181", std::time::Duration::from_secs(10)).await?;
     /// # Ok(()) }
     /// ```
     pub async fn connect(
@@ -71,11 +71,11 @@ impl ZookeeperClient {
     /// Auth given with `Connector::with_auth` is sent again on every reconnect.
     ///
     /// ```no_run
-    /// # async fn f() -> Result<(), recipes::Error> {
+    /// # async fn f() -> Result<(), zooraft_recipes::Error> {
     /// let connector = zookeeper_client::Client::connector()
     ///     .with_session_timeout(std::time::Duration::from_secs(10))
     ///     .with_auth("digest", b"billing:secret");
-    /// let client = recipes::ZookeeperClient::connect_with(connector, "127.0.0.1:2181").await?;
+    /// let client = zooraft_recipes::ZookeeperClient::connect_with(connector, "127.0.0.1:2181").await?;
     /// # Ok(()) }
     /// ```
     pub async fn connect_with(
@@ -94,7 +94,7 @@ impl ZookeeperClient {
     /// ```no_run
     /// # async fn f() -> Result<(), Box<dyn std::error::Error>> {
     /// let raw = zookeeper_client::Client::connect("127.0.0.1:2181").await?;
-    /// let client = recipes::ZookeeperClient::from_client(raw);
+    /// let client = zooraft_recipes::ZookeeperClient::from_client(raw);
     /// # Ok(()) }
     /// ```
     pub fn from_client(client: zkc::Client) -> Arc<ZookeeperClient> {
@@ -138,7 +138,7 @@ impl ZookeeperClient {
     /// The zookeeper-client handle, for everything else (`None` once closed).
     ///
     /// ```no_run
-    /// # async fn f(client: std::sync::Arc<recipes::ZookeeperClient>) {
+    /// # async fn f(client: std::sync::Arc<zooraft_recipes::ZookeeperClient>) {
     /// let id = client.client().map(|c| c.session_id());
     /// # }
     /// ```

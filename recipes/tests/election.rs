@@ -6,11 +6,11 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use harness::ServerKind;
-use recipes::{
+use tokio::process::Command;
+use zooraft_recipes::{
     Error, InterProcessMutex, InterProcessSemaphoreV2, LeaderLatch, LeaderSelector, LostReason,
 };
-use tokio::process::Command;
+use zooraft_tests::ServerKind;
 
 use common::{check_log, children, client, eventually, read_log, run_all, server, Entry};
 
@@ -44,7 +44,7 @@ impl Election<'_> {
 
     /// A Java (Curator) election process: `mode` is `latch` or `selector`.
     fn curator(&self, mode: &str) -> Command {
-        let mut c = self.args(harness::java::java_command("LatchContender").into());
+        let mut c = self.args(zooraft_tests::java::java_command("LatchContender").into());
         if mode == "selector" {
             c.arg("selector");
         }
@@ -65,7 +65,7 @@ fn rust_semaphore(connect: &str, path: &str, max: usize, tasks: usize, log: &Pat
 }
 
 fn curator_semaphore(connect: &str, path: &str, max: usize, tasks: usize, log: &Path) -> Command {
-    let mut c: Command = harness::java::java_command("SemaphoreContender").into();
+    let mut c: Command = zooraft_tests::java::java_command("SemaphoreContender").into();
     c.arg(connect)
         .arg(path)
         .arg(max.to_string())
@@ -104,7 +104,7 @@ async fn election_interop(kind: ServerKind, mode: &str) {
     // Persistent, so that no container reaping restarts the sequence numbers meanwhile.
     for p in ["/election", path.as_str()] {
         admin
-            .create(p, b"", recipes::CreateMode::Persistent)
+            .create(p, b"", zooraft_recipes::CreateMode::Persistent)
             .await
             .expect("latch path");
     }
@@ -296,12 +296,16 @@ async fn semaphore_semantics(kind: ServerKind) {
     let server = server(kind);
     let c = client(&server.connect_string()).await;
     let count = "/semaphores/shared-max";
-    c.create("/semaphores", b"", recipes::CreateMode::Persistent)
+    c.create("/semaphores", b"", zooraft_recipes::CreateMode::Persistent)
         .await
         .expect("parent");
-    c.create(count, &2i32.to_be_bytes(), recipes::CreateMode::Persistent)
-        .await
-        .expect("count");
+    c.create(
+        count,
+        &2i32.to_be_bytes(),
+        zooraft_recipes::CreateMode::Persistent,
+    )
+    .await
+    .expect("count");
     let path = "/semaphores/shared";
     let sem = InterProcessSemaphoreV2::with_shared_count(c.clone(), path, count)
         .with_node_data(b"worker");
@@ -353,10 +357,10 @@ trait SetData {
     async fn set_data_for_test(&self, path: &str, data: &[u8]);
 }
 
-impl SetData for std::sync::Arc<dyn recipes::ZkClient> {
+impl SetData for std::sync::Arc<dyn zooraft_recipes::ZkClient> {
     async fn set_data_for_test(&self, path: &str, data: &[u8]) {
         let r = self
-            .multi(&[recipes::Op::SetData {
+            .multi(&[zooraft_recipes::Op::SetData {
                 path: path.to_string(),
                 data: data.to_vec(),
                 version: -1,

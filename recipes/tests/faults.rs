@@ -7,9 +7,9 @@ mod common;
 
 use std::time::Duration;
 
-use harness::proxy::{Direction, Proxy};
-use harness::ServerKind;
-use recipes::{Connection, Error, InterProcessMutex, LostReason};
+use zooraft_recipes::{Connection, Error, InterProcessMutex, LostReason};
+use zooraft_tests::proxy::{Direction, Proxy};
+use zooraft_tests::ServerKind;
 
 use common::{children, client, connect, connected, eventually, server, Backend};
 

@@ -9,8 +9,8 @@ mod common;
 
 use std::time::Duration;
 
-use harness::live_migration::LiveMigration;
-use recipes::CreateMode;
+use zooraft_recipes::CreateMode;
+use zooraft_tests::live_migration::LiveMigration;
 
 use common::{
     check_log, children, client, curator_contender, kazoo_contender, read_log, run_all,
@@ -80,7 +80,7 @@ fn one_lock_across_zookeeper_and_zooraft_members_and_through_the_cutover() {
         .await;
         let cutover = tokio::task::spawn_blocking({
             let four = four.clone();
-            move || harness::zooraft_cmd(&["migrate", "cutover", "--server", &four])
+            move || zooraft_tests::zooraft_cmd(&["migrate", "cutover", "--server", &four])
         })
         .await
         .expect("cutover task");

@@ -8,12 +8,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use harness::proxy::{Direction, Proxy};
-use harness::ServerKind;
-use recipes::{
+use zooraft_recipes::{
     CreateMode, Error, ErrorCode, InterProcessMutex, LostReason, Op, OpResult, Owner, ZkClient,
     ZkResult,
 };
+use zooraft_tests::proxy::{Direction, Proxy};
+use zooraft_tests::ServerKind;
 
 use common::{children, client, client_with_timeout, eventually, server, Forward, Forwarding};
 

@@ -12,12 +12,12 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
-use harness::ServerKind;
-use recipes::{AcquireOutcome, InterProcessMutex, LockMetrics, LostReason};
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing_subscriber::layer::{Context, SubscriberExt};
 use tracing_subscriber::Layer;
+use zooraft_recipes::{AcquireOutcome, InterProcessMutex, LockMetrics, LostReason};
+use zooraft_tests::ServerKind;
 
 use common::{children, client, eventually, server};
 

@@ -11,20 +11,20 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
-use harness::ServerKind;
-use recipes::{CreateMode, Fence, FencingToken, InterProcessMutex};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::Command;
+use zooraft_recipes::{CreateMode, Fence, FencingToken, InterProcessMutex};
+use zooraft_tests::ServerKind;
 
 use common::{
     check_log, children, client, curator_contender, curator_rw_contender, kazoo_contender,
     read_log, run_all, rust_contender, rust_rw_contender, server, CONTENDER,
 };
 
-async fn persistent_lock_path(admin: &Arc<dyn recipes::ZkClient>, path: &str) {
+async fn persistent_lock_path(admin: &Arc<dyn zooraft_recipes::ZkClient>, path: &str) {
     for p in ["/locks", path] {
         match admin.create(p, b"", CreateMode::Persistent).await {
-            Ok(_) | Err(recipes::ErrorCode::NodeExists) => {}
+            Ok(_) | Err(zooraft_recipes::ErrorCode::NodeExists) => {}
             Err(e) => panic!("create {p}: {e}"),
         }
     }

@@ -5,8 +5,8 @@ mod common;
 
 use std::time::Duration;
 
-use harness::ServerKind;
-use recipes::InterProcessReadWriteLock;
+use zooraft_recipes::InterProcessReadWriteLock;
+use zooraft_tests::ServerKind;
 
 use common::{children, client, eventually, server};
 

@@ -8,13 +8,13 @@ use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use harness::proxy::Proxy;
-use harness::ServerKind;
-use recipes::{
+use zooraft_recipes::{
     perms, Acl, AcquireOutcome, Connection, CreateMode, Error, ErrorCode, Id, InterProcessMutex,
     InterProcessReadWriteLock, LockMetrics, LostReason, SessionState, Stat, WatchReceiver,
     ZkClient, ZkResult, ZookeeperClient,
 };
+use zooraft_tests::proxy::Proxy;
+use zooraft_tests::ServerKind;
 
 use common::{
     children, client, connect, connected, eventually, server, Backend, Forward, Forwarding,
@@ -706,7 +706,7 @@ async fn authed(backend: Backend, connect_string: &str) -> Arc<dyn ZkClient> {
         .await
         .expect("connect"),
         Backend::ZookeeperAsync => {
-            let c = recipes::AsyncZkClient::connect(connect_string, Duration::from_secs(8))
+            let c = zooraft_recipes::AsyncZkClient::connect(connect_string, Duration::from_secs(8))
                 .await
                 .expect("connect");
             c.add_auth("digest", b"billing:secret").await.expect("auth");

@@ -7,9 +7,11 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use harness::proxy::{Direction, Proxy};
-use harness::ServerKind;
-use recipes::{CreateMode, Error, InterProcessMutex, LostReason, Owner, ZkClient, ZookeeperClient};
+use zooraft_recipes::{
+    CreateMode, Error, InterProcessMutex, LostReason, Owner, ZkClient, ZookeeperClient,
+};
+use zooraft_tests::proxy::{Direction, Proxy};
+use zooraft_tests::ServerKind;
 
 use common::{children, client, connect, server, Backend};
 

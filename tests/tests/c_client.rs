@@ -20,7 +20,7 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
-use harness::{ServerKind, TestServer};
+use zooraft_tests::{ServerKind, TestServer};
 
 /// The whole program's bound (it bounds each of its waits itself, to a few seconds).
 const PROGRAM_TIMEOUT: Duration = Duration::from_secs(120);
@@ -40,7 +40,7 @@ fn compile(source: &str, dir: &Path) -> PathBuf {
         Path::new(HEADER).exists(),
         "{HEADER} is missing: install `libzookeeper-mt-dev` (the ZooKeeper C client)"
     );
-    let src = harness::suite_dir().join("c").join(source);
+    let src = zooraft_tests::suite_dir().join("c").join(source);
     let bin = dir.join(source.trim_end_matches(".c"));
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     let out = Command::new(&cc)
@@ -66,7 +66,7 @@ fn c_api(kind: ServerKind) {
     let dir = tempfile::tempdir().expect("temp dir for the C program");
     let bin = compile("zk_client.c", dir.path());
     let server = TestServer::start(kind);
-    harness::checks::demand(
+    zooraft_tests::checks::demand(
         "zk_client.c",
         Command::new(&bin),
         &server,
@@ -75,7 +75,7 @@ fn c_api(kind: ServerKind) {
     );
 }
 
-harness::against_both!(c_api_apache, c_api_zooraft, c_api);
+zooraft_tests::against_both!(c_api_apache, c_api_zooraft, c_api);
 
 fn cli_mt_is_installed() {
     assert!(
@@ -360,4 +360,4 @@ fn cli_mt_session(kind: ServerKind) {
     );
 }
 
-harness::against_both!(cli_mt_apache, cli_mt_zooraft, cli_mt_session);
+zooraft_tests::against_both!(cli_mt_apache, cli_mt_zooraft, cli_mt_session);

@@ -11,11 +11,11 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use harness::faults::FakeClock;
-use harness::rt::{block_on, eventually_async, within};
-use harness::zc::{ephemeral, persistent};
-use harness::{ServerKind, TestEnsemble, TestServer, TestServerBuilder};
 use zookeeper_client as zc;
+use zooraft_tests::faults::FakeClock;
+use zooraft_tests::rt::{block_on, eventually_async, within};
+use zooraft_tests::zc::{ephemeral, persistent};
+use zooraft_tests::{ServerKind, TestEnsemble, TestServer, TestServerBuilder};
 
 const WAIT: Duration = Duration::from_secs(60);
 /// The step: ten minutes, far beyond every timeout and TTL here.
@@ -116,7 +116,7 @@ async fn jump_and_check(c: &zc::Client, clock: &FakeClock, stamps_follow: bool, 
 }
 
 async fn connect(hosts: &str) -> zc::Client {
-    harness::zc::connect(hosts, Duration::from_secs(4), WAIT).await
+    zooraft_tests::zc::connect(hosts, Duration::from_secs(4), WAIT).await
 }
 
 #[test]

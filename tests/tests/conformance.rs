@@ -2,9 +2,9 @@
 //! and against zooraft (or, with `CONFORMANCE_TARGET=zookeeper`, a second Apache
 //! ZooKeeper); normalized transcripts must match. One test per group; each prints
 //! `conformance[<group>]: N passed, N failed` and the running total
-//! `conformance: N passed, N failed`. See `harness::conformance` for the knobs.
+//! `conformance: N passed, N failed`. See `zooraft_tests::conformance` for the knobs.
 
-use harness::conformance::{run_group, scenarios, Group};
+use zooraft_tests::conformance::{run_group, scenarios, Group};
 
 fn run(group: Group) {
     let s = run_group(group, scenarios::all(group));

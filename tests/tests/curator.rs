@@ -20,8 +20,8 @@ use std::process::{Child, ExitStatus, Stdio};
 use std::sync::{mpsc, Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use harness::java::java_command;
-use harness::{ServerKind, TestServer};
+use zooraft_tests::java::java_command;
+use zooraft_tests::{ServerKind, TestServer};
 
 /// How long one Java program may run before it is killed (its own watchdog fires at 100 s).
 const PROGRAM_BOUND: Duration = Duration::from_secs(120);
@@ -257,7 +257,7 @@ fn mutex(kind: ServerKind) {
     assert_all_passed(&run, MUTEX_CHECKS, &zk);
 }
 
-harness::against_both!(curator_mutex_apache, curator_mutex_zooraft, mutex);
+zooraft_tests::against_both!(curator_mutex_apache, curator_mutex_zooraft, mutex);
 
 /// InterProcessMutex across 3 JVMs (2 clients each): every holder increments a counter file,
 /// with an O_EXCL marker file catching overlaps; the final count must be exact.
@@ -324,7 +324,7 @@ fn mutex_across_processes(kind: ServerKind) {
     );
 }
 
-harness::against_both!(
+zooraft_tests::against_both!(
     curator_mutex_across_processes_apache,
     curator_mutex_across_processes_zooraft,
     mutex_across_processes
@@ -355,7 +355,7 @@ fn read_write_lock(kind: ServerKind) {
     assert_all_passed(&run, RWLOCK_CHECKS, &zk);
 }
 
-harness::against_both!(
+zooraft_tests::against_both!(
     curator_read_write_lock_apache,
     curator_read_write_lock_zooraft,
     read_write_lock
@@ -381,7 +381,7 @@ fn semaphore(kind: ServerKind) {
     assert_all_passed(&run, SEMAPHORE_CHECKS, &zk);
 }
 
-harness::against_both!(
+zooraft_tests::against_both!(
     curator_semaphore_apache,
     curator_semaphore_zooraft,
     semaphore
@@ -407,7 +407,7 @@ fn leader_latch(kind: ServerKind) {
     assert_all_passed(&run, LATCH_CHECKS, &zk);
 }
 
-harness::against_both!(
+zooraft_tests::against_both!(
     curator_leader_latch_apache,
     curator_leader_latch_zooraft,
     leader_latch
@@ -433,7 +433,7 @@ fn leader_selector(kind: ServerKind) {
     assert_all_passed(&run, SELECTOR_CHECKS, &zk);
 }
 
-harness::against_both!(
+zooraft_tests::against_both!(
     curator_leader_selector_apache,
     curator_leader_selector_zooraft,
     leader_selector
@@ -461,7 +461,7 @@ fn cache(kind: ServerKind) {
     assert_all_passed(&run, CACHE_CHECKS, &zk);
 }
 
-harness::against_both!(curator_cache_apache, curator_cache_zooraft, cache);
+zooraft_tests::against_both!(curator_cache_apache, curator_cache_zooraft, cache);
 
 const ATOMIC_CHECKS: &[&str] = &[
     "atomic_initialize",
@@ -483,7 +483,7 @@ fn atomic_long(kind: ServerKind) {
     assert_all_passed(&run, ATOMIC_CHECKS, &zk);
 }
 
-harness::against_both!(
+zooraft_tests::against_both!(
     curator_atomic_long_apache,
     curator_atomic_long_zooraft,
     atomic_long
@@ -541,7 +541,7 @@ fn connection_state(kind: ServerKind) {
     assert_eq!(restarts, 2, "{}", run.transcript());
 }
 
-harness::against_both!(
+zooraft_tests::against_both!(
     curator_connection_state_apache,
     curator_connection_state_zooraft,
     connection_state
@@ -559,7 +559,7 @@ const RECONFIG_CHECKS: &[&str] = &[
 
 /// reconfig() and getConfig() against a 3-member ensemble with `reconfigEnabled=true`.
 fn reconfig(kind: ServerKind) {
-    let e = harness::TestEnsemble::start_kind(kind, 3, 0, harness::ensemble::RECONFIG);
+    let e = zooraft_tests::TestEnsemble::start_kind(kind, 3, 0, zooraft_tests::ensemble::RECONFIG);
     let leader = e.leader();
     let connected = e.member((leader + 1) % 3);
     let removed = (leader + 2) % 3 + 1;
@@ -570,4 +570,4 @@ fn reconfig(kind: ServerKind) {
     assert_all_passed(&run, RECONFIG_CHECKS, connected);
 }
 
-harness::against_both!(curator_reconfig_apache, curator_reconfig_zooraft, reconfig);
+zooraft_tests::against_both!(curator_reconfig_apache, curator_reconfig_zooraft, reconfig);

@@ -3,19 +3,19 @@
 //! zxid, with their clients connected. Real ZooKeeper voters, real zooraft observers, kazoo
 //! and Java clients writing through the cut-over; then the trees, sessions and zxids are
 //! checked, and the new Raft leader is killed. Register clients run through it all, their
-//! history checked for linearizability (`harness::registers`). Also: the refusal while
+//! history checked for linearizability (`zooraft_tests::registers`). Also: the refusal while
 //! ZooKeeper has clients, and a cut-over that is prepared but never committed (ZooKeeper
 //! stays in charge; a retry succeeds).
 
 use std::time::Duration;
 
-use harness::kazoo_migrate::{load_every_kind, Background};
-use harness::live_migration::{wait_serving, zxid_of, LiveMigration};
-use harness::registers::{Reads, Registers};
-use harness::rt::{block_on, eventually, runtime, within};
-use harness::zc::{connect, persistent};
-use harness::{zooraft_cmd, TestServer};
 use zookeeper_client as zc;
+use zooraft_tests::kazoo_migrate::{load_every_kind, Background};
+use zooraft_tests::live_migration::{wait_serving, zxid_of, LiveMigration};
+use zooraft_tests::registers::{Reads, Registers};
+use zooraft_tests::rt::{block_on, eventually, runtime, within};
+use zooraft_tests::zc::{connect, persistent};
+use zooraft_tests::{zooraft_cmd, TestServer};
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -60,7 +60,7 @@ fn raft_leader(m: &LiveMigration) -> usize {
 async fn until_held(addr: std::net::SocketAddr) {
     let deadline = std::time::Instant::now() + WAIT;
     loop {
-        let mntr = harness::four_letter_word(addr, "mntr").unwrap_or_default();
+        let mntr = zooraft_tests::four_letter_word(addr, "mntr").unwrap_or_default();
         let held = mntr
             .lines()
             .find_map(|l| l.strip_prefix("zk_migration_held\t"))
@@ -146,7 +146,7 @@ fn cutover_under_load_keeps_every_client_session_and_write() {
             (root, kazoo)
         })
         .collect();
-    let mut java = harness::java::java_command("MigrationWriter");
+    let mut java = zooraft_tests::java::java_command("MigrationWriter");
     java.args(["/j", "12", &m.observer(2).connect_string()]);
     writers.push((
         "/j".into(),

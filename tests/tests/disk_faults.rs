@@ -20,11 +20,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use harness::faults::{self, fill, Rng};
-use harness::rt::{block_on, eventually, eventually_async, within};
-use harness::zc::persistent;
-use harness::{ServerKind, TestEnsemble, TestServer};
 use zookeeper_client as zc;
+use zooraft_tests::faults::{self, fill, Rng};
+use zooraft_tests::rt::{block_on, eventually, eventually_async, within};
+use zooraft_tests::zc::persistent;
+use zooraft_tests::{ServerKind, TestEnsemble, TestServer};
 
 const WAIT: Duration = Duration::from_secs(60);
 /// Each member's tmpfs, its reserve, and the space a test leaves when it fills the disk.
@@ -33,7 +33,7 @@ const RESERVE: (&str, &str) = ("diskReserveMB", "24");
 const LEAVE_BYTES: u64 = 8 << 20;
 
 async fn connect(hosts: &str) -> zc::Client {
-    harness::zc::connect(hosts, Duration::from_secs(10), WAIT).await
+    zooraft_tests::zc::connect(hosts, Duration::from_secs(10), WAIT).await
 }
 
 fn flag(server: &TestServer) -> Option<String> {
@@ -242,7 +242,7 @@ async fn write_until(hosts: String, stop: Arc<AtomicBool>) -> Vec<String> {
 fn eio_on_fsync(leader_fails: bool) {
     let triggers = tempfile::tempdir().expect("tempdir");
     let trigger = |i: usize| -> PathBuf { triggers.path().join(format!("eio-{i}")) };
-    let shim = harness::server::fault_shim();
+    let shim = zooraft_tests::server::fault_shim();
     let mut e = TestEnsemble::start_with(3, &[], &|i, b| {
         b.env("LD_PRELOAD", &shim.display().to_string())
             .env("ZOORAFT_FAULT_EIO_FILE", &trigger(i).display().to_string())
@@ -254,7 +254,7 @@ fn eio_on_fsync(leader_fails: bool) {
         (leader + 1) % 3
     };
     let stop = Arc::new(AtomicBool::new(false));
-    let rt = harness::rt::runtime();
+    let rt = zooraft_tests::rt::runtime();
     let writer = rt.spawn(write_until(e.connect_string(), stop.clone()));
     std::thread::sleep(Duration::from_secs(2));
     std::fs::write(trigger(victim), b"").expect("arm the fault");
@@ -355,7 +355,7 @@ fn flips_setup(rt: &tokio::runtime::Runtime) -> Flips {
 #[test]
 fn flipped_bytes_are_refused_or_repaired() {
     // One runtime for the whole test: the clients live as long as it does.
-    let rt = harness::rt::runtime();
+    let rt = zooraft_tests::rt::runtime();
     let mut f = flips_setup(&rt);
     let (mut refused, mut recovered) = (0, 0);
     for seed in seeds() {
@@ -432,7 +432,7 @@ fn flipped_bytes_are_refused_or_repaired() {
 /// others keep serving.
 #[test]
 fn a_member_on_an_older_copy_of_its_data_recovers_with_the_reason() {
-    let rt = harness::rt::runtime();
+    let rt = zooraft_tests::rt::runtime();
     let mut e = TestEnsemble::start(3, 0, &[]);
     let victim = (e.leader() + 1) % 3;
     let others: Vec<String> = (0..3)
@@ -465,7 +465,7 @@ fn a_member_on_an_older_copy_of_its_data_recovers_with_the_reason() {
     e.member_mut(victim).respawn();
     // The others serve throughout.
     rt.block_on(create(&client, "/after"));
-    harness::rt::eventually("the member caught up and trusted again", WAIT, || {
+    zooraft_tests::rt::eventually("the member caught up and trusted again", WAIT, || {
         (e.member(victim).figure("zk_data_trusted").as_deref() == Some("1")).then_some(())
     });
     let log = std::fs::read(e.member(victim).log_path()).expect("log");

@@ -5,16 +5,16 @@
 
 use std::time::{Duration, Instant};
 
-use harness::zc::persistent;
-use harness::{ServerKind, TestServer};
 use zookeeper_client as zc;
+use zooraft_tests::zc::persistent;
+use zooraft_tests::{ServerKind, TestServer};
 
 const WAIT: Duration = Duration::from_secs(120);
 
-use harness::rt::block_on;
+use zooraft_tests::rt::block_on;
 
 async fn connect(hosts: &str) -> zc::Client {
-    harness::zc::connect(hosts, Duration::from_secs(20), WAIT).await
+    zooraft_tests::zc::connect(hosts, Duration::from_secs(20), WAIT).await
 }
 
 /// Creates `/bulk/n<i>` for `i` in `0..count`, `in_flight` at a time; returns each czxid.

@@ -4,16 +4,16 @@
 
 use std::time::{Duration, Instant};
 
-use harness::rt::{block_on, eventually, eventually_async, within};
-use harness::zc::{ephemeral, persistent};
-use harness::TestEnsemble;
 use zookeeper_client as zc;
+use zooraft_tests::rt::{block_on, eventually, eventually_async, within};
+use zooraft_tests::zc::{ephemeral, persistent};
+use zooraft_tests::TestEnsemble;
 
 /// Bound for any single client operation.
 const WAIT: Duration = Duration::from_secs(60);
 
 async fn connect(hosts: &str) -> zc::Client {
-    harness::zc::connect(hosts, Duration::from_secs(6), WAIT).await
+    zooraft_tests::zc::connect(hosts, Duration::from_secs(6), WAIT).await
 }
 
 #[test]

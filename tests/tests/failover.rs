@@ -12,10 +12,10 @@
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use harness::raw_client::{ConnectOptions, RawClient};
-use harness::rt::block_on;
-use harness::{against_both, ServerKind, TestEnsemble};
 use jute::{Acl, CreateRequest, Request};
+use zooraft_tests::raw_client::{ConnectOptions, RawClient};
+use zooraft_tests::rt::block_on;
+use zooraft_tests::{against_both, ServerKind, TestEnsemble};
 
 fn create(path: &str) -> Request {
     Request::Create(CreateRequest {

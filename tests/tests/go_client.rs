@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use harness::{ServerKind, TestServer};
+use zooraft_tests::{ServerKind, TestServer};
 
 /// The whole program's bound (each of its checks has its own deadline of 20 s).
 const PROGRAM_TIMEOUT: Duration = Duration::from_secs(240);
@@ -38,7 +38,7 @@ fn compile(source: &str, dir: &Path) -> PathBuf {
         "{LIBRARY} is missing: install `golang-github-samuel-go-zookeeper-dev` \
          (the Go ZooKeeper client)"
     );
-    let src = harness::suite_dir().join("go").join(source);
+    let src = zooraft_tests::suite_dir().join("go").join(source);
     let bin = dir.join(source.trim_end_matches(".go"));
     let gopath = dir.join("gopath");
     let gocache = dir.join("gocache");
@@ -74,7 +74,7 @@ fn go_client(kind: ServerKind) {
     let dir = tempfile::tempdir().expect("temp dir for the Go program");
     let bin = compile("zk_client.go", dir.path());
     let server = TestServer::start(kind);
-    harness::checks::demand(
+    zooraft_tests::checks::demand(
         "zk_client.go",
         Command::new(&bin),
         &server,
@@ -83,4 +83,4 @@ fn go_client(kind: ServerKind) {
     );
 }
 
-harness::against_both!(go_client_apache, go_client_zooraft, go_client);
+zooraft_tests::against_both!(go_client_apache, go_client_zooraft, go_client);

@@ -1,7 +1,7 @@
 //! The harness itself: a server starts, answers four-letter words, survives pause/resume and
 //! restart on the same port.
 
-use harness::{ServerKind, TestServer};
+use zooraft_tests::{ServerKind, TestServer};
 
 #[test]
 fn apache_zookeeper_starts_and_restarts() {
@@ -26,7 +26,7 @@ fn process_exists(pid: u32) -> bool {
 
 #[test]
 fn apache_zookeeper_ensemble_elects_fails_over_and_cleans_up() {
-    let mut e = harness::TestEnsemble::start_kind(ServerKind::Apache, 3, 1, &[]);
+    let mut e = zooraft_tests::TestEnsemble::start_kind(ServerKind::Apache, 3, 1, &[]);
     assert_eq!(
         e.member(3).mode().as_deref(),
         Some("observer"),

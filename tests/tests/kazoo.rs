@@ -10,13 +10,13 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use harness::{ServerKind, TestServer};
+use zooraft_tests::{ServerKind, TestServer};
 
 /// The whole program's bound (each program also bounds itself, and each of its checks).
 const PROGRAM_TIMEOUT: Duration = Duration::from_secs(300);
 
 fn python_dir() -> PathBuf {
-    harness::suite_dir().join("python")
+    zooraft_tests::suite_dir().join("python")
 }
 
 fn kazoo_is_installed() {
@@ -42,7 +42,7 @@ fn scenario(kind: ServerKind, program: &str, expected: usize) {
         .arg("-u")
         .arg(python_dir().join(program))
         .env("PYTHONDONTWRITEBYTECODE", "1");
-    harness::checks::demand(program, python, &server, PROGRAM_TIMEOUT, expected);
+    zooraft_tests::checks::demand(program, python, &server, PROGRAM_TIMEOUT, expected);
 }
 
 const API_CHECKS: usize = 12;
@@ -73,7 +73,7 @@ const RECONFIG_CHECKS: usize = 4;
 /// kazoo's `client.reconfig` against a 3-member ensemble with `reconfigEnabled=true`.
 fn reconfig_scenario(kind: ServerKind) {
     kazoo_is_installed();
-    let e = harness::TestEnsemble::start_kind(kind, 3, 0, harness::ensemble::RECONFIG);
+    let e = zooraft_tests::TestEnsemble::start_kind(kind, 3, 0, zooraft_tests::ensemble::RECONFIG);
     let leader = e.leader();
     let connected = (leader + 1) % 3;
     let removed = (leader + 2) % 3;
@@ -83,7 +83,7 @@ fn reconfig_scenario(kind: ServerKind) {
         .arg(python_dir().join("kazoo_reconfig.py"))
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .env("REMOVE_ID", (removed + 1).to_string());
-    harness::checks::demand(
+    zooraft_tests::checks::demand(
         "kazoo_reconfig.py",
         python,
         e.member(connected),

@@ -10,11 +10,11 @@
 
 use std::time::Duration;
 
-use harness::conformance::req;
-use harness::raw_client::{Body, ConnectOptions, RawClient, RawError, Reply};
-use harness::rt::{block_on, eventually_async};
-use harness::TestEnsemble;
 use jute::{Request, Response, SyncRequest};
+use zooraft_tests::conformance::req;
+use zooraft_tests::raw_client::{Body, ConnectOptions, RawClient, RawError, Reply};
+use zooraft_tests::rt::{block_on, eventually_async};
+use zooraft_tests::TestEnsemble;
 
 const WAIT: Duration = Duration::from_secs(60);
 const CALL: Duration = Duration::from_secs(10);
@@ -90,7 +90,7 @@ fn pipelined_reads_see_exactly_their_sessions_earlier_writes() {
             let mut replies = Vec::new();
             for _ in &xids {
                 match c.recv(CALL).await.expect("a reply") {
-                    harness::raw_client::Incoming::Reply(r) => replies.push(r),
+                    zooraft_tests::raw_client::Incoming::Reply(r) => replies.push(r),
                     other => panic!("round {round}: expected a reply, got {other:?}"),
                 }
             }

@@ -15,11 +15,11 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use harness::faults::{self, Rng};
-use harness::rt::{eventually, within};
-use harness::zc::persistent;
-use harness::TestEnsemble;
 use zookeeper_client as zc;
+use zooraft_tests::faults::{self, Rng};
+use zooraft_tests::rt::{eventually, within};
+use zooraft_tests::zc::persistent;
+use zooraft_tests::TestEnsemble;
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -31,7 +31,7 @@ fn seed() -> u64 {
 }
 
 async fn create_all(hosts: &str, prefix: &str, n: usize) -> zc::Client {
-    let c = harness::zc::connect(hosts, Duration::from_secs(10), WAIT).await;
+    let c = zooraft_tests::zc::connect(hosts, Duration::from_secs(10), WAIT).await;
     for i in 0..n {
         let path = format!("{prefix}{i}");
         within(&path, WAIT, c.create(&path, path.as_bytes(), &persistent()))
@@ -75,7 +75,7 @@ fn settled_snapshots(e: &TestEnsemble, i: usize) -> Vec<PathBuf> {
 
 #[test]
 fn a_table_flipped_while_running_stops_the_member_with_the_repair() {
-    let rt = harness::rt::runtime();
+    let rt = zooraft_tests::rt::runtime();
     let mut e = TestEnsemble::start(3, 0, &[("scrubIntervalSeconds", "1")]);
     let victim = (e.leader() + 1) % 3;
     let client = rt.block_on(create_all(&hosts_but(&e, victim), "/before", 300));
@@ -114,7 +114,7 @@ fn a_table_flipped_while_running_stops_the_member_with_the_repair() {
 
 #[test]
 fn a_torn_snapshot_on_a_running_follower_is_written_afresh() {
-    let rt = harness::rt::runtime();
+    let rt = zooraft_tests::rt::runtime();
     let mut e = TestEnsemble::start(
         3,
         0,
@@ -144,7 +144,7 @@ fn a_torn_snapshot_on_a_running_follower_is_written_afresh() {
 
 #[test]
 fn a_damaged_snapshot_on_the_leader_is_never_sent() {
-    let rt = harness::rt::runtime();
+    let rt = zooraft_tests::rt::runtime();
     // No scrub: the check before sending is what is tested.
     let mut e = TestEnsemble::start(
         3,

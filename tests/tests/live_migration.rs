@@ -11,16 +11,16 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use harness::kazoo_migrate::{load_every_kind, Background};
-use harness::live_migration::{zxid_of, Extra, LiveMigration};
-use harness::pki::{quorum_keys, Ca};
-use harness::raw_client::{ConnectOptions, Handshake, RawClient, RawError};
-use harness::rt::{block_on, eventually, eventually_async, within};
-use harness::tree_dump::{assert_same, dump, Dump};
-use harness::zc::{connect, ephemeral, persistent};
-use harness::TestServer;
 use jute::{Acl, CreateMode, CreateRequest, Request};
 use zookeeper_client as zc;
+use zooraft_tests::kazoo_migrate::{load_every_kind, Background};
+use zooraft_tests::live_migration::{zxid_of, Extra, LiveMigration};
+use zooraft_tests::pki::{quorum_keys, Ca};
+use zooraft_tests::raw_client::{ConnectOptions, Handshake, RawClient, RawError};
+use zooraft_tests::rt::{block_on, eventually, eventually_async, within};
+use zooraft_tests::tree_dump::{assert_same, dump, Dump};
+use zooraft_tests::zc::{connect, ephemeral, persistent};
+use zooraft_tests::TestServer;
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -75,7 +75,7 @@ fn observers_sync_serve_and_follow_like_zookeepers_own() {
         &["write_at", "/load-zk", "8", &m.zookeeper_hosts()],
         dir.path().join("load-zk.out"),
     );
-    let mut java = harness::java::java_command("MigrationWriter");
+    let mut java = zooraft_tests::java::java_command("MigrationWriter");
     java.args(["/load-java", "8", &m.zookeeper_hosts()]);
     let mut java_on_zookeeper = Background::command(java, dir.path().join("load-java.out"));
     let observer = m.start_observer(0).connect_string();
@@ -181,7 +181,7 @@ fn observers_sync_serve_and_follow_like_zookeepers_own() {
         }
     });
     m.observer_mut(0).restart();
-    harness::live_migration::wait_serving(m.observer(0));
+    zooraft_tests::live_migration::wait_serving(m.observer(0));
     eventually("the restarted observer syncs by DIFF", WAIT, || {
         m.observer(0).log_tail().contains("by DIFF").then_some(())
     });
@@ -197,7 +197,7 @@ fn observers_sync_serve_and_follow_like_zookeepers_own() {
     let next = m.leader();
     assert_ne!(next, leader);
     for i in 0..2 {
-        harness::live_migration::wait_serving(m.observer(i));
+        zooraft_tests::live_migration::wait_serving(m.observer(i));
     }
     block_on(async {
         let c = connect(
@@ -277,7 +277,11 @@ fn a_dead_clients_session_expires_on_zookeeper_and_its_ephemerals_go_everywhere(
 }
 
 /// A create through `c` (err 0 expected by the caller).
-async fn create_with(c: &mut RawClient, path: &str, flags: i32) -> harness::raw_client::Reply {
+async fn create_with(
+    c: &mut RawClient,
+    path: &str,
+    flags: i32,
+) -> zooraft_tests::raw_client::Reply {
     let req = Request::Create(CreateRequest {
         path: path.into(),
         data: Some(Bytes::from_static(b"x")),
@@ -380,7 +384,7 @@ fn an_observer_added_by_reconfig_joins_and_cuts_over() {
             "{config}"
         );
     });
-    let (ok, out) = harness::zooraft_cmd(&[
+    let (ok, out) = zooraft_tests::zooraft_cmd(&[
         "migrate",
         "cutover",
         "--server",
@@ -388,7 +392,7 @@ fn an_observer_added_by_reconfig_joins_and_cuts_over() {
     ]);
     assert!(ok, "{out}");
     assert!(out.contains("members=4"), "{out}");
-    harness::live_migration::wait_serving(m.observer(0));
+    zooraft_tests::live_migration::wait_serving(m.observer(0));
     // One member: zooraft calls that standalone, as for any one-member configuration.
     let mode = m.observer(0).mode();
     assert!(
@@ -422,7 +426,7 @@ fn an_observer_follows_over_quorum_tls_and_cuts_over() {
     });
     assert_same_tree(&m, m.observer(0), "an observer over quorum TLS");
     // After the cut-over the zooraft members' own Raft traffic is TLS too (same keys).
-    let (ok, out) = harness::zooraft_cmd(&["migrate", "cutover", "--server", &observer]);
+    let (ok, out) = zooraft_tests::zooraft_cmd(&["migrate", "cutover", "--server", &observer]);
     assert!(ok, "{out}");
     block_on(async {
         let c = connect(&observer, Duration::from_secs(10), WAIT).await;
@@ -477,6 +481,6 @@ fn an_observer_authenticates_with_quorum_sasl_and_cuts_over() {
             .await
             .expect("a write forwarded on an authenticated link");
     });
-    let (ok, out) = harness::zooraft_cmd(&["migrate", "cutover", "--server", &observer]);
+    let (ok, out) = zooraft_tests::zooraft_cmd(&["migrate", "cutover", "--server", &observer]);
     assert!(ok, "{out}");
 }

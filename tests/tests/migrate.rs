@@ -13,20 +13,20 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use harness::faults::copy_dir;
-use harness::kazoo_migrate::{load_every_kind, Background};
-use harness::rt::{block_on, eventually};
-use harness::tree_dump::{
+use zookeeper_client as zc;
+use zooraft_tests::faults::copy_dir;
+use zooraft_tests::kazoo_migrate::{load_every_kind, Background};
+use zooraft_tests::rt::{block_on, eventually};
+use zooraft_tests::tree_dump::{
     assert_same as assert_same_at_least, dump, super_client, Dump, SUPER_DIGEST,
 };
-use harness::zkcli::ZkCli;
-use harness::{free_port, zooraft_cmd, ServerKind, TestServer};
-use zookeeper_client as zc;
+use zooraft_tests::zkcli::ZkCli;
+use zooraft_tests::{free_port, zooraft_cmd, ServerKind, TestServer};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
 /// A ZooKeeper started for these tests: TTL nodes on, a superDigest, 4 s minimum sessions.
-fn zookeeper(port: Option<u16>, extra: &[(&str, &str)]) -> harness::TestServerBuilder {
+fn zookeeper(port: Option<u16>, extra: &[(&str, &str)]) -> zooraft_tests::TestServerBuilder {
     let mut b = TestServer::builder(ServerKind::Apache)
         .config("extendedTypesEnabled", "true")
         .jvm_property(
@@ -148,7 +148,7 @@ fn import_keeps_tree_stats_sessions_and_sequences() {
     std::fs::write(&go, "go").expect("go file");
     let out = holder.wait(LIMIT);
     assert_eq!(
-        harness::checks::parse_summary(&out),
+        zooraft_tests::checks::parse_summary(&out),
         Some((5, 0)),
         "holder of session {held_session:#x}:\n{out}"
     );
@@ -526,12 +526,14 @@ fn an_ensemble_member_imports_and_the_others_catch_up_by_snapshot() {
 /// A write load on zooraft: creates under /load (never deleted, never changed) and a
 /// counter in /load's data, until `stop`.
 async fn write_load(hosts: String, stop: std::sync::Arc<std::sync::atomic::AtomicBool>) -> u64 {
-    let c = harness::zc::connect(&hosts, Duration::from_secs(20), LIMIT).await;
-    let _ = c.create("/load", b"", &harness::zc::persistent()).await;
+    let c = zooraft_tests::zc::connect(&hosts, Duration::from_secs(20), LIMIT).await;
+    let _ = c
+        .create("/load", b"", &zooraft_tests::zc::persistent())
+        .await;
     let mut n = 0u64;
     while !stop.load(std::sync::atomic::Ordering::Relaxed) {
         let path = format!("/load/n{n:07}");
-        if c.create(&path, b"x", &harness::zc::persistent())
+        if c.create(&path, b"x", &zooraft_tests::zc::persistent())
             .await
             .is_ok()
         {
@@ -569,7 +571,7 @@ fn backup_under_write_load_restores_the_state_at_its_zxid() {
         .config("admin.serverAddress", "127.0.0.1")
         .start();
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let rt = harness::rt::runtime();
+    let rt = zooraft_tests::rt::runtime();
     let load = rt.spawn(write_load(live.connect_string(), stop.clone()));
     std::thread::sleep(Duration::from_secs(2));
     let tmp = tempfile::tempdir().expect("tempdir");
@@ -697,9 +699,9 @@ fn a_backup_of_a_follower_equals_one_of_the_leader() {
     }
     let hosts: Vec<String> = members.iter().map(|m| m.connect_string()).collect();
     block_on(async {
-        let c = harness::zc::connect(&hosts.join(","), Duration::from_secs(20), LIMIT).await;
+        let c = zooraft_tests::zc::connect(&hosts.join(","), Duration::from_secs(20), LIMIT).await;
         for i in 0..200 {
-            c.create(&format!("/b{i}"), b"v", &harness::zc::persistent())
+            c.create(&format!("/b{i}"), b"v", &zooraft_tests::zc::persistent())
                 .await
                 .expect("create");
         }

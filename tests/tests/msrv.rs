@@ -16,7 +16,7 @@ fn version(s: &str) -> Option<(u64, u64, u64)> {
 }
 
 fn workspace_root() -> PathBuf {
-    let tests = harness::suite_dir();
+    let tests = zooraft_tests::suite_dir();
     tests.parent().expect("the workspace root").to_path_buf()
 }
 

@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use harness::{ServerKind, TestServer};
+use zooraft_tests::{ServerKind, TestServer};
 
 /// The whole program's bound (it bounds each of its checks itself, to 15 s).
 const PROGRAM_TIMEOUT: Duration = Duration::from_secs(180);
@@ -25,7 +25,7 @@ const NODE_CHECKS: usize = 18;
 
 /// `tests/node`, after checking that `node` and the npm package are there.
 fn node_dir() -> PathBuf {
-    let dir = harness::suite_dir().join("node");
+    let dir = zooraft_tests::suite_dir().join("node");
     let package = dir.join("node_modules").join("node-zookeeper-client");
     assert!(
         package.join("package.json").exists(),
@@ -46,7 +46,7 @@ fn node_client(kind: ServerKind) {
     let server = TestServer::start(kind);
     let mut node = Command::new("node");
     node.arg(dir.join("zk_client.js")).current_dir(&dir);
-    harness::checks::demand("zk_client.js", node, &server, PROGRAM_TIMEOUT, NODE_CHECKS);
+    zooraft_tests::checks::demand("zk_client.js", node, &server, PROGRAM_TIMEOUT, NODE_CHECKS);
 }
 
-harness::against_both!(node_client_apache, node_client_zooraft, node_client);
+zooraft_tests::against_both!(node_client_apache, node_client_zooraft, node_client);

@@ -14,10 +14,10 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use harness::conformance::req;
-use harness::raw_client::{ConnectOptions, RawClient};
-use harness::rt::block_on;
-use harness::{ServerKind, TestEnsemble};
+use zooraft_tests::conformance::req;
+use zooraft_tests::raw_client::{ConnectOptions, RawClient};
+use zooraft_tests::rt::block_on;
+use zooraft_tests::{ServerKind, TestEnsemble};
 
 /// Longest a write may take to be acknowledged after a cut that leaves a quorum: several
 /// election timeouts (500 ms ticks here), on a loaded machine.

@@ -14,8 +14,8 @@
 
 use std::time::{Duration, Instant};
 
-use harness::patroni::{PatroniNode, Role, Timings};
-use harness::{ServerKind, TestEnsemble, TestServer};
+use zooraft_tests::patroni::{PatroniNode, Role, Timings};
+use zooraft_tests::{ServerKind, TestEnsemble, TestServer};
 
 /// How long bootstrapping a cluster may take: initdb, the leader lock, pg_basebackup to the
 /// replica and its start (a few seconds on an idle machine).

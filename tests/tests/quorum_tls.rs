@@ -6,9 +6,9 @@
 
 use std::time::Duration;
 
-use harness::pki::{quorum_keys, Ca, Issued};
-use harness::rt::{block_on, eventually, runtime};
-use harness::{load, zc, ServerKind, TestEnsemble};
+use zooraft_tests::pki::{quorum_keys, Ca, Issued};
+use zooraft_tests::rt::{block_on, eventually, runtime};
+use zooraft_tests::{load, zc, ServerKind, TestEnsemble};
 
 /// Writes on one member and reads the write on another, through zookeeper-client.
 fn replicates(write_to: &str, read_from: &str) {

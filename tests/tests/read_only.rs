@@ -12,13 +12,13 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use harness::raw_client::{Body, ConnectOptions, RawClient, Reply};
-use harness::rt::{block_on, eventually};
-use harness::{ServerKind, TestEnsemble};
 use jute::{
     Acl, CreateRequest, ExistsRequest, GetDataRequest, Request, Response, SetDataRequest,
     SyncRequest,
 };
+use zooraft_tests::raw_client::{Body, ConnectOptions, RawClient, Reply};
+use zooraft_tests::rt::{block_on, eventually};
+use zooraft_tests::{ServerKind, TestEnsemble};
 
 const WAIT: Duration = Duration::from_secs(60);
 const CALL: Duration = Duration::from_secs(10);
@@ -272,13 +272,13 @@ fn read_only_without_local_sessions(kind: ServerKind) {
     assert_eq!(answer, expected, "the answer to a new client");
 }
 
-harness::against_both!(
+zooraft_tests::against_both!(
     read_only_without_local_sessions_apache,
     read_only_without_local_sessions_zooraft,
     read_only_without_local_sessions
 );
 
-harness::against_both!(
+zooraft_tests::against_both!(
     read_only_member_apache,
     read_only_member_zooraft,
     read_only_member
@@ -362,7 +362,7 @@ impl ClientProgram {
         let _ = self.child.kill();
         let _ = self.child.wait();
         let out = self.seen.join("\n");
-        harness::checks::parse_summary(&out)
+        zooraft_tests::checks::parse_summary(&out)
             .unwrap_or_else(|| panic!("the {} client printed no summary:\n{out}", self.name))
     }
 }
@@ -406,7 +406,7 @@ fn clients_follow_read_only_mode(kind: ServerKind) {
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("python/kazoo_read_only.py");
     let mut python = std::process::Command::new("python3");
     python.arg(script).arg(&hosts);
-    let mut java = harness::java::java_command("ReadOnlyClient");
+    let mut java = zooraft_tests::java::java_command("ReadOnlyClient");
     java.arg(&hosts);
     let mut clients = [
         ClientProgram::start("kazoo", python),
@@ -438,7 +438,7 @@ fn clients_follow_read_only_mode(kind: ServerKind) {
     }
 }
 
-harness::against_both!(
+zooraft_tests::against_both!(
     clients_follow_read_only_mode_apache,
     clients_follow_read_only_mode_zooraft,
     clients_follow_read_only_mode

@@ -14,11 +14,11 @@
 
 use std::time::Duration;
 
-use harness::admin::{config_text, current_config, line_of, put_opt, reconfig, Admin, CALL};
-use harness::raw_client::{ConnectOptions, RawClient};
-use harness::rt::block_on;
-use harness::rt::eventually;
-use harness::{against_both, free_port, ServerKind, TestEnsemble, TestServer};
+use zooraft_tests::admin::{config_text, current_config, line_of, put_opt, reconfig, Admin, CALL};
+use zooraft_tests::raw_client::{ConnectOptions, RawClient};
+use zooraft_tests::rt::block_on;
+use zooraft_tests::rt::eventually;
+use zooraft_tests::{against_both, free_port, ServerKind, TestEnsemble, TestServer};
 
 against_both!(
     reconfig_refusals_apache,
@@ -120,7 +120,7 @@ against_both!(
 );
 
 fn shrink_and_swap_roles(kind: ServerKind) {
-    let mut e = TestEnsemble::start_kind(kind, 5, 0, harness::ensemble::RECONFIG);
+    let mut e = TestEnsemble::start_kind(kind, 5, 0, zooraft_tests::ensemble::RECONFIG);
     let leader = e.leader();
     // The leader and one follower leave; the admin client talks to a member that stays.
     let other = (0..5).find(|i| *i != leader).expect("a follower");
@@ -229,14 +229,14 @@ fn fresh_spec() -> (u16, String) {
 
 /// An ensemble member's builder, set up as the harness sets its members up, with the
 /// reconfig settings.
-fn member_builder(kind: ServerKind, id: u64, client: u16) -> harness::TestServerBuilder {
+fn member_builder(kind: ServerKind, id: u64, client: u16) -> zooraft_tests::TestServerBuilder {
     let mut b = TestServer::builder(kind)
         .port(client)
         .myid(id)
         .tick_time_ms(500)
         .config("4lw.commands.whitelist", "*")
         .no_wait();
-    for (k, v) in harness::ensemble::RECONFIG {
+    for (k, v) in zooraft_tests::ensemble::RECONFIG {
         b = b.config(k, v);
     }
     match kind {
@@ -272,15 +272,15 @@ fn joiner_with(
 /// no session expires, and every member of the final configuration serves the same
 /// configuration, tree and every acknowledged write.
 fn grow_and_replace(kind: ServerKind) {
-    let mut e = TestEnsemble::start_kind(kind, 3, 0, harness::ensemble::RECONFIG);
+    let mut e = TestEnsemble::start_kind(kind, 3, 0, zooraft_tests::ensemble::RECONFIG);
     let leader = e.leader();
     let admin = (leader + 1) % 3;
     let dead = (leader + 2) % 3;
     let mut acked = Vec::new();
     let mut joiners = Vec::new();
     // Several clients write all along (they know the first three members only).
-    let rt = harness::rt::runtime();
-    let (load, writers) = harness::load::start(&rt, &e.connect_string(), "/load", 3);
+    let rt = zooraft_tests::rt::runtime();
+    let (load, writers) = zooraft_tests::load::start(&rt, &e.connect_string(), "/load", 3);
     rt.block_on(async {
         let mut c = Admin::open(e.member(admin).addr()).await;
         let committed = c.config().await;
@@ -308,7 +308,7 @@ fn grow_and_replace(kind: ServerKind) {
             acked.push(c.write(&format!("/replaced-{k}")).await);
         }
     });
-    let report = harness::load::finish(&rt, &load, writers);
+    let report = zooraft_tests::load::finish(&rt, &load, writers);
     assert!(
         report.failed.is_empty(),
         "writes failed: {:?}",
@@ -340,7 +340,8 @@ fn grow_and_replace(kind: ServerKind) {
     }
     assert!(texts.windows(2).all(|w| w[0] == w[1]), "{texts:?}");
     for s in &survivors {
-        let missing = harness::load::missing(&rt, &s.connect_string(), "/load", &report.acked);
+        let missing =
+            zooraft_tests::load::missing(&rt, &s.connect_string(), "/load", &report.acked);
         assert!(
             missing.is_empty(),
             "acknowledged but missing on {}: {missing:?}",
@@ -418,7 +419,7 @@ fn leader_killed_mid_reconfig(kind: ServerKind) {
         ServerKind::Zooraft => [KillAt::Hook(BEFORE_JOINT), KillAt::Hook(IN_JOINT)],
     };
     for at in points {
-        let mut e = TestEnsemble::start_kind(kind, 3, 0, harness::ensemble::RECONFIG);
+        let mut e = TestEnsemble::start_kind(kind, 3, 0, zooraft_tests::ensemble::RECONFIG);
         let leader = e.leader();
         let admin = (leader + 1) % 3;
         let addr = e.member(admin).addr();
@@ -522,7 +523,7 @@ against_both!(
 /// Adding a member that never starts: three synced voters of four are still a quorum, so
 /// the reconfig commits; the ensemble keeps serving, and the member can be removed again.
 fn a_member_that_never_starts(kind: ServerKind) {
-    let e = TestEnsemble::start_kind(kind, 3, 0, harness::ensemble::RECONFIG);
+    let e = TestEnsemble::start_kind(kind, 3, 0, zooraft_tests::ensemble::RECONFIG);
     let leader = e.leader();
     let addr = e.member((leader + 1) % 3).addr();
     block_on(async {
@@ -552,13 +553,13 @@ against_both!(
 
 /// zkCli.sh's `config` and `reconfig -remove/-add`, as an operator types them.
 fn zkcli_reconfig(kind: ServerKind) {
-    let e = TestEnsemble::start_kind(kind, 3, 0, harness::ensemble::RECONFIG);
+    let e = TestEnsemble::start_kind(kind, 3, 0, zooraft_tests::ensemble::RECONFIG);
     let leader = e.leader();
     let connected = e.member((leader + 1) % 3);
     let gone = (leader + 2) % 3 + 1;
     // zooraft's leader states the first configuration just after it is elected.
     block_on(async { Admin::open(connected.addr()).await.config().await });
-    let mut cli = harness::zkcli::ZkCli::start("zkcli-reconfig", connected);
+    let mut cli = zooraft_tests::zkcli::ZkCli::start("zkcli-reconfig", connected);
     let config = cli.run("config");
     let line = config
         .iter()
@@ -628,7 +629,7 @@ against_both!(
 /// ZooKeeper answers a reconfig once the new configuration is in effect, so none of them
 /// gets RECONFIGINPROGRESS; every one succeeds, and the ensemble ends as it began.
 fn back_to_back_reconfigs(kind: ServerKind) {
-    let e = TestEnsemble::start_kind(kind, 3, 0, harness::ensemble::RECONFIG);
+    let e = TestEnsemble::start_kind(kind, 3, 0, zooraft_tests::ensemble::RECONFIG);
     let leader = e.leader();
     let admin = (leader + 1) % 3;
     let other = (leader + 2) % 3;
@@ -760,7 +761,7 @@ against_both!(
 /// ensemble's tree (so an operator sees it is ready before adding it); the configuration
 /// does not name it until the reconfig, and after it the server is a follower still.
 fn a_joiner_syncs_before_it_is_added(kind: ServerKind) {
-    let e = TestEnsemble::start_kind(kind, 3, 0, harness::ensemble::RECONFIG);
+    let e = TestEnsemble::start_kind(kind, 3, 0, zooraft_tests::ensemble::RECONFIG);
     let admin = e.member((e.leader() + 1) % 3).addr();
     let (committed, written) = block_on(async {
         let mut c = Admin::open(admin).await;
@@ -808,7 +809,7 @@ fn a_joiner_syncs_before_it_is_added(kind: ServerKind) {
 #[test]
 fn a_joiner_catches_up_from_a_snapshot() {
     let compact = [("snapshotEntries", "100"), ("snapshotRetainEntries", "10")];
-    let settings: Vec<(&str, &str)> = harness::ensemble::RECONFIG
+    let settings: Vec<(&str, &str)> = zooraft_tests::ensemble::RECONFIG
         .iter()
         .chain(compact.iter())
         .copied()
@@ -901,7 +902,7 @@ fn last_membership(s: &TestServer) -> Option<(Vec<u64>, Vec<u64>, Vec<u64>)> {
 /// catches up.
 #[test]
 fn a_member_is_isolated_by_its_hook() {
-    let e = TestEnsemble::start_kind(ServerKind::Zooraft, 3, 0, harness::ensemble::RECONFIG);
+    let e = TestEnsemble::start_kind(ServerKind::Zooraft, 3, 0, zooraft_tests::ensemble::RECONFIG);
     let leader = e.leader();
     e.isolate(leader);
     let next = eventually("a leader among the others", Duration::from_secs(60), || {

@@ -14,10 +14,10 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use harness::patroni::http_get;
-use harness::rt::{block_on, eventually, runtime};
-use harness::zc::{connect, persistent};
-use harness::{free_port, load, ServerKind, TestEnsemble, TestServer};
+use zooraft_tests::patroni::http_get;
+use zooraft_tests::rt::{block_on, eventually, runtime};
+use zooraft_tests::zc::{connect, persistent};
+use zooraft_tests::{free_port, load, ServerKind, TestEnsemble, TestServer};
 
 const WRITERS: usize = 4;
 const SESSION: Duration = Duration::from_secs(15);

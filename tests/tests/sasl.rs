@@ -2,7 +2,7 @@
 //! 3.8 and zooraft: zkCli.sh with a JAAS client file, kazoo with `sasl_options`, `sasl:`
 //! ACLs, a wrong password and garbage tokens refused with AUTHFAILED and the connection
 //! closed, and `enforce.auth.enabled` closing unauthenticated sessions. The Kerberos tests
-//! run a KDC of their own on loopback (`harness::kdc`).
+//! run a KDC of their own on loopback (`zooraft_tests::kdc`).
 //!
 //! Apache ZooKeeper reads the server's JAAS file from the JVM property
 //! `java.security.auth.login.config`; zooraft from the zoo.cfg key `jaasLoginConfig`. Each
@@ -15,9 +15,9 @@ use std::process::Command;
 use std::time::Duration;
 
 use bytes::{BufMut, BytesMut};
-use harness::kdc::Kdc;
-use harness::zkcli::ZkCli;
-use harness::{against_both, ServerKind, TestServer, TestServerBuilder};
+use zooraft_tests::kdc::Kdc;
+use zooraft_tests::zkcli::ZkCli;
+use zooraft_tests::{against_both, ServerKind, TestServer, TestServerBuilder};
 
 const SERVER_JAAS: &str =
     "Server {\n    org.apache.zookeeper.server.auth.DigestLoginModule required\n    \
@@ -113,10 +113,10 @@ fn kazoo_digest_md5(kind: ServerKind) {
     let mut python = Command::new("python3");
     python
         .arg("-u")
-        .arg(harness::suite_dir().join("python/kazoo_sasl.py"))
+        .arg(zooraft_tests::suite_dir().join("python/kazoo_sasl.py"))
         .args(["bob", "bobsecret"])
         .env("PYTHONDONTWRITEBYTECODE", "1");
-    harness::checks::demand(
+    zooraft_tests::checks::demand(
         "kazoo_sasl.py",
         python,
         &server,
@@ -137,9 +137,9 @@ fn curator_digest_md5(kind: ServerKind) {
     let dir = tempfile::tempdir().expect("temp dir");
     let server = sasl_server(kind, dir.path()).start();
     let jaas = client_jaas(dir.path(), "client-jaas.conf", "bob", "bobsecret");
-    let mut java = harness::java::java_command("CuratorSasl");
+    let mut java = zooraft_tests::java::java_command("CuratorSasl");
     java.arg(&jaas);
-    harness::checks::demand("CuratorSasl", java, &server, Duration::from_secs(120), 3);
+    zooraft_tests::checks::demand("CuratorSasl", java, &server, Duration::from_secs(120), 3);
 }
 
 against_both!(
@@ -154,7 +154,7 @@ fn raw_sasl(server: &TestServer, tokens: &[&[u8]]) -> (Option<i32>, bool) {
     let mut s = TcpStream::connect(server.addr()).expect("connect");
     s.set_read_timeout(Some(Duration::from_secs(15)))
         .expect("timeout");
-    s.write_all(&harness::tls_probe::new_session_frame())
+    s.write_all(&zooraft_tests::tls_probe::new_session_frame())
         .expect("write handshake");
     let mut len = [0u8; 4];
     s.read_exact(&mut len).expect("handshake response");
@@ -257,7 +257,7 @@ fn enforced_sasl(kind: ServerKind) {
 
 against_both!(enforced_sasl_apache, enforced_sasl_zooraft, enforced_sasl);
 
-// --- Kerberos (GSSAPI) against a KDC of its own on loopback (harness::kdc) ---
+// --- Kerberos (GSSAPI) against a KDC of its own on loopback (zooraft_tests::kdc) ---
 
 /// A KDC with the server's principal `zookeeper/localhost` and two clients, `zkclient` and
 /// `app/localhost` (a principal with a host part); the keytabs of the clients.
@@ -413,12 +413,12 @@ fn kazoo_gssapi(kind: ServerKind) {
     let mut python = Command::new("python3");
     python
         .arg("-u")
-        .arg(harness::suite_dir().join("python/kazoo_gssapi.py"))
+        .arg(zooraft_tests::suite_dir().join("python/kazoo_gssapi.py"))
         .arg("zkclient")
         .env("KRB5_CONFIG", realm.kdc.krb5_conf())
         .env("KRB5CCNAME", cache)
         .env("PYTHONDONTWRITEBYTECODE", "1");
-    harness::checks::demand(
+    zooraft_tests::checks::demand(
         "kazoo_gssapi.py",
         python,
         &server,
@@ -478,8 +478,8 @@ fn rust_client_digest_md5(kind: ServerKind) {
             .connect(&connect)
     };
     let limit = Duration::from_secs(30);
-    harness::rt::block_on(async {
-        let bob = harness::rt::within("SASL connect", limit, sasl("bobsecret"))
+    zooraft_tests::rt::block_on(async {
+        let bob = zooraft_tests::rt::within("SASL connect", limit, sasl("bobsecret"))
             .await
             .unwrap_or_else(|e| {
                 panic!("{}: SASL connect: {e}\n{}", kind.name(), server.log_tail())
@@ -494,7 +494,7 @@ fn rust_client_digest_md5(kind: ServerKind) {
             .expect("create");
         let (data, _) = bob.get_data("/rust-sasl").await.expect("get");
         assert_eq!(data, b"b");
-        let plain = harness::zc::connect(&connect, Duration::from_secs(10), limit).await;
+        let plain = zooraft_tests::zc::connect(&connect, Duration::from_secs(10), limit).await;
         let refused = plain.get_data("/rust-sasl").await;
         assert_eq!(
             refused.err(),
@@ -502,7 +502,7 @@ fn rust_client_digest_md5(kind: ServerKind) {
             "{}: a client without SASL read a sasl:bob node",
             kind.name()
         );
-        let wrong = harness::rt::within("wrong password", limit, sasl("not-bobs")).await;
+        let wrong = zooraft_tests::rt::within("wrong password", limit, sasl("not-bobs")).await;
         assert!(
             wrong.is_err(),
             "{}: a wrong password got a session",

@@ -17,7 +17,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use harness::{ServerKind, TestServer};
 use jute::{
     split_frame, write_frame, xid, Acl, ConnectRequest, ConnectResponse, CreateRequest,
     DeleteRequest, ErrorCode, EventType, ExistsRequest, GetChildrenRequest, GetDataRequest, OpCode,
@@ -27,6 +26,7 @@ use jute::{
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{watch, Semaphore};
+use zooraft_tests::{ServerKind, TestServer};
 
 /// Sessions in the scale test.
 const SESSIONS: usize = 2_000;
@@ -160,7 +160,7 @@ fn create(path: &str, data: &[u8], flags: i32) -> Request {
     })
 }
 
-use harness::rt::runtime;
+use zooraft_tests::rt::runtime;
 
 /// Raises this process's soft open-file limit (the server, started afterwards, inherits it).
 fn raise_fd_limit(needed: libc::rlim_t) {
@@ -351,7 +351,7 @@ fn many_sessions(kind: ServerKind) {
     }
 }
 
-harness::against_both!(
+zooraft_tests::against_both!(
     two_thousand_sessions_apache,
     two_thousand_sessions_zooraft,
     many_sessions
@@ -726,7 +726,7 @@ fn pipelining(kind: ServerKind) {
     }
 }
 
-harness::against_both!(
+zooraft_tests::against_both!(
     pipelined_mixed_requests_apache,
     pipelined_mixed_requests_zooraft,
     pipelining

@@ -2,7 +2,7 @@
 //! (`secureClientPort`, `ssl.clientAuth`, port unification), x509 ids and ACLs, refusals
 //! of bad TLS input; and, zooraft only, PKCS12 stores, JKS refused, certificates reloaded.
 //!
-//! Certificates are made by each test with `openssl` (`harness::pki`). Apache ZooKeeper
+//! Certificates are made by each test with `openssl` (`zooraft_tests::pki`). Apache ZooKeeper
 //! serves TLS only with the Netty connection factory (`serverCnxnFactory` in zoo.cfg, which
 //! zooraft ignores); Java clients use `ClientCnxnSocketNetty` (`pki::java_client_flags`).
 
@@ -12,12 +12,12 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use harness::pki::{self, Ca, Issued};
-use harness::rt::eventually;
-use harness::server::NETTY_TLS_JARS;
-use harness::tls_probe::{resuming_sessions, tls_session};
-use harness::zkcli::ZkCli;
-use harness::{against_both, free_port, ServerKind, TestServer};
+use zooraft_tests::pki::{self, Ca, Issued};
+use zooraft_tests::rt::eventually;
+use zooraft_tests::server::NETTY_TLS_JARS;
+use zooraft_tests::tls_probe::{resuming_sessions, tls_session};
+use zooraft_tests::zkcli::ZkCli;
+use zooraft_tests::{against_both, free_port, ServerKind, TestServer};
 
 const NETTY_FACTORY: &str = "org.apache.zookeeper.server.NettyServerCnxnFactory";
 
@@ -146,7 +146,7 @@ fn kazoo_over_tls(kind: ServerKind) {
     let mut python = Command::new("python3");
     python
         .arg("-u")
-        .arg(harness::suite_dir().join("python/kazoo_tls.py"))
+        .arg(zooraft_tests::suite_dir().join("python/kazoo_tls.py"))
         .arg(format!("127.0.0.1:{secure}"))
         .arg(&p.ca.cert)
         .arg(&p.client1.cert)
@@ -155,7 +155,7 @@ fn kazoo_over_tls(kind: ServerKind) {
         .arg(&p.client2.cert)
         .arg(&p.client2.key)
         .env("PYTHONDONTWRITEBYTECODE", "1");
-    harness::checks::demand("kazoo_tls.py", python, &server, Duration::from_secs(200), 4);
+    zooraft_tests::checks::demand("kazoo_tls.py", python, &server, Duration::from_secs(200), 4);
 }
 
 against_both!(
@@ -385,7 +385,7 @@ fn encrypted_pem_key_zooraft() {
 fn refused_start(dir: &Path, zoo_cfg: &str) -> String {
     let cfg = dir.join("zoo.cfg");
     std::fs::write(&cfg, zoo_cfg).expect("write zoo.cfg");
-    let mut child = Command::new(harness::zooraft_binary())
+    let mut child = Command::new(zooraft_tests::zooraft_binary())
         .arg("--config")
         .arg(&cfg)
         .stdout(Stdio::piped())
@@ -503,7 +503,7 @@ fn secure_port_alone_zooraft() {
     )
     .expect("write zoo.cfg");
     let log = std::fs::File::create(dir.path().join("server.log")).expect("log");
-    let mut child = Command::new(harness::zooraft_binary())
+    let mut child = Command::new(zooraft_tests::zooraft_binary())
         .arg("--config")
         .arg(&cfg)
         .stdout(log.try_clone().expect("log"))
@@ -576,8 +576,8 @@ fn rust_client_over_tls(kind: ServerKind) {
         .expect("CA")
         .with_pem_identity(&read(&p.client1.cert), &read(&p.client1.key))
         .expect("identity");
-    harness::rt::block_on(async {
-        let client = harness::rt::within(
+    zooraft_tests::rt::block_on(async {
+        let client = zooraft_tests::rt::within(
             "zookeeper-client TLS connect",
             Duration::from_secs(30),
             zkc::Client::connector()

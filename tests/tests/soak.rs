@@ -20,10 +20,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use harness::faults;
-use harness::zc::{ephemeral, persistent};
-use harness::TestEnsemble;
 use zookeeper_client as zc;
+use zooraft_tests::faults;
+use zooraft_tests::zc::{ephemeral, persistent};
+use zooraft_tests::TestEnsemble;
 
 const SAMPLE_EVERY: Duration = Duration::from_secs(5);
 const OP_TIMEOUT: Duration = Duration::from_secs(5);

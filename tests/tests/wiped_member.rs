@@ -11,15 +11,15 @@
 
 use std::time::{Duration, Instant};
 
-use harness::rt::{block_on, eventually, within};
-use harness::zc::persistent;
-use harness::TestEnsemble;
 use zookeeper_client as zc;
+use zooraft_tests::rt::{block_on, eventually, within};
+use zooraft_tests::zc::persistent;
+use zooraft_tests::TestEnsemble;
 
 const WAIT: Duration = Duration::from_secs(60);
 
 async fn connect(hosts: &str) -> zc::Client {
-    harness::zc::connect(hosts, Duration::from_secs(6), WAIT).await
+    zooraft_tests::zc::connect(hosts, Duration::from_secs(6), WAIT).await
 }
 
 /// Creates `/{prefix}0..count` one after the other through `hosts`; each is acknowledged.

@@ -8,8 +8,8 @@
 //! output lines: created paths with the 10-digit suffix, data, `Stat` lines such as
 //! `dataVersion = 1` and `ephemeralOwner = 0x...`, error messages, and `WATCHER::` events.
 
-use harness::zkcli::{ZkCli, COMMAND_TIMEOUT};
-use harness::{ServerKind, TestServer};
+use zooraft_tests::zkcli::{ZkCli, COMMAND_TIMEOUT};
+use zooraft_tests::{ServerKind, TestServer};
 
 /// The value of a `key = value` Stat line, e.g. `stat_field(&out, "dataVersion")`.
 fn stat_field<'a>(out: &'a [String], key: &str) -> &'a str {
@@ -187,4 +187,4 @@ fn scenario(kind: ServerKind) {
     );
 }
 
-harness::against_both!(zkcli_session_apache, zkcli_session_zooraft, scenario);
+zooraft_tests::against_both!(zkcli_session_apache, zkcli_session_zooraft, scenario);

@@ -16,7 +16,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use recipes::{AsyncZkClient, InterProcessMutex, ZkClient, ZookeeperClient};
+use zooraft_recipes::{AsyncZkClient, InterProcessMutex, ZkClient, ZookeeperClient};
 
 struct Options {
     contenders: usize,

@@ -35,8 +35,8 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
 
-use recipes::{InterProcessMutex, LockGuard, ZkClient, ZookeeperClient};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use zooraft_recipes::{InterProcessMutex, LockGuard, ZkClient, ZookeeperClient};
 
 /// A client of the backend `LOCK_CONTENDER_BACKEND` names (zookeeper-client by default).
 async fn connect_client(connect: &str, session: Duration) -> Result<Arc<dyn ZkClient>, String> {
@@ -46,9 +46,11 @@ async fn connect_client(connect: &str, session: Duration) -> Result<Arc<dyn ZkCl
             .await
             .map_err(|e| e.to_string())?),
         #[cfg(feature = "zookeeper-async")]
-        "async" | "zookeeper-async" => Ok(recipes::AsyncZkClient::connect(connect, session)
-            .await
-            .map_err(|e| e.to_string())?),
+        "async" | "zookeeper-async" => {
+            Ok(zooraft_recipes::AsyncZkClient::connect(connect, session)
+                .await
+                .map_err(|e| e.to_string())?)
+        }
         other => Err(format!("unknown LOCK_CONTENDER_BACKEND {other:?}")),
     }
 }
@@ -122,7 +124,7 @@ async fn critical_section(
     let hold = if kind == "rust-lease" { 20 } else { 2 };
     tokio::time::sleep(Duration::from_millis(hold)).await;
     let end = monotonic_ns();
-    let node = recipes::names::sequence_of(
+    let node = zooraft_recipes::names::sequence_of(
         guard.node_path(),
         &[
             "lock-", "__lock__", "__READ__", "__WRIT__", "latch-", "lease-",
@@ -181,7 +183,7 @@ async fn read_write(args: &[String]) -> Result<(), String> {
     run_tasks(tasks, |task| {
         let (client, log, path) = (client.clone(), log.clone(), path.clone());
         async move {
-            let rw = recipes::InterProcessReadWriteLock::new(client.clone(), &path);
+            let rw = zooraft_recipes::InterProcessReadWriteLock::new(client.clone(), &path);
             let (kind, lock) = if task % 2 == 0 {
                 ("rust-w", rw.write_lock())
             } else {
@@ -237,7 +239,7 @@ async fn latch(args: &[String], selector: bool) -> Result<(), String> {
         async move {
             let id = format!("rust-{}-{task}", std::process::id());
             if selector {
-                let selector = recipes::LeaderSelector::new(client.clone(), &path, &id);
+                let selector = zooraft_recipes::LeaderSelector::new(client.clone(), &path, &id);
                 for _ in 0..terms {
                     let (client, log) = (client.clone(), log.clone());
                     selector
@@ -249,7 +251,7 @@ async fn latch(args: &[String], selector: bool) -> Result<(), String> {
                 }
                 return Ok(());
             }
-            let latch = recipes::LeaderLatch::new(client.clone(), &path, &id);
+            let latch = zooraft_recipes::LeaderLatch::new(client.clone(), &path, &id);
             for _ in 0..terms {
                 let leadership = latch.await_leadership().await.map_err(|e| e.to_string())?;
                 critical_section("rust-latch", &leadership, task, &log, None, &client).await?;
@@ -274,7 +276,7 @@ async fn semaphore(args: &[String]) -> Result<(), String> {
     run_tasks(tasks, |task| {
         let (client, log, path) = (client.clone(), log.clone(), path.clone());
         async move {
-            let sem = recipes::InterProcessSemaphoreV2::new(client.clone(), &path, max)
+            let sem = zooraft_recipes::InterProcessSemaphoreV2::new(client.clone(), &path, max)
                 .with_node_data(format!("rust-{}-{task}", std::process::id()).as_bytes());
             for _ in 0..iterations {
                 let lease = sem.acquire().await.map_err(|e| e.to_string())?;

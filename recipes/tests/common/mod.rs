@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use std::path::Path;
 
-use harness::{ServerKind, TestServer};
-use recipes::{Connection, ZkClient, ZookeeperClient};
 use tokio::process::Command;
+use zooraft_recipes::{Connection, ZkClient, ZookeeperClient};
+use zooraft_tests::{ServerKind, TestServer};
 
 /// Every scenario must finish within this.
 pub const SCENARIO_TIMEOUT: Duration = Duration::from_secs(180);
@@ -40,7 +40,7 @@ pub async fn connect(backend: Backend, connect: &str, timeout: Duration) -> Arc<
         Backend::ZookeeperClient => ZookeeperClient::connect(connect, timeout)
             .await
             .expect("connect zookeeper-client"),
-        Backend::ZookeeperAsync => recipes::AsyncZkClient::connect(connect, timeout)
+        Backend::ZookeeperAsync => zooraft_recipes::AsyncZkClient::connect(connect, timeout)
             .await
             .expect("connect zookeeper-async"),
     }
@@ -88,11 +88,11 @@ macro_rules! both_servers {
     ($apache:ident, $zooraft:ident, $scenario:path) => {
         #[test]
         fn $apache() {
-            common::run(harness::ServerKind::Apache, $scenario)
+            common::run(zooraft_tests::ServerKind::Apache, $scenario)
         }
         #[test]
         fn $zooraft() {
-            common::run(harness::ServerKind::Zooraft, $scenario)
+            common::run(zooraft_tests::ServerKind::Zooraft, $scenario)
         }
     };
 }
@@ -114,7 +114,7 @@ macro_rules! every_backend {
         #[test]
         fn $test() {
             common::run_with(
-                harness::ServerKind::$kind,
+                zooraft_tests::ServerKind::$kind,
                 common::Backend::$backend,
                 $scenario,
             )
@@ -154,7 +154,7 @@ where
 pub async fn children(client: &Arc<dyn ZkClient>, path: &str) -> Vec<String> {
     match client.get_children(path).await {
         Ok(c) => c,
-        Err(recipes::ErrorCode::NoNode) => Vec::new(),
+        Err(zooraft_recipes::ErrorCode::NoNode) => Vec::new(),
         Err(e) => panic!("get_children {path}: {e}"),
     }
 }
@@ -247,36 +247,46 @@ pub trait Forward: Send + Sync + 'static {
         &self,
         path: &str,
         data: &[u8],
-        mode: recipes::CreateMode,
-        acl: &[recipes::Acl],
-    ) -> recipes::ZkResult<(String, recipes::Stat)> {
+        mode: zooraft_recipes::CreateMode,
+        acl: &[zooraft_recipes::Acl],
+    ) -> zooraft_recipes::ZkResult<(String, zooraft_recipes::Stat)> {
         self.inner().create_acl(path, data, mode, acl).await
     }
-    async fn sync(&self, path: &str) -> recipes::ZkResult<()> {
+    async fn sync(&self, path: &str) -> zooraft_recipes::ZkResult<()> {
         self.inner().sync(path).await
     }
-    async fn delete(&self, path: &str, version: i32) -> recipes::ZkResult<()> {
+    async fn delete(&self, path: &str, version: i32) -> zooraft_recipes::ZkResult<()> {
         self.inner().delete(path, version).await
     }
-    async fn exists(&self, path: &str) -> recipes::ZkResult<Option<recipes::Stat>> {
+    async fn exists(&self, path: &str) -> zooraft_recipes::ZkResult<Option<zooraft_recipes::Stat>> {
         self.inner().exists(path).await
     }
-    async fn get_data(&self, path: &str) -> recipes::ZkResult<(Vec<u8>, recipes::Stat)> {
+    async fn get_data(
+        &self,
+        path: &str,
+    ) -> zooraft_recipes::ZkResult<(Vec<u8>, zooraft_recipes::Stat)> {
         self.inner().get_data(path).await
     }
     async fn get_data_watch(
         &self,
         path: &str,
-    ) -> recipes::ZkResult<(Vec<u8>, recipes::Stat, recipes::WatchReceiver)> {
+    ) -> zooraft_recipes::ZkResult<(
+        Vec<u8>,
+        zooraft_recipes::Stat,
+        zooraft_recipes::WatchReceiver,
+    )> {
         self.inner().get_data_watch(path).await
     }
-    async fn get_children(&self, path: &str) -> recipes::ZkResult<Vec<String>> {
+    async fn get_children(&self, path: &str) -> zooraft_recipes::ZkResult<Vec<String>> {
         self.inner().get_children(path).await
     }
-    async fn multi(&self, ops: &[recipes::Op]) -> recipes::ZkResult<Vec<recipes::OpResult>> {
+    async fn multi(
+        &self,
+        ops: &[zooraft_recipes::Op],
+    ) -> zooraft_recipes::ZkResult<Vec<zooraft_recipes::OpResult>> {
         self.inner().multi(ops).await
     }
-    fn session(&self) -> tokio::sync::watch::Receiver<recipes::SessionState> {
+    fn session(&self) -> tokio::sync::watch::Receiver<zooraft_recipes::SessionState> {
         self.inner().session()
     }
 }
@@ -297,39 +307,49 @@ impl<T: Forward> ZkClient for Forwarding<T> {
         &self,
         path: &str,
         data: &[u8],
-        mode: recipes::CreateMode,
-        acl: &[recipes::Acl],
-    ) -> recipes::ZkResult<(String, recipes::Stat)> {
+        mode: zooraft_recipes::CreateMode,
+        acl: &[zooraft_recipes::Acl],
+    ) -> zooraft_recipes::ZkResult<(String, zooraft_recipes::Stat)> {
         self.0.create_acl(path, data, mode, acl).await
     }
-    async fn sync(&self, path: &str) -> recipes::ZkResult<()> {
+    async fn sync(&self, path: &str) -> zooraft_recipes::ZkResult<()> {
         self.0.sync(path).await
     }
-    async fn delete(&self, path: &str, version: i32) -> recipes::ZkResult<()> {
+    async fn delete(&self, path: &str, version: i32) -> zooraft_recipes::ZkResult<()> {
         self.0.delete(path, version).await
     }
-    async fn exists(&self, path: &str) -> recipes::ZkResult<Option<recipes::Stat>> {
+    async fn exists(&self, path: &str) -> zooraft_recipes::ZkResult<Option<zooraft_recipes::Stat>> {
         self.0.exists(path).await
     }
-    async fn get_data(&self, path: &str) -> recipes::ZkResult<(Vec<u8>, recipes::Stat)> {
+    async fn get_data(
+        &self,
+        path: &str,
+    ) -> zooraft_recipes::ZkResult<(Vec<u8>, zooraft_recipes::Stat)> {
         self.0.get_data(path).await
     }
     async fn get_data_watch(
         &self,
         path: &str,
-    ) -> recipes::ZkResult<(Vec<u8>, recipes::Stat, recipes::WatchReceiver)> {
+    ) -> zooraft_recipes::ZkResult<(
+        Vec<u8>,
+        zooraft_recipes::Stat,
+        zooraft_recipes::WatchReceiver,
+    )> {
         self.0.get_data_watch(path).await
     }
-    async fn get_children(&self, path: &str) -> recipes::ZkResult<Vec<String>> {
+    async fn get_children(&self, path: &str) -> zooraft_recipes::ZkResult<Vec<String>> {
         self.0.get_children(path).await
     }
-    async fn multi(&self, ops: &[recipes::Op]) -> recipes::ZkResult<Vec<recipes::OpResult>> {
+    async fn multi(
+        &self,
+        ops: &[zooraft_recipes::Op],
+    ) -> zooraft_recipes::ZkResult<Vec<zooraft_recipes::OpResult>> {
         self.0.multi(ops).await
     }
     async fn close(&self) {
         self.0.inner().close().await
     }
-    fn session(&self) -> tokio::sync::watch::Receiver<recipes::SessionState> {
+    fn session(&self) -> tokio::sync::watch::Receiver<zooraft_recipes::SessionState> {
         self.0.session()
     }
 }
@@ -397,7 +417,7 @@ pub fn curator_contender(
     iterations: usize,
     log: &Path,
 ) -> Command {
-    let mut c: Command = harness::java::java_command("LockContender").into();
+    let mut c: Command = zooraft_tests::java::java_command("LockContender").into();
     c.arg(connect)
         .arg(path)
         .arg(threads.to_string())
@@ -413,7 +433,7 @@ pub fn curator_rw_contender(
     iterations: usize,
     log: &Path,
 ) -> Command {
-    let mut c: Command = harness::java::java_command("LockRwContender").into();
+    let mut c: Command = zooraft_tests::java::java_command("LockRwContender").into();
     c.arg(connect)
         .arg(path)
         .arg(threads.to_string())
@@ -446,7 +466,7 @@ pub fn kazoo_contender(
     iterations: usize,
     log: &Path,
 ) -> Command {
-    let script = harness::suite_dir().join("python/lock_contender.py");
+    let script = zooraft_tests::suite_dir().join("python/lock_contender.py");
     let mut c = Command::new("python3");
     c.arg(script)
         .arg(connect)

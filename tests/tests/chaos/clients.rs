@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use harness::TestEnsemble;
 use zookeeper_client as zc;
+use zooraft_tests::TestEnsemble;
 
 use crate::links::ClientLink;
 use crate::util::{bounded, lock};
@@ -48,7 +48,7 @@ impl Owner {
     }
 }
 
-pub(crate) use harness::zc::{ephemeral, persistent};
+pub(crate) use zooraft_tests::zc::{ephemeral, persistent};
 
 pub(crate) async fn connect(hosts: &str, timeout: Duration) -> Option<zc::Client> {
     bounded(

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use recipes::{
+use zooraft_recipes::{
     AsyncZkClient, Connection, ErrorCode, Fence, FencingToken, InterProcessMutex, ZkClient,
     ZookeeperClient,
 };
@@ -238,7 +238,7 @@ async fn connect(cfg: &ContenderConfig) -> Option<Arc<dyn ZkClient>> {
         if cfg.stop.exists() {
             return None;
         }
-        let client: Result<Arc<dyn ZkClient>, recipes::Error> = match cfg.backend.as_str() {
+        let client: Result<Arc<dyn ZkClient>, zooraft_recipes::Error> = match cfg.backend.as_str() {
             "zookeeper-async" => AsyncZkClient::connect(&cfg.connect, cfg.session)
                 .await
                 .map(|c| c as Arc<dyn ZkClient>),
@@ -323,7 +323,7 @@ pub(crate) async fn contend(cfg: ContenderConfig) {
 pub(crate) async fn critical_section(
     cfg: &ContenderConfig,
     client: &Arc<dyn ZkClient>,
-    guard: &recipes::LockGuard,
+    guard: &zooraft_recipes::LockGuard,
     cs: &str,
     fence: &mut FenceClient,
     rng: &mut Rng,
@@ -363,8 +363,8 @@ pub(crate) async fn critical_section(
     .await;
     let (commit, mzxid) = match committed {
         Some(Ok(s)) => ("ok", s.mzxid),
-        Some(Err(recipes::Error::Lost(_))) => ("lost", 0),
-        Some(Err(recipes::Error::OpFailed {
+        Some(Err(zooraft_recipes::Error::Lost(_))) => ("lost", 0),
+        Some(Err(zooraft_recipes::Error::OpFailed {
             code: ErrorCode::BadVersion,
             ..
         })) => ("badversion", 0),

@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use harness::faults;
+use zooraft_tests::faults;
 
 use crate::world::{Target, World};
 

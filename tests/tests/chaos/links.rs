@@ -3,8 +3,8 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use harness::proxy::Proxy;
-use harness::TestEnsemble;
+use zooraft_tests::proxy::Proxy;
+use zooraft_tests::TestEnsemble;
 
 /// A client's way to the ensemble: one fault proxy per member.
 pub(crate) struct ClientLink {

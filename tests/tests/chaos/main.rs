@@ -36,8 +36,8 @@
 //! Every ensemble scenario runs with quorum TLS (`sslQuorum`) when `CHAOS_QUORUM_TLS=1`;
 //! the locks and ephemerals scenarios and the paused leader also run once with it always.
 //!
-//! Register clients (`harness::registers`) read after `sync`, write and compare-and-set znodes;
-//! their history is checked for linearizability (`harness::linear`).
+//! Register clients (`zooraft_tests::registers`) read after `sync`, write and compare-and-set znodes;
+//! their history is checked for linearizability (`zooraft_tests::linear`).
 //!
 //! Invariants: see `check_locks` and `check_ephemerals`, and the registers' histories. At the end every member holds the
 //! same tree: the same `hash` digest, and a node-by-node comparison done here. Every
@@ -57,14 +57,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use harness::TestEnsemble;
 use zookeeper_client as zc;
+use zooraft_tests::TestEnsemble;
 
 use clients::{connect, create_ephemeral, persistent};
 use contender::{contend, ContenderConfig};
-use harness::registers::Reads;
 use util::{bounded, serial};
 use world::{Fault, Target, World};
+use zooraft_tests::registers::Reads;
 
 /// Session timeout of the lock contenders (zookeeper-async needs at least 2 s).
 const CONTENDER_SESSION: Duration = Duration::from_secs(3);

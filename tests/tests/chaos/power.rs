@@ -1,4 +1,4 @@
-//! Power loss: the members' data directories sit on lossy disks (`harness::lossyfs`), and
+//! Power loss: the members' data directories sit on lossy disks (`zooraft_tests::lossyfs`), and
 //! a power loss is a kill -9 after which the disk drops every write, create, rename and
 //! unlink that was not yet fsynced (tearing the last write at a random byte, by the
 //! seed's coin). A kill -9 alone leaves the page cache, so only this tells a correct
@@ -18,8 +18,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use harness::lossyfs::Crash;
-use harness::server::{ServerKind, TestServer};
+use zooraft_tests::lossyfs::Crash;
+use zooraft_tests::server::{ServerKind, TestServer};
 
 use crate::clients::{connect, persistent, writer_task};
 use crate::util::{bounded, lock, scenario_seed, serial, Rng};

@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use harness::TestEnsemble;
 use zookeeper_client as zc;
+use zooraft_tests::TestEnsemble;
 
 use crate::clients::{
     connect, ephemeral, owner_on_member, owner_task, persistent, writer_task, Owner, OwnerState,
@@ -20,7 +20,7 @@ use crate::util::{bounded, lock, scenario_seed, signal, Rng};
 use crate::{
     CONTENDER_SESSION, CONTENDER_TEST, FRAGILE_SESSION, STEADY_SESSION, TOOL_SESSION, WAIT,
 };
-use harness::registers::{Reads, Registers};
+use zooraft_tests::registers::{Reads, Registers};
 
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Target {
@@ -168,7 +168,7 @@ pub(crate) fn tls_from_env() -> bool {
 
 /// zoo.cfg lines for quorum TLS with a CA and a member certificate made under `dir`.
 pub(crate) fn quorum_tls_lines(dir: &std::path::Path) -> Vec<(String, String)> {
-    let ca = harness::pki::Ca::new(dir, "chaos-ca");
+    let ca = zooraft_tests::pki::Ca::new(dir, "chaos-ca");
     let member = ca.issue("member", "/CN=member");
     vec![
         ("sslQuorum".into(), "true".into()),
@@ -236,7 +236,7 @@ impl World {
         World::start(
             name,
             members,
-            harness::ensemble::RECONFIG,
+            zooraft_tests::ensemble::RECONFIG,
             tls_from_env(),
             Disks::Reconfig,
         )
@@ -462,7 +462,7 @@ impl World {
         );
     }
 
-    /// Starts `clients` register clients on the whole ensemble (see `harness::registers`).
+    /// Starts `clients` register clients on the whole ensemble (see `zooraft_tests::registers`).
     pub(crate) fn start_registers(&mut self, clients: usize, reads: Reads) {
         let hosts = self.ensemble.connect_string();
         let seed = self.rng.next();
@@ -680,7 +680,7 @@ impl World {
             i + 1
         ));
         self.ensemble.member_mut(i).kill();
-        harness::faults::copy_dir(&dir, &copy);
+        zooraft_tests::faults::copy_dir(&dir, &copy);
         self.ensemble.member_mut(i).respawn();
         std::thread::sleep(time);
         self.ensemble.member_mut(i).kill();
@@ -708,10 +708,10 @@ impl World {
             out + 1
         ));
         let addr = self.ensemble.member(admin).addr();
-        let mut c = self.rt.block_on(harness::admin::Admin::open(addr));
+        let mut c = self.rt.block_on(zooraft_tests::admin::Admin::open(addr));
         let line = self.rt.block_on(async {
             let text = c.config().await;
-            let line = harness::admin::line_of(&text, out);
+            let line = zooraft_tests::admin::line_of(&text, out);
             let leaving = (out + 1).to_string();
             let (after, _) = c.change(None, Some(&leaving), -1).await;
             assert!(

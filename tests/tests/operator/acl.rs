@@ -9,8 +9,8 @@
 
 use std::collections::BTreeSet;
 
-use harness::zkcli::ZkCli;
-use harness::{ServerKind, TestServer};
+use zooraft_tests::zkcli::ZkCli;
+use zooraft_tests::{ServerKind, TestServer};
 
 fn no_output() -> Vec<String> {
     Vec::new()
@@ -200,4 +200,4 @@ fn acl_scenario(kind: ServerKind) {
     assert_eq!(owner.run("get /secret"), lines(&["changed"]));
 }
 
-harness::against_both!(acl_zkcli_apache, acl_zkcli_zooraft, acl_scenario);
+zooraft_tests::against_both!(acl_zkcli_apache, acl_zkcli_zooraft, acl_scenario);

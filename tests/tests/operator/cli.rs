@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use harness::rt::{runtime, within};
-use harness::{free_port, zooraft_binary};
+use zooraft_tests::rt::{runtime, within};
+use zooraft_tests::{free_port, zooraft_binary};
 
 use crate::{connect, persistent, WAIT};
 
@@ -56,7 +56,7 @@ impl Zooraft {
         let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
-            if harness::four_letter_word(addr, "srvr").is_ok_and(|a| a.contains("Mode: ")) {
+            if zooraft_tests::four_letter_word(addr, "srvr").is_ok_and(|a| a.contains("Mode: ")) {
                 return;
             }
             if let Some(status) = self

@@ -11,8 +11,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::Command;
 
-use harness::rt::{eventually, eventually_async, runtime, within};
-use harness::{ServerKind, TestServer};
+use zooraft_tests::rt::{eventually, eventually_async, runtime, within};
+use zooraft_tests::{ServerKind, TestServer};
 
 use crate::{connect, ephemeral, flw, mntr, mntr_u64, pairs, persistent, WAIT};
 
@@ -425,7 +425,7 @@ fn four_letter_words(kind: ServerKind) {
     drop(a);
 }
 
-harness::against_both!(
+zooraft_tests::against_both!(
     four_letter_words_apache,
     four_letter_words_zooraft,
     four_letter_words
@@ -524,7 +524,7 @@ fn four_letter_sessions(kind: ServerKind) {
     drop((a, b));
 }
 
-harness::against_both!(
+zooraft_tests::against_both!(
     four_letter_sessions_apache,
     four_letter_sessions_zooraft,
     four_letter_sessions
@@ -638,7 +638,7 @@ fn four_letter_watches(kind: ServerKind) {
     drop((a_missing, a_children, a));
 }
 
-harness::against_both!(
+zooraft_tests::against_both!(
     four_letter_watches_apache,
     four_letter_watches_zooraft,
     four_letter_watches
@@ -669,7 +669,7 @@ fn four_letter_whitelist(kind: ServerKind) {
     assert_eq!(flw(&server, "abcd"), "", "an unknown word");
 }
 
-harness::against_both!(
+zooraft_tests::against_both!(
     four_letter_whitelist_apache,
     four_letter_whitelist_zooraft,
     four_letter_whitelist

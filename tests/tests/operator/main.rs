@@ -21,15 +21,15 @@ mod prometheus;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-pub(crate) use harness::zc::{ephemeral, persistent};
-use harness::TestServer;
 use zookeeper_client as zc;
+pub(crate) use zooraft_tests::zc::{ephemeral, persistent};
+use zooraft_tests::TestServer;
 
 /// Bound for any single client operation or condition to come true.
 const WAIT: Duration = Duration::from_secs(30);
 
 async fn connect(hosts: &str) -> zc::Client {
-    harness::zc::connect(hosts, Duration::from_secs(10), WAIT).await
+    zooraft_tests::zc::connect(hosts, Duration::from_secs(10), WAIT).await
 }
 
 fn flw(server: &TestServer, word: &str) -> String {

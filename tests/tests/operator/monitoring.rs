@@ -7,8 +7,8 @@
 
 use std::collections::BTreeMap;
 
-use harness::rt::{runtime, within};
-use harness::{ServerKind, TestServer};
+use zooraft_tests::rt::{runtime, within};
+use zooraft_tests::{ServerKind, TestServer};
 
 use crate::{connect, flw, mntr, mntr_u64, pairs, persistent, WAIT};
 
@@ -236,7 +236,7 @@ fn mntr_figures(kind: ServerKind) {
         // zooraft's memory figures: the process, and RocksDB's memtables holding the writes
         // (sampled by the Raft thread about every second).
         assert!(mntr_u64(&m1, "zk_resident_memory_bytes") > 1 << 20);
-        harness::rt::eventually("RocksDB's memtables to be counted", WAIT, || {
+        zooraft_tests::rt::eventually("RocksDB's memtables to be counted", WAIT, || {
             (mntr_u64(&mntr(&server), "zk_rocksdb_memtable_bytes") > 0).then_some(())
         });
     }
@@ -247,7 +247,7 @@ fn mntr_figures(kind: ServerKind) {
     assert_eq!(delta("node_deleted_watch_count"), (1, 1));
 }
 
-harness::against_both!(mntr_figures_apache, mntr_figures_zooraft, mntr_figures);
+zooraft_tests::against_both!(mntr_figures_apache, mntr_figures_zooraft, mntr_figures);
 
 /// `srst` resets the summaries and counters of events (ZooKeeper resets its metrics too).
 fn srst_resets_figures(kind: ServerKind) {
@@ -272,7 +272,7 @@ fn srst_resets_figures(kind: ServerKind) {
     assert!(mntr_u64(&m, "zk_packets_received") <= 1);
 }
 
-harness::against_both!(srst_resets_apache, srst_resets_zooraft, srst_resets_figures);
+zooraft_tests::against_both!(srst_resets_apache, srst_resets_zooraft, srst_resets_figures);
 
 fn envi_map(server: &TestServer) -> BTreeMap<String, String> {
     let text = flw(server, "envi");

@@ -12,8 +12,8 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-use harness::rt::{runtime, within};
-use harness::{free_port, ServerKind, TestServer};
+use zooraft_tests::rt::{runtime, within};
+use zooraft_tests::{free_port, ServerKind, TestServer};
 
 use crate::{connect, mntr, mntr_u64, persistent, WAIT};
 

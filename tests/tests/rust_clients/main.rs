@@ -12,7 +12,7 @@
 //! Both are real clients with their own connection and session state machines, so these
 //! catch what a hand-written protocol test does not: a reply shape one of them decodes
 //! differently, a watch re-armed or lost on reconnect, a session state they report wrongly.
-//! Partitions go through the harness's loopback [`harness::proxy::Proxy`].
+//! Partitions go through the harness's loopback [`zooraft_tests::proxy::Proxy`].
 //!
 //! Every scenario is bounded by [`SCENARIO_TIMEOUT`] and each wait inside it by [`WAIT`].
 
@@ -23,8 +23,8 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use harness::rt::runtime;
-use harness::TestServer;
+use zooraft_tests::rt::runtime;
+use zooraft_tests::TestServer;
 
 /// The bound on one whole scenario.
 const SCENARIO_TIMEOUT: Duration = Duration::from_secs(120);

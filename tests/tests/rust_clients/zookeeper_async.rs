@@ -8,10 +8,10 @@
 
 use std::time::Duration;
 
-use harness::proxy::Proxy;
-use harness::rt::{eventually_async, within};
-use harness::{ServerKind, TestServer};
 use tokio::sync::mpsc;
+use zooraft_tests::proxy::Proxy;
+use zooraft_tests::rt::{eventually_async, within};
+use zooraft_tests::{ServerKind, TestServer};
 
 use crate::{run, WAIT};
 
@@ -228,7 +228,7 @@ fn za_crud(kind: ServerKind) {
         zk.close().await.expect("close");
     });
 }
-harness::against_both!(
+zooraft_tests::against_both!(
     zookeeper_async_crud_apache,
     zookeeper_async_crud_zooraft,
     za_crud
@@ -317,7 +317,7 @@ fn za_ephemeral_sequential(kind: ServerKind) {
         a.close().await.expect("close a");
     });
 }
-harness::against_both!(
+zooraft_tests::against_both!(
     zookeeper_async_ephemeral_sequential_apache,
     zookeeper_async_ephemeral_sequential_zooraft,
     za_ephemeral_sequential
@@ -402,7 +402,7 @@ fn za_watches(kind: ServerKind) {
         writer.close().await.expect("close");
     });
 }
-harness::against_both!(
+zooraft_tests::against_both!(
     zookeeper_async_watches_apache,
     zookeeper_async_watches_zooraft,
     za_watches
@@ -461,7 +461,7 @@ fn za_session_expiry(kind: ServerKind) {
         observer.close().await.expect("close observer");
     });
 }
-harness::against_both!(
+zooraft_tests::against_both!(
     zookeeper_async_session_expiry_apache,
     zookeeper_async_session_expiry_zooraft,
     za_session_expiry

@@ -10,9 +10,9 @@
 
 use std::time::Duration;
 
-use harness::proxy::Proxy;
-use harness::rt::{eventually_async, within};
-use harness::{ServerKind, TestServer};
+use zooraft_tests::proxy::Proxy;
+use zooraft_tests::rt::{eventually_async, within};
+use zooraft_tests::{ServerKind, TestServer};
 
 use crate::{run, WAIT};
 
@@ -41,7 +41,7 @@ async fn zc_until_gone(what: &str, observer: &zc::Client, paths: &[&str]) {
 }
 
 async fn zc_connect(connect: &str) -> zc::Client {
-    harness::zc::connect(connect, Duration::from_secs(10), WAIT).await
+    zooraft_tests::zc::connect(connect, Duration::from_secs(10), WAIT).await
 }
 
 fn zc_crud(kind: ServerKind) {
@@ -121,7 +121,7 @@ fn zc_crud(kind: ServerKind) {
         assert!(zk.check_stat("/zc/a/b/c").await.expect("exists").is_some());
     });
 }
-harness::against_both!(
+zooraft_tests::against_both!(
     zookeeper_client_crud_apache,
     zookeeper_client_crud_zooraft,
     zc_crud
@@ -167,7 +167,7 @@ fn zc_ephemeral_sequential(kind: ServerKind) {
         assert_eq!(left, ["n-0000000000", "n-0000000002"]);
     });
 }
-harness::against_both!(
+zooraft_tests::against_both!(
     zookeeper_client_ephemeral_sequential_apache,
     zookeeper_client_ephemeral_sequential_zooraft,
     zc_ephemeral_sequential
@@ -277,7 +277,7 @@ fn zc_watches(kind: ServerKind) {
             .expect("removeWatches");
     });
 }
-harness::against_both!(
+zooraft_tests::against_both!(
     zookeeper_client_watches_apache,
     zookeeper_client_watches_zooraft,
     zc_watches
@@ -372,7 +372,7 @@ fn zc_multi_and_sync(kind: ServerKind) {
         }
     });
 }
-harness::against_both!(
+zooraft_tests::against_both!(
     zookeeper_client_multi_and_sync_apache,
     zookeeper_client_multi_and_sync_zooraft,
     zc_multi_and_sync
@@ -433,7 +433,7 @@ fn zc_session_resume(kind: ServerKind) {
         .await;
     });
 }
-harness::against_both!(
+zooraft_tests::against_both!(
     zookeeper_client_session_resume_apache,
     zookeeper_client_session_resume_zooraft,
     zc_session_resume
@@ -485,7 +485,7 @@ fn zc_session_expiry(kind: ServerKind) {
         ));
     });
 }
-harness::against_both!(
+zooraft_tests::against_both!(
     zookeeper_client_session_expiry_apache,
     zookeeper_client_session_expiry_zooraft,
     zc_session_expiry
@@ -532,7 +532,7 @@ fn zc_expiry_after_partition(kind: ServerKind) {
         assert!(seen.contains(&zc::SessionState::Disconnected), "{seen:?}");
     });
 }
-harness::against_both!(
+zooraft_tests::against_both!(
     zookeeper_client_expiry_after_partition_apache,
     zookeeper_client_expiry_after_partition_zooraft,
     zc_expiry_after_partition
