@@ -421,6 +421,12 @@ impl ZkClient for AsyncZkClient {
         self.zk.delete(path, v).await.map_err(code)
     }
 
+    async fn set_data(&self, path: &str, data: &[u8], version: i32) -> ZkResult<Stat> {
+        let v = if version == -1 { None } else { Some(version) };
+        let s = self.zk.set_data(path, data.to_vec(), v).await;
+        Ok(stat(s.map_err(code)?))
+    }
+
     async fn exists(&self, path: &str) -> ZkResult<Option<Stat>> {
         Ok(self.zk.exists(path, false).await.map_err(code)?.map(stat))
     }

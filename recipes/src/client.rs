@@ -269,6 +269,18 @@ pub trait ZkClient: Send + Sync + 'static {
     /// ```
     async fn delete(&self, path: &str, version: i32) -> ZkResult<()>;
 
+    /// Replaces the node's data if its version is `version` (-1 matches any version), and
+    /// returns its new Stat (`BadVersion` if another write came first).
+    ///
+    /// ```no_run
+    /// # use zooraft_recipes::ZkClient;
+    /// # async fn f(client: std::sync::Arc<dyn ZkClient>) -> Result<(), zooraft_recipes::Error> {
+    /// let (_, stat) = client.get_data("/config").await?;
+    /// let stat = client.set_data("/config", b"v2", stat.version).await?;
+    /// # Ok(()) }
+    /// ```
+    async fn set_data(&self, path: &str, data: &[u8], version: i32) -> ZkResult<Stat>;
+
     /// The node's Stat, or `None` if it does not exist. Sets no watch.
     ///
     /// ```no_run

@@ -146,6 +146,17 @@ impl std::fmt::Display for ErrorCode {
     }
 }
 
+/// So that `?` takes a [`ZkClient`](crate::ZkClient) call's error into `Box<dyn Error>`,
+/// `anyhow` and the like.
+///
+/// ```
+/// fn stat() -> Result<(), Box<dyn std::error::Error>> {
+///     Err(zooraft_recipes::ErrorCode::NoNode)?
+/// }
+/// assert_eq!(stat().unwrap_err().to_string(), "NoNode (-101)");
+/// ```
+impl std::error::Error for ErrorCode {}
+
 /// How a node is created (ZooKeeper's `CreateMode`). The modes with a TTL are not here: the
 /// recipes' operations carry no TTL.
 ///

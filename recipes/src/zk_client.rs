@@ -300,6 +300,11 @@ impl ZkClient for ZookeeperClient {
         self.zk()?.delete(path, version(v)).await.map_err(code)
     }
 
+    async fn set_data(&self, path: &str, data: &[u8], v: i32) -> ZkResult<Stat> {
+        let s = self.zk()?.set_data(path, data, version(v)).await;
+        Ok(stat(s.map_err(code)?))
+    }
+
     async fn exists(&self, path: &str) -> ZkResult<Option<Stat>> {
         Ok(self.zk()?.check_stat(path).await.map_err(code)?.map(stat))
     }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use zooraft_recipes::{
-    CreateMode, Error, InterProcessMutex, LostReason, Owner, ZkClient, ZookeeperClient,
+    CreateMode, Error, ErrorCode, InterProcessMutex, LostReason, Owner, ZkClient, ZookeeperClient,
 };
 use zooraft_tests::proxy::{Direction, Proxy};
 use zooraft_tests::ServerKind;
@@ -49,6 +49,28 @@ async fn mixed_clients_share_one_lock(kind: ServerKind) {
     za.create("/mixed-data", b"0", CreateMode::Persistent)
         .await
         .expect("data node");
+    // set_data at a version, through both backends: the new Stat, BadVersion, NoNode.
+    let s1 = zc
+        .set_data("/mixed-data", b"a", 0)
+        .await
+        .expect("set via zookeeper-client");
+    assert_eq!(s1.version, 1);
+    let s2 = za
+        .set_data("/mixed-data", b"b", s1.version)
+        .await
+        .expect("set via zookeeper-async");
+    assert_eq!((s2.version, s2.data_length), (2, 1));
+    for c in [&*zc as &dyn ZkClient, &*za] {
+        assert!(matches!(
+            c.set_data("/mixed-data", b"c", 1).await,
+            Err(ErrorCode::BadVersion)
+        ));
+        assert!(matches!(
+            c.set_data("/no-such-node", b"", -1).await,
+            Err(ErrorCode::NoNode)
+        ));
+    }
+    assert_eq!(za.get_data("/mixed-data").await.expect("read").0, b"b");
     g1.fenced_set_data("/mixed-data", b"1", -1)
         .await
         .expect("fenced write");

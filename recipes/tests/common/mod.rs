@@ -258,6 +258,14 @@ pub trait Forward: Send + Sync + 'static {
     async fn delete(&self, path: &str, version: i32) -> zooraft_recipes::ZkResult<()> {
         self.inner().delete(path, version).await
     }
+    async fn set_data(
+        &self,
+        path: &str,
+        data: &[u8],
+        version: i32,
+    ) -> zooraft_recipes::ZkResult<zooraft_recipes::Stat> {
+        self.inner().set_data(path, data, version).await
+    }
     async fn exists(&self, path: &str) -> zooraft_recipes::ZkResult<Option<zooraft_recipes::Stat>> {
         self.inner().exists(path).await
     }
@@ -317,6 +325,14 @@ impl<T: Forward> ZkClient for Forwarding<T> {
     }
     async fn delete(&self, path: &str, version: i32) -> zooraft_recipes::ZkResult<()> {
         self.0.delete(path, version).await
+    }
+    async fn set_data(
+        &self,
+        path: &str,
+        data: &[u8],
+        version: i32,
+    ) -> zooraft_recipes::ZkResult<zooraft_recipes::Stat> {
+        self.0.set_data(path, data, version).await
     }
     async fn exists(&self, path: &str) -> zooraft_recipes::ZkResult<Option<zooraft_recipes::Stat>> {
         self.0.exists(path).await
