@@ -162,6 +162,26 @@ impl MaybeShort for SnapshotError {
     }
 }
 
+/// Reads a snapshot's magic and version: the eight bytes, and whether the format has a
+/// checksum trailer.
+fn read_head(src: &mut impl Read) -> Result<([u8; 8], bool), SnapshotError> {
+    let mut head = [0u8; 8];
+    if let Err(e) = src.read_exact(&mut head) {
+        return Err(match e.kind() {
+            io::ErrorKind::UnexpectedEof => SnapshotError::BadMagic,
+            _ => SnapshotError::Io(e),
+        });
+    }
+    if &head[..4] != MAGIC {
+        return Err(SnapshotError::BadMagic);
+    }
+    match u32::from_be_bytes([head[4], head[5], head[6], head[7]]) {
+        VERSION => Ok((head, true)),
+        VERSION_UNCHECKED => Ok((head, false)),
+        v => Err(SnapshotError::Version(v)),
+    }
+}
+
 /// Loads a state machine from a snapshot in memory.
 pub fn decode(bytes: Bytes, options: TreeOptions) -> Result<StateMachine, SnapshotError> {
     decode_from(&bytes[..], options)
@@ -175,21 +195,7 @@ pub fn decode_from(
     mut src: impl Read + Send,
     options: TreeOptions,
 ) -> Result<StateMachine, SnapshotError> {
-    let mut head = [0u8; 8];
-    if let Err(e) = src.read_exact(&mut head) {
-        return Err(match e.kind() {
-            io::ErrorKind::UnexpectedEof => SnapshotError::BadMagic,
-            _ => SnapshotError::Io(e),
-        });
-    }
-    if &head[..4] != MAGIC {
-        return Err(SnapshotError::BadMagic);
-    }
-    let checked = match u32::from_be_bytes([head[4], head[5], head[6], head[7]]) {
-        VERSION => true,
-        VERSION_UNCHECKED => false,
-        v => return Err(SnapshotError::Version(v)),
-    };
+    let (head, checked) = read_head(&mut src)?;
     let mut w = Window::new(TrailerSplit::new(src, checked, &head));
     let decoded = decode_body(&mut w, options, checked);
     if !checked {
@@ -219,20 +225,9 @@ pub fn decode_from(
 /// repaired from the tree in memory, never sent or loaded. A format 1 snapshot has no
 /// checksum to check.
 pub fn verify(mut src: impl Read) -> Result<(), SnapshotError> {
-    let mut head = [0u8; 8];
-    if let Err(e) = src.read_exact(&mut head) {
-        return Err(match e.kind() {
-            io::ErrorKind::UnexpectedEof => SnapshotError::BadMagic,
-            _ => SnapshotError::Io(e),
-        });
-    }
-    if &head[..4] != MAGIC {
-        return Err(SnapshotError::BadMagic);
-    }
-    match u32::from_be_bytes([head[4], head[5], head[6], head[7]]) {
-        VERSION => {}
-        VERSION_UNCHECKED => return Ok(()),
-        v => return Err(SnapshotError::Version(v)),
+    let (head, checked) = read_head(&mut src)?;
+    if !checked {
+        return Ok(());
     }
     let mut split = TrailerSplit::new(src, true, &head);
     split.drain()?;

@@ -193,6 +193,18 @@ mod tests {
         v
     }
 
+    /// Flips the bits of `mask` in the byte at `pos` of `file`, in place.
+    fn flip(file: &std::path::Path, pos: u64, mask: u8) {
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .read(true)
+            .open(file)
+            .unwrap();
+        let mut b = [0u8; 1];
+        f.read_exact_at(&mut b, pos).unwrap();
+        f.write_all_at(&[b[0] ^ mask], pos).unwrap();
+    }
+
     #[test]
     fn a_flipped_byte_in_a_table_is_found_by_the_scrub() {
         let dir = tempfile::tempdir().unwrap();
@@ -206,14 +218,7 @@ mod tests {
         assert_eq!(after.keys, before.keys);
         let sst = tables(dir.path()).pop().expect("a table after the flush");
         // A byte of the first data block (blocks start at the file's beginning).
-        let f = std::fs::OpenOptions::new()
-            .write(true)
-            .read(true)
-            .open(&sst)
-            .unwrap();
-        let mut b = [0u8; 1];
-        f.read_exact_at(&mut b, 100).unwrap();
-        f.write_all_at(&[b[0] ^ 0x20], 100).unwrap();
+        flip(&sst, 100, 0x20);
         match s.scrub_tables(&never) {
             Err(TableScrubError::Damaged(e)) => {
                 assert_eq!(e.kind(), rocksdb::ErrorKind::Corruption, "{e}")
@@ -232,14 +237,7 @@ mod tests {
         s.write_snapshot(300, 1, b"tree").unwrap();
         s.save_snapshot(300, 1, &s.conf_state(), 300);
         let sst = tables(dir.path()).remove(0);
-        let f = std::fs::OpenOptions::new()
-            .write(true)
-            .read(true)
-            .open(&sst)
-            .unwrap();
-        let mut b = [0u8; 1];
-        f.read_exact_at(&mut b, 50).unwrap();
-        f.write_all_at(&[b[0] ^ 0x01], 50).unwrap();
+        flip(&sst, 50, 0x01);
         assert!(matches!(
             s.scrub_tables(&|| false),
             Err(TableScrubError::Damaged(_))
