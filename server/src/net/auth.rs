@@ -3,7 +3,7 @@
 //! `sessionRequireClientSASLAuth`), as ZooKeeper 3.8's `processSasl` and
 //! `AuthenticationHelper` do it.
 //!
-//! Each connection has a [`Guard`] that sees every request before it is dispatched: it
+//! Each connection has a [`ConnAuth`] that sees every request before it is dispatched: it
 //! answers SASL tokens itself (DIGEST-MD5 or GSSAPI, by the first token), and refuses any
 //! other request of a connection that has no id of an enforced scheme with
 //! SESSIONCLOSEDREQUIRESASLAUTH, then closes it. A SASL failure is AUTHFAILED and the
@@ -130,7 +130,7 @@ pub enum Verdict {
 
 /// What the guard needs of its connection.
 #[derive(Clone, Copy)]
-pub struct Cx<'a> {
+pub struct ConnParts<'a> {
     pub pipeline: &'a Mutex<Pipeline>,
     pub out: &'a Outbox,
     pub metrics: &'a Metrics,
@@ -143,7 +143,7 @@ enum Exchange {
 }
 
 /// One connection's view of [`Auth`], with its SASL exchange.
-pub struct Guard {
+pub struct ConnAuth {
     auth: Arc<Auth>,
     peer: IpAddr,
     exchange: Option<Exchange>,
@@ -167,9 +167,9 @@ fn sasl_reply(out: &Outbox, xid: i32, err: ErrorCode, token: Option<&[u8]>) {
     });
 }
 
-impl Guard {
-    pub fn new(auth: Arc<Auth>, peer: IpAddr) -> Guard {
-        Guard {
+impl ConnAuth {
+    pub fn new(auth: Arc<Auth>, peer: IpAddr) -> ConnAuth {
+        ConnAuth {
             auth,
             peer,
             exchange: None,
@@ -178,8 +178,8 @@ impl Guard {
     }
 
     /// Looks at one request before dispatch.
-    pub fn check(&mut self, op: i32, xid: i32, body: &Bytes, cx: &Cx) -> Verdict {
-        let Cx {
+    pub fn check(&mut self, op: i32, xid: i32, body: &Bytes, cx: &ConnParts) -> Verdict {
+        let ConnParts {
             pipeline,
             out,
             metrics,
@@ -250,8 +250,8 @@ impl Guard {
         }
     }
 
-    fn sasl(&mut self, xid: i32, body: &Bytes, cx: &Cx) -> Verdict {
-        let Cx {
+    fn sasl(&mut self, xid: i32, body: &Bytes, cx: &ConnParts) -> Verdict {
+        let ConnParts {
             pipeline,
             out,
             metrics,

@@ -22,13 +22,13 @@ use jute::{Reader, Record, RequestHeader};
 use parking_lot::Mutex;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::auth::{Cx, Guard, Verdict};
-use super::completion::{Completion, Completions};
+use super::auth::{ConnAuth, ConnParts, Verdict};
+use super::conn_events::{ConnEvent, ConnEvents};
 use super::conn_stats::ConnStats;
 use super::end::End;
 use super::handshake::{handshake, HANDSHAKE_TIMEOUT};
 use super::outbox::Outbox;
-use super::pipeline::{Env, Item, Pipeline};
+use super::pipeline::{Answering, Item, Pipeline};
 use super::read_only::{self, Refusal};
 use super::registry::ConnEntry;
 use super::shared::Shared;
@@ -53,7 +53,7 @@ pub async fn serve(
     wr: WriteHalf,
     peer: SocketAddr,
     ids: Vec<jute::Id>,
-    guard: Guard,
+    guard: ConnAuth,
 ) {
     // Small, for a handshake; `ReadRoom` sizes it for what follows, and a larger frame makes
     // it grow (`jute::split_frame` reserves what the frame needs).
@@ -109,7 +109,7 @@ async fn run(
     shared: &Arc<Shared>,
     conn: ConnId,
     peer: SocketAddr,
-    (ids, guard): (Vec<jute::Id>, Guard),
+    (ids, guard): (Vec<jute::Id>, ConnAuth),
     rd: &mut ReadHalf,
     mut buf: BytesMut,
     outbox: Arc<Outbox>,
@@ -132,7 +132,7 @@ async fn run(
         .metrics
         .connections_total
         .fetch_add(1, Ordering::Relaxed);
-    let completions = Arc::new(Completions::default());
+    let events = Arc::new(ConnEvents::default());
     let touched = Arc::new(AtomicBool::new(true));
     let stats = Arc::new(ConnStats::default());
     stats
@@ -144,14 +144,14 @@ async fn run(
         std::iter::once(acl::ip_id(peer.ip())).chain(ids).collect(),
         outbox.clone(),
         stats.clone(),
-        completions.clone(),
+        events.clone(),
     )));
     shared.watches.lock().register(conn, outbox.clone());
     let previous = shared.registry.register(
         conn,
         ConnEntry {
             session: session.id,
-            completions: completions.clone(),
+            events: events.clone(),
             touched: touched.clone(),
             peer,
             connected_at: SystemTime::now(),
@@ -161,7 +161,7 @@ async fn run(
     );
     if let Some(old) = previous {
         // The client reconnected: its older connection goes (ZooKeeper's CLIENT_RECONNECT).
-        shared.registry.send(old, Completion::SessionClosed);
+        shared.registry.send(old, ConnEvent::SessionClosed);
     }
     // The session may have been closed between the check and the registration.
     if !session.read_only
@@ -196,7 +196,7 @@ async fn run(
         write_timeout: Duration::from_millis(session.timeout_ms.max(0) as u64)
             .max(shared.replica.election_timeouts(3)),
     };
-    c.serve(rd, &mut buf, &completions).await
+    c.serve(rd, &mut buf, &events).await
 }
 
 struct Connection {
@@ -210,7 +210,7 @@ struct Connection {
     /// Accepted in read-only mode: reads only, until the quorum is back.
     read_only: bool,
     /// SASL and enforced authentication (`auth.rs`).
-    guard: Guard,
+    guard: ConnAuth,
     origin: Origin,
     writes: Submitter,
     sync_seq: u64,
@@ -237,12 +237,7 @@ fn linearizable_reads(shared: &Shared, read_only: bool) -> bool {
 }
 
 impl Connection {
-    async fn serve(
-        &mut self,
-        rd: &mut ReadHalf,
-        buf: &mut BytesMut,
-        completions: &Completions,
-    ) -> End {
+    async fn serve(&mut self, rd: &mut ReadHalf, buf: &mut BytesMut, events: &ConnEvents) -> End {
         let max = self.shared.replica.config().max_buffer;
         let mut room = ReadRoom::default();
         loop {
@@ -285,9 +280,9 @@ impl Connection {
             }
             tokio::select! {
                 biased;
-                pending = completions.recv() => {
+                pending = events.recv() => {
                     for c in pending {
-                        if let Err(end) = self.on_completion(c) {
+                        if let Err(end) = self.on_event(c) {
                             return end;
                         }
                     }
@@ -333,7 +328,7 @@ impl Connection {
         let body = r.take_rest();
         let started = Instant::now();
         let class = opcodes::info(header.op).class;
-        let cx = Cx {
+        let cx = ConnParts {
             pipeline: &self.pipeline,
             out: &self.outbox,
             metrics,
@@ -469,7 +464,7 @@ impl Connection {
 
     fn local(&self, xid: i32, op: i32, body: Bytes, started: Instant) {
         let state = self.shared.replica.state.read();
-        let mut env = Env {
+        let mut env = Answering {
             state: &state,
             watches: WatchSlot::Shared(&self.shared.watches),
             metrics: &self.shared.metrics,
@@ -477,17 +472,17 @@ impl Connection {
         self.pipeline.lock().local(xid, op, body, started, &mut env);
     }
 
-    fn on_completion(&mut self, c: Completion) -> Result<(), End> {
+    fn on_event(&mut self, c: ConnEvent) -> Result<(), End> {
         match c {
-            Completion::SessionClosed => Err(End::SessionClosed),
-            Completion::LeaderChanged if self.pipeline.lock().has_outstanding_write() => {
+            ConnEvent::SessionClosed => Err(End::SessionClosed),
+            ConnEvent::LeaderChanged if self.pipeline.lock().has_outstanding_write() => {
                 Err(End::LeaderChanged)
             }
-            Completion::LeaderChanged => Ok(()),
+            ConnEvent::LeaderChanged => Ok(()),
             // A read-only connection is what stays while the member does not serve.
-            Completion::StopServing if self.read_only => Ok(()),
-            Completion::StopServing => Err(End::NotServing),
-            Completion::Resume => Ok(()),
+            ConnEvent::StopServing if self.read_only => Ok(()),
+            ConnEvent::StopServing => Err(End::NotServing),
+            ConnEvent::Resume => Ok(()),
         }
     }
 }

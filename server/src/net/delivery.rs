@@ -18,10 +18,10 @@ use std::sync::Arc;
 use bytes::BytesMut;
 use parking_lot::{Mutex, MutexGuard};
 
-use super::completion::Completion;
+use super::conn_events::ConnEvent;
 use super::metrics::Metrics;
 use super::outbox::Outbox;
-use super::pipeline::{Env, Pipeline};
+use super::pipeline::{Answering, Pipeline};
 use super::registry::{Registry, SessionGrant};
 use super::reply;
 use super::shared::Shared;
@@ -57,7 +57,7 @@ impl Connections for Shared {
 
     fn sync_done(&self, state: &StateMachine, conn: ConnId, token: u64) {
         if let Some(p) = self.registry.pipeline(conn) {
-            let mut env = Env {
+            let mut env = Answering {
                 state,
                 watches: WatchSlot::Shared(&self.watches),
                 metrics: &self.metrics,
@@ -67,11 +67,11 @@ impl Connections for Shared {
     }
 
     fn leader_changed(&self) {
-        self.registry.broadcast(|| Completion::LeaderChanged);
+        self.registry.broadcast(|| ConnEvent::LeaderChanged);
     }
 
     fn stop_serving(&self) {
-        self.registry.broadcast(|| Completion::StopServing);
+        self.registry.broadcast(|| ConnEvent::StopServing);
     }
 
     fn take_touched(&self) -> Vec<i64> {
@@ -96,7 +96,7 @@ struct Delivery<'a> {
     /// The pipeline the last reply went to.
     last: Option<(ConnId, Arc<Mutex<Pipeline>>)>,
     /// What goes to connections once the state lock is released.
-    out: Vec<(ConnId, Completion)>,
+    out: Vec<(ConnId, ConnEvent)>,
     grants: Vec<(i64, SessionGrant)>,
 }
 
@@ -130,7 +130,7 @@ impl ApplyRound for Delivery<'_> {
             let Some((_, p)) = last.as_ref() else {
                 continue;
             };
-            let mut env = Env {
+            let mut env = Answering {
                 state,
                 watches: WatchSlot::Held(watches),
                 metrics,
@@ -211,7 +211,7 @@ impl ApplyObserver for Delivery<'_> {
         };
         if let Some(conn) = self.registry.conn_of_session(session) {
             if Some(conn) != closer {
-                self.out.push((conn, Completion::SessionClosed));
+                self.out.push((conn, ConnEvent::SessionClosed));
             }
         }
     }

@@ -6,7 +6,7 @@ use bytes::{Bytes, BytesMut};
 use jute::{ConnectRequest, ConnectResponse, Reader, Record};
 use std::sync::atomic::Ordering;
 
-use super::completion::Completion;
+use super::conn_events::ConnEvent;
 use super::end::End;
 use super::outbox::Outbox;
 use super::read_only::{self, Admission};
@@ -108,7 +108,7 @@ pub(super) async fn handshake(
     // ZooKeeper closes the session's current connection on any attempt to resume it, before
     // it checks the password (processConnectRequest's CLIENT_RECONNECT).
     if let Some(old) = shared.registry.conn_of_session(req.session_id) {
-        shared.registry.send(old, Completion::SessionClosed);
+        shared.registry.send(old, ConnEvent::SessionClosed);
     }
     // In an ensemble the resume is confirmed with the leader (a ReadIndex round) before it
     // is answered, as ZooKeeper's follower revalidates a session with its leader: the

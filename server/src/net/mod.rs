@@ -18,11 +18,11 @@
 //! | `registry.rs` | the connections by id and by session |
 //! | `delivery.rs` | what the Raft thread's apply loop hands to connections |
 //! | `shared.rs` | what connections share (and the lock order) |
-//! | `completion.rs`, `conn_stats.rs` | what a connection's task is told; its counters |
+//! | `conn_events.rs`, `conn_stats.rs` | what a connection's task is told; its counters |
 //! | `metrics.rs`, `session_ids.rs` | request counters; session ids and passwords |
 
 mod auth;
-mod completion;
+mod conn_events;
 mod conn_stats;
 mod connection;
 mod delivery;

@@ -20,7 +20,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use jute::{ErrorCode, Id, Reader, Request};
 
-use super::completion::{Completion, Completions};
+use super::conn_events::{ConnEvent, ConnEvents};
 use super::conn_stats::ConnStats;
 use super::metrics::Metrics;
 use super::outbox::Outbox;
@@ -70,7 +70,7 @@ pub enum Item {
 }
 
 /// What answering needs: the tree (already locked by the caller) and the watches.
-pub struct Env<'a> {
+pub struct Answering<'a> {
     pub state: &'a StateMachine,
     pub watches: WatchSlot<'a>,
     pub metrics: &'a Metrics,
@@ -85,7 +85,7 @@ pub struct Pipeline {
     pub auth: AuthIds,
     outbox: Arc<Outbox>,
     stats: Arc<ConnStats>,
-    notify: Arc<Completions>,
+    notify: Arc<ConnEvents>,
     /// The connection holds a request back until the last barrier is released (and is
     /// told so with `Resume`).
     pub wake_after_barriers: bool,
@@ -98,7 +98,7 @@ impl Pipeline {
         auth: AuthIds,
         outbox: Arc<Outbox>,
         stats: Arc<ConnStats>,
-        notify: Arc<Completions>,
+        notify: Arc<ConnEvents>,
     ) -> Pipeline {
         Pipeline {
             items: VecDeque::new(),
@@ -175,7 +175,7 @@ impl Pipeline {
     }
 
     /// The oldest unanswered write was applied; `reply` is its encoded frame.
-    pub fn write_applied(&mut self, reply: Bytes, env: &mut Env) {
+    pub fn write_applied(&mut self, reply: Bytes, env: &mut Answering) {
         match self
             .items
             .iter_mut()
@@ -194,7 +194,7 @@ impl Pipeline {
     }
 
     /// A sync or read barrier this connection issued is satisfied.
-    pub fn sync_done(&mut self, token: u64, env: &mut Env) {
+    pub fn sync_done(&mut self, token: u64, env: &mut Answering) {
         for i in self.items.iter_mut() {
             if let Item::Sync { token: t, done, .. } | Item::Barrier { token: t, done, .. } = i {
                 if *t == token {
@@ -206,7 +206,7 @@ impl Pipeline {
     }
 
     /// Answers a local request now (the pipeline must be empty), or queues it.
-    pub fn local(&mut self, xid: i32, op: i32, body: Bytes, started: Instant, env: &mut Env) {
+    pub fn local(&mut self, xid: i32, op: i32, body: Bytes, started: Instant, env: &mut Answering) {
         if self.items.is_empty() {
             self.answer_local(xid, op, body, env);
             self.finished(xid, op, started, env);
@@ -221,7 +221,7 @@ impl Pipeline {
     }
 
     /// Answers, in order, everything at the head that can be answered.
-    pub fn flush(&mut self, env: &mut Env) {
+    pub fn flush(&mut self, env: &mut Answering) {
         loop {
             match self.items.front() {
                 None
@@ -246,7 +246,7 @@ impl Pipeline {
                     if closes_session {
                         // Nothing after a closeSession is answered.
                         self.items.clear();
-                        self.notify.send(Completion::SessionClosed);
+                        self.notify.send(ConnEvent::SessionClosed);
                     }
                 }
                 Item::Sync {
@@ -258,12 +258,12 @@ impl Pipeline {
                     });
                     self.finished(xid, jute::OpCode::Sync.code(), started, env);
                     // The connection may take the requests it held back.
-                    self.notify.send(Completion::Resume);
+                    self.notify.send(ConnEvent::Resume);
                 }
                 Item::Barrier { .. } => {
                     if self.wake_after_barriers && !self.barrier_pending() {
                         self.wake_after_barriers = false;
-                        self.notify.send(Completion::Resume);
+                        self.notify.send(ConnEvent::Resume);
                     }
                 }
                 Item::Local {
@@ -283,7 +283,7 @@ impl Pipeline {
             .store(self.items.len() as u64, Ordering::Relaxed);
     }
 
-    fn answer_local(&mut self, xid: i32, op: i32, body: Bytes, env: &mut Env) {
+    fn answer_local(&mut self, xid: i32, op: i32, body: Bytes, env: &mut Answering) {
         let zxid = env.state.last_zxid;
         let request = match Request::decode(op, &mut Reader::new(body)) {
             Ok(r) => r,
@@ -314,7 +314,7 @@ impl Pipeline {
         );
     }
 
-    fn finished(&self, xid: i32, op: i32, started: Instant, env: &Env) {
+    fn finished(&self, xid: i32, op: i32, started: Instant, env: &Answering) {
         // One clock read for both (every reply comes through here).
         let now = Instant::now();
         let elapsed = now.saturating_duration_since(started);

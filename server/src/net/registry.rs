@@ -2,7 +2,7 @@
 //! outcome to the connection that waits for it.
 //!
 //! A connection registers once its session is established. The apply loop sends it
-//! [`Completion`]s; the connection marks itself `touched` whenever a packet arrives, and the
+//! [`ConnEvent`]s; the connection marks itself `touched` whenever a packet arrives, and the
 //! Raft thread collects those marks every tick to keep sessions alive (on the leader
 //! directly, from followers in batches).
 
@@ -13,7 +13,7 @@ use std::sync::Arc;
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::oneshot;
 
-use super::completion::{Completion, Completions};
+use super::conn_events::{ConnEvent, ConnEvents};
 use super::conn_stats::ConnStats;
 use super::pipeline::Pipeline;
 use crate::state::command::ConnId;
@@ -28,7 +28,7 @@ pub struct SessionGrant {
 /// A registered connection.
 pub struct ConnEntry {
     pub session: i64,
-    pub completions: Arc<Completions>,
+    pub events: Arc<ConnEvents>,
     pub touched: Arc<AtomicBool>,
     pub peer: std::net::SocketAddr,
     pub connected_at: std::time::SystemTime,
@@ -63,11 +63,11 @@ impl Registry {
         }
     }
 
-    /// Sends a completion; false if the connection is gone.
-    pub fn send(&self, conn: ConnId, completion: Completion) -> bool {
+    /// Sends a event; false if the connection is gone.
+    pub fn send(&self, conn: ConnId, event: ConnEvent) -> bool {
         match self.conns.read().get(&conn) {
             Some(e) => {
-                e.completions.send(completion);
+                e.events.send(event);
                 true
             }
             None => false,
@@ -85,9 +85,9 @@ impl Registry {
     }
 
     /// Tells every connection something (leader change, stop serving).
-    pub fn broadcast(&self, make: impl Fn() -> Completion) {
+    pub fn broadcast(&self, make: impl Fn() -> ConnEvent) {
         for e in self.conns.read().values() {
-            e.completions.send(make());
+            e.events.send(make());
         }
     }
 

@@ -16,7 +16,7 @@ use std::time::Duration;
 use jute::Id;
 use tokio::net::{TcpListener, TcpStream};
 
-use super::auth::{Auth, Guard};
+use super::auth::{Auth, ConnAuth};
 use super::connection;
 use super::metrics::AuthFailure;
 use super::shared::Shared;
@@ -100,7 +100,7 @@ async fn secure(
         tracing::debug!(%peer, "TLS client authenticated as x509:{}", id.id);
     }
     let (rd, wr) = tokio::io::split(stream);
-    let guard = Guard::new(listen.auth.clone(), peer.ip());
+    let guard = ConnAuth::new(listen.auth.clone(), peer.ip());
     Box::pin(connection::serve(
         shared,
         Box::new(rd),
@@ -114,7 +114,7 @@ async fn secure(
 
 async fn plain(shared: Arc<Shared>, stream: TcpStream, peer: SocketAddr, listen: &Listen) {
     let (rd, wr) = stream.into_split();
-    let guard = Guard::new(listen.auth.clone(), peer.ip());
+    let guard = ConnAuth::new(listen.auth.clone(), peer.ip());
     Box::pin(connection::serve(
         shared,
         Box::new(rd),

@@ -2,7 +2,7 @@
 //! task. Replies themselves go through the connection's pipeline; these are the events
 //! that change what the task does next.
 //!
-//! A connection's [`Completions`] is one byte of pending kinds and a wake-up, not a queue:
+//! A connection's [`ConnEvents`] is one byte of pending kinds and a wake-up, not a queue:
 //! every kind is handled by looking at the connection's state when it is taken (a second
 //! `LeaderChanged` before the first was seen changes nothing), and a queue per connection
 //! cost half a kilobyte of each session's memory (a tokio channel's cache-padded state and
@@ -15,7 +15,7 @@ use tokio::sync::Notify;
 /// See the module docs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
-pub enum Completion {
+pub enum ConnEvent {
     /// The session ended (closed by the client, expired, or taken over by a reconnect).
     SessionClosed = 1,
     /// This member stopped serving clients (no quorum, or shutting down).
@@ -26,25 +26,25 @@ pub enum Completion {
     Resume = 8,
 }
 
-/// The order in which pending completions are handed out: the ones that may end the
+/// The order in which pending events are handed out: the ones that may end the
 /// connection first.
-const ORDER: [Completion; 4] = [
-    Completion::SessionClosed,
-    Completion::StopServing,
-    Completion::LeaderChanged,
-    Completion::Resume,
+const ORDER: [ConnEvent; 4] = [
+    ConnEvent::SessionClosed,
+    ConnEvent::StopServing,
+    ConnEvent::LeaderChanged,
+    ConnEvent::Resume,
 ];
 
-/// A connection's pending completions (see the module docs).
+/// A connection's pending events (see the module docs).
 #[derive(Default)]
-pub struct Completions {
+pub struct ConnEvents {
     pending: AtomicU8,
     wake: Notify,
 }
 
-impl Completions {
+impl ConnEvents {
     /// Marks `c` pending and wakes the connection's task.
-    pub fn send(&self, c: Completion) {
+    pub fn send(&self, c: ConnEvent) {
         self.pending.fetch_or(c as u8, Ordering::AcqRel);
         // A permit is kept if the task is not waiting yet: the next wait returns at once.
         self.wake.notify_one();
@@ -63,14 +63,14 @@ impl Completions {
     }
 }
 
-/// Completions taken together, handed out in [`ORDER`].
+/// ConnEvents taken together, handed out in [`ORDER`].
 #[derive(Debug)]
 pub struct Pending(u8);
 
 impl Iterator for Pending {
-    type Item = Completion;
+    type Item = ConnEvent;
 
-    fn next(&mut self) -> Option<Completion> {
+    fn next(&mut self) -> Option<ConnEvent> {
         let c = ORDER.into_iter().find(|c| self.0 & *c as u8 != 0)?;
         self.0 &= !(c as u8);
         Some(c)
@@ -91,18 +91,18 @@ mod tests {
 
     #[test]
     fn pending_kinds_come_once_each_the_decisive_first() {
-        let c = Completions::default();
-        c.send(Completion::Resume);
-        c.send(Completion::LeaderChanged);
-        c.send(Completion::Resume);
-        c.send(Completion::SessionClosed);
-        let got: Vec<Completion> = block_on(c.recv()).collect();
+        let c = ConnEvents::default();
+        c.send(ConnEvent::Resume);
+        c.send(ConnEvent::LeaderChanged);
+        c.send(ConnEvent::Resume);
+        c.send(ConnEvent::SessionClosed);
+        let got: Vec<ConnEvent> = block_on(c.recv()).collect();
         assert_eq!(
             got,
             vec![
-                Completion::SessionClosed,
-                Completion::LeaderChanged,
-                Completion::Resume
+                ConnEvent::SessionClosed,
+                ConnEvent::LeaderChanged,
+                ConnEvent::Resume
             ]
         );
         // All of it was taken: the next wait lasts until something new is sent.
@@ -114,19 +114,19 @@ mod tests {
 
     #[test]
     fn a_send_from_another_thread_wakes_a_waiting_task() {
-        let c = std::sync::Arc::new(Completions::default());
+        let c = std::sync::Arc::new(ConnEvents::default());
         let sender = c.clone();
         let got = block_on(async move {
             let waiting = tokio::spawn(async move { c.recv().await.collect::<Vec<_>>() });
             tokio::task::yield_now().await;
-            std::thread::spawn(move || sender.send(Completion::StopServing))
+            std::thread::spawn(move || sender.send(ConnEvent::StopServing))
                 .join()
                 .expect("the sender thread");
             tokio::time::timeout(std::time::Duration::from_secs(10), waiting).await
         });
         assert_eq!(
             got.expect("woken").expect("joined"),
-            vec![Completion::StopServing]
+            vec![ConnEvent::StopServing]
         );
     }
 }
