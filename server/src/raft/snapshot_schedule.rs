@@ -137,10 +137,7 @@ impl Consensus {
             peak_extra,
         } = written;
         self.snapshots.in_progress = false;
-        if std::mem::take(&mut self.snapshots.repairing) {
-            let counters = &self.replica.counters;
-            counters.snapshot_repairs.fetch_add(1, Ordering::Relaxed);
-        }
+        let repaired = std::mem::take(&mut self.snapshots.repairing);
         // Older: a snapshot from the leader was installed meanwhile. (The same index: a
         // repair of a damaged file, which this one replaced; it is named again.)
         if index < self.storage.snapshot_metadata().index {
@@ -150,6 +147,10 @@ impl Consensus {
         self.storage.save_snapshot(index, term, &conf, compact_to);
         self.snapshots.last_bytes = bytes;
         let counters = &self.replica.counters;
+        // Counted once the sound file is named: a restart from now on loads it.
+        if repaired {
+            counters.snapshot_repairs.fetch_add(1, Ordering::Relaxed);
+        }
         counters.snapshot_time.record_ms(captured_in + written_in);
         counters.snapshot_last(bytes, captured_in + written_in, peak_extra);
         self.replica
