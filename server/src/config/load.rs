@@ -70,6 +70,7 @@ impl Config {
                 })?;
                 let mut cfg = Config::parse(&text, &path.display().to_string())?;
                 cfg.config_file = Some(path.clone());
+                cfg.initial_text = text;
                 cfg.read_dynamic_file()?;
                 cfg
             }

@@ -3,7 +3,7 @@
 //!
 //! An operator's existing zoo.cfg works unchanged: the keys zooraft uses are read with
 //! ZooKeeper's meaning and defaults; ZooKeeper keys that do not apply to zooraft (dataLogDir,
-//! autopurge.*, admin.*, ...) are accepted and noted; an unknown key is a warning; a
+//! autopurge.*, ...) are accepted and noted; an unknown key is a warning; a
 //! malformed value is an error that names the line. With no file and no flags, zooraft is a
 //! standalone server on 127.0.0.1:2181 with its data under `./data`.
 
@@ -12,10 +12,12 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+mod admin;
 mod load;
 mod members;
 mod whitelist;
 
+pub use admin::AdminConfig;
 pub use load::Overrides;
 pub use members::{parse_member, Member};
 pub use whitelist::Whitelist;
@@ -107,13 +109,10 @@ pub struct Config {
     pub metrics_address: IpAddr,
     /// `DigestAuthenticationProvider.superDigest` (`super:<base64 sha1>`).
     pub super_digest: Option<String>,
-    /// `admin.serverPort`: the admin server (`migrate::serve_admin`: backups, leader
-    /// transfer); off unless set.
-    pub admin_port: Option<u16>,
-    /// `admin.serverAddress`; loopback unless set.
-    pub admin_address: IpAddr,
-    /// `admin.enableServer` (true unless set to false).
-    pub admin_enabled: bool,
+    /// The `admin.*` keys (the AdminServer).
+    pub admin: AdminConfig,
+    /// The zoo.cfg text as read at start (`initial_configuration`); empty without a file.
+    pub initial_text: String,
     /// Take a snapshot after this many applied entries.
     pub snapshot_entries: u64,
     /// Log entries kept behind a snapshot, so a follower slightly behind catches up from the
@@ -212,9 +211,8 @@ impl Default for Config {
             metrics_port: None,
             metrics_address: IpAddr::from([127, 0, 0, 1]),
             super_digest: None,
-            admin_port: None,
-            admin_address: IpAddr::from([127, 0, 0, 1]),
-            admin_enabled: true,
+            admin: AdminConfig::default(),
+            initial_text: String::new(),
             snapshot_entries: 100_000,
             snapshot_retain_entries: 10_000,
             raft_tick: Duration::from_millis(100),
@@ -284,6 +282,9 @@ impl Config {
                 return Err(err(format!("expected key=value, got '{line}'")));
             };
             let (key, value) = (key.trim(), value.trim());
+            if cfg.admin.set(key, value).map_err(err)? {
+                continue;
+            }
             match key {
                 "tickTime" => cfg.tick_time_ms = parse_num(key, value).map_err(err)?,
                 "dataDir" => cfg.data_dir = PathBuf::from(value),
@@ -331,15 +332,6 @@ impl Config {
                 "DigestAuthenticationProvider.superDigest"
                 | "zookeeper.DigestAuthenticationProvider.superDigest" => {
                     cfg.super_digest = Some(value.to_string())
-                }
-                "admin.enableServer" => cfg.admin_enabled = parse_bool(key, value).map_err(err)?,
-                "admin.serverPort" => cfg.admin_port = Some(parse_num(key, value).map_err(err)?),
-                "admin.serverAddress" => {
-                    cfg.admin_address = value.parse().map_err(|_| {
-                        err(format!(
-                            "admin.serverAddress: '{value}' is not an IP address"
-                        ))
-                    })?
                 }
                 "peerType" => match value {
                     "observer" => peer_type_observer = true,
