@@ -7,12 +7,13 @@ use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use hyper::StatusCode;
+use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use super::catalogue::{self, Kind, Value};
 use super::four_letter::VERSION;
+use super::http;
 use crate::net::{Shared, BUCKETS_US};
 use crate::state::opcodes::OpFamily;
 use crate::stats::QUANTILES;
@@ -81,56 +82,13 @@ pub fn render(shared: &Shared) -> String {
     out
 }
 
-/// The most of a request head read before answering anyway.
-const MAX_REQUEST_HEAD: usize = 16 * 1024;
-
-/// Reads the request head up to its blank line (a client may send it in several segments;
-/// answering and closing after the first would reset the connection under the client's
-/// later writes, and its read of the answer with it). The request itself is not looked at.
-async fn read_request_head(stream: &mut TcpStream) {
-    let mut head = Vec::with_capacity(1024);
-    let mut chunk = [0u8; 1024];
-    loop {
-        match stream.read(&mut chunk).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => head.extend_from_slice(&chunk[..n]),
-        }
-        let ended =
-            head.windows(4).any(|w| w == b"\r\n\r\n") || head.windows(2).any(|w| w == b"\n\n");
-        if ended || head.len() >= MAX_REQUEST_HEAD {
-            return;
-        }
-    }
-}
-
-/// Serves the endpoint until shutdown.
-pub async fn serve(
-    shared: Arc<Shared>,
-    listener: TcpListener,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    loop {
-        tokio::select! {
-            accepted = listener.accept() => {
-                let Ok((mut stream, _)) = accepted else { continue };
-                let shared = shared.clone();
-                tokio::spawn(async move {
-                    let _ = tokio::time::timeout(
-                        std::time::Duration::from_secs(5),
-                        read_request_head(&mut stream),
-                    )
-                    .await;
-                    let body = render(&shared);
-                    let head = format!(
-                        "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-                        body.len()
-                    );
-                    let _ = stream.write_all(head.as_bytes()).await;
-                    let _ = stream.write_all(body.as_bytes()).await;
-                    let _ = stream.shutdown().await;
-                });
-            }
-            _ = shutdown.changed() => return,
-        }
-    }
+/// Serves the endpoint until shutdown: any path, any method, answers with the metrics.
+pub async fn serve(shared: Arc<Shared>, listener: TcpListener, shutdown: watch::Receiver<bool>) {
+    let handler: http::Handler = Arc::new(move |_request, _peer| {
+        let shared = shared.clone();
+        Box::pin(async move {
+            http::answer(StatusCode::OK, "text/plain; version=0.0.4", render(&shared))
+        })
+    });
+    http::serve("metrics", listener, http::Mode::Plain, handler, shutdown).await;
 }
