@@ -42,6 +42,35 @@ pub fn raft_dir(config: &Config) -> std::path::PathBuf {
     config.data_dir.join("raft")
 }
 
+/// Binds the AdminServer's port (ZooKeeper's 8080 unless `admin.serverPort` says otherwise).
+/// A port given in zoo.cfg that cannot be had stops the start, as any other port would; the
+/// default one taken by something else is a warning, so a server started with no
+/// configuration on a machine already using 8080 still serves its clients.
+async fn bind_admin(
+    config: &Config,
+) -> anyhow::Result<Option<(TcpListener, crate::ops::admin::Mode)>> {
+    let admin = &config.admin;
+    if !admin.enabled {
+        return Ok(None);
+    }
+    let mode = crate::ops::admin::mode(config).context("admin.portUnification/forceHttps")?;
+    let addr = SocketAddr::new(admin.address, admin.port());
+    match TcpListener::bind(addr).await {
+        Ok(l) => {
+            tracing::info!(address = %l.local_addr()?, "AdminServer listening");
+            Ok(Some((l, mode)))
+        }
+        Err(e) if admin.port_given.is_none() => {
+            tracing::warn!(
+                "AdminServer not started: cannot listen on {addr} ({e}); set admin.serverPort, \
+                 or admin.enableServer=false"
+            );
+            Ok(None)
+        }
+        Err(e) => Err(e).with_context(|| format!("cannot listen for admin requests on {addr}")),
+    }
+}
+
 impl Server {
     /// Opens the data directory, replays what it holds, and starts serving. Must be called
     /// inside a tokio runtime.
@@ -172,19 +201,11 @@ impl Server {
         };
         let metrics_port = config.metrics_port;
         let metrics_addr = config.metrics_address;
-        let admin = match config.admin_port {
-            Some(port) if config.admin_enabled => {
-                let addr = SocketAddr::new(config.admin_address, port);
-                Some(
-                    TcpListener::bind(addr)
-                        .await
-                        .with_context(|| format!("cannot listen for admin requests on {addr}"))?,
-                )
-            }
-            _ => None,
-        };
+        let admin = bind_admin(&config).await?;
         let replica = Arc::new(Replica::new(config, state, tx));
-        let admin_replica = replica.clone();
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+        *replica.status.last_snapshot.lock() =
+            (replica.last_zxid(), now.map_or(0, |d| d.as_secs()));
         let shared = Arc::new(Shared::new(
             replica.clone(),
             crate::ops::four_letter::answer,
@@ -213,10 +234,11 @@ impl Server {
                 .context("cannot start observing the ZooKeeper ensemble")?,
         };
         let (shutdown, shutdown_rx) = watch::channel(false);
-        if let Some(l) = admin {
-            tokio::spawn(crate::migrate::serve_admin(
-                admin_replica,
-                l,
+        if let Some((listener, mode)) = admin {
+            tokio::spawn(crate::ops::admin::serve(
+                shared.clone(),
+                listener,
+                mode,
                 shutdown_rx.clone(),
             ));
         }

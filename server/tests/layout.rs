@@ -311,7 +311,10 @@ fn each_layer_uses_only_the_layers_below_it() {
         ("state", vec![]),
         ("raft", layer(&["state", "tls"])),
         ("net", layer(&["raft", "state", "tls", "sasl"])),
-        ("ops", layer(&["net", "raft", "state", "tls", "sasl"])),
+        (
+            "ops",
+            layer(&["net", "raft", "state", "tls", "sasl", "migrate"]),
+        ),
         ("migrate", layer(&["raft", "state"])),
         ("zab", layer(&["migrate", "raft", "state", "sasl"])),
     ]);

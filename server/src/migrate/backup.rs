@@ -108,7 +108,7 @@ fn decode_file(bytes: &[u8], options: TreeOptions) -> anyhow::Result<(Backup, St
 
 /// `GET /commands/snapshot` on the admin server (`admin.rs`): the member's state now, and
 /// the zxid it is at (the state is captured under the read lock, encoded off it).
-pub(super) async fn snapshot_body(replica: &Replica) -> Option<(Bytes, i64)> {
+pub async fn snapshot_body(replica: &Replica) -> Option<(Bytes, i64)> {
     let view = replica.state.read().snapshot_view();
     let zxid = view.last_zxid;
     let body = tokio::task::spawn_blocking(move || snapshot::encode(&view))

@@ -14,18 +14,16 @@
 //! `term << 32 | counter`, its zxids continue above every imported one with the epoch
 //! bumped. Other members of an ensemble start empty and receive that snapshot from the
 //! leader. Files: `store.rs` (opening and writing stores), `convert.rs` (trees both
-//! ways), `import.rs`, `export.rs`, `backup.rs` (file format, client, restore), `admin.rs`
-//! (the admin server: backups and leader transfer).
+//! ways), `import.rs`, `export.rs`, `backup.rs` (file format, client, restore, and the
+//! snapshot stream the AdminServer's `snapshot` command sends).
 
-mod admin;
 mod backup;
 mod convert;
 mod export;
 mod import;
 mod store;
 
-pub use admin::serve_admin;
-pub use backup::{backup, restore};
+pub use backup::{backup, restore, snapshot_body};
 pub use convert::to_state;
 pub use export::export;
 pub use import::{import, ImportOptions};

@@ -15,6 +15,15 @@ use std::fmt::Write as _;
 /// The `envi` answer: ZooKeeper's header line, then `key=value` lines.
 pub fn envi(version: &str, member: u64) -> String {
     let mut out = String::from("Environment:\n");
+    for (k, v) in properties(version, member) {
+        let _ = writeln!(out, "{k}={v}");
+    }
+    out
+}
+
+/// The environment's keys and values, in ZooKeeper's order (`envi`, the AdminServer's
+/// `environment`).
+pub fn properties(version: &str, member: u64) -> Vec<(&'static str, String)> {
     let hostname = read_trimmed("/proc/sys/kernel/hostname");
     let hosts = std::fs::read_to_string("/etc/hosts").unwrap_or_default();
     let host = canonical_name(&hosts, &hostname);
@@ -25,7 +34,7 @@ pub fn envi(version: &str, member: u64) -> String {
     let mb = |bytes: u64| format!("{}MB", bytes / (1024 * 1024));
     let limit = memory_limit();
     let resident = crate::allocator::resident_bytes().unwrap_or(0);
-    let props = [
+    vec![
         ("zookeeper.version", version.to_string()),
         ("host.name", host),
         ("zooraft.version", env!("CARGO_PKG_VERSION").to_string()),
@@ -39,11 +48,24 @@ pub fn envi(version: &str, member: u64) -> String {
         ("os.memory.free", mb(limit.saturating_sub(resident))),
         ("os.memory.max", mb(limit)),
         ("os.memory.total", mb(limit)),
-    ];
-    for (k, v) in props {
-        let _ = writeln!(out, "{k}={v}");
-    }
-    out
+    ]
+}
+
+/// The AdminServer's `system_properties`: Java's system properties that mean something
+/// outside a JVM, under their names, sorted as ZooKeeper's answer is (`java.*` left out).
+pub fn system_properties(version: &str, member: u64) -> Vec<(&'static str, String)> {
+    let mut props: Vec<(&'static str, String)> = properties(version, member)
+        .into_iter()
+        .filter(|(k, _)| !k.starts_with("os.memory") && *k != "host.name")
+        .collect();
+    props.extend([
+        ("file.encoding", "UTF-8".to_string()),
+        ("file.separator", "/".to_string()),
+        ("line.separator", "\n".to_string()),
+        ("path.separator", ":".to_string()),
+    ]);
+    props.sort_by(|a, b| a.0.cmp(b.0));
+    props
 }
 
 /// The host's name as Java's `InetAddress.getLocalHost().getCanonicalHostName()` gives it

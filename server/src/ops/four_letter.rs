@@ -29,7 +29,7 @@ fn not_serving(shared: &Shared) -> String {
     }
 }
 
-fn full_version() -> String {
+pub(super) fn full_version() -> String {
     format!("{VERSION}, built on unknown")
 }
 
@@ -67,21 +67,11 @@ pub fn answer(shared: &Shared, word: &[u8; 4], peer: SocketAddr) -> String {
         "mntr" => mntr(shared),
         "cons" => cons(shared),
         "crst" => {
-            shared.registry.for_each(|_, e| {
-                let s = &e.stats;
-                s.received.store(0, Ordering::Relaxed);
-                s.sent.store(0, Ordering::Relaxed);
-                s.min_latency_us.store(0, Ordering::Relaxed);
-                s.max_latency_us.store(0, Ordering::Relaxed);
-                s.total_latency_us.store(0, Ordering::Relaxed);
-                s.latency_count.store(0, Ordering::Relaxed);
-            });
+            reset_connection_stats(shared);
             "Connection stats reset.\n".to_string()
         }
         "srst" => {
-            shared.metrics.reset();
-            shared.replica.counters.reset();
-            shared.watches.lock().fired.reset();
+            reset_server_stats(shared);
             "Server stats reset.\n".to_string()
         }
         "wchs" => {
@@ -133,6 +123,26 @@ pub fn answer(shared: &Shared, word: &[u8; 4], peer: SocketAddr) -> String {
     }
 }
 
+/// `crst`: every connection's figures from zero.
+pub(super) fn reset_connection_stats(shared: &Shared) {
+    shared.registry.for_each(|_, e| {
+        let s = &e.stats;
+        s.received.store(0, Ordering::Relaxed);
+        s.sent.store(0, Ordering::Relaxed);
+        s.min_latency_us.store(0, Ordering::Relaxed);
+        s.max_latency_us.store(0, Ordering::Relaxed);
+        s.total_latency_us.store(0, Ordering::Relaxed);
+        s.latency_count.store(0, Ordering::Relaxed);
+    });
+}
+
+/// `srst`: the server's figures from zero.
+pub(super) fn reset_server_stats(shared: &Shared) {
+    shared.metrics.reset();
+    shared.replica.counters.reset();
+    shared.watches.lock().fired.reset();
+}
+
 /// `ydld` (the leader yields) and `rqld` (this member asks to lead): see
 /// `raft::transfer`.
 fn leadership(shared: &Shared, word: &str) -> String {
@@ -147,7 +157,7 @@ fn leadership(shared: &Shared, word: &str) -> String {
     }
 }
 
-fn session_of(shared: &Shared, conn: u64) -> i64 {
+pub(super) fn session_of(shared: &Shared, conn: u64) -> i64 {
     let mut session = 0;
     shared.registry.for_each(|id, e| {
         if id == conn {
@@ -157,7 +167,7 @@ fn session_of(shared: &Shared, conn: u64) -> i64 {
     session
 }
 
-fn dir_size(dir: &std::path::Path) -> u64 {
+pub(super) fn dir_size(dir: &std::path::Path) -> u64 {
     let mut total = 0;
     if let Ok(entries) = std::fs::read_dir(dir) {
         for e in entries.flatten() {

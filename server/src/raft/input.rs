@@ -87,6 +87,8 @@ pub struct SnapshotWritten {
     pub index: u64,
     pub term: u64,
     pub conf: ConfState,
+    /// The snapshot's last zxid.
+    pub zxid: i64,
     pub bytes: u64,
     /// Time the Raft loop spent capturing the state.
     pub captured_in: Duration,

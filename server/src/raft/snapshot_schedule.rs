@@ -83,13 +83,17 @@ impl Consensus {
         self.snapshots.bytes_since = 0;
         let resident_before = resident_bytes().unwrap_or(0);
         let started = Instant::now();
-        let view = self.replica.state.read().snapshot_view();
+        let (view, zxid) = {
+            let state = self.replica.state.read();
+            (state.snapshot_view(), state.last_zxid)
+        };
         SnapshotJob {
             index: self.applied.index,
             term: self.applied.term,
             // Raft's membership as of the applied index (conf changes apply in order).
             conf: self.node.raft.prs().conf().to_conf_state(),
             view,
+            zxid,
             captured_in: started.elapsed(),
             resident_before,
         }
@@ -131,6 +135,7 @@ impl Consensus {
             index,
             term,
             conf,
+            zxid,
             bytes,
             captured_in,
             written_in,
@@ -153,10 +158,10 @@ impl Consensus {
         }
         counters.snapshot_time.record_ms(captured_in + written_in);
         counters.snapshot_last(bytes, captured_in + written_in, peak_extra);
-        self.replica
-            .status
-            .snapshot_index
-            .store(index, Ordering::Relaxed);
+        let status = &self.replica.status;
+        status.snapshot_index.store(index, Ordering::Relaxed);
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+        *status.last_snapshot.lock() = (zxid, now.map_or(0, |d| d.as_secs()));
         tracing::info!(
             index,
             bytes,

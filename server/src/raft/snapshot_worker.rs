@@ -33,6 +33,8 @@ pub struct SnapshotJob {
     pub term: u64,
     pub conf: ConfState,
     pub view: SnapshotView,
+    /// The captured state's last zxid.
+    pub zxid: i64,
     /// Time the Raft loop spent capturing the state.
     pub captured_in: Duration,
     /// The resident set just before the capture (0 if unknown).
@@ -149,6 +151,7 @@ pub fn write_snapshot(
             index: job.index,
             term: job.term,
             conf: job.conf,
+            zxid: job.zxid,
             bytes,
             captured_in: job.captured_in,
             written_in: started.elapsed(),

@@ -54,6 +54,9 @@ pub struct Status {
     pub observers: AtomicU64,
     pub log_last_index: AtomicU64,
     pub snapshot_index: AtomicU64,
+    /// The newest snapshot's zxid and when it was named, in seconds since the epoch
+    /// (`last_snapshot`); until one is taken, the state the member started from and when.
+    pub last_snapshot: parking_lot::Mutex<(i64, u64)>,
     /// The data directory is below its free-space reserve: the log writer waits.
     pub disk_full: AtomicBool,
     /// Free bytes in the data directory at the last check.

@@ -1,0 +1,307 @@
+//! ZooKeeper 3.8's AdminServer (`admin.enableServer`, `admin.serverPort` 8080,
+//! `admin.serverAddress`, `admin.commandURL` `/commands`): every 3.8 command under its full
+//! and short names with ZooKeeper's JSON fields ([`commands`], [`reports`]), so probes,
+//! exporters and scripts written for ZooKeeper's AdminServer read zooraft unchanged.
+//!
+//! Beside them:
+//! - `GET /ready`, ClickHouse Keeper's readiness probe: 200 while the member serves, 503
+//!   otherwise (ZooKeeper's `ruok` answers 200 with an `error` field when not serving, which
+//!   an HTTP probe cannot tell apart);
+//! - `<commandURL>/snapshot` (ZooKeeper 3.9's name): an online backup, the stream
+//!   `zooraft backup` reads (`migrate::backup`);
+//! - `<commandURL>/yield_leadership` and `/request_leadership`: leader transfer, the `ydld`
+//!   and `rqld` words (`raft::transfer`), for rolling restarts driven by scripts.
+//!
+//! Auth as in ZooKeeper 3.8: the reporting commands need none; the ones that hand out the
+//! tree or change the ensemble (snapshot, leader transfer) need, once
+//! `DigestAuthenticationProvider.superDigest` is set, `Authorization: digest
+//! super:<password>` (as ZooKeeper 3.9 asks for its snapshot command). Methods: GET and HEAD
+//! for every command (POST too for those that change something); anything else is 405.
+//! Unknown commands answer 200 with ZooKeeper's `Unknown command: <name>` error. TLS with
+//! the `ssl.quorum.*` stores under `admin.forceHttps` or `admin.portUnification`, as
+//! ZooKeeper's.
+
+mod commands;
+mod reports;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, AUTHORIZATION};
+use hyper::{Method, Request, Response, StatusCode};
+use serde_json::json;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+pub use super::http::Mode;
+use super::http::{self, Body};
+use crate::migrate;
+use crate::net::Shared;
+use crate::raft::{ask_transfer, Asked, Transfer};
+use crate::state::acl;
+use crate::tls::{Acceptor, ClientAuth, TlsSettings};
+
+/// zooraft's leader-transfer commands and what each asks for.
+const TRANSFERS: [(&str, Transfer); 2] = [
+    ("yield_leadership", Transfer::Yield),
+    ("request_leadership", Transfer::Request),
+];
+
+/// The snapshot command (ZooKeeper 3.9's name and short name).
+const SNAPSHOT: [&str; 2] = ["snapshot", "snap"];
+
+/// How the port speaks, from `admin.forceHttps` / `admin.portUnification`.
+pub fn mode(config: &crate::config::Config) -> Result<Mode, crate::tls::TlsError> {
+    let admin = &config.admin;
+    if !admin.tls() {
+        return Ok(http::Mode::Plain);
+    }
+    let mut settings = TlsSettings::parse(&config.security, "ssl.quorum.")?;
+    // ZooKeeper 3.8's AdminServer asks for no client certificate (members' quorum TLS
+    // needs one); one offered is checked against the trust store.
+    settings.client_auth = ClientAuth::Want;
+    let acceptor = Arc::new(Acceptor::new("admin TLS", settings)?);
+    Ok(if admin.force_https {
+        http::Mode::Tls(acceptor)
+    } else {
+        http::Mode::Unified(acceptor)
+    })
+}
+
+/// Serves the AdminServer until shutdown.
+pub async fn serve(
+    shared: Arc<Shared>,
+    listener: TcpListener,
+    mode: http::Mode,
+    shutdown: watch::Receiver<bool>,
+) {
+    let handler: http::Handler = Arc::new(move |request, peer| {
+        let shared = shared.clone();
+        Box::pin(async move { respond(&shared, request, peer).await })
+    });
+    http::serve("admin", listener, mode, handler, shutdown).await;
+}
+
+fn json_answer(status: StatusCode, body: &serde_json::Value) -> Response<Body> {
+    let mut text = serde_json::to_string_pretty(body).unwrap_or_default();
+    text.push('\n');
+    http::answer(status, "application/json", text)
+}
+
+fn text(status: StatusCode, body: &'static str) -> Response<Body> {
+    http::answer(status, "text/plain", body)
+}
+
+/// The query string's `key=value` pairs (undecoded but for `+` and `%XX`).
+fn query_pairs(query: Option<&str>) -> Vec<(String, String)> {
+    let decode = |s: &str| {
+        let bytes = s.replace('+', " ").into_bytes();
+        let mut out = Vec::with_capacity(bytes.len());
+        let mut i = 0;
+        while i < bytes.len() {
+            let hex = bytes
+                .get(i + 1..i + 3)
+                .and_then(|h| std::str::from_utf8(h).ok());
+            match (bytes[i], hex.and_then(|h| u8::from_str_radix(h, 16).ok())) {
+                (b'%', Some(b)) => {
+                    out.push(b);
+                    i += 3;
+                }
+                (b, _) => {
+                    out.push(b);
+                    i += 1;
+                }
+            }
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    };
+    query
+        .unwrap_or("")
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (k, v) = p.split_once('=').unwrap_or((p, ""));
+            (decode(k), decode(v))
+        })
+        .collect()
+}
+
+/// Whether the request carries the super user's digest credentials (or none are needed).
+fn authorized(shared: &Shared, auth: Option<&HeaderValue>, peer: SocketAddr) -> bool {
+    let Some(super_digest) = shared.replica.config().super_digest.as_deref() else {
+        return true;
+    };
+    let Some(creds) = auth
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().strip_prefix("digest "))
+    else {
+        return false;
+    };
+    acl::authenticate(
+        "digest",
+        creds.trim().as_bytes(),
+        peer.ip(),
+        Some(super_digest),
+    )
+    .is_ok_and(|ids| ids.contains(&acl::super_id()))
+}
+
+async fn respond(shared: &Shared, request: Request<Incoming>, peer: SocketAddr) -> Response<Body> {
+    let method = request.method().clone();
+    if method != Method::GET && method != Method::HEAD && method != Method::POST {
+        return text(StatusCode::METHOD_NOT_ALLOWED, "GET, HEAD or POST\n");
+    }
+    let path = request.uri().path().to_string();
+    if path == "/ready" {
+        return ready(shared);
+    }
+    let base = shared.replica.config().admin.command_url.as_str();
+    let Some(rest) = path.strip_prefix(base) else {
+        return text(
+            StatusCode::NOT_FOUND,
+            "not found: the commands are under admin.commandURL\n",
+        );
+    };
+    let name = rest.trim_start_matches('/').trim_end_matches('/');
+    if name.is_empty() {
+        return index(base);
+    }
+    let sensitive = SNAPSHOT.contains(&name) || TRANSFERS.iter().any(|(n, _)| *n == name);
+    if sensitive && !authorized(shared, request.headers().get(AUTHORIZATION), peer) {
+        let body = commands::closed(
+            name,
+            Err("send Authorization: digest super:<password>".into()),
+        );
+        return json_answer(StatusCode::UNAUTHORIZED, &body);
+    }
+    if SNAPSHOT.contains(&name) {
+        return snapshot(shared).await;
+    }
+    if let Some((full, what)) = TRANSFERS.iter().find(|(n, _)| *n == name) {
+        return transfer(shared, full, *what);
+    }
+    let Some(command) = commands::find(name) else {
+        let body = commands::closed(name, Err(format!("Unknown command: {name}")));
+        return json_answer(StatusCode::OK, &body);
+    };
+    if method == Method::POST && command.needs_serving {
+        // ZooKeeper 3.8's commands are GET only; POST is for the ones that change things.
+        let changes = ["connection_stat_reset", "stat_reset", "set_trace_mask"];
+        if !changes.contains(&command.names[0]) {
+            return text(StatusCode::METHOD_NOT_ALLOWED, "GET or HEAD\n");
+        }
+    }
+    let query = query_pairs(request.uri().query());
+    let asked = commands::Asked {
+        shared,
+        query: &query,
+    };
+    json_answer(StatusCode::OK, &commands::run(command, &asked))
+}
+
+/// `/ready`: 200 while serving, 503 otherwise, with the role and whether there is a leader.
+fn ready(shared: &Shared) -> Response<Body> {
+    let replica = &shared.replica;
+    let serving = replica.is_serving();
+    let has_leader = replica
+        .status
+        .leader
+        .load(std::sync::atomic::Ordering::Relaxed)
+        != 0
+        || replica.config().is_standalone();
+    let body = json!({
+        "status": if serving { "ok" } else { "fail" },
+        "details": {"role": replica.status.role().name(), "hasLeader": has_leader},
+    });
+    let status = if serving {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    json_answer(status, &body)
+}
+
+/// The list of commands, as links (ZooKeeper's page at the command URL).
+fn index(base: &str) -> Response<Body> {
+    let mut page = String::new();
+    let names = commands::COMMANDS.iter().map(|c| c.names[0]);
+    let ours = [SNAPSHOT[0], TRANSFERS[0].0, TRANSFERS[1].0];
+    for name in names.chain(ours) {
+        page.push_str(&format!("<a href=\"{base}/{name}\">{name}</a>\n<br/>\n"));
+    }
+    http::answer(StatusCode::OK, "text/html", page)
+}
+
+/// The online backup: the snapshot stream, its zxid in a header.
+async fn snapshot(shared: &Shared) -> Response<Body> {
+    match migrate::snapshot_body(&shared.replica).await {
+        Some((body, zxid)) => {
+            let mut r = http::answer(StatusCode::OK, "application/octet-stream", body);
+            if let Ok(v) = HeaderValue::from_str(&format!("{zxid:#x}")) {
+                r.headers_mut().insert("X-Zooraft-Zxid", v);
+            }
+            r
+        }
+        None => {
+            let body = commands::closed(SNAPSHOT[0], Err(commands::NOT_SERVING.into()));
+            json_answer(StatusCode::SERVICE_UNAVAILABLE, &body)
+        }
+    }
+}
+
+/// A leader transfer: `command`, `error` and the words' `message`.
+fn transfer(shared: &Shared, command: &str, what: Transfer) -> Response<Body> {
+    let (status, error, message) = match ask_transfer(&shared.replica, what) {
+        Asked::Started(text) => (StatusCode::OK, None, text),
+        Asked::Refused(text) => (StatusCode::OK, Some(text.trim().to_string()), text),
+        Asked::NotServing => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Some(commands::NOT_SERVING.to_string()),
+            commands::NOT_SERVING.to_string(),
+        ),
+    };
+    let mut body = commands::closed(command, error.map_or(Ok(Default::default()), Err));
+    body["message"] = message.trim().into();
+    json_answer(status, &body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The body of an answer as bytes.
+    fn body_bytes(r: Response<Body>) -> bytes::Bytes {
+        use http_body_util::BodyExt;
+        let rt = tokio::runtime::Builder::new_current_thread().build();
+        match rt.expect("a runtime").block_on(r.into_body().collect()) {
+            Ok(collected) => collected.to_bytes(),
+            Err(never) => match never {},
+        }
+    }
+
+    #[test]
+    fn query_strings_are_decoded() {
+        let q = query_pairs(Some("traceMask=12&a=b%20c+d&flag"));
+        assert_eq!(
+            q,
+            vec![
+                ("traceMask".into(), "12".into()),
+                ("a".into(), "b c d".into()),
+                ("flag".into(), String::new()),
+            ]
+        );
+        assert!(query_pairs(None).is_empty());
+        assert_eq!(query_pairs(Some("x=%zz%4"))[0].1, "%zz%4");
+    }
+
+    #[test]
+    fn the_index_links_every_command() {
+        let body = body_bytes(index("/commands"));
+        let page = String::from_utf8_lossy(&body);
+        for c in commands::COMMANDS {
+            assert!(page.contains(&format!("/commands/{}\"", c.names[0])));
+        }
+        assert!(page.contains("/commands/snapshot\""));
+    }
+}
