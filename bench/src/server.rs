@@ -185,8 +185,10 @@ impl Server {
             opts.tick_time_ms,
             data.display()
         );
+        // Neither runs its AdminServer (both would take port 8080).
+        cfg.push_str("admin.enableServer=false\n");
         if kind == ServerKind::ZooKeeper {
-            cfg.push_str("admin.enableServer=false\n4lw.commands.whitelist=*\n");
+            cfg.push_str("4lw.commands.whitelist=*\n");
             if spec.secure_port.is_some() {
                 cfg.push_str(&format!("serverCnxnFactory={NETTY_FACTORY}\n"));
             }

@@ -36,6 +36,13 @@ const START_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Where Debian installs ZooKeeper's jar (its manifest names every dependency).
 const ZOOKEEPER_JAR: &str = "/usr/share/java/zookeeper.jar";
+/// What ZooKeeper's AdminServer loads (Jetty, the servlet API, Jackson), from Debian's
+/// packages that `zookeeper` depends on.
+const ADMIN_SERVER_JARS: &str = ":/usr/share/java/jetty9-server.jar:/usr/share/java/jetty9-servlet.jar:\
+/usr/share/java/jetty9-http.jar:/usr/share/java/jetty9-io.jar:/usr/share/java/jetty9-util.jar:\
+/usr/share/java/jetty9-security.jar:/usr/share/java/jetty9-util-ajax.jar:/usr/share/java/servlet-api.jar:\
+/usr/share/java/jackson-core.jar:/usr/share/java/jackson-databind.jar:\
+/usr/share/java/jackson-annotations.jar";
 /// Netty jars that Debian's zookeeper.jar manifest leaves out but TLS needs (SslHandler
 /// extends netty-codec's ByteToMessageDecoder; the Netty client socket uses the resolver).
 pub const NETTY_TLS_JARS: &str =
@@ -364,6 +371,12 @@ impl TestServer {
         extra.push((key.into(), value.into()));
     }
 
+    /// Whether the test configured the AdminServer (an `admin.*` key).
+    fn wants_admin(&self) -> bool {
+        let extra = &self.builder.extra_config;
+        extra.iter().any(|(k, _)| k.starts_with("admin."))
+    }
+
     fn write_config(&self) -> PathBuf {
         let data = self.data_dir();
         std::fs::create_dir_all(&data).expect("create data dir");
@@ -376,8 +389,12 @@ impl TestServer {
             data.display(),
             self.port
         );
+        // The AdminServer (8080 by default in both) only where a test configures it.
+        if !self.wants_admin() {
+            cfg.push_str("admin.enableServer=false\n");
+        }
         if self.builder.kind == ServerKind::Apache {
-            cfg.push_str("admin.enableServer=false\nmaxClientCnxns=0\n4lw.commands.whitelist=*\n");
+            cfg.push_str("maxClientCnxns=0\n4lw.commands.whitelist=*\n");
         }
         for (k, v) in &self.builder.extra_config {
             cfg.push_str(&format!("{k}={v}\n"));
@@ -422,7 +439,9 @@ impl TestServer {
                 c.arg("-Xmx512m")
                     .arg("-XX:+UseSerialGC")
                     .arg("-Xshare:auto");
-                c.arg("-Dzookeeper.admin.enableServer=false");
+                if !self.wants_admin() {
+                    c.arg("-Dzookeeper.admin.enableServer=false");
+                }
                 for (k, v) in &self.builder.jvm_properties {
                     c.arg(format!("-D{k}={v}"));
                 }
@@ -435,7 +454,12 @@ impl TestServer {
                 };
                 c.arg("-cp")
                     .arg(format!(
-                        "{ZOOKEEPER_JAR}:/usr/share/java/slf4j-simple.jar:{NETTY_TLS_JARS}"
+                        "{ZOOKEEPER_JAR}:/usr/share/java/slf4j-simple.jar:{NETTY_TLS_JARS}{}",
+                        if self.wants_admin() {
+                            ADMIN_SERVER_JARS
+                        } else {
+                            ""
+                        }
                     ))
                     .arg(main)
                     .arg(&cfg);

@@ -155,3 +155,33 @@ fn session_over(config: Arc<rustls::ClientConfig>, addr: SocketAddr) -> Result<(
     }
     Ok((response.session_id, tls))
 }
+
+/// `GET path` over HTTPS (HTTP/1.1, `Connection: close`) from `addr`, trusting `ca`: the
+/// status code and body, or what went wrong (a refused handshake, no answer).
+pub fn https_get(addr: SocketAddr, ca: &Path, path: &str) -> Result<(u16, String), String> {
+    let config = Arc::new(client_config(ca, None));
+    let name = ServerName::IpAddress(addr.ip().into());
+    let conn = rustls::ClientConnection::new(config, name).map_err(|e| e.to_string())?;
+    let tcp = TcpStream::connect(addr).map_err(|e| e.to_string())?;
+    tcp.set_read_timeout(Some(IO_TIMEOUT))
+        .map_err(|e| e.to_string())?;
+    let mut tls = rustls::StreamOwned::new(conn, tcp);
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    tls.write_all(request.as_bytes())
+        .map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    match tls.read_to_end(&mut out) {
+        Ok(_) => {}
+        // A server that closes without close_notify still sent its whole answer.
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && !out.is_empty() => {}
+        Err(e) => return Err(e.to_string()),
+    }
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let code = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| format!("no HTTP status in {text:?}"))?;
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
+    Ok((code, body.to_string()))
+}

@@ -13,6 +13,7 @@
 //! uses: a client, the create options, and `mntr`.
 
 mod acl;
+mod admin_server;
 mod cli;
 mod four_letter;
 mod monitoring;

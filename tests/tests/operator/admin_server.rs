@@ -1,0 +1,428 @@
+//! The AdminServer against Apache ZooKeeper 3.8's (Jetty, from Debian's jars): every 3.8
+//! command, by its full and its short names, answers with the same field names and JSON
+//! types on both servers after the same actions (a session holding an ephemeral znode and
+//! watches), standalone and as members of a 3-member ensemble; HTTP misuse (an unknown
+//! command, a bad method, an oversized or malformed request) gets the same kind of answer
+//! and leaves the server serving.
+//!
+//! Values differ where the servers differ (the version, counters, Java's properties), so
+//! what is compared is each answer's shape: its keys, recursively, and the JSON type of each
+//! value. The differences that remain are listed here with their reason, and nowhere else.
+
+use std::collections::BTreeSet;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use serde_json::Value;
+use zooraft_tests::pki::Ca;
+use zooraft_tests::rt::{block_on, eventually};
+use zooraft_tests::tls_probe::https_get;
+use zooraft_tests::{free_port, ServerKind, TestEnsemble, TestServer};
+
+use crate::{connect, ephemeral, persistent};
+
+/// Every command of ZooKeeper 3.8's AdminServer: full name, then its short names.
+const COMMANDS: &[&[&str]] = &[
+    &["configuration", "conf", "config"],
+    &["connection_stat_reset", "crst"],
+    &["connections", "cons"],
+    &["dirs"],
+    &["dump"],
+    &["environment", "env", "envi"],
+    &["get_trace_mask", "gtmk"],
+    &["hash"],
+    &["initial_configuration", "icfg"],
+    &["is_read_only", "isro"],
+    &["last_snapshot", "lsnp"],
+    &["leader", "lead"],
+    &["monitor", "mntr"],
+    &["observer_connection_stat_reset", "orst"],
+    &["observers", "obsr"],
+    &["ruok"],
+    &["server_stats", "srvr"],
+    &["set_trace_mask", "stmk"],
+    &["stat_reset", "srst"],
+    &["stats", "stat"],
+    &["system_properties", "sysp"],
+    &["voting_view"],
+    &["watch_summary", "wchs"],
+    &["watches", "wchc"],
+    &["watches_by_path", "wchp"],
+    &["zabstate"],
+];
+
+/// Answers whose keys are the process's properties, not a fixed set: Java's system
+/// properties on ZooKeeper (`java.*`, `sun.*`, ...), the same meanings without the JVM here.
+const PROPERTY_ANSWERS: &[&str] = &["environment", "system_properties"];
+
+/// Sends `request` as is to 127.0.0.1:`port`; the status code and body.
+fn raw(port: u16, request: &[u8]) -> (u16, String) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect to the admin port");
+    s.set_read_timeout(Some(Duration::from_secs(15)))
+        .expect("read timeout");
+    // The server may answer and close before reading all of an oversized request.
+    let _ = s.write_all(request);
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let code = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("no HTTP status in {text:?}"));
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
+    (code, body.to_string())
+}
+
+fn get(port: u16, method: &str, path: &str) -> (u16, String) {
+    let request =
+        format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+    raw(port, request.as_bytes())
+}
+
+fn command(port: u16, name: &str) -> Value {
+    let (code, body) = get(port, "GET", &format!("/commands/{name}"));
+    assert_eq!(code, 200, "{name}: {body}");
+    serde_json::from_str(&body).unwrap_or_else(|e| panic!("{name}: not JSON ({e}): {body}"))
+}
+
+/// A value's shape: keys and JSON types, recursively; arrays by their first element.
+fn shape(v: &Value, at: &str, out: &mut BTreeSet<String>) {
+    let kind = match v {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    };
+    out.insert(format!("{at}: {kind}"));
+    match v {
+        Value::Object(m) => {
+            for (k, v) in m {
+                // Keys that are data (session ids, paths, member ids, times) are one shape.
+                let data_key = k.starts_with('/')
+                    || k.chars().all(|c| c.is_ascii_digit())
+                    || k.starts_with("0x");
+                let key = if data_key { "<key>" } else { k.as_str() };
+                shape(v, &format!("{at}.{key}"), out);
+            }
+        }
+        Value::Array(a) => {
+            if let Some(first) = a.first() {
+                shape(first, &format!("{at}[]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The shapes of every command's answer on one server (after the same actions).
+fn shapes(port: u16) -> Vec<(String, BTreeSet<String>)> {
+    COMMANDS
+        .iter()
+        .map(|names| {
+            let full = names[0];
+            let answer = command(port, full);
+            assert_eq!(answer["command"], full, "{answer}");
+            for alias in &names[1..] {
+                let by_alias = command(port, alias);
+                assert_eq!(by_alias["command"], full, "{alias}: {by_alias}");
+            }
+            let mut s = BTreeSet::new();
+            if PROPERTY_ANSWERS.contains(&full) {
+                for key in ["os.name", "os.arch", "os.version", "user.name", "user.dir"] {
+                    assert!(answer[key].is_string(), "{full} has no {key}: {answer}");
+                }
+                shape(&answer["command"], "command", &mut s);
+                shape(&answer["error"], "error", &mut s);
+            } else {
+                shape(&answer, "", &mut s);
+            }
+            (full.to_string(), s)
+        })
+        .collect()
+}
+
+/// Compares two servers' shapes; `monitor` compares the keys both have: it is `mntr` in
+/// JSON, and zooraft's `mntr` leaves out ZooKeeper's JVM and request-processor figures and
+/// adds its own (the book's monitoring page lists both; `monitor_is_mntr` below holds
+/// zooraft's `monitor` to its `mntr`).
+fn compare(zk: &[(String, BTreeSet<String>)], ours: &[(String, BTreeSet<String>)]) {
+    let mut report = Vec::new();
+    for ((name, a), (_, b)) in zk.iter().zip(ours) {
+        if name == "monitor" {
+            let keys = |s: &BTreeSet<String>| -> BTreeSet<String> {
+                s.iter()
+                    .filter_map(|l| l.split(':').next().map(str::to_string))
+                    .collect()
+            };
+            let both: BTreeSet<_> = keys(a).intersection(&keys(b)).cloned().collect();
+            for k in &both {
+                let ka: Vec<_> = a
+                    .iter()
+                    .filter(|l| l.starts_with(&format!("{k}:")))
+                    .collect();
+                let kb: Vec<_> = b
+                    .iter()
+                    .filter(|l| l.starts_with(&format!("{k}:")))
+                    .collect();
+                if ka != kb {
+                    report.push(format!("monitor {k}: ZooKeeper {ka:?}, zooraft {kb:?}"));
+                }
+            }
+            println!(
+                "MEASURED monitor: {} of ZooKeeper's {} keys, {} of zooraft's {} shared",
+                both.len(),
+                keys(a).len(),
+                both.len(),
+                keys(b).len()
+            );
+            continue;
+        }
+        for missing in a.difference(b) {
+            report.push(format!("{name}: zooraft lacks {missing}"));
+        }
+        for extra in b.difference(a) {
+            report.push(format!("{name}: zooraft adds {extra}"));
+        }
+    }
+    assert!(report.is_empty(), "answers differ:\n{}", report.join("\n"));
+}
+
+/// A session with an ephemeral znode, a data watch and an exists watch, held while `f` runs,
+/// after 130 writes.
+fn with_session<T>(connect_string: &str, f: impl FnOnce() -> T) -> T {
+    let held = block_on(async {
+        let client = connect(connect_string).await;
+        client
+            .create("/app", b"x", &persistent())
+            .await
+            .expect("create /app");
+        client
+            .create("/app/eph", b"e", &ephemeral())
+            .await
+            .expect("create eph");
+        // ZooKeeper logs a digest every 128 transactions: enough for `hash` to list one.
+        for i in 0..130 {
+            let path = format!("/app/n{i}");
+            client
+                .create(&path, b"", &persistent())
+                .await
+                .expect("create");
+        }
+        let watch = client.get_and_watch_data("/app").await.expect("watch /app");
+        let exists = client
+            .check_and_watch_stat("/nothere")
+            .await
+            .expect("watch");
+        (client, watch.2, exists.1)
+    });
+    let out = f();
+    drop(held);
+    out
+}
+
+fn admin_server(kind: ServerKind) -> (TestServer, u16) {
+    let port = free_port();
+    let server = TestServer::builder(kind)
+        .config("admin.serverPort", &port.to_string())
+        .config("admin.serverAddress", "127.0.0.1")
+        .start();
+    eventually("the AdminServer answers", Duration::from_secs(60), || {
+        TcpStream::connect(("127.0.0.1", port)).ok()
+    });
+    (server, port)
+}
+
+#[test]
+fn every_command_answers_with_zookeepers_fields_standalone() {
+    let (zk, zk_port) = admin_server(ServerKind::Apache);
+    let (zr, zr_port) = admin_server(ServerKind::Zooraft);
+    let a = with_session(&zk.connect_string(), || shapes(zk_port));
+    let b = with_session(&zr.connect_string(), || shapes(zr_port));
+    compare(&a, &b);
+    println!("MEASURED standalone: {} commands compared", a.len());
+}
+
+#[test]
+fn monitor_is_mntr() {
+    let (server, port) = admin_server(ServerKind::Zooraft);
+    let monitor = command(port, "monitor");
+    let mntr = server.four_letter_word("mntr").expect("mntr");
+    let from_mntr: BTreeSet<String> = mntr
+        .lines()
+        .filter_map(|l| {
+            l.split('\t')
+                .next()?
+                .strip_prefix("zk_")
+                .map(str::to_string)
+        })
+        .collect();
+    let mut from_monitor: BTreeSet<String> = monitor
+        .as_object()
+        .expect("an object")
+        .keys()
+        .cloned()
+        .collect();
+    from_monitor.remove("command");
+    from_monitor.remove("error");
+    assert_eq!(from_monitor, from_mntr);
+    assert_eq!(monitor["server_state"], "standalone");
+    assert!(
+        monitor["znode_count"].as_u64().is_some_and(|n| n >= 2),
+        "{monitor}"
+    );
+}
+
+#[test]
+fn every_command_answers_with_zookeepers_fields_in_an_ensemble() {
+    let mut by_role = Vec::new();
+    for kind in [ServerKind::Apache, ServerKind::Zooraft] {
+        let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+        let each = |i: usize| {
+            vec![
+                ("admin.serverPort".to_string(), ports[i].to_string()),
+                ("admin.serverAddress".to_string(), "127.0.0.1".to_string()),
+            ]
+        };
+        let e = TestEnsemble::start_each_serving(kind, 3, &[], &each);
+        let leader = (0..3)
+            .find(|i| command(ports[*i], "leader")["is_leader"] == true)
+            .expect("a leader");
+        let follower = (leader + 1) % 3;
+        let got = with_session(&e.member(follower).connect_string(), || {
+            (shapes(ports[leader]), shapes(ports[follower]))
+        });
+        by_role.push(got);
+    }
+    compare(&by_role[0].0, &by_role[1].0);
+    compare(&by_role[0].1, &by_role[1].1);
+}
+
+#[test]
+fn misuse_gets_a_4xx_and_the_server_keeps_serving() {
+    for kind in [ServerKind::Apache, ServerKind::Zooraft] {
+        let (server, port) = admin_server(kind);
+        let name = kind.name();
+        let unknown = command(port, "nope");
+        assert_eq!(unknown["error"], "Unknown command: nope", "{name}");
+        assert_eq!(unknown["command"], "nope", "{name}");
+        assert_eq!(
+            get(port, "DELETE", "/commands/ruok").0,
+            405,
+            "{name} DELETE"
+        );
+        assert_eq!(get(port, "POST", "/commands/ruok").0, 405, "{name} POST");
+        assert_eq!(
+            get(port, "GET", "/nowhere").0,
+            404,
+            "{name} outside the commands"
+        );
+        let big = format!(
+            "GET /commands/ruok HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n",
+            "a".repeat(64 * 1024)
+        );
+        assert_eq!(raw(port, big.as_bytes()).0, 431, "{name} oversized header");
+        let garbage = raw(port, b"garbage\r\n\r\n").0;
+        assert_eq!(garbage, 400, "{name} malformed request line");
+        let long_uri = format!("GET /{} HTTP/1.1\r\nHost: x\r\n\r\n", "a".repeat(20 * 1024));
+        let code = raw(port, long_uri.as_bytes()).0;
+        assert!((400..500).contains(&code), "{name} long URI: {code}");
+        // Unharmed: it answers, and its clients are served.
+        assert_eq!(command(port, "ruok")["error"], Value::Null, "{name}");
+        assert_eq!(server.four_letter_word("ruok").expect("ruok"), "imok");
+    }
+}
+
+#[test]
+fn ready_tells_serving_from_not_serving() {
+    let (server, port) = admin_server(ServerKind::Zooraft);
+    let (code, body) = get(port, "GET", "/ready");
+    assert_eq!(code, 200, "{body}");
+    let v: Value = serde_json::from_str(&body).expect("JSON");
+    assert_eq!(v["status"], "ok");
+    drop(server);
+    // A member that lost its quorum is not ready, while ZooKeeper's ruok still says 200.
+    let port = free_port();
+    let each = |i: usize| match i {
+        0 => vec![("admin.serverPort".to_string(), port.to_string())],
+        _ => vec![("admin.enableServer".to_string(), "false".to_string())],
+    };
+    let mut e = TestEnsemble::start_each_serving(ServerKind::Zooraft, 3, &[], &each);
+    e.member_mut(1).kill();
+    e.member_mut(2).kill();
+    eventually("member 0 stops serving", Duration::from_secs(60), || {
+        (get(port, "GET", "/ready").0 == 503).then_some(())
+    });
+    let ruok = command(port, "ruok");
+    assert_eq!(
+        ruok["error"],
+        "This ZooKeeper instance is not currently serving requests"
+    );
+}
+
+/// `admin.forceHttps` serves HTTPS only; `admin.portUnification` both, on the one port; with
+/// the `ssl.quorum.*` stores, as ZooKeeper's AdminServer.
+#[test]
+fn tls_on_the_admin_port() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let ca = Ca::new(dir.path(), "admin-ca");
+    let store = ca.issue("admin", "/CN=admin");
+    for (key, plain_too) in [("admin.forceHttps", false), ("admin.portUnification", true)] {
+        let port = free_port();
+        let mut b = TestServer::builder(ServerKind::Zooraft)
+            .config("admin.serverPort", &port.to_string())
+            .config(key, "true");
+        let stores = [
+            (
+                "ssl.quorum.keyStore.location",
+                store.pem_store.display().to_string(),
+            ),
+            ("ssl.quorum.keyStore.type", "PEM".to_string()),
+            (
+                "ssl.quorum.trustStore.location",
+                ca.cert.display().to_string(),
+            ),
+            ("ssl.quorum.trustStore.type", "PEM".to_string()),
+        ];
+        for (k, v) in &stores {
+            b = b.config(k, v);
+        }
+        let _server = b.start();
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+        let (code, body) = eventually("HTTPS answers", Duration::from_secs(60), || {
+            https_get(addr, &ca.cert, "/commands/ruok").ok()
+        });
+        assert_eq!(code, 200, "{key}: {body}");
+        let v: Value = serde_json::from_str(&body).expect("JSON");
+        assert_eq!(v["command"], "ruok");
+        // Plain HTTP: served beside TLS under portUnification; nothing under forceHttps.
+        let mut s = TcpStream::connect(addr).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(15)))
+            .expect("timeout");
+        let _ = s.write_all(b"GET /commands/ruok HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        let mut out = String::new();
+        let _ = s.read_to_string(&mut out);
+        assert_eq!(
+            out.starts_with("HTTP/1.1 200"),
+            plain_too,
+            "{key}: plain got {out:?}"
+        );
+    }
+}
+
+#[test]
+fn trace_mask_is_set_and_read_back() {
+    let (_server, port) = admin_server(ServerKind::Zooraft);
+    assert_eq!(command(port, "gtmk")["tracemask"], 306);
+    let set = command(port, "stmk?traceMask=42");
+    assert_eq!(set["tracemask"], 42);
+    assert_eq!(command(port, "get_trace_mask")["tracemask"], 42);
+    let bad = command(port, "stmk");
+    assert_eq!(
+        bad["error"],
+        "setTraceMask requires long traceMask argument"
+    );
+}
