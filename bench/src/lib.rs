@@ -89,7 +89,7 @@
 //!   workload, a latency CDF per workload, memory and restart time against znodes.
 //!
 //! ```text
-//! # The runs behind the README's Performance section (an hour or more on 2 cores):
+//! # The runs behind the book's Performance page (docs/src/performance.md) (an hour or more on 2 cores):
 //! zooraft-bench compare --rounds 3 -w set,get,create,mixed --tls get,set,connect \
 //!     --scenarios all --znodes 1000000 --json docs/bench/standalone.json --charts docs/bench
 //! zooraft-bench compare --ensemble 3 --rounds 3 -w set,get,create,mixed \

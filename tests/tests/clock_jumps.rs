@@ -6,7 +6,7 @@
 //! the leader and a follower of a three-member ensemble.
 //!
 //! zooraft only: ZooKeeper reaps TTL nodes by the leader's wall clock, so a forward step
-//! there deletes them early — the one place zooraft differs on purpose (README, "Disk
+//! there deletes them early — the one place zooraft differs on purpose (the book's operations page, "Disk
 //! faults and clocks").
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

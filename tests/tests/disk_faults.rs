@@ -1,6 +1,6 @@
 //! Disk faults (issue 15, point 3): a data directory that fills up, an fsync that fails with
 //! EIO, and flipped bytes in a stopped member's store. zooraft only: ZooKeeper has no
-//! free-space reserve or `zk_disk_full` figure to compare with (see the README, "Disk
+//! free-space reserve or `zk_disk_full` figure to compare with (see the book's operations page, "Disk
 //! faults and clocks"). The tmpfs mounts need root; every mount is undone when its server
 //! is dropped, also when a test fails.
 //!

@@ -1,6 +1,6 @@
 //! Corruption while a member runs (issue 26, point 3): damage appears on a running member's
 //! disk, not only between a stop and a start (`disk_faults.rs` covers those). zooraft only:
-//! ZooKeeper has no scrub to compare with (see the README, "Disk faults and clocks").
+//! ZooKeeper has no scrub to compare with (see the book, docs/src/operations.md, "Disk faults and clocks").
 //!
 //! - A flipped bit in one of a running follower's table files: the scrub
 //!   (`scrubIntervalSeconds`) reads it back within seconds and the member stops, naming the

@@ -500,7 +500,7 @@ fn an_ensemble_member_imports_and_the_others_catch_up_by_snapshot() {
     assert!(zk.stop());
     let mut members = ensemble(|_| Vec::new());
     import(&zk.data_dir(), &members[0]);
-    // The imported member first, then the empty ones one by one (see the README).
+    // The imported member first, then the empty ones one by one (see the book, docs/src/migration.md).
     members[0].respawn();
     std::thread::sleep(Duration::from_secs(1));
     for m in members.iter_mut().skip(1) {

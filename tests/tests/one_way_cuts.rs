@@ -7,7 +7,7 @@
 //! whenever some pair is still connected in either direction (a quorum can form), a write
 //! must be acknowledged within a bound; with every pair cut both ways none may be. The
 //! time from the cut to the first acknowledged write is printed per shape. The same runs
-//! against Apache ZooKeeper 3.8 by hand (`--ignored`), for the README's comparison: its
+//! against Apache ZooKeeper 3.8 by hand (`--ignored`), for the book's comparison (docs/src/reliability.md): its
 //! followers must dial the leader, so it stays down where they cannot.
 
 use std::collections::BTreeMap;
@@ -90,7 +90,7 @@ fn writes_resume_under_every_one_way_cut_shape() {
 }
 
 /// The same against Apache ZooKeeper 3.8 (its quorum and election links both cut), for the
-/// README's comparison; minutes long, so run by hand. ZooKeeper's followers must dial the
+/// book's comparison; minutes long, so run by hand. ZooKeeper's followers must dial the
 /// leader, so it stays down in the shapes where they cannot: those are printed, not failed;
 /// only a write without a quorum fails it.
 #[test]

@@ -5,7 +5,7 @@
 //! when it keeps percentiles); Prometheus as `<key>` (a summary with `_sum`, `_count` and
 //! `quantile` labels). Keys of ZooKeeper that measure something zooraft does not have (JVM,
 //! its request-processor queues, throttling, response caches) are not invented here; the
-//! README lists them and why.
+//! book lists them and why (docs/src/differences.md).
 //!
 //! Units are ZooKeeper's: times in milliseconds, sizes in bytes.
 

@@ -48,7 +48,7 @@
 //!
 //! What cannot be told apart: an ensemble whose every member is empty looks new (a
 //! majority of wiped members whose only surviving copy is on members that are down forms
-//! a new, empty history: the README says how to avoid and recover from it); and a store
+//! a new, empty history: the book says how to avoid and recover from it (docs/src/migration.md)); and a store
 //! restored from an older copy is only caught once a leader's commit index shows the gap.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
