@@ -13,11 +13,44 @@ use clap::Parser;
 use zooraft::config::{Config, Overrides};
 use zooraft::server::Server;
 
+/// The top-level help after the flags (`--help` only).
+const EXAMPLES: &str = "\
+Examples:
+  zooraft
+      A standalone server on 127.0.0.1:2181 with its data in ./data.
+  zooraft /etc/zooraft/zoo.cfg
+      The server zoo.cfg describes (zkServer.sh takes it the same way).
+  zooraft --config zoo.cfg --port 2281 --4lw-whitelist '*'
+      zoo.cfg, with clientPort and 4lw.commands.whitelist overridden.
+  zooraft --data-dir /var/lib/zk2 --myid 2 --server 1=zk1:2888 \\
+      --server 2=zk2:2888 --server 3=zk3:2888 --address 0.0.0.0
+      Member 2 of a three-member ensemble, without a zoo.cfg.
+  zooraft help import
+      How to take over an Apache ZooKeeper's data.
+
+SIGTERM or SIGINT stops the server gracefully (a leader hands over first) and it exits 0.
+It exits 2 when the configuration is unusable, 1 when it cannot start or fails.
+RUST_LOG sets what it logs (default: info,raft=warn); MALLOC_ARENA_MAX, glibc's malloc
+arenas (default here: 2).";
+
 #[derive(Parser)]
 #[command(
     name = "zooraft",
     version,
-    about = "A ZooKeeper-compatible coordination service on Raft and RocksDB"
+    about = "A ZooKeeper-compatible coordination service on Raft and RocksDB",
+    long_about = "\
+A ZooKeeper-compatible coordination service on Raft and RocksDB.
+
+Without a subcommand, zooraft runs a server: Apache ZooKeeper's client protocol, four-letter
+words and zoo.cfg keys, with writes ordered by Raft and stored in RocksDB under dataDir. It
+reads a ZooKeeper zoo.cfg (positional, as zkServer.sh takes it, or --config); each flag
+below overrides the same key. With neither, it serves standalone on 127.0.0.1:2181 with
+its data in ./data. An ensemble member reads its id from dataDir/myid unless --myid says.
+
+The subcommands move state in and out: import (from a stopped Apache ZooKeeper), export
+(back to one), backup (from a running member), restore (from a backup), and migrate (a live
+migration from a running ZooKeeper ensemble).",
+    after_long_help = EXAMPLES
 )]
 #[command(args_conflicts_with_subcommands = true)]
 struct Cli {
@@ -30,6 +63,22 @@ struct Cli {
 #[derive(clap::Subcommand)]
 enum Command {
     /// Import a stopped Apache ZooKeeper's data directory into a new zooraft store.
+    #[command(
+        long_about = "\
+Import a stopped Apache ZooKeeper's data directory into a new zooraft store.
+
+Restores ZooKeeper's newest snapshot and replays its transaction logs in memory (ZooKeeper
+3.5 to 3.9), checking its digests, and only a state that restored cleanly is written: as the
+store of the server the configuration describes, whose dataDir must hold no store yet. Stop
+ZooKeeper first. A zooraft member started on the store continues the zxids above the
+imported ones. In an ensemble, import into one member; the others start empty and receive
+the state from the leader. The configuration flags are the server's (zooraft --help).",
+        after_long_help = "\
+Examples:
+  zooraft import --from /var/lib/zookeeper --config /etc/zooraft/zoo.cfg
+  zooraft import --from /var/lib/zookeeper/data --log-dir /var/lib/zookeeper/txlog \\
+      --data-dir ./data"
+    )]
     Import {
         /// ZooKeeper's dataDir (or its version-2 folder).
         #[arg(long, value_name = "DIR")]
@@ -41,6 +90,20 @@ enum Command {
         overrides: Overrides,
     },
     /// Export a stopped member's state as a ZooKeeper data directory (the way back).
+    #[command(
+        long_about = "\
+Export a stopped member's state as a ZooKeeper data directory (the way back).
+
+Opens the store of the server the configuration describes (stop it first) and writes its
+state as a ZooKeeper snapshot with its digest, and the epoch files, under DIR/version-2/
+(DIR is created if missing; refused if it holds ZooKeeper data). Apache ZooKeeper 3.8
+started with dataDir=DIR has the same tree, Stats, ACLs and sessions. The
+configuration flags are the server's (zooraft --help).",
+        after_long_help = "\
+Examples:
+  zooraft export --to /var/lib/zookeeper --config /etc/zooraft/zoo.cfg
+  zooraft export --to ./zk-data --compression gz --data-dir ./data"
+    )]
     Export {
         /// Directory to write (dataDir for ZooKeeper; version-2/ is created inside).
         #[arg(long, value_name = "DIR")]
@@ -52,6 +115,18 @@ enum Command {
         overrides: Overrides,
     },
     /// Take a consistent backup of a running member over its admin port.
+    #[command(
+        long_about = "\
+Take a consistent backup of a running member over its admin port.
+
+Asks the member's AdminServer (GET /commands/snapshot) for its state exactly as of its
+last applied zxid, taken while it keeps serving, and writes it to FILE with the zxid, the
+tree's digest and a SHA-1 of the state. With a superDigest on the member, pass --auth. zooraft restore writes a new store from the file.",
+        after_long_help = "\
+Examples:
+  zooraft backup --server 127.0.0.1:8080 --out zooraft.backup
+  zooraft backup --server zk1:8080 --out /backups/zk1.backup --auth super:secret"
+    )]
     Backup {
         /// The member's admin address (admin.serverAddress:admin.serverPort).
         #[arg(long, value_name = "HOST:PORT")]
@@ -64,6 +139,19 @@ enum Command {
         auth: Option<String>,
     },
     /// Write a new store from a backup (the member stopped, its store empty).
+    #[command(
+        long_about = "\
+Write a new store from a backup (the member stopped, its store empty).
+
+Checks the file written by zooraft backup and writes its state as the store of the server
+the configuration describes; its dataDir must hold no store yet. Start the server on it
+afterwards. In an ensemble, restore one member and start the others empty: they receive
+the state from the leader. The configuration flags are the server's (zooraft --help).",
+        after_long_help = "\
+Examples:
+  zooraft restore zooraft.backup --config /etc/zooraft/zoo.cfg
+  zooraft restore /backups/zk1.backup --data-dir ./data"
+    )]
     Restore {
         /// The backup file.
         file: PathBuf,
@@ -72,6 +160,19 @@ enum Command {
     },
     /// A live migration from a running ZooKeeper ensemble that zooraft members observe
     /// (`migrateFromZooKeeper=true`).
+    #[command(
+        long_about = "\
+A live migration from a running ZooKeeper ensemble that zooraft members observe.
+
+zooraft members started with migrateFromZooKeeper=true join a running Apache ZooKeeper
+ensemble as observers (their server lines say :observer) and follow its writes. `status`
+shows how far each member is; `cutover` turns the zooraft members into a Raft ensemble at
+ZooKeeper's last zxid, keeping their clients connected.",
+        after_long_help = "\
+Examples:
+  zooraft migrate status --server zk1:2181
+  zooraft migrate cutover --server zooraft1:2181"
+    )]
     Migrate {
         #[command(subcommand)]
         step: Migrate,
@@ -81,6 +182,17 @@ enum Command {
 #[derive(clap::Subcommand)]
 enum Migrate {
     /// What every member of the ensemble is, follows, and how far behind it is.
+    #[command(
+        long_about = "\
+What every member of the ensemble is, follows, and how far behind it is.
+
+Reads the ensemble's members from the member at --server (its /zookeeper/config), then
+asks each (srvr, and mntr for a zooraft member) for its mode, zxid and client connections,
+and a zooraft member for its migration phase, lag and pending writes. Changes nothing.",
+        after_long_help = "\
+Examples:
+  zooraft migrate status --server 127.0.0.1:2181"
+    )]
     Status {
         /// A member's client address (any zooraft or ZooKeeper member).
         #[arg(long, value_name = "HOST:PORT")]
@@ -88,6 +200,23 @@ enum Migrate {
     },
     /// Turn the zooraft members into a Raft ensemble at ZooKeeper's last zxid, with their
     /// clients connected.
+    #[command(
+        long_about = "\
+Turn the zooraft members into a Raft ensemble at ZooKeeper's last zxid, with their clients
+connected.
+
+Checks that every zooraft member follows ZooKeeper within --max-lag transactions of its
+leader and, unless --force, that no client is still connected to a ZooKeeper member
+(nothing changes if a check fails). Then, through the member at --server, it prepares the
+cut-over, waits until every zooraft member holds its clients' writes with none left
+unanswered, and commits: the zooraft members continue as a Raft ensemble from ZooKeeper's
+last zxid, and the held writes go on there. Without the commit within --timeout-ms, the
+held writes go to ZooKeeper, which stays in charge.",
+        after_long_help = "\
+Examples:
+  zooraft migrate cutover --server 127.0.0.1:2181
+  zooraft migrate cutover --server zooraft1:2181 --timeout-ms 3000 --max-lag 100"
+    )]
     Cutover {
         /// A zooraft member's client address.
         #[arg(long, value_name = "HOST:PORT")]
@@ -99,10 +228,10 @@ enum Migrate {
         /// How long members hold writes waiting for the commit (milliseconds); keep it
         /// below two thirds of the clients' shortest session timeout, or a client whose
         /// write is held that long drops its connection (and resumes its session).
-        #[arg(long, default_value_t = 5_000)]
+        #[arg(long, value_name = "MS", default_value_t = 5_000)]
         timeout_ms: u64,
         /// How many transactions a zooraft member may be behind ZooKeeper's leader.
-        #[arg(long, default_value_t = 1_000)]
+        #[arg(long, value_name = "N", default_value_t = 1_000)]
         max_lag: u64,
     },
 }
@@ -259,4 +388,99 @@ fn stop_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
             _ = term.recv() => {}
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// Every command's path below `zooraft` (the root's is empty), built, without clap's
+    /// own `help` subcommand.
+    fn commands() -> Vec<(Vec<String>, clap::Command)> {
+        fn walk(
+            cmd: &clap::Command,
+            path: Vec<String>,
+            out: &mut Vec<(Vec<String>, clap::Command)>,
+        ) {
+            out.push((path.clone(), cmd.clone()));
+            for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
+                let mut p = path.clone();
+                p.push(sub.get_name().to_string());
+                walk(sub, p, out);
+            }
+        }
+        let mut root = Cli::command();
+        root.build();
+        let mut out = Vec::new();
+        walk(&root, Vec::new(), &mut out);
+        out
+    }
+
+    #[test]
+    fn the_command_tree_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn every_command_and_argument_is_documented() {
+        let commands = commands();
+        assert!(commands.len() >= 8, "{} commands", commands.len());
+        for (path, cmd) in commands {
+            let name = format!("zooraft {}", path.join(" "));
+            assert!(cmd.get_about().is_some(), "{name}: no about");
+            assert!(cmd.get_long_about().is_some(), "{name}: no long_about");
+            let examples = cmd.get_after_long_help().map(|h| h.to_string());
+            assert!(
+                examples.is_some_and(|h| h.starts_with("Examples:")),
+                "{name}: no examples after the long help"
+            );
+            let mut argv = vec!["zooraft".to_string()];
+            argv.extend(path.iter().cloned());
+            argv.push("--help".into());
+            let err = match Cli::command().try_get_matches_from(&argv) {
+                Ok(_) => panic!("{name} --help parsed as a command"),
+                Err(e) => e,
+            };
+            assert_eq!(err.kind(), clap::error::ErrorKind::DisplayHelp, "{name}");
+            assert_eq!(err.exit_code(), 0, "{name} --help");
+            let help = err.to_string();
+            for arg in cmd.get_arguments() {
+                let id = arg.get_id().as_str();
+                if id == "help" || id == "version" {
+                    continue;
+                }
+                assert!(
+                    arg.get_help().is_some() || arg.get_long_help().is_some(),
+                    "{name}: argument {id} has no help"
+                );
+                let shown = match arg.get_long() {
+                    Some(long) => format!("--{long}"),
+                    // A positional shows its value name (`[ZOO_CFG]`, `<FILE>`).
+                    None => arg
+                        .get_value_names()
+                        .and_then(|v| v.first())
+                        .map_or(id.to_uppercase(), |v| v.to_string()),
+                };
+                assert!(
+                    help.contains(&shown),
+                    "{name} --help does not show {shown}:\n{help}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn version_is_the_crates() {
+        let err = match Cli::command().try_get_matches_from(["zooraft", "--version"]) {
+            Ok(_) => panic!("--version parsed as a command"),
+            Err(e) => e,
+        };
+        assert_eq!(err.kind(), clap::error::ErrorKind::DisplayVersion);
+        assert_eq!(err.exit_code(), 0);
+        assert_eq!(
+            err.to_string(),
+            format!("zooraft {}\n", env!("CARGO_PKG_VERSION"))
+        );
+    }
 }
