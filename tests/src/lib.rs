@@ -25,6 +25,7 @@ pub mod proxy;
 pub mod raw_client;
 pub mod registers;
 pub mod rt;
+pub mod scripts;
 pub mod server;
 pub mod tls_probe;
 pub mod tree_dump;
