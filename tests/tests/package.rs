@@ -29,6 +29,7 @@ const CONFIG: &str = "/etc/zooraft/zoo.cfg";
 const UNIT: &str = "/usr/lib/systemd/system/zooraft.service";
 const DATA: &str = "/var/lib/zooraft";
 const NODE: &str = "/package-test";
+const WANTS: &str = "/etc/systemd/system/multi-user.target.wants/zooraft.service";
 
 #[test]
 fn package_installs_runs_upgrades_and_purges() {
@@ -100,6 +101,11 @@ fn package_installs_runs_upgrades_and_purges() {
             "zoo.cfg has no {line}:\n{shipped}"
         );
     }
+    // Enabled for the next boot (deb-systemd-helper works without a running systemd).
+    assert!(
+        Path::new(WANTS).is_symlink(),
+        "{WANTS} is missing: the unit is not enabled"
+    );
     let unit = unit_settings();
     for (key, value) in [
         ("User", "zooraft"),
@@ -230,6 +236,10 @@ fn package_installs_runs_upgrades_and_purges() {
             "{dir} is still there after dpkg -P"
         );
     }
+    assert!(
+        !Path::new(WANTS).is_symlink(),
+        "{WANTS} is still there after dpkg -P"
+    );
 }
 
 /// `scripts/package` into `dir`: the package and its dbgsym.
