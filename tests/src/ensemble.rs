@@ -354,14 +354,16 @@ impl TestEnsemble {
             .join(",")
     }
 
-    /// Waits until every running member serves clients.
+    /// Waits until every running member serves clients as part of the quorum: a member that
+    /// answers in read-only mode (`readonlymode.enabled`, before it has found the others)
+    /// is not there yet, and a write sent to it would be refused.
     pub fn wait_all_serving(&mut self) {
         let deadline = Instant::now() + READY_TIMEOUT;
         for i in 0..self.members.len() {
             if !self.members[i].is_running() {
                 continue;
             }
-            while !self.members[i].is_serving() {
+            while !self.members[i].mode().is_some_and(|m| m != "read-only") {
                 assert!(
                     Instant::now() < deadline,
                     "member {} does not serve; log:\n{}",

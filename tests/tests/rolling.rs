@@ -192,29 +192,30 @@ fn admin_commands_move_leadership() {
             ("admin.serverAddress".into(), "127.0.0.1".into()),
         ]
     });
-    let command = |i: usize, name: &str| {
+    // Each answer is ZooKeeper's AdminServer JSON: `command`, `error`, and here `message`.
+    let command = |i: usize, name: &str| -> (u16, serde_json::Value) {
         let addr = SocketAddr::from(([127, 0, 0, 1], admin[i]));
         let (code, body) = http_get(addr, &format!("/commands/{name}"))
             .unwrap_or_else(|| panic!("no answer to {name} from member {}", i + 1));
-        assert!(
-            code == 404 || body.starts_with(&format!("{{\"command\":\"{name}\",")),
-            "{body}"
-        );
-        (code, body)
+        let json: serde_json::Value =
+            serde_json::from_str(&body).unwrap_or_else(|e| panic!("{name}: {e}: {body}"));
+        assert_eq!(json["command"], name, "{body}");
+        (code, json)
     };
     let leader = ensemble.leader();
     let follower = (leader + 1) % 3;
     let (code, body) = command(follower, "yield_leadership");
     assert_eq!(code, 200);
     let not_leader = format!("Not the leader; the leader is server {}.", leader + 1);
-    assert!(
-        body.contains(&format!("\"error\":\"{not_leader}\"")),
-        "{body}"
-    );
+    assert_eq!(body["error"], not_leader.as_str(), "{body}");
     let (code, body) = command(leader, "yield_leadership");
     assert_eq!(code, 200);
-    assert!(body.contains("\"error\":null"), "{body}");
-    assert!(body.contains("Leadership transfer requested"), "{body}");
+    assert!(body["error"].is_null(), "{body}");
+    let message = body["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("Leadership transfer requested"),
+        "{body}"
+    );
     let next = eventually(
         "a new leader after yield_leadership",
         Duration::from_secs(30),
@@ -225,18 +226,32 @@ fn admin_commands_move_leadership() {
     );
     let wants = (0..3).find(|i| *i != next).expect("a follower");
     let (_, body) = command(wants, "request_leadership");
-    let asked = format!(
-        "\"error\":null,\"message\":\"Leadership requested from the leader, server {}.\"",
-        next + 1
-    );
-    assert!(body.contains(&asked), "{body}");
-    eventually("the requester leads", Duration::from_secs(30), || {
-        (ensemble.leader() == wants).then_some(())
+    assert!(body["error"].is_null(), "{body}");
+    let asked = format!("Leadership requested from the leader, server {}.", next + 1);
+    assert_eq!(body["message"], asked.as_str(), "{body}");
+    // raft-rs drops a transfer the transferee cannot finish within an election timeout (a
+    // loaded machine can do that), and the old leader stays: as an operator would, ask again
+    // while it has not happened, and say how many asks it took.
+    let mut asks = 1;
+    let mut asked_at = std::time::Instant::now();
+    eventually("the requester leads", Duration::from_secs(60), || {
+        if ensemble.leader() == wants {
+            return Some(());
+        }
+        if asked_at.elapsed() > Duration::from_secs(5) {
+            let (_, body) = command(wants, "request_leadership");
+            assert!(body["error"].is_null(), "{body}");
+            (asks, asked_at) = (asks + 1, std::time::Instant::now());
+        }
+        None
     });
+    println!("MEASURED request_leadership: leader after {asks} ask(s)");
     let (_, body) = command(wants, "request_leadership");
-    assert!(body.contains("\"error\":\"Already the leader.\""), "{body}");
-    let (code, _) = command(wants, "no_such_command");
-    assert_eq!(code, 404);
+    assert_eq!(body["error"], "Already the leader.", "{body}");
+    // An unknown command: ZooKeeper's answer (200, with the error in the JSON).
+    let (code, body) = command(wants, "no_such_command");
+    assert_eq!(code, 200);
+    assert_eq!(body["error"], "Unknown command: no_such_command", "{body}");
     let hosts = ensemble.connect_string();
     block_on(async {
         let c = connect(&hosts, SESSION, Duration::from_secs(30)).await;
