@@ -363,7 +363,7 @@ impl TestEnsemble {
             if !self.members[i].is_running() {
                 continue;
             }
-            while !self.members[i].mode().is_some_and(|m| m != "read-only") {
+            while self.members[i].mode().is_none_or(|m| m == "read-only") {
                 assert!(
                     Instant::now() < deadline,
                     "member {} does not serve; log:\n{}",
