@@ -46,13 +46,14 @@ const READ_PAUSE_BYTES: usize = 4 * 1024 * 1024;
 const MAX_OUTSTANDING: usize = 10_000;
 
 /// Serves one accepted connection until it ends. `ids` are the auth ids the transport
-/// already established (a TLS client certificate's `x509` id), beside the client's `ip`.
+/// already established (a TLS client certificate's `x509` id), beside the client's `ip`;
+/// `secure`: the connection is TLS.
 pub async fn serve(
     shared: Arc<Shared>,
     mut rd: ReadHalf,
     wr: WriteHalf,
     peer: SocketAddr,
-    ids: Vec<jute::Id>,
+    (ids, secure): (Vec<jute::Id>, bool),
     guard: ConnAuth,
 ) {
     // Small, for a handshake; `ReadRoom` sizes it for what follows, and a larger frame makes
@@ -80,7 +81,7 @@ pub async fn serve(
                 &shared,
                 conn,
                 peer,
-                (ids, guard),
+                (ids, guard, secure),
                 &mut rd,
                 buf,
                 outbox.clone(),
@@ -109,7 +110,7 @@ async fn run(
     shared: &Arc<Shared>,
     conn: ConnId,
     peer: SocketAddr,
-    (ids, guard): (Vec<jute::Id>, ConnAuth),
+    (ids, guard, secure): (Vec<jute::Id>, ConnAuth, bool),
     rd: &mut ReadHalf,
     mut buf: BytesMut,
     outbox: Arc<Outbox>,
@@ -155,6 +156,7 @@ async fn run(
             touched: touched.clone(),
             peer,
             connected_at: SystemTime::now(),
+            secure,
             stats: stats.clone(),
             pipeline: pipeline.clone(),
         },

@@ -32,6 +32,8 @@ pub struct ConnEntry {
     pub touched: Arc<AtomicBool>,
     pub peer: std::net::SocketAddr,
     pub connected_at: std::time::SystemTime,
+    /// The connection is TLS (the AdminServer lists such connections apart).
+    pub secure: bool,
     pub stats: Arc<ConnStats>,
     pub pipeline: Arc<Mutex<Pipeline>>,
 }

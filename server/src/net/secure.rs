@@ -106,7 +106,7 @@ async fn secure(
         Box::new(rd),
         Box::new(wr),
         peer,
-        ids,
+        (ids, true),
         guard,
     ))
     .await;
@@ -120,7 +120,7 @@ async fn plain(shared: Arc<Shared>, stream: TcpStream, peer: SocketAddr, listen:
         Box::new(rd),
         Box::new(wr),
         peer,
-        Vec::new(),
+        (Vec::new(), false),
         guard,
     ))
     .await;

@@ -126,10 +126,9 @@ pub fn server_stats(shared: &Shared) -> Fields {
     out
 }
 
-/// `connections` (`cons`): one object per client connection. TLS connections are listed
-/// with the rest (the registry does not tell them apart), so `secure_connections` is empty.
+/// `connections` (`cons`): one object per client connection, TLS ones apart.
 pub fn connections(shared: &Shared) -> Fields {
-    let mut list = Vec::new();
+    let (mut list, mut secure) = (Vec::new(), Vec::new());
     shared.registry.for_each(|_, e| {
         let s = &e.stats;
         let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
@@ -140,7 +139,8 @@ pub fn connections(shared: &Shared) -> Fields {
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_millis() as u64)
             .unwrap_or(0);
-        list.push(json!({
+        let into = if e.secure { &mut secure } else { &mut list };
+        into.push(json!({
             "remote_socket_address": e.peer.to_string(),
             "interest_ops": 1,
             "outstanding_requests": load(&s.outstanding),
@@ -159,7 +159,7 @@ pub fn connections(shared: &Shared) -> Fields {
             "max_latency": load(&s.max_latency_us) / 1000,
         }));
     });
-    object(json!({"connections": list, "secure_connections": []}))
+    object(json!({"connections": list, "secure_connections": secure}))
 }
 
 /// `dump`: sessions by deadline (see the module docs; the leader's, or a standalone
