@@ -185,3 +185,18 @@ pub fn https_get(addr: SocketAddr, ca: &Path, path: &str) -> Result<(u16, String
     let body = text.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
     Ok((code, body.to_string()))
 }
+
+/// A session over TLS kept open while this lives.
+pub struct HeldSession {
+    pub id: i64,
+    _stream: Tls,
+}
+
+/// Opens a session over TLS and keeps its connection open (see [`HeldSession`]).
+pub fn held_tls_session(addr: SocketAddr, ca: &Path) -> Result<HeldSession, String> {
+    let (id, stream) = session_over(Arc::new(client_config(ca, None)), addr)?;
+    Ok(HeldSession {
+        id,
+        _stream: stream,
+    })
+}

@@ -17,7 +17,7 @@ use std::time::Duration;
 use serde_json::Value;
 use zooraft_tests::pki::Ca;
 use zooraft_tests::rt::{block_on, eventually};
-use zooraft_tests::tls_probe::https_get;
+use zooraft_tests::tls_probe::{held_tls_session, https_get};
 use zooraft_tests::{free_port, ServerKind, TestEnsemble, TestServer};
 
 use crate::{connect, ephemeral, persistent};
@@ -411,6 +411,34 @@ fn tls_on_the_admin_port() {
             "{key}: plain got {out:?}"
         );
     }
+}
+
+/// A client connected over TLS is listed under `secure_connections`, as in ZooKeeper.
+#[test]
+fn tls_clients_are_listed_apart() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let ca = Ca::new(dir.path(), "client-ca");
+    let store = ca.issue("server", "/CN=server");
+    let (secure_port, admin) = (free_port(), free_port());
+    let mut b =
+        TestServer::builder(ServerKind::Zooraft).config("admin.serverPort", &admin.to_string());
+    for (k, v) in zooraft_tests::pki::server_tls_config(secure_port, &store, &ca.cert, "none") {
+        b = b.config(&k, &v);
+    }
+    let _server = b.start();
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], secure_port));
+    let session = eventually("a TLS session", Duration::from_secs(60), || {
+        held_tls_session(addr, &ca.cert).ok()
+    });
+    let cons = command(admin, "connections");
+    assert_eq!(
+        cons["connections"].as_array().map(Vec::len),
+        Some(0),
+        "{cons}"
+    );
+    let secure = cons["secure_connections"].as_array().expect("an array");
+    assert_eq!(secure.len(), 1, "{cons}");
+    assert_eq!(secure[0]["session_id"], session.id, "{cons}");
 }
 
 #[test]
