@@ -16,6 +16,8 @@
 //!   the same path, with the leader's fencing token and `lost()`.
 //! - [`InterProcessSemaphoreV2`]: Curator's counting semaphore (leases, a fixed or shared
 //!   maximum).
+//! - [`SharedCount`] and [`DistributedAtomicLong`]: Curator's shared counters (one number in
+//!   one znode, changed by compare-and-set on its version).
 //!
 //! The recipes speak to ZooKeeper through the [`ZkClient`] trait. [`ZookeeperClient`]
 //! implements it over the zookeeper-client crate (the primary backend, feature
@@ -54,6 +56,7 @@ mod async_zk;
 mod cleanup;
 mod client;
 mod codes;
+mod counters;
 mod error;
 mod fence;
 mod guard;
@@ -78,6 +81,7 @@ pub use client::{
     perms, Acl, Connection, CreateMode, ErrorCode, EventType, Id, Op, OpResult, SessionState, Stat,
     WatchReceiver, ZkClient, ZkResult,
 };
+pub use counters::{AtomicOutcome, DistributedAtomicLong, SharedCount, VersionedCount};
 pub use error::{Error, LostReason};
 pub use fence::{Fence, FencingToken, StaleToken};
 pub use guard::LockGuard;
