@@ -127,6 +127,7 @@
 pub mod charts;
 pub mod cli;
 pub mod cpu;
+pub mod floor;
 pub mod load;
 pub mod memory;
 pub mod report;

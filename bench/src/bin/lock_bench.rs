@@ -1,6 +1,6 @@
 //! Lock throughput and handoff latency of the recipes' `InterProcessMutex`.
 //!
-//! `lock_bench [--contenders N] [--seconds S] [--path P] [--backend B] ADDR [ADDR...]`
+//! `lock_bench [--contenders N] [--seconds S] [--path P] [--backend B] [--data-dir D] ADDR [ADDR...]`
 //!
 //! `--backend` picks the recipes' client: `zookeeper-client` (the default, the primary
 //! backend) or `zookeeper-async`.
@@ -12,10 +12,16 @@
 //! release's delete, the server's watch notification, the waiter's getChildren). With more
 //! than one address, figures are also given as ratios to the first (e.g. Apache ZooKeeper
 //! first, zooraft second).
+//!
+//! First it measures the machine's floor (`zooraft_bench::floor`): a durable append on the
+//! disk of `--data-dir` (the servers' data directory; `.` by default) and a loopback round
+//! trip; each handoff p50 is then also given as a multiple of one append plus three round
+//! trips, which no lock handoff can beat.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use zooraft_bench::floor;
 use zooraft_recipes::{AsyncZkClient, InterProcessMutex, ZkClient, ZookeeperClient};
 
 struct Options {
@@ -23,6 +29,7 @@ struct Options {
     seconds: f64,
     path: String,
     backend: String,
+    data_dir: std::path::PathBuf,
     addrs: Vec<String>,
 }
 
@@ -32,6 +39,7 @@ fn parse() -> Options {
         seconds: 10.0,
         path: "/bench/lock".to_string(),
         backend: "zookeeper-client".to_string(),
+        data_dir: ".".into(),
         addrs: Vec::new(),
     };
     let mut args = std::env::args().skip(1);
@@ -47,10 +55,11 @@ fn parse() -> Options {
             "--seconds" => o.seconds = value("--seconds").parse().unwrap_or(10.0),
             "--path" => o.path = value("--path"),
             "--backend" => o.backend = value("--backend"),
+            "--data-dir" => o.data_dir = value("--data-dir").into(),
             "-h" | "--help" => {
                 println!(
                     "lock_bench [--contenders N] [--seconds S] [--path P] \
-                     [--backend zookeeper-client|zookeeper-async] ADDR [ADDR...]"
+                     [--backend zookeeper-client|zookeeper-async] [--data-dir D] ADDR [ADDR...]"
                 );
                 std::process::exit(0)
             }
@@ -175,6 +184,34 @@ async fn main() {
         "lock_bench: {} contenders ({}), {:.1} s per server, empty critical section",
         o.contenders, o.backend, o.seconds
     );
+    let floor = match (
+        floor::durable_append(&o.data_dir, 200, 100),
+        floor::loopback_round_trip(2000),
+    ) {
+        (Ok(append), Ok(rtt)) => {
+            let handoff = floor::handoff_floor_us(&append, &rtt);
+            println!(
+                "floor: durable append (100 B + fdatasync) in {} p50 {:.0} us, p99 {:.0} us; \
+                 loopback round trip p50 {:.1} us, p99 {:.1} us; a handoff's floor \
+                 (one append + 3 round trips) {:.3} ms",
+                o.data_dir.display(),
+                append.p50_us,
+                append.p99_us,
+                rtt.p50_us,
+                rtt.p99_us,
+                handoff / 1000.0
+            );
+            Some(handoff / 1000.0)
+        }
+        (a, r) => {
+            eprintln!(
+                "lock_bench: cannot measure the floor: {:?} {:?}",
+                a.err(),
+                r.err()
+            );
+            None
+        }
+    };
     let mut all = Vec::new();
     for addr in &o.addrs {
         match run(addr, &o).await {
@@ -190,6 +227,12 @@ async fn main() {
                     f.percentile_ms(0.9),
                     f.percentile_ms(0.99)
                 );
+                if let Some(floor_ms) = floor {
+                    println!(
+                        "{addr}: handoff p50 is {:.2}x the floor ({floor_ms:.3} ms)",
+                        f.percentile_ms(0.5) / floor_ms
+                    );
+                }
                 all.push((addr.clone(), f));
             }
             Err(e) => {
