@@ -15,7 +15,7 @@ use std::net::TcpStream;
 use std::time::Duration;
 
 use serde_json::Value;
-use zooraft_tests::pki::Ca;
+use zooraft_tests::pki::{quorum_keys, Ca};
 use zooraft_tests::rt::{block_on, eventually};
 use zooraft_tests::tls_probe::{held_tls_session, https_get};
 use zooraft_tests::{free_port, ServerKind, TestEnsemble, TestServer};
@@ -375,19 +375,11 @@ fn tls_on_the_admin_port() {
         let mut b = TestServer::builder(ServerKind::Zooraft)
             .config("admin.serverPort", &port.to_string())
             .config(key, "true");
-        let stores = [
-            (
-                "ssl.quorum.keyStore.location",
-                store.pem_store.display().to_string(),
-            ),
-            ("ssl.quorum.keyStore.type", "PEM".to_string()),
-            (
-                "ssl.quorum.trustStore.location",
-                ca.cert.display().to_string(),
-            ),
-            ("ssl.quorum.trustStore.type", "PEM".to_string()),
-        ];
-        for (k, v) in &stores {
+        // The ssl.quorum.* stores (a standalone server: without sslQuorum itself).
+        for (k, v) in quorum_keys(&store, &ca)
+            .iter()
+            .filter(|(k, _)| k != "sslQuorum")
+        {
             b = b.config(k, v);
         }
         let _server = b.start();
@@ -448,6 +440,10 @@ fn trace_mask_is_set_and_read_back() {
     let set = command(port, "stmk?traceMask=42");
     assert_eq!(set["tracemask"], 42);
     assert_eq!(command(port, "get_trace_mask")["tracemask"], 42);
+    // POST only for the commands that change something.
+    assert_eq!(get(port, "POST", "/commands/stmk?traceMask=7").0, 200);
+    assert_eq!(get(port, "POST", "/commands/environment").0, 405);
+    assert_eq!(get(port, "POST", "/commands/zabstate").0, 405);
     let bad = command(port, "stmk");
     assert_eq!(
         bad["error"],

@@ -18,6 +18,9 @@ pub const NOT_SERVING: &str = "This ZooKeeper instance is not currently serving 
 /// is; zooraft's tracing is set by `RUST_LOG`, not by this mask.
 static TRACE_MASK: AtomicI64 = AtomicI64::new(306);
 
+/// The commands that change something: the only ones POST may ask for.
+pub const CHANGING: [&str; 3] = ["connection_stat_reset", "set_trace_mask", "stat_reset"];
+
 /// What a command is given: the member and the request's query parameters.
 pub struct Asked<'a> {
     pub shared: &'a Shared,

@@ -185,12 +185,9 @@ async fn respond(shared: &Shared, request: Request<Incoming>, peer: SocketAddr) 
         let body = commands::closed(name, Err(format!("Unknown command: {name}")));
         return json_answer(StatusCode::OK, &body);
     };
-    if method == Method::POST && command.needs_serving {
-        // ZooKeeper 3.8's commands are GET only; POST is for the ones that change things.
-        let changes = ["connection_stat_reset", "stat_reset", "set_trace_mask"];
-        if !changes.contains(&command.names[0]) {
-            return text(StatusCode::METHOD_NOT_ALLOWED, "GET or HEAD\n");
-        }
+    // ZooKeeper 3.8's commands are GET only; POST is for the ones that change things.
+    if method == Method::POST && !commands::CHANGING.contains(&command.names[0]) {
+        return text(StatusCode::METHOD_NOT_ALLOWED, "GET or HEAD\n");
     }
     let query = query_pairs(request.uri().query());
     let asked = commands::Asked {
