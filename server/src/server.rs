@@ -203,9 +203,8 @@ impl Server {
         let metrics_addr = config.metrics_address;
         let admin = bind_admin(&config).await?;
         let replica = Arc::new(Replica::new(config, state, tx));
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
-        *replica.status.last_snapshot.lock() =
-            (replica.last_zxid(), now.map_or(0, |d| d.as_secs()));
+        // What the member starts from stands for ZooKeeper's snapshot at start.
+        replica.status.snapshot_named(replica.last_zxid());
         let shared = Arc::new(Shared::new(
             replica.clone(),
             crate::ops::four_letter::answer,

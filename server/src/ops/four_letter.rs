@@ -85,9 +85,10 @@ pub fn answer(shared: &Shared, word: &[u8; 4], peer: SocketAddr) -> String {
         }
         "wchc" => {
             let by_conn = shared.watches.lock().by_connection();
+            let sessions = sessions_by_conn(shared);
             let mut out = String::new();
             for (conn, paths) in by_conn {
-                let session = session_of(shared, conn);
+                let session = sessions.get(&conn).copied().unwrap_or(0);
                 let _ = writeln!(out, "0x{session:x}");
                 for p in paths {
                     let _ = writeln!(out, "\t{p}");
@@ -99,11 +100,12 @@ pub fn answer(shared: &Shared, word: &[u8; 4], peer: SocketAddr) -> String {
         }
         "wchp" => {
             let by_path = shared.watches.lock().by_path();
+            let sessions = sessions_by_conn(shared);
             let mut out = String::new();
             for (p, conns) in by_path {
                 let _ = writeln!(out, "{p}");
                 for c in conns {
-                    let _ = writeln!(out, "\t0x{:x}", session_of(shared, c));
+                    let _ = writeln!(out, "\t0x{:x}", sessions.get(&c).copied().unwrap_or(0));
                 }
             }
             out.push('\n');
@@ -157,14 +159,13 @@ fn leadership(shared: &Shared, word: &str) -> String {
     }
 }
 
-pub(super) fn session_of(shared: &Shared, conn: u64) -> i64 {
-    let mut session = 0;
+/// Each connection's session, read once for a whole report (not once per watch).
+pub(super) fn sessions_by_conn(shared: &Shared) -> std::collections::HashMap<u64, i64> {
+    let mut sessions = std::collections::HashMap::with_capacity(shared.registry.len());
     shared.registry.for_each(|id, e| {
-        if id == conn {
-            session = e.session;
-        }
+        sessions.insert(id, e.session);
     });
-    session
+    sessions
 }
 
 pub(super) fn dir_size(dir: &std::path::Path) -> u64 {

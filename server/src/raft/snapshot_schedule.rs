@@ -160,8 +160,7 @@ impl Consensus {
         counters.snapshot_last(bytes, captured_in + written_in, peak_extra);
         let status = &self.replica.status;
         status.snapshot_index.store(index, Ordering::Relaxed);
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
-        *status.last_snapshot.lock() = (zxid, now.map_or(0, |d| d.as_secs()));
+        status.snapshot_named(zxid);
         tracing::info!(
             index,
             bytes,

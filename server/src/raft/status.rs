@@ -106,6 +106,12 @@ impl Migration {
 }
 
 impl Status {
+    /// A snapshot up to `zxid` is the newest now (`last_snapshot`: its zxid and this time).
+    pub fn snapshot_named(&self, zxid: i64) {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+        *self.last_snapshot.lock() = (zxid, now.map_or(0, |d| d.as_secs()));
+    }
+
     pub fn role(&self) -> Role {
         Role::from_u8(self.role.load(Ordering::Relaxed))
     }

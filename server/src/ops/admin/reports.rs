@@ -15,7 +15,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde_json::{json, Map, Value};
 
 use super::super::catalogue::{self, Figure, Value as Fig};
-use super::super::four_letter::{dir_size, full_version, session_of};
+use super::super::four_letter::{dir_size, full_version, sessions_by_conn};
 use super::super::view::View;
 use crate::net::Shared;
 use crate::raft::Role;
@@ -193,9 +193,11 @@ pub fn dump(shared: &Shared) -> Fields {
 /// `watches` (`wchc`): the data watches' paths by session.
 pub fn watches(shared: &Shared) -> Fields {
     let by_conn = shared.watches.lock().by_connection();
+    let sessions = sessions_by_conn(shared);
+    let session = |conn| sessions.get(&conn).copied().unwrap_or(0);
     let map: Fields = by_conn
         .into_iter()
-        .map(|(conn, paths)| (session_of(shared, conn).to_string(), json!(paths)))
+        .map(|(conn, paths)| (session(conn).to_string(), json!(paths)))
         .collect();
     object(json!({ "session_id_to_watched_paths": map }))
 }
@@ -203,11 +205,15 @@ pub fn watches(shared: &Shared) -> Fields {
 /// `watches_by_path` (`wchp`): sessions by watched path.
 pub fn watches_by_path(shared: &Shared) -> Fields {
     let by_path = shared.watches.lock().by_path();
+    let sessions = sessions_by_conn(shared);
     let map: Fields = by_path
         .into_iter()
         .map(|(path, conns)| {
-            let sessions: Vec<i64> = conns.iter().map(|c| session_of(shared, *c)).collect();
-            (path, json!(sessions))
+            let ids: Vec<i64> = conns
+                .iter()
+                .map(|c| sessions.get(c).copied().unwrap_or(0))
+                .collect();
+            (path, json!(ids))
         })
         .collect();
     object(json!({ "path_to_session_ids": map }))
@@ -269,10 +275,12 @@ pub fn zabstate(shared: &Shared) -> Fields {
     }
     let v = View::gather(shared);
     let me: Option<ServerSpec> = membership(shared).servers.remove(&config.my_id);
-    let phase = match v.role {
-        _ if v.leader_id == 0 => "election",
-        _ if v.serving => "broadcast",
-        _ => "synchronization",
+    let phase = if v.leader_id == 0 {
+        "election"
+    } else if v.serving {
+        "broadcast"
+    } else {
+        "synchronization"
     };
     let zxid = v.last_zxid;
     let mut out = object(json!({
