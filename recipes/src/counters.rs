@@ -42,6 +42,25 @@ fn checked_path(path: &str) -> Result<String, Error> {
     }
 }
 
+/// A counter node's `N` bytes (Curator writes the number big-endian, nothing else); `what`
+/// names the recipe in the error.
+fn counter_bytes<const N: usize>(data: &[u8], what: &str) -> Result<[u8; N], Error> {
+    data.try_into().map_err(|_| {
+        Error::InvalidOption(format!(
+            "a {what} node holds {N} bytes, this one {}",
+            data.len()
+        ))
+    })
+}
+
+fn decode_count(data: &[u8]) -> Result<i32, Error> {
+    counter_bytes(data, "SharedCount").map(i32::from_be_bytes)
+}
+
+fn decode_long(data: &[u8]) -> Result<i64, Error> {
+    counter_bytes(data, "DistributedAtomicLong").map(i64::from_be_bytes)
+}
+
 /// A [`SharedCount`]'s value with the znode version it was read at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct VersionedCount {
@@ -83,16 +102,6 @@ impl std::fmt::Debug for SharedCount {
             .field("seed", &self.seed)
             .finish()
     }
-}
-
-fn decode_count(data: &[u8]) -> Result<i32, Error> {
-    let bytes: [u8; 4] = data.try_into().map_err(|_| {
-        Error::InvalidOption(format!(
-            "a SharedCount node holds 4 bytes, this one {}",
-            data.len()
-        ))
-    })?;
-    Ok(i32::from_be_bytes(bytes))
 }
 
 impl SharedCount {
@@ -205,16 +214,6 @@ impl std::fmt::Debug for DistributedAtomicLong {
             .field("retries", &self.retries)
             .finish()
     }
-}
-
-fn decode_long(data: &[u8]) -> Result<i64, Error> {
-    let bytes: [u8; 8] = data.try_into().map_err(|_| {
-        Error::InvalidOption(format!(
-            "a DistributedAtomicLong node holds 8 bytes, this one {}",
-            data.len()
-        ))
-    })?;
-    Ok(i64::from_be_bytes(bytes))
 }
 
 /// The attempts an optimistic update makes by default before it reports no success.

@@ -137,13 +137,18 @@ fn read_frame(tls: &mut Tls) -> Result<Vec<u8>, String> {
 }
 
 /// A session over a new TLS connection: its id and the open connection.
-fn session_over(config: Arc<rustls::ClientConfig>, addr: SocketAddr) -> Result<(i64, Tls), String> {
+/// A TLS client stream to `addr` (the handshake happens with the first write).
+fn connect(config: Arc<rustls::ClientConfig>, addr: SocketAddr) -> Result<Tls, String> {
     let name = ServerName::IpAddress(addr.ip().into());
     let conn = rustls::ClientConnection::new(config, name).map_err(|e| e.to_string())?;
     let sock = TcpStream::connect(addr).map_err(|e| e.to_string())?;
     sock.set_read_timeout(Some(IO_TIMEOUT))
         .map_err(|e| e.to_string())?;
-    let mut tls = rustls::StreamOwned::new(conn, sock);
+    Ok(rustls::StreamOwned::new(conn, sock))
+}
+
+fn session_over(config: Arc<rustls::ClientConfig>, addr: SocketAddr) -> Result<(i64, Tls), String> {
+    let mut tls = connect(config, addr)?;
     tls.write_all(&new_session_frame())
         .map_err(|e| format!("write: {e}"))?;
     tls.flush().map_err(|e| format!("flush: {e}"))?;
@@ -159,13 +164,7 @@ fn session_over(config: Arc<rustls::ClientConfig>, addr: SocketAddr) -> Result<(
 /// `GET path` over HTTPS (HTTP/1.1, `Connection: close`) from `addr`, trusting `ca`: the
 /// status code and body, or what went wrong (a refused handshake, no answer).
 pub fn https_get(addr: SocketAddr, ca: &Path, path: &str) -> Result<(u16, String), String> {
-    let config = Arc::new(client_config(ca, None));
-    let name = ServerName::IpAddress(addr.ip().into());
-    let conn = rustls::ClientConnection::new(config, name).map_err(|e| e.to_string())?;
-    let tcp = TcpStream::connect(addr).map_err(|e| e.to_string())?;
-    tcp.set_read_timeout(Some(IO_TIMEOUT))
-        .map_err(|e| e.to_string())?;
-    let mut tls = rustls::StreamOwned::new(conn, tcp);
+    let mut tls = connect(Arc::new(client_config(ca, None)), addr)?;
     let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
     tls.write_all(request.as_bytes())
         .map_err(|e| e.to_string())?;
