@@ -119,7 +119,9 @@ pub fn answer(shared: &Shared, word: &[u8; 4], peer: SocketAddr) -> String {
         }
         "dirs" => {
             let size = dir_size(&shared.replica.config().data_dir);
-            format!("datadir_size: {size}\nlogdir_size: 0\n")
+            // One directory holds both (ZooKeeper's dataLogDir defaults to dataDir, and then
+            // reports the one size twice).
+            format!("datadir_size: {size}\nlogdir_size: {size}\n")
         }
         _ => String::new(),
     }
@@ -272,9 +274,10 @@ fn conf(shared: &Shared) -> String {
     let _ = writeln!(out, "clientPort={}", c.client_port);
     let _ = writeln!(out, "secureClientPort=-1");
     let _ = writeln!(out, "dataDir={}", c.data_dir.display());
-    let _ = writeln!(out, "dataDirSize={}", dir_size(&c.data_dir));
+    let size = dir_size(&c.data_dir);
+    let _ = writeln!(out, "dataDirSize={size}");
     let _ = writeln!(out, "dataLogDir={}", c.data_dir.display());
-    let _ = writeln!(out, "dataLogSize=0");
+    let _ = writeln!(out, "dataLogSize={size}");
     let _ = writeln!(out, "tickTime={}", c.tick_time_ms);
     let _ = writeln!(out, "maxClientCnxns={}", c.max_client_cnxns);
     let _ = writeln!(out, "minSessionTimeout={}", c.min_session_timeout_ms);
