@@ -79,6 +79,8 @@ pub(super) struct Leadership {
     /// When the leader was last heard from (an observer never campaigns, so this is what
     /// tells it the leader is gone).
     pub last_contact: Instant,
+    /// Until when an operator's yield waits for a follower to answer (`transfer.rs`).
+    pub yield_until: Option<Instant>,
 }
 
 /// The ready numbers last handed to the log writer and last reported durable by it.
@@ -253,6 +255,7 @@ impl Consensus {
                 leader: 0,
                 role: StateRole::Follower,
                 last_contact: now,
+                yield_until: None,
             },
             proposals: Proposals::default(),
             reads: ReadIndex::default(),
@@ -459,6 +462,7 @@ impl Consensus {
         }
         // A member whose store is untrusted must not campaign (`trust.rs`): its election
         // timer stands still.
+        self.retry_yield(now);
         let ticks = now >= self.timers.next_tick
             && (self.node.raft.state == StateRole::Leader || self.may_vote());
         while now >= self.timers.next_tick {

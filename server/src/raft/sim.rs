@@ -25,12 +25,13 @@ use raft::eraftpb::{Message, MessageType};
 use super::clock::Clock;
 use super::connections::{ApplyRound, Connections};
 use super::driver::{Consensus, Parts, Workers};
-use super::input::{Input, PeerIdentity, SyncWaiter};
+use super::input::{Input, PeerIdentity, SyncWaiter, Transfer};
 use super::log_writer::{self, LogWrite};
 use super::replica::Replica;
 use super::snapshot_worker::{self, SnapshotJob};
 use super::status::Role;
 use super::storage::RaftStorage;
+use super::timing::election_timeout;
 use super::transport::Peers;
 use crate::config::{Config, Member as MemberLine};
 use crate::state::command::{ClientWrite, CloseReason, Command, ConnId, Origin};
@@ -740,6 +741,39 @@ fn one_leader_is_elected_and_every_member_applies_the_same_writes() {
     // Zxids of one leader's writes rise strictly, in submission order.
     let zxids: Vec<i64> = record.writes.iter().map(|w| w.1).collect();
     assert!(zxids.windows(2).all(|w| w[0] < w[1]), "{zxids:?}");
+}
+
+/// raft-rs forgets which followers answered at every quorum check; a yield asked in the
+/// moment after one (nobody looks active) still hands over, once a follower answers.
+#[test]
+fn a_yield_right_after_a_quorum_check_still_hands_over() {
+    let mut g = Group::new(Settings::default());
+    let leader = g.elect();
+    let nobody_active = |g: &Group| {
+        let raft = &g.node(leader).consensus.node.raft;
+        raft.prs()
+            .iter()
+            .all(|(id, pr)| *id == leader || !pr.recent_active)
+    };
+    // Turn by turn, without delivering, until the leader's check has just run.
+    let mut turns = 0;
+    while !nobody_active(&g) {
+        *g.clock.elapsed.lock() += TICK;
+        g.nodes[leader as usize - 1].turn();
+        turns += 1;
+        assert!(turns < 1_000, "no quorum check in {turns} ticks");
+    }
+    let _ = g
+        .node(leader)
+        .inbox
+        .send(Input::TransferLeader(Transfer::Yield));
+    g.nodes[leader as usize - 1].turn();
+    g.run_for(election_timeout(TICK));
+    let next = g.agreed_leader();
+    assert!(
+        next.is_some_and(|l| l != leader),
+        "still {next:?}, was {leader}"
+    );
 }
 
 #[test]

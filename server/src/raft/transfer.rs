@@ -73,7 +73,16 @@ impl Consensus {
                 if !self.leads() {
                     return None;
                 }
-                let target = self.best_transferee()?;
+                let Some(target) = self.best_transferee() else {
+                    // raft-rs forgets which followers answered at every quorum check, so
+                    // right after one nobody looks active: wait for the next answer.
+                    let wait = super::timing::election_timeout(self.timers.tick);
+                    self.leadership
+                        .yield_until
+                        .get_or_insert(self.clock.now() + wait);
+                    return None;
+                };
+                self.leadership.yield_until = None;
                 tracing::info!(member = me, "handing leadership over to {target}");
                 self.node.transfer_leader(target);
                 Some(target)
@@ -88,6 +97,19 @@ impl Consensus {
                 self.node.transfer_leader(me);
                 Some(me)
             }
+        }
+    }
+
+    /// Tries again a yield that found no follower active, until an election timeout after
+    /// it was asked; dropped when this member no longer leads.
+    pub(super) fn retry_yield(&mut self, now: std::time::Instant) {
+        let Some(until) = self.leadership.yield_until else {
+            return;
+        };
+        if now > until || !self.leads() {
+            self.leadership.yield_until = None;
+        } else if !self.transferring() {
+            self.transfer_leadership(Transfer::Yield);
         }
     }
 
