@@ -209,6 +209,7 @@ impl Consensus {
                 continue;
             };
             self.trust.promoted.insert(id, inc);
+            self.trust.promoted_at.insert(id, self.clock.now());
             if id == self.member.me && inc == self.trust.me.incarnation && !self.trust.me.trusted {
                 tracing::info!(
                     member = id,

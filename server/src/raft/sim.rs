@@ -1096,6 +1096,31 @@ fn a_wiped_member_catches_up_and_serves_while_the_leader_is_up() {
     assert_eq!(missing(&g, f, &more), Vec::<String>::new());
 }
 
+/// A member promoted back cannot campaign until its quarantine is over, so it drops a
+/// `MsgTimeoutNow`: a yield right after its promotion goes to another follower.
+#[test]
+fn a_yield_skips_a_member_still_in_quarantine() {
+    let mut g = Group::new(Settings::default());
+    let leader = g.elect();
+    // The lower id wins a tie of logs, so without the rule the wiped one would be picked.
+    let (f, other) = others(leader);
+    g.down(f);
+    g.up(f, Restart::Wiped);
+    let mut ticks = 0;
+    while !trusted(&g, f) {
+        g.tick();
+        ticks += 1;
+        assert!(ticks < 1_000, "not promoted in {ticks} ticks");
+    }
+    g.settle();
+    let _ = g
+        .node(leader)
+        .inbox
+        .send(Input::TransferLeader(Transfer::Yield));
+    g.run_for(election_timeout(TICK) * 2);
+    assert_eq!(g.agreed_leader(), Some(other), "the yield went to {other}");
+}
+
 /// A member restored from an older copy of its directory (trusted by what it holds) is
 /// caught by the leader's commit index and recovers as a wiped one does.
 #[test]

@@ -21,6 +21,7 @@ use super::driver::Consensus;
 use super::input::{Input, Transfer};
 use super::replica::Replica;
 use super::status::Role;
+use super::trust::QUARANTINE_TIMEOUTS;
 
 /// What became of an operator's transfer request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,8 +76,10 @@ impl Consensus {
                 }
                 let Some(target) = self.best_transferee() else {
                     // raft-rs forgets which followers answered at every quorum check, so
-                    // right after one nobody looks active: wait for the next answer.
-                    let wait = super::timing::election_timeout(self.timers.tick);
+                    // right after one nobody looks active; and a member just promoted back
+                    // cannot campaign before its quarantine ends: wait for either.
+                    let wait = super::timing::election_timeout(self.timers.tick)
+                        * (QUARANTINE_TIMEOUTS + 1);
                     self.leadership
                         .yield_until
                         .get_or_insert(self.clock.now() + wait);
@@ -100,8 +103,8 @@ impl Consensus {
         }
     }
 
-    /// Tries again a yield that found no follower active, until an election timeout after
-    /// it was asked; dropped when this member no longer leads.
+    /// Tries again a yield that found no follower to hand over to, until a quarantine and
+    /// an election timeout after it was asked; dropped when this member no longer leads.
     pub(super) fn retry_yield(&mut self, now: std::time::Instant) {
         let Some(until) = self.leadership.yield_until else {
             return;
@@ -118,14 +121,18 @@ impl Consensus {
         self.node.raft.state == StateRole::Leader && self.node.raft.lead_transferee.is_some()
     }
 
-    /// The active voter, other than this member, whose log matches the leader's furthest.
+    /// The active voter, other than this member, whose log matches the leader's furthest,
+    /// among those that could campaign now (see [`Trust::may_take_over`]).
+    ///
+    /// [`Trust::may_take_over`]: super::trust::Trust::may_take_over
     fn best_transferee(&self) -> Option<u64> {
         let me = self.member.me;
+        let now = self.clock.now();
         let raft = &self.node.raft;
         let voters = raft.prs().conf().to_conf_state().voters;
         voters
             .into_iter()
-            .filter(|id| *id != me)
+            .filter(|id| *id != me && self.trust.may_take_over(*id, now))
             .filter_map(|id| raft.prs().get(id).map(|pr| (id, pr)))
             .filter(|(_, pr)| pr.recent_active)
             .max_by_key(|(id, pr)| (pr.matched, std::cmp::Reverse(*id)))

@@ -61,7 +61,7 @@ use super::storage::Identity;
 
 /// A trusted member that started untrusted grants no vote until this many election
 /// timeouts after its start (raft-rs randomizes a candidate's timeout below two of them).
-const QUARANTINE_TIMEOUTS: u32 = 4;
+pub(super) const QUARANTINE_TIMEOUTS: u32 = 4;
 /// The context of the conf changes that demote and promote a recovering member.
 const DEMOTE: &str = "zooraft-untrusted";
 const PROMOTE: &str = "zooraft-trusted";
@@ -80,6 +80,9 @@ pub(super) struct Trust {
     pub(super) peers: HashMap<u64, PeerIdentity>,
     /// The incarnation a committed conf change promoted, by member.
     pub(super) promoted: HashMap<u64, u64>,
+    /// When this member applied each peer's promotion (in this run): the peer grants no
+    /// vote and takes no leadership until its quarantine is over.
+    pub(super) promoted_at: HashMap<u64, Instant>,
     /// Leader: recovering learners whose progress it reset, by member and incarnation.
     pub(super) reset: HashSet<(u64, u64)>,
     /// Leader: when it first saw each untrusted voter, by member and incarnation. It
@@ -155,6 +158,7 @@ impl Trust {
             quarantine_until: now + election * QUARANTINE_TIMEOUTS,
             peers: HashMap::new(),
             promoted: HashMap::new(),
+            promoted_at: HashMap::new(),
             reset: HashSet::new(),
             untrusted_since: HashMap::new(),
             election,
@@ -183,7 +187,18 @@ impl Trust {
             .then_some(p.incarnation)
     }
 
-    /// Untrusted peers, in id order.
+    /// Whether peer `id` could campaign now, as far as this member knows: not untrusted,
+    /// and not promoted in this run less than a quarantine ago (its quarantine counts from
+    /// its own start, which came before its promotion). A leader hands over to such a peer
+    /// only: any other drops the `MsgTimeoutNow`.
+    pub fn may_take_over(&self, id: u64, now: Instant) -> bool {
+        let quarantined = self
+            .promoted_at
+            .get(&id)
+            .is_some_and(|at| now < *at + self.election * QUARANTINE_TIMEOUTS);
+        self.untrusted_peer(id).is_none() && !quarantined
+    }
+
     /// How many peers are known to be untrusted.
     pub fn untrusted_count(&self) -> usize {
         self.peers
@@ -192,6 +207,7 @@ impl Trust {
             .count()
     }
 
+    /// Untrusted peers, in id order.
     pub fn untrusted_peers(&self) -> BTreeMap<u64, u64> {
         self.peers
             .keys()
