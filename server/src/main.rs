@@ -121,10 +121,14 @@ Take a consistent backup of a running member over its admin port.
 
 Asks the member's AdminServer (GET /commands/snapshot) for its state exactly as of its
 last applied zxid, taken while it keeps serving, and writes it to FILE with the zxid, the
-tree's digest and a SHA-1 of the state. With a superDigest on the member, pass --auth. zooraft restore writes a new store from the file.",
+tree's digest and a SHA-1 of the state. zooraft restore writes a new store from the file.
+
+The member checks the caller as ZooKeeper 3.9 checks its snapshot command: --auth names
+a digest user (USER:PASSWORD) or `ip` (the caller's address), and that id must hold every
+permission on the root znode's ACL (the super user always does).",
         after_long_help = "\
 Examples:
-  zooraft backup --server 127.0.0.1:8080 --out zooraft.backup
+  zooraft backup --server 127.0.0.1:8080 --out zooraft.backup --auth ip
   zooraft backup --server zk1:8080 --out /backups/zk1.backup --auth super:secret"
     )]
     Backup {
@@ -134,8 +138,8 @@ Examples:
         /// File to write.
         #[arg(long, value_name = "FILE")]
         out: PathBuf,
-        /// `super:<password>`, when the member has a superDigest.
-        #[arg(long, value_name = "USER:PASSWORD")]
+        /// A digest user (`super:<password>`, or any user the root ACL grants ALL), or `ip`.
+        #[arg(long, value_name = "USER:PASSWORD|ip")]
         auth: Option<String>,
     },
     /// Write a new store from a backup (the member stopped, its store empty).

@@ -164,8 +164,24 @@ fn session_over(config: Arc<rustls::ClientConfig>, addr: SocketAddr) -> Result<(
 /// `GET path` over HTTPS (HTTP/1.1, `Connection: close`) from `addr`, trusting `ca`: the
 /// status code and body, or what went wrong (a refused handshake, no answer).
 pub fn https_get(addr: SocketAddr, ca: &Path, path: &str) -> Result<(u16, String), String> {
-    let mut tls = connect(Arc::new(client_config(ca, None)), addr)?;
-    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    https_get_as(addr, ca, None, path, &[])
+}
+
+/// [`https_get`] presenting `identity`'s client certificate, with extra `headers`.
+pub fn https_get_as(
+    addr: SocketAddr,
+    ca: &Path,
+    identity: Option<&Issued>,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> Result<(u16, String), String> {
+    let mut tls = connect(Arc::new(client_config(ca, identity)), addr)?;
+    let extra: String = headers
+        .iter()
+        .map(|(k, v)| format!("{k}: {v}\r\n"))
+        .collect();
+    let request =
+        format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n{extra}Connection: close\r\n\r\n");
     tls.write_all(request.as_bytes())
         .map_err(|e| e.to_string())?;
     let mut out = Vec::new();

@@ -7,9 +7,9 @@
 //! be reachable by members only, so an operator tool would have to speak its protocol and
 //! be let through the members' firewall (the admin server itself is `admin.rs`). Not a
 //! four-letter word either: those are
-//! answered on the client port with text and cannot be authenticated. When
-//! `DigestAuthenticationProvider.superDigest` is set, the request must carry
-//! `Authorization: digest super:<password>` (checked like a client's `addauth digest`).
+//! answered on the client port with text and cannot be authenticated. The request must
+//! carry `Authorization: digest <user>:<password>` or `Authorization: ip`, and that id must
+//! hold ALL on the root znode's ACL: ZooKeeper 3.9's rule (`ops/admin/auth.rs`).
 //!
 //! **Consistency.** The member captures its state under the state's read lock (pointer
 //! copies of the znodes, see `state::snapshot`): exactly the state after its last applied
@@ -118,7 +118,7 @@ pub async fn snapshot_body(replica: &Replica) -> Option<(Bytes, i64)> {
 }
 
 /// Fetches a backup from `server` (the admin address) with `credentials`
-/// (`super:<password>`) if given, and writes it to `out_file`.
+/// (`<user>:<password>` for digest, or `ip`) if given, and writes it to `out_file`.
 pub fn backup(
     server: &str,
     credentials: Option<&str>,
@@ -135,9 +135,11 @@ pub fn backup(
     let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(10))
         .with_context(|| format!("cannot connect to {addr}"))?;
     s.set_read_timeout(Some(Duration::from_secs(300)))?;
-    let auth = credentials
-        .map(|c| format!("Authorization: digest {c}\r\n"))
-        .unwrap_or_default();
+    let auth = match credentials {
+        Some("ip") => "Authorization: ip\r\n".to_string(),
+        Some(c) => format!("Authorization: digest {c}\r\n"),
+        None => String::new(),
+    };
     write!(
         s,
         "GET {PATH} HTTP/1.1\r\nHost: {server}\r\n{auth}Connection: close\r\n\r\n"
@@ -153,8 +155,13 @@ pub fn backup(
     let body = &response[split + 4..];
     let status = head.lines().next().unwrap_or("");
     if !status.contains(" 200 ") {
+        let hint = if status.contains(" 401 ") || status.contains(" 403 ") {
+            "\n(--auth USER:PASSWORD or --auth ip: the id must hold ALL on the root znode's ACL)"
+        } else {
+            ""
+        };
         bail!(
-            "{addr} answered {status}: {}",
+            "{addr} answered {status}: {}{hint}",
             String::from_utf8_lossy(body).trim()
         );
     }

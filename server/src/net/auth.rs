@@ -57,6 +57,20 @@ fn flag(keys: &BTreeMap<String, String>, key: &str) -> Result<bool, String> {
 }
 
 impl Auth {
+    /// The ids a client certificate with this subject (RFC 2253) gives: `x509:<subject>`,
+    /// and super when it is `X509AuthenticationProvider.superUser`.
+    pub fn x509_ids(&self, subject: String) -> Vec<Id> {
+        let is_super = self.x509_super_user.as_deref() == Some(subject.as_str());
+        let mut ids = vec![Id {
+            scheme: "x509".into(),
+            id: subject,
+        }];
+        if is_super {
+            ids.push(acl::super_id());
+        }
+        ids
+    }
+
     /// Reads the settings from the configuration.
     pub fn from_config(config: &Config) -> Result<Auth, String> {
         Ok(Auth {

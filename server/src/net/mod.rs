@@ -42,6 +42,7 @@ mod stream;
 mod submit;
 mod watch;
 
+pub use auth::Auth;
 pub use metrics::{AuthFailure, BUCKETS_US};
 pub use secure::{bind_client_ports, Listen};
 pub use shared::Shared;

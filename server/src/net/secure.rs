@@ -21,7 +21,6 @@ use super::connection;
 use super::metrics::AuthFailure;
 use super::shared::Shared;
 use crate::config::Config;
-use crate::state::acl;
 use crate::tls::{self, Acceptor};
 
 /// How long a client may take over the TLS handshake (and to send its first byte on a
@@ -136,18 +135,7 @@ fn refused(shared: &Shared, peer: SocketAddr, why: &str) {
 
 /// The ids a verified client certificate gives a connection.
 fn x509_ids(auth: &Auth, chain: Option<&[rustls::pki_types::CertificateDer<'_>]>) -> Vec<Id> {
-    let Some(subject) = tls::x509_id(chain) else {
-        return Vec::new();
-    };
-    let is_super = auth.x509_super_user.as_deref() == Some(subject.as_str());
-    let mut ids = vec![Id {
-        scheme: "x509".into(),
-        id: subject,
-    }];
-    if is_super {
-        ids.push(acl::super_id());
-    }
-    ids
+    tls::x509_id(chain).map_or_else(Vec::new, |subject| auth.x509_ids(subject))
 }
 
 /// Why the client ports cannot be opened.

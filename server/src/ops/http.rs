@@ -24,6 +24,11 @@ use tokio::sync::{watch, Semaphore};
 
 use crate::tls::Acceptor;
 
+/// The subject (RFC 2253) of the client certificate a TLS connection presented, in the
+/// extensions of each request on it (the AdminServer's x509 auth).
+#[derive(Debug, Clone)]
+pub struct PeerSubject(pub String);
+
 /// A response body: every answer here is built whole before it is sent.
 pub type Body = Full<Bytes>;
 
@@ -101,20 +106,23 @@ async fn connection(
     shutdown: watch::Receiver<bool>,
 ) {
     let acceptor = match mode {
-        Mode::Plain => return http(stream, peer, handler, shutdown).await,
+        Mode::Plain => return http(stream, peer, None, handler, shutdown).await,
         Mode::Tls(a) => a,
         Mode::Unified(a) => {
             let mut first = [0u8; 1];
             match tokio::time::timeout(HEAD_TIMEOUT, stream.peek(&mut first)).await {
                 Ok(Ok(1)) if first[0] == TLS_HANDSHAKE_RECORD => a,
-                Ok(Ok(1)) => return http(stream, peer, handler, shutdown).await,
+                Ok(Ok(1)) => return http(stream, peer, None, handler, shutdown).await,
                 _ => return,
             }
         }
     };
     let accept = tokio_rustls::TlsAcceptor::from(acceptor.config()).accept(stream);
     match tokio::time::timeout(HEAD_TIMEOUT, accept).await {
-        Ok(Ok(tls)) => http(tls, peer, handler, shutdown).await,
+        Ok(Ok(tls)) => {
+            let subject = crate::tls::x509_id(tls.get_ref().1.peer_certificates()).map(PeerSubject);
+            http(tls, peer, subject, handler, shutdown).await
+        }
         Ok(Err(e)) => tracing::debug!(%peer, "{what}: TLS handshake failed: {e}"),
         Err(_) => tracing::debug!(%peer, "{what}: no TLS handshake within 10 s"),
     }
@@ -122,11 +130,19 @@ async fn connection(
 
 /// Serves HTTP/1.1 on one connection until the client closes it, it idles past the head
 /// timeout, or the server stops.
-async fn http<S>(stream: S, peer: SocketAddr, handler: Handler, mut shutdown: watch::Receiver<bool>)
-where
+async fn http<S>(
+    stream: S,
+    peer: SocketAddr,
+    subject: Option<PeerSubject>,
+    handler: Handler,
+    mut shutdown: watch::Receiver<bool>,
+) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let service = service_fn(move |req: Request<Incoming>| {
+    let service = service_fn(move |mut req: Request<Incoming>| {
+        if let Some(s) = &subject {
+            req.extensions_mut().insert(s.clone());
+        }
         let answer = handler(req, peer);
         async move { Ok::<_, Infallible>(answer.await) }
     });

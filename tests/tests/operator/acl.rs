@@ -21,9 +21,9 @@ fn lines(v: &[&str]) -> Vec<String> {
 }
 
 /// `user:pass` as ZooKeeper's digest provider hashes it (base64 of SHA-1 of `user:pass`).
-const USER_DIGEST: &str = "user:smGaoVKd/cQkjm7b88GyorAUz20=";
+pub(crate) const USER_DIGEST: &str = "user:smGaoVKd/cQkjm7b88GyorAUz20=";
 /// `super:test`, the example from ZooKeeper's administrator guide.
-const SUPER_DIGEST: &str = "super:D/InIHSb7yEEbrWz8b9l71RjZJU=";
+pub(crate) const SUPER_DIGEST: &str = "super:D/InIHSb7yEEbrWz8b9l71RjZJU=";
 
 fn noauth(path: &str) -> Vec<String> {
     vec![format!("Insufficient permission : {path}")]

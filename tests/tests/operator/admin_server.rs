@@ -17,7 +17,7 @@ use std::time::Duration;
 use serde_json::Value;
 use zooraft_tests::pki::{quorum_keys, Ca};
 use zooraft_tests::rt::{block_on, eventually};
-use zooraft_tests::tls_probe::{held_tls_session, https_get};
+use zooraft_tests::tls_probe::{held_tls_session, https_get, https_get_as};
 use zooraft_tests::{free_port, ServerKind, TestEnsemble, TestServer};
 
 use crate::{connect, ephemeral, persistent};
@@ -76,8 +76,16 @@ fn raw(port: u16, request: &[u8]) -> (u16, String) {
 }
 
 fn get(port: u16, method: &str, path: &str) -> (u16, String) {
+    get_with(port, method, path, &[])
+}
+
+fn get_with(port: u16, method: &str, path: &str, headers: &[(&str, &str)]) -> (u16, String) {
+    let extra: String = headers
+        .iter()
+        .map(|(k, v)| format!("{k}: {v}\r\n"))
+        .collect();
     let request =
-        format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+        format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{extra}Connection: close\r\n\r\n");
     raw(port, request.as_bytes())
 }
 
@@ -449,4 +457,122 @@ fn trace_mask_is_set_and_read_back() {
         bad["error"],
         "setTraceMask requires long traceMask argument"
     );
+}
+
+/// `snapshot` asks for ZooKeeper 3.9's auth: an `Authorization` scheme (digest, ip, x509)
+/// whose ids hold ALL on the root znode's ACL, or super; 401 without one or for a scheme
+/// that proves nobody, 403 for ids the root's ACL does not grant ALL.
+#[test]
+fn snapshot_takes_zookeeper_3_9_auth() {
+    let port = free_port();
+    let server = TestServer::builder(ServerKind::Zooraft)
+        .config("admin.serverPort", &port.to_string())
+        .config(
+            "DigestAuthenticationProvider.superDigest",
+            crate::acl::SUPER_DIGEST,
+        )
+        .start();
+    let error = |headers: &[(&str, &str)]| {
+        let (code, body) = get_with(port, "GET", "/commands/snapshot", headers);
+        let v: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+        (code, v["error"].as_str().unwrap_or("").to_string())
+    };
+    let ok = |headers: &[(&str, &str)]| {
+        let (code, _) = get_with(port, "GET", "/commands/snapshot", headers);
+        code == 200
+    };
+    eventually("the AdminServer answers", Duration::from_secs(60), || {
+        TcpStream::connect(("127.0.0.1", port)).ok()
+    });
+    let missing = (401, "Auth info is missing for the command".to_string());
+    assert_eq!(error(&[]), missing);
+    for bad in ["kerberos me", "digest", "digest a:b c"] {
+        let refused = (401, "Not authenticated".to_string());
+        assert_eq!(error(&[("Authorization", bad)]), refused, "{bad}");
+    }
+    // The root's ACL is world:anyone ALL: any authenticated id may.
+    assert!(ok(&[("Authorization", "ip")]));
+    assert!(ok(&[("Authorization", "digest eve:x")]));
+    // Now ALL for user:pass only (and READ for anyone).
+    block_on(async {
+        let c = connect(&server.connect_string()).await;
+        let acl = [
+            zookeeper_client::Acl::new(
+                zookeeper_client::Permission::ALL,
+                zookeeper_client::AuthId::new("digest", crate::acl::USER_DIGEST),
+            ),
+            zookeeper_client::Acl::new(
+                zookeeper_client::Permission::READ,
+                zookeeper_client::AuthId::anyone(),
+            ),
+        ];
+        c.set_acl("/", &acl, None).await.expect("setAcl /");
+    });
+    let forbidden = (403, "Not authorized".to_string());
+    assert_eq!(error(&[("Authorization", "ip")]), forbidden);
+    assert_eq!(error(&[("Authorization", "digest eve:x")]), forbidden);
+    assert!(ok(&[("Authorization", "digest user:pass")]));
+    assert!(ok(&[("Authorization", "digest super:test")]), "super");
+    // The CLI sends what it is given.
+    let file = tempfile::NamedTempFile::new().expect("temp file");
+    let admin = format!("127.0.0.1:{port}");
+    let out = file.path().to_str().expect("utf-8 path");
+    let backup = |auth: &[&str]| {
+        let mut args = vec!["backup", "--server", &admin, "--out", out];
+        args.extend_from_slice(auth);
+        zooraft_tests::zooraft_cmd(&args)
+    };
+    let (done, text) = backup(&["--auth", "ip"]);
+    assert!(
+        !done && text.contains("403") && text.contains("Not authorized"),
+        "{text}"
+    );
+    let (done, text) = backup(&["--auth", "user:pass"]);
+    assert!(done, "{text}");
+}
+
+/// On a TLS admin port, `Authorization: x509` is the client certificate's subject:
+/// `X509AuthenticationProvider.superUser` may; no certificate proves nobody.
+#[test]
+fn snapshot_over_tls_takes_the_client_certificate() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let ca = Ca::new(dir.path(), "admin-ca");
+    let store = ca.issue("admin", "/CN=admin");
+    let operator = ca.issue("operator", "/O=ops/CN=operator");
+    let port = free_port();
+    let mut b = TestServer::builder(ServerKind::Zooraft)
+        .config("admin.serverPort", &port.to_string())
+        .config("admin.forceHttps", "true")
+        .config("X509AuthenticationProvider.superUser", "CN=operator,O=ops")
+        .config(
+            "DigestAuthenticationProvider.superDigest",
+            crate::acl::SUPER_DIGEST,
+        );
+    for (k, v) in quorum_keys(&store, &ca)
+        .iter()
+        .filter(|(k, _)| k != "sslQuorum")
+    {
+        b = b.config(k, v);
+    }
+    let server = b.start();
+    block_on(async {
+        let c = connect(&server.connect_string()).await;
+        let only_bob = [zookeeper_client::Acl::new(
+            zookeeper_client::Permission::ALL,
+            zookeeper_client::AuthId::new("digest", "bob:nothing"),
+        )];
+        c.set_acl("/", &only_bob, None).await.expect("setAcl /");
+    });
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let x509 = [("Authorization", "x509")];
+    let (code, _) = eventually("HTTPS answers", Duration::from_secs(60), || {
+        https_get_as(addr, &ca.cert, Some(&operator), "/commands/snapshot", &x509).ok()
+    });
+    assert_eq!(code, 200, "the x509 super user");
+    let (code, body) =
+        https_get_as(addr, &ca.cert, None, "/commands/snapshot", &x509).expect("answer");
+    assert_eq!(code, 401, "no certificate: {body}");
+    let (code, body) =
+        https_get_as(addr, &ca.cert, Some(&store), "/commands/snapshot", &x509).expect("answer");
+    assert_eq!(code, 403, "a subject without ALL on /: {body}");
 }

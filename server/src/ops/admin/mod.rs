@@ -21,6 +21,7 @@
 //! the `ssl.quorum.*` stores under `admin.forceHttps` or `admin.portUnification`, as
 //! ZooKeeper's.
 
+mod auth;
 mod commands;
 mod reports;
 
@@ -28,18 +29,17 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use hyper::body::Incoming;
-use hyper::header::{HeaderValue, AUTHORIZATION};
+use hyper::header::HeaderValue;
 use hyper::{Method, Request, Response, StatusCode};
 use serde_json::json;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 pub use super::http::Mode;
-use super::http::{self, Body};
+use super::http::{self, Body, PeerSubject};
 use crate::migrate;
-use crate::net::Shared;
+use crate::net::{Auth, Shared};
 use crate::raft::{ask_transfer, Asked, Transfer};
-use crate::state::acl;
 use crate::tls::{Acceptor, ClientAuth, TlsSettings};
 
 /// zooraft's leader-transfer commands and what each asks for.
@@ -76,9 +76,11 @@ pub async fn serve(
     mode: http::Mode,
     shutdown: watch::Receiver<bool>,
 ) {
+    // Checked at start-up with the client ports: this cannot fail here.
+    let auth = Arc::new(Auth::from_config(shared.replica.config()).unwrap_or_default());
     let handler: http::Handler = Arc::new(move |request, peer| {
-        let shared = shared.clone();
-        Box::pin(async move { respond(&shared, request, peer).await })
+        let (shared, auth) = (shared.clone(), auth.clone());
+        Box::pin(async move { respond(&shared, &auth, request, peer).await })
     });
     http::serve("admin", listener, mode, handler, shutdown).await;
 }
@@ -127,27 +129,12 @@ fn query_pairs(query: Option<&str>) -> Vec<(String, String)> {
         .collect()
 }
 
-/// Whether the request carries the super user's digest credentials (or none are needed).
-fn authorized(shared: &Shared, auth: Option<&HeaderValue>, peer: SocketAddr) -> bool {
-    let Some(super_digest) = shared.replica.config().super_digest.as_deref() else {
-        return true;
-    };
-    let Some(creds) = auth
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().strip_prefix("digest "))
-    else {
-        return false;
-    };
-    acl::authenticate(
-        "digest",
-        creds.trim().as_bytes(),
-        peer.ip(),
-        Some(super_digest),
-    )
-    .is_ok_and(|ids| ids.contains(&acl::super_id()))
-}
-
-async fn respond(shared: &Shared, request: Request<Incoming>, peer: SocketAddr) -> Response<Body> {
+async fn respond(
+    shared: &Shared,
+    auth: &Auth,
+    request: Request<Incoming>,
+    peer: SocketAddr,
+) -> Response<Body> {
     let method = request.method().clone();
     if method != Method::GET && method != Method::HEAD && method != Method::POST {
         return text(StatusCode::METHOD_NOT_ALLOWED, "GET, HEAD or POST\n");
@@ -167,18 +154,25 @@ async fn respond(shared: &Shared, request: Request<Incoming>, peer: SocketAddr) 
     if name.is_empty() {
         return index(base);
     }
-    let sensitive = SNAPSHOT.contains(&name) || TRANSFERS.iter().any(|(n, _)| *n == name);
-    if sensitive && !authorized(shared, request.headers().get(AUTHORIZATION), peer) {
-        let body = commands::closed(
-            name,
-            Err("send Authorization: digest super:<password>".into()),
-        );
-        return json_answer(StatusCode::UNAUTHORIZED, &body);
-    }
+    let caller = auth::Caller {
+        headers: request.headers(),
+        subject: request.extensions().get::<PeerSubject>(),
+        peer,
+    };
     if SNAPSHOT.contains(&name) {
+        if let Err(refusal) = auth::root_all(shared, auth, &caller) {
+            return refused(name, refusal);
+        }
         return snapshot(shared).await;
     }
     if let Some((full, what)) = TRANSFERS.iter().find(|(n, _)| *n == name) {
+        if !auth::super_digest(auth, &caller) {
+            let body = commands::closed(
+                name,
+                Err("send Authorization: digest super:<password>".into()),
+            );
+            return json_answer(StatusCode::UNAUTHORIZED, &body);
+        }
         return transfer(shared, full, *what);
     }
     let Some(command) = commands::find(name) else {
@@ -195,6 +189,12 @@ async fn respond(shared: &Shared, request: Request<Incoming>, peer: SocketAddr) 
         query: &query,
     };
     json_answer(StatusCode::OK, &commands::run(command, &asked))
+}
+
+/// ZooKeeper's answer to a request its auth rule refused.
+fn refused(name: &str, refusal: auth::Refusal) -> Response<Body> {
+    let body = commands::closed(name, Err(refusal.message().into()));
+    json_answer(refusal.status(), &body)
 }
 
 /// `/ready`: 200 while serving, 503 otherwise, with the role and whether there is a leader.
