@@ -27,6 +27,11 @@ pub struct AdminConfig {
     pub port_unification: bool,
     /// `admin.forceHttps`: TLS only.
     pub force_https: bool,
+    /// `admin.rateLimiterIntervalInMS` (ZooKeeper 3.9's, 5 minutes): at most one `restore`
+    /// per interval.
+    pub rate_limit_ms: u64,
+    /// `admin.restore.enabled` (ZooKeeper 3.9's, on): whether `restore` is served.
+    pub restore_enabled: bool,
 }
 
 impl Default for AdminConfig {
@@ -38,6 +43,8 @@ impl Default for AdminConfig {
             command_url: "/commands".to_string(),
             port_unification: false,
             force_https: false,
+            rate_limit_ms: 300_000,
+            restore_enabled: true,
         }
     }
 }
@@ -74,6 +81,8 @@ impl AdminConfig {
             }
             "admin.portUnification" => self.port_unification = parse_bool(key, value)?,
             "admin.forceHttps" => self.force_https = parse_bool(key, value)?,
+            "admin.rateLimiterIntervalInMS" => self.rate_limit_ms = parse_num(key, value)?,
+            "admin.restore.enabled" => self.restore_enabled = parse_bool(key, value)?,
             // Jetty's own tuning: nothing to tune here.
             "admin.idleTimeout" | "admin.httpVersion" => {
                 parse_num::<u64>(key, value)?;

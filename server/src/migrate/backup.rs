@@ -117,6 +117,19 @@ pub async fn snapshot_body(replica: &Replica) -> Option<(Bytes, i64)> {
     Some((body, zxid))
 }
 
+/// What the AdminServer's `restore` was sent, checked, as the snapshot encoding a
+/// `Command::Restore` carries: the body of a
+/// `snapshot` answer (zooraft's snapshot stream, checksummed) or a `zooraft backup` file
+/// (its SHA-1, zxid and digest checked). Blocking: it decodes the whole state.
+pub fn restore_payload(bytes: Bytes, options: TreeOptions) -> anyhow::Result<Bytes> {
+    if bytes.starts_with(MAGIC) {
+        return Ok(decode_file(&bytes, options)?.0.payload);
+    }
+    snapshot::decode(bytes.clone(), options)
+        .context("neither a zooraft snapshot (the snapshot command's answer) nor a backup file")?;
+    Ok(bytes)
+}
+
 /// Fetches a backup from `server` (the admin address) with `credentials`
 /// (`<user>:<password>` for digest, or `ip`) if given, and writes it to `out_file`.
 pub fn backup(
@@ -243,5 +256,27 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("zxid"));
+    }
+
+    #[test]
+    fn a_restore_takes_a_snapshot_or_a_backup_file_and_nothing_else() {
+        let sm = StateMachine::new(TreeOptions::default());
+        let payload = snapshot::encode(&sm.snapshot_view());
+        let file = encode_file(&Backup {
+            last_zxid: 0,
+            digest: snapshot::tree_digest(&sm.tree),
+            payload: payload.clone(),
+        });
+        let options = TreeOptions::default();
+        let raw = restore_payload(payload.clone(), options).expect("the snapshot's answer");
+        assert_eq!(raw, payload);
+        let unwrapped = restore_payload(Bytes::from(file.clone()), options).expect("a backup");
+        assert_eq!(unwrapped, payload);
+        let mut flipped = payload.to_vec();
+        let last = flipped.len() - 1;
+        flipped[last] ^= 1;
+        assert!(restore_payload(Bytes::from(flipped), options).is_err());
+        assert!(restore_payload(Bytes::from(file[..file.len() - 3].to_vec()), options).is_err());
+        assert!(restore_payload(Bytes::from_static(b"ZKSN nonsense"), options).is_err());
     }
 }

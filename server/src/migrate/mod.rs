@@ -23,7 +23,7 @@ mod export;
 mod import;
 mod store;
 
-pub use backup::{backup, restore, snapshot_body};
+pub use backup::{backup, restore, restore_payload, snapshot_body};
 pub use convert::to_state;
 pub use export::export;
 pub use import::{import, ImportOptions};

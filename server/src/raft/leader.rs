@@ -212,6 +212,7 @@ fn is_reconfig(c: &Command) -> bool {
 fn approximate_size(c: &Command) -> usize {
     match c {
         Command::Write(w) => 64 + w.body.len(),
+        Command::Restore { state, .. } => 64 + state.len(),
         _ => 64,
     }
 }

@@ -33,6 +33,7 @@
 //!
 //! [`Input::Persisted`]: super::input::Input::Persisted
 
+use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 
 use raft::eraftpb::{Entry, EntryType, Message, MessageType, Snapshot};
@@ -43,6 +44,7 @@ use super::driver::Consensus;
 use super::expiry::ExpiryTracker;
 use super::input::SyncWaiter;
 use super::log_writer::{LogWrite, PersistJob};
+use super::restores::Restores;
 use crate::critical;
 use crate::state::command::{Batch, ClientWrite, CloseReason, Origin};
 use crate::state::tree::Trigger;
@@ -244,6 +246,7 @@ impl Consensus {
                     let mut observer = Applier {
                         round: round.as_mut(),
                         expiry: &mut self.duties.expiry,
+                        restores: &self.replica.restores,
                         now,
                     };
                     for command in &batch.commands {
@@ -345,6 +348,7 @@ impl Consensus {
 struct Applier<'a> {
     round: &'a mut dyn ApplyRound,
     expiry: &'a mut ExpiryTracker,
+    restores: &'a Restores,
     now: std::time::Instant,
 }
 
@@ -374,5 +378,12 @@ impl ApplyObserver for Applier<'_> {
     fn session_closed(&mut self, session: i64, zxid: i64, reason: CloseReason) {
         self.expiry.remove(session);
         self.round.session_closed(session, zxid, reason);
+    }
+
+    fn restored(&mut self, nonce: u64, zxid: i64, sessions: &BTreeMap<i64, SessionInfo>) {
+        // Deadlines only count on the leader; a follower's are re-armed when it leads.
+        let sessions = sessions.iter().map(|(id, s)| (*id, s.timeout));
+        self.expiry.rearm(sessions, self.now);
+        self.restores.applied(nonce, zxid);
     }
 }

@@ -13,12 +13,15 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::mpsc::Sender;
 use std::time::Duration;
 
+use bytes::Bytes;
 use parking_lot::RwLock;
 
 use super::input::Input;
 use super::metrics::RaftCounters;
+use super::restores::{RestoreError, Restores};
 use super::status::Status;
 use crate::config::Config;
+use crate::state::command::Command;
 use crate::state::StateMachine;
 
 /// See the module docs.
@@ -36,6 +39,8 @@ pub struct Replica {
     last_zxid: AtomicI64,
     pub status: Status,
     pub counters: RaftCounters,
+    /// The restores this member asked for (`restores.rs`).
+    pub restores: Restores,
     /// `Sender` is `Sync`: connections send without taking any lock.
     inbox: Sender<Input>,
 }
@@ -51,6 +56,7 @@ impl Replica {
             last_zxid,
             status: Status::default(),
             counters: RaftCounters::default(),
+            restores: Default::default(),
             inbox,
         }
     }
@@ -69,6 +75,26 @@ impl Replica {
     /// Sends something to the Raft thread; false once it has stopped.
     pub fn submit(&self, input: Input) -> bool {
         self.inbox.send(input).is_ok()
+    }
+
+    /// Proposes a restore to `state` (a snapshot encoding, already checked; see
+    /// `restores.rs`) and waits up to `wait` for this member to apply it; the zxid it was
+    /// applied at.
+    pub async fn restore(&self, state: Bytes, wait: Duration) -> Result<i64, RestoreError> {
+        let nonce = rand::random::<u64>();
+        let applied = self.restores.expect(nonce);
+        if !self.submit(Input::Command(Command::Restore { nonce, state })) {
+            self.restores.forget(nonce);
+            return Err(RestoreError::Stopping);
+        }
+        match tokio::time::timeout(wait, applied).await {
+            Ok(Ok(zxid)) => Ok(zxid),
+            Ok(Err(_)) => Err(RestoreError::Stopping),
+            Err(_) => {
+                self.restores.forget(nonce);
+                Err(RestoreError::TimedOut(wait))
+            }
+        }
     }
 
     /// A sender into the Raft thread's inbox (for the workers and the peer transport).

@@ -22,6 +22,7 @@ const TAG_CLOSE_SESSION: u8 = 3;
 const TAG_DELETE_NODE: u8 = 4;
 const TAG_RECONFIG: u8 = 5;
 const TAG_SET_CONFIG: u8 = 6;
+const TAG_RESTORE: u8 = 7;
 
 /// A connection on a member: replies are addressed to it.
 pub type ConnId = u64;
@@ -84,6 +85,13 @@ pub enum Command {
     /// The leader's first statement of the membership (`/zookeeper/config`).
     SetConfig {
         text: String,
+    },
+    /// An operator's restore (the AdminServer's `restore`): the tree and sessions become
+    /// the ones of `state`, a snapshot encoding (`state::restore`). `nonce` tells the
+    /// member that proposed it which applied entry answers its request.
+    Restore {
+        nonce: u64,
+        state: Bytes,
     },
 }
 
@@ -246,6 +254,11 @@ impl Command {
                 out.put_u8(TAG_DELETE_NODE);
                 out.put_ustring(path);
             }
+            Command::Restore { nonce, state } => {
+                out.put_u8(TAG_RESTORE);
+                out.put_u64(*nonce);
+                out.put_buffer(Some(state));
+            }
         }
     }
 
@@ -294,6 +307,10 @@ impl Command {
             TAG_DELETE_NODE => Ok(Command::DeleteNode {
                 path: r.read_ustring()?,
             }),
+            TAG_RESTORE => Ok(Command::Restore {
+                nonce: r.read_i64()? as u64,
+                state: r.read_buffer()?.unwrap_or_default(),
+            }),
             _ => Err(DecodeError::BadMulti("unknown command tag")),
         }
     }
@@ -304,6 +321,7 @@ impl Command {
     pub fn size_hint(&self) -> usize {
         match self {
             Command::Write(w) => 64 + w.body.len() + 32 * w.auth.len(),
+            Command::Restore { state, .. } => 64 + state.len(),
             _ => 64,
         }
     }
@@ -443,6 +461,10 @@ mod tests {
                     reason: CloseReason::Expired,
                 },
                 Command::DeleteNode { path: "/c".into() },
+                Command::Restore {
+                    nonce: u64::MAX - 5,
+                    state: Bytes::from_static(b"a snapshot"),
+                },
                 Command::Reconfig {
                     write: ClientWrite {
                         session: 7,

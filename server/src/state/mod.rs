@@ -30,6 +30,7 @@ pub mod command;
 pub mod opcodes;
 pub mod path;
 pub mod reconfig;
+mod restore;
 pub mod snapshot;
 pub mod snapshot_io;
 pub mod tree;
@@ -85,6 +86,11 @@ pub trait ApplyObserver {
     );
     /// A session was closed or expired; its ephemerals are gone.
     fn session_closed(&mut self, session: i64, zxid: i64, reason: CloseReason);
+    /// A restore replaced the tree and the sessions (now `sessions`), at `zxid`; the
+    /// sessions open before were reported closed first.
+    fn restored(&mut self, nonce: u64, zxid: i64, sessions: &BTreeMap<i64, SessionInfo>) {
+        let _ = (nonce, zxid, sessions);
+    }
 }
 
 /// Tree, sessions and counters: everything a snapshot must hold.
@@ -209,6 +215,7 @@ impl StateMachine {
                 reconfig::state_first(&mut self.tree, time, text, &mut triggers);
                 obs.triggers(zxid, &triggers);
             }
+            Command::Restore { nonce, state } => self.restore(*nonce, state, zxid, obs),
             Command::DeleteNode { path } => {
                 let mut triggers = Vec::new();
                 // A node that gained a child or was touched since the leader chose it stays.
@@ -464,6 +471,7 @@ mod tests {
         triggers: Vec<(i64, Trigger)>,
         created: Vec<(i64, bool)>,
         closed: Vec<i64>,
+        restored: Vec<(u64, i64, Vec<i64>)>,
     }
 
     impl ApplyObserver for Recorder {
@@ -480,6 +488,92 @@ mod tests {
         fn session_closed(&mut self, session: i64, _: i64, _: CloseReason) {
             self.closed.push(session);
         }
+        fn restored(&mut self, nonce: u64, zxid: i64, sessions: &BTreeMap<i64, SessionInfo>) {
+            self.restored
+                .push((nonce, zxid, sessions.keys().copied().collect()));
+        }
+    }
+
+    /// Applies `commands` as one batch of term 1.
+    fn run(sm: &mut StateMachine, rec: &mut Recorder, commands: Vec<Command>) {
+        let batch = Batch { time: 5, commands };
+        sm.apply_batch(&batch, 1, rec);
+    }
+
+    /// A restore: the snapshot's tree and sessions, but not the sessions open when it
+    /// applies (reported closed, their ephemerals gone) nor the snapshot's membership.
+    #[test]
+    fn a_restore_takes_the_snapshot_but_expires_open_sessions_and_keeps_the_membership() {
+        let mine = "server.1=127.0.0.1:2888:3888:participant;127.0.0.1:2181\nversion=100000000";
+        let theirs = "server.9=10.0.0.9:2888:3888:participant;10.0.0.9:2181\nversion=100000000";
+        let mut rec = Recorder::default();
+        // The backup: sessions 2 and 3, each with an ephemeral, /kept, another membership.
+        let mut backup = StateMachine::new(TreeOptions::default());
+        run(
+            &mut backup,
+            &mut rec,
+            vec![
+                Command::SetConfig {
+                    text: theirs.into(),
+                },
+                session(2),
+                session(3),
+                write(2, 1, Request::Create(create("/e2", 1))),
+                write(3, 1, Request::Create(create("/e3", 1))),
+                write(3, 2, Request::Create(create("/kept", 0))),
+            ],
+        );
+        let bytes = snapshot::encode(&backup.snapshot_view());
+        // Now: sessions 1 and 2 open, /gone, this ensemble's membership.
+        let mut sm = StateMachine::new(TreeOptions::default());
+        run(
+            &mut sm,
+            &mut rec,
+            vec![
+                Command::SetConfig { text: mine.into() },
+                session(1),
+                session(2),
+                write(1, 1, Request::Create(create("/gone", 0))),
+            ],
+        );
+        let before = sm.last_zxid;
+        let mut rec = Recorder::default();
+        run(
+            &mut sm,
+            &mut rec,
+            vec![Command::Restore {
+                nonce: 77,
+                state: bytes,
+            }],
+        );
+        assert_eq!(rec.closed, vec![1, 2], "the open sessions expire");
+        assert_eq!(rec.restored, vec![(77, before + 1, vec![3])]);
+        assert_eq!(sm.last_zxid, before + 1, "zxids keep rising");
+        assert_eq!(sm.sessions.keys().copied().collect::<Vec<_>>(), vec![3]);
+        assert!(sm.tree.get("/kept").is_some() && sm.tree.get("/e3").is_some());
+        assert!(sm.tree.get("/gone").is_none(), "the tree is the snapshot's");
+        assert!(
+            sm.tree.get("/e2").is_none(),
+            "an open session's ephemeral goes with it"
+        );
+        let config = sm
+            .tree
+            .get(tree::CONFIG)
+            .and_then(|n| n.data().map(<[u8]>::to_vec));
+        assert_eq!(config.as_deref(), Some(mine.as_bytes()));
+        // Bytes that do not decode leave the state as it was (and report nothing).
+        let mut rec = Recorder::default();
+        let digest = snapshot::tree_digest(&sm.tree);
+        run(
+            &mut sm,
+            &mut rec,
+            vec![Command::Restore {
+                nonce: 78,
+                state: Bytes::from_static(b"junk"),
+            }],
+        );
+        assert!(rec.restored.is_empty() && rec.closed.is_empty());
+        assert_eq!(snapshot::tree_digest(&sm.tree), digest);
     }
 
     const ORIGIN: Origin = Origin { member: 1, conn: 1 };

@@ -104,10 +104,11 @@ impl Pending {
                 reason: CloseReason::Client { xid, .. },
             } => (*session, *xid, CLOSE_SESSION, None, None),
             // The leader expires sessions and removes containers; a member that observes
-            // never does.
+            // never does, and the AdminServer refuses a restore while it observes.
             Command::CloseSession { .. }
             | Command::DeleteNode { .. }
-            | Command::SetConfig { .. } => return None,
+            | Command::SetConfig { .. }
+            | Command::Restore { .. } => return None,
         };
         let mut data = BytesMut::with_capacity(16 + body.as_ref().map_or(0, |b| b.len()));
         data.put_i64(session);

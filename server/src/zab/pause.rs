@@ -179,7 +179,7 @@ fn session_of(c: &Command) -> Option<i64> {
         Command::CreateSession { session, .. } | Command::CloseSession { session, .. } => {
             Some(*session)
         }
-        Command::DeleteNode { .. } | Command::SetConfig { .. } => None,
+        Command::DeleteNode { .. } | Command::SetConfig { .. } | Command::Restore { .. } => None,
     }
 }
 

@@ -18,6 +18,7 @@ mod cli;
 mod four_letter;
 mod monitoring;
 mod prometheus;
+mod restore;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -7,15 +7,14 @@
 //! - `GET /ready`, ClickHouse Keeper's readiness probe: 200 while the member serves, 503
 //!   otherwise (ZooKeeper's `ruok` answers 200 with an `error` field when not serving, which
 //!   an HTTP probe cannot tell apart);
-//! - `<commandURL>/snapshot` (ZooKeeper 3.9's name): an online backup, the stream
-//!   `zooraft backup` reads (`migrate::backup`);
+//! - `<commandURL>/snapshot` and `POST <commandURL>/restore` (ZooKeeper 3.9's): an online
+//!   backup, the stream `zooraft backup` reads (`migrate::backup`), and the whole ensemble
+//!   put back to one (`restore.rs`), with 3.9's auth (`auth.rs`);
 //! - `<commandURL>/yield_leadership` and `/request_leadership`: leader transfer, the `ydld`
 //!   and `rqld` words (`raft::transfer`), for rolling restarts driven by scripts.
 //!
-//! Auth as in ZooKeeper 3.8: the reporting commands need none; the ones that hand out the
-//! tree or change the ensemble (snapshot, leader transfer) need, once
-//! `DigestAuthenticationProvider.superDigest` is set, `Authorization: digest
-//! super:<password>` (as ZooKeeper 3.9 asks for its snapshot command). Methods: GET and HEAD
+//! Auth as in ZooKeeper: the reporting commands need none; snapshot and restore take 3.9's
+//! rule, the leader transfers the super digest once one is set (`auth.rs`). Methods: GET and HEAD
 //! for every command (POST too for those that change something); anything else is 405.
 //! Unknown commands answer 200 with ZooKeeper's `Unknown command: <name>` error. TLS with
 //! the `ssl.quorum.*` stores under `admin.forceHttps` or `admin.portUnification`, as
@@ -24,6 +23,7 @@
 mod auth;
 mod commands;
 mod reports;
+mod restore;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -50,6 +50,14 @@ const TRANSFERS: [(&str, Transfer); 2] = [
 
 /// The snapshot command (ZooKeeper 3.9's name and short name).
 const SNAPSHOT: [&str; 2] = ["snapshot", "snap"];
+/// The restore command (ZooKeeper 3.9's name and short name).
+const RESTORE: [&str; 2] = ["restore", "rest"];
+
+/// What the AdminServer keeps between requests.
+struct Admin {
+    auth: Auth,
+    restores: restore::Gate,
+}
 
 /// How the port speaks, from `admin.forceHttps` / `admin.portUnification`.
 pub fn mode(config: &crate::config::Config) -> Result<Mode, crate::tls::TlsError> {
@@ -77,10 +85,13 @@ pub async fn serve(
     shutdown: watch::Receiver<bool>,
 ) {
     // Checked at start-up with the client ports: this cannot fail here.
-    let auth = Arc::new(Auth::from_config(shared.replica.config()).unwrap_or_default());
+    let admin = Arc::new(Admin {
+        auth: Auth::from_config(shared.replica.config()).unwrap_or_default(),
+        restores: restore::Gate::default(),
+    });
     let handler: http::Handler = Arc::new(move |request, peer| {
-        let (shared, auth) = (shared.clone(), auth.clone());
-        Box::pin(async move { respond(&shared, &auth, request, peer).await })
+        let (shared, admin) = (shared.clone(), admin.clone());
+        Box::pin(async move { respond(&shared, &admin, request, peer).await })
     });
     http::serve("admin", listener, mode, handler, shutdown).await;
 }
@@ -131,7 +142,7 @@ fn query_pairs(query: Option<&str>) -> Vec<(String, String)> {
 
 async fn respond(
     shared: &Shared,
-    auth: &Auth,
+    admin: &Admin,
     request: Request<Incoming>,
     peer: SocketAddr,
 ) -> Response<Body> {
@@ -159,11 +170,18 @@ async fn respond(
         subject: request.extensions().get::<PeerSubject>(),
         peer,
     };
-    if SNAPSHOT.contains(&name) {
+    let auth = &admin.auth;
+    if SNAPSHOT.contains(&name) || RESTORE.contains(&name) {
         if let Err(refusal) = auth::root_all(shared, auth, &caller) {
             return refused(name, refusal);
         }
-        return snapshot(shared).await;
+        if SNAPSHOT.contains(&name) {
+            return snapshot(shared).await;
+        }
+        if method != Method::POST {
+            return text(StatusCode::METHOD_NOT_ALLOWED, "POST\n");
+        }
+        return restore::restore(shared, &admin.restores, name, request).await;
     }
     if let Some((full, what)) = TRANSFERS.iter().find(|(n, _)| *n == name) {
         if !auth::super_digest(auth, &caller) {
@@ -223,7 +241,7 @@ fn ready(shared: &Shared) -> Response<Body> {
 fn index(base: &str) -> Response<Body> {
     let mut page = String::new();
     let names = commands::COMMANDS.iter().map(|c| c.names[0]);
-    let ours = [SNAPSHOT[0], TRANSFERS[0].0, TRANSFERS[1].0];
+    let ours = [SNAPSHOT[0], RESTORE[0], TRANSFERS[0].0, TRANSFERS[1].0];
     for name in names.chain(ours) {
         page.push_str(&format!("<a href=\"{base}/{name}\">{name}</a>\n<br/>\n"));
     }
