@@ -181,6 +181,12 @@ Examples:
         #[command(subcommand)]
         step: Migrate,
     },
+    /// Write the man pages (zooraft.1 and one per command) into DIR (for packaging).
+    #[command(hide = true)]
+    Manpages {
+        /// Where to write them.
+        dir: PathBuf,
+    },
 }
 
 #[derive(clap::Subcommand)]
@@ -238,6 +244,30 @@ Examples:
         #[arg(long, value_name = "N", default_value_t = 1_000)]
         max_lag: u64,
     },
+}
+
+/// Writes a man page per command (`zooraft.1`, `zooraft-backup.1`, `zooraft-migrate-status.1`,
+/// ...) into `dir`, from the same text as `--help` (the Debian package ships them).
+fn man_pages(dir: &std::path::Path) -> anyhow::Result<()> {
+    fn write(dir: &std::path::Path, name: &str, cmd: clap::Command) -> anyhow::Result<()> {
+        let cmd = cmd
+            .display_name(name.to_string())
+            .bin_name(name.replace('-', " "))
+            .version(env!("CARGO_PKG_VERSION"));
+        let mut page = Vec::new();
+        clap_mangen::Man::new(cmd.clone()).render(&mut page)?;
+        std::fs::write(dir.join(format!("{name}.1")), page)?;
+        let pages = cmd.get_subcommands();
+        for sub in pages.filter(|s| !s.is_hide_set() && s.get_name() != "help") {
+            let sub_name = format!("{name}-{}", sub.get_name());
+            write(dir, &sub_name, sub.clone())?;
+        }
+        Ok(())
+    }
+    std::fs::create_dir_all(dir)?;
+    let mut cli = <Cli as clap::CommandFactory>::command();
+    cli.build();
+    write(dir, "zooraft", cli)
 }
 
 /// Runs a subcommand; its report goes to stdout.
@@ -298,6 +328,7 @@ fn run_command(command: Command) -> std::process::ExitCode {
             },
             &mut out,
         ),
+        Command::Manpages { dir } => man_pages(&dir),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -147,6 +147,38 @@ fn the_binary_prints_its_version_and_documented_help() {
             "{name}:\n{help}"
         );
     }
+    // The same text as man pages, one per command (the package installs them).
+    let dir = tempfile::tempdir().expect("temp dir");
+    let status = Command::new(zooraft_binary())
+        .arg("manpages")
+        .arg(dir.path())
+        .stdin(Stdio::null())
+        .status()
+        .expect("run zooraft manpages");
+    assert!(status.success(), "zooraft manpages: {status}");
+    for command in commands {
+        let page = std::iter::once("zooraft").chain(command.iter().copied());
+        let page = page.collect::<Vec<_>>().join("-");
+        let text = std::fs::read_to_string(dir.path().join(format!("{page}.1")))
+            .unwrap_or_else(|e| panic!("{page}.1: {e}"));
+        let title = format!(".TH {page} 1 ");
+        assert!(
+            text.starts_with(".ie") && text.contains(&title),
+            "{page}.1:\n{text}"
+        );
+        assert!(
+            text.contains(".SH SYNOPSIS") && text.contains("Examples:"),
+            "{page}.1"
+        );
+    }
+    let pages = std::fs::read_dir(dir.path())
+        .expect("list the pages")
+        .count();
+    assert_eq!(
+        pages,
+        commands.len(),
+        "one page per command, no `help` pages"
+    );
 }
 
 /// The first `name` on PATH.

@@ -88,6 +88,15 @@ fn package_installs_runs_upgrades_and_purges() {
         &build_id[2..]
     );
     assert!(Path::new(&debug).is_file(), "no {debug}");
+    for page in [
+        "zooraft",
+        "zooraft-backup",
+        "zooraft-restore",
+        "zooraft-migrate-cutover",
+    ] {
+        let man = format!("/usr/share/man/man1/{page}.1.gz");
+        assert!(Path::new(&man).is_file(), "no {man}");
+    }
     let conffiles = output(Command::new("dpkg-query").args(["-W", "-f=${Conffiles}", "zooraft"]));
     assert!(conffiles.contains(CONFIG), "conffiles: {conffiles}");
     let shipped = std::fs::read_to_string(CONFIG).expect("read zoo.cfg");
