@@ -182,7 +182,17 @@ Examples:
         step: Migrate,
     },
     /// Write the man pages (zooraft.1 and one per command) into DIR (for packaging).
-    #[command(hide = true)]
+    #[command(
+        hide = true,
+        long_about = "\
+Write the man pages (zooraft.1 and one per command) into DIR (for packaging).
+
+Each page is rendered from the same text as the command's --help, so the two cannot
+differ; scripts/package compresses them into the Debian package's /usr/share/man/man1.",
+        after_long_help = "\
+Examples:
+  zooraft manpages /tmp/man && man -l /tmp/man/zooraft-backup.1"
+    )]
     Manpages {
         /// Where to write them.
         dir: PathBuf,

@@ -55,6 +55,8 @@ pub fn ask(replica: &Replica, what: Transfer) -> Asked {
         }
         (_, Role::Leader) => return refused("Already the leader.\n".into()),
         (_, Role::Observer) => return refused("An observer cannot lead.\n".into()),
+        // Between a leader's end and the next one's first message: nobody to ask yet.
+        _ if leader == 0 => return refused("No leader yet; ask again once one is elected.\n".into()),
         _ => format!("Leadership requested from the leader, server {leader}.\n"),
     };
     if replica.submit(Input::TransferLeader(what)) {
