@@ -313,6 +313,24 @@ pub trait ZkClient: Send + Sync + 'static {
     /// ```
     async fn get_data_watch(&self, path: &str) -> ZkResult<(Vec<u8>, Stat, WatchReceiver)>;
 
+    /// The node's Stat, or `None` if it does not exist, leaving a watch that fires when it
+    /// is created, changed or deleted (ZooKeeper's `exists` with a watch). The default
+    /// answers `Unimplemented`; recipes that need it then poll.
+    ///
+    /// ```no_run
+    /// # use zooraft_recipes::ZkClient;
+    /// # async fn f(client: std::sync::Arc<dyn ZkClient>) -> Result<(), zooraft_recipes::Error> {
+    /// let (stat, watch) = client.exists_watch("/jobs/ready").await?;
+    /// if stat.is_none() {
+    ///     let created = watch.await;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    async fn exists_watch(&self, path: &str) -> ZkResult<(Option<Stat>, WatchReceiver)> {
+        let _ = path;
+        Err(ErrorCode::Unimplemented)
+    }
+
     /// The names of the node's children, in no particular order. Sets no watch.
     ///
     /// ```no_run

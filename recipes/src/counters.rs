@@ -23,7 +23,7 @@ use crate::names::{ancestors_and_self, validate_path};
 
 /// Creates every missing ancestor of `path` as a container (Curator's
 /// `creatingParentContainersIfNeeded`).
-async fn ensure_parents(client: &dyn ZkClient, path: &str) -> Result<(), ErrorCode> {
+pub(crate) async fn ensure_parents(client: &dyn ZkClient, path: &str) -> Result<(), ErrorCode> {
     let all = ancestors_and_self(path);
     for p in &all[..all.len().saturating_sub(1)] {
         match client.create_acl(p, &[], CreateMode::Container, &[]).await {
@@ -34,7 +34,7 @@ async fn ensure_parents(client: &dyn ZkClient, path: &str) -> Result<(), ErrorCo
     Ok(())
 }
 
-fn checked_path(path: &str) -> Result<String, Error> {
+pub(crate) fn checked_path(path: &str) -> Result<String, Error> {
     if validate_path(path) {
         Ok(path.to_string())
     } else {

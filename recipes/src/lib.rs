@@ -18,6 +18,9 @@
 //!   maximum).
 //! - [`SharedCount`] and [`DistributedAtomicLong`]: Curator's shared counters (one number in
 //!   one znode, changed by compare-and-set on its version).
+//! - [`DistributedBarrier`] and [`DistributedDoubleBarrier`]: Curator's (and kazoo's)
+//!   barriers: a node that holds waiters back, and `qty` members meeting at the start and the
+//!   end of a task.
 //!
 //! The recipes speak to ZooKeeper through the [`ZkClient`] trait. [`ZookeeperClient`]
 //! implements it over the zookeeper-client crate (the primary backend, feature
@@ -53,6 +56,7 @@
 
 #[cfg(feature = "zookeeper-async")]
 mod async_zk;
+mod barrier;
 mod cleanup;
 mod client;
 mod codes;
@@ -77,6 +81,7 @@ mod zk_client;
 
 #[cfg(feature = "zookeeper-async")]
 pub use async_zk::AsyncZkClient;
+pub use barrier::{DistributedBarrier, DistributedDoubleBarrier};
 pub use client::{
     perms, Acl, Connection, CreateMode, ErrorCode, EventType, Id, Op, OpResult, SessionState, Stat,
     WatchReceiver, ZkClient, ZkResult,

@@ -324,6 +324,16 @@ impl ZkClient for ZookeeperClient {
         Ok((d, stat(s), rx))
     }
 
+    async fn exists_watch(&self, path: &str) -> ZkResult<(Option<Stat>, WatchReceiver)> {
+        let (s, w) = self.zk()?.check_and_watch_stat(path).await.map_err(code)?;
+        let (tx, rx) = oneshot::channel();
+        tokio::spawn(async move {
+            let ev = w.changed().await;
+            let _ = tx.send(event(ev.event_type));
+        });
+        Ok((s.map(stat), rx))
+    }
+
     async fn get_children(&self, path: &str) -> ZkResult<Vec<String>> {
         self.zk()?.list_children(path).await.map_err(code)
     }
