@@ -374,7 +374,9 @@ fn append(log: &Path, event: &str) {
         .append(true)
         .open(log)
         .expect("log");
-    writeln!(f, "rust {event} {}", monotonic_ns()).expect("append");
+    // One write per line: the processes append to the same file at once.
+    let line = format!("rust {event} {}\n", monotonic_ns());
+    f.write_all(line.as_bytes()).expect("append");
 }
 
 /// Counts per implementation and the checks: nobody got past `enter` before every member
