@@ -18,6 +18,8 @@
 //!   maximum).
 //! - [`SharedCount`] and [`DistributedAtomicLong`]: Curator's shared counters (one number in
 //!   one znode, changed by compare-and-set on its version).
+//! - [`InterProcessMultiLock`]: several mutexes taken as one (in order, all or nothing),
+//!   released in reverse order, with one fencing token per lock.
 //! - [`DistributedBarrier`] and [`DistributedDoubleBarrier`]: Curator's (and kazoo's)
 //!   barriers: a node that holds waiters back, and `qty` members meeting at the start and the
 //!   end of a task.
@@ -69,6 +71,7 @@ mod leader;
 mod lock;
 mod metrics;
 mod monitor;
+mod multi_lock;
 mod mutex;
 pub mod names;
 mod queue;
@@ -92,6 +95,7 @@ pub use fence::{Fence, FencingToken, StaleToken};
 pub use guard::LockGuard;
 pub use leader::{LeaderLatch, LeaderSelector, Leadership};
 pub use metrics::{AcquireOutcome, LockMetrics};
+pub use multi_lock::{InterProcessMultiLock, MultiLockGuard};
 pub use mutex::{InterProcessMutex, Participant};
 pub use names::Owner;
 pub use rwlock::InterProcessReadWriteLock;
