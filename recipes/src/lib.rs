@@ -20,6 +20,9 @@
 //!   one znode, changed by compare-and-set on its version).
 //! - [`InterProcessMultiLock`]: several mutexes taken as one (in order, all or nothing),
 //!   released in reverse order, with one fencing token per lock.
+//! - [`CuratorCache`]: a local mirror of a subtree with its events, on a persistent
+//!   recursive watch where the server has one (one-shot watches otherwise), read again after
+//!   every reconnection.
 //! - [`DistributedBarrier`] and [`DistributedDoubleBarrier`]: Curator's (and kazoo's)
 //!   barriers: a node that holds waiters back, and `qty` members meeting at the start and the
 //!   end of a task.
@@ -59,6 +62,8 @@
 #[cfg(feature = "zookeeper-async")]
 mod async_zk;
 mod barrier;
+mod cache;
+mod cache_sync;
 mod cleanup;
 mod client;
 mod codes;
@@ -85,9 +90,10 @@ mod zk_client;
 #[cfg(feature = "zookeeper-async")]
 pub use async_zk::AsyncZkClient;
 pub use barrier::{DistributedBarrier, DistributedDoubleBarrier};
+pub use cache::{CacheEvent, ChildData, CuratorCache, WatchMode};
 pub use client::{
-    perms, Acl, Connection, CreateMode, ErrorCode, EventType, Id, Op, OpResult, SessionState, Stat,
-    WatchReceiver, ZkClient, ZkResult,
+    perms, Acl, Connection, CreateMode, ErrorCode, EventType, Id, NodeEvent, Op, OpResult,
+    PersistentWatch, SessionState, Stat, WatchReceiver, ZkClient, ZkResult,
 };
 pub use counters::{AtomicOutcome, DistributedAtomicLong, SharedCount, VersionedCount};
 pub use error::{Error, LostReason};
