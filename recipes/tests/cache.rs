@@ -420,3 +420,148 @@ mod member_kill {
         common::run_with(ServerKind::Zooraft, Backend::ZookeeperAsync, member_kill)
     }
 }
+
+/// A foreign cache process (Curator's CuratorCache, kazoo's TreeCache) answering `dump`.
+struct Peer {
+    name: &'static str,
+    child: tokio::process::Child,
+    stdin: tokio::process::ChildStdin,
+    lines: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+}
+
+impl Peer {
+    async fn start(name: &'static str, mut cmd: tokio::process::Command, ready: &str) -> Peer {
+        cmd.stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true);
+        let mut child = cmd.spawn().expect("spawn peer cache");
+        let stdin = child.stdin.take().expect("stdin");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(stdout));
+        let first = tokio::time::timeout(Duration::from_secs(150), lines.next_line())
+            .await
+            .expect("the peer cache starts in time")
+            .expect("read");
+        assert_eq!(first.as_deref(), Some(ready), "{name}");
+        Peer {
+            name,
+            child,
+            stdin,
+            lines,
+        }
+    }
+
+    /// The peer's cache now: path -> data as `x<hex>`.
+    async fn dump(&mut self) -> BTreeMap<String, String> {
+        use tokio::io::AsyncWriteExt;
+        self.stdin.write_all(b"dump\n").await.expect("write");
+        self.stdin.flush().await.expect("flush");
+        let mut nodes = BTreeMap::new();
+        loop {
+            let line = tokio::time::timeout(WAIT, self.lines.next_line())
+                .await
+                .expect("the peer answers")
+                .expect("read")
+                .unwrap_or_else(|| panic!("{} exited", self.name));
+            if line == "end" {
+                return nodes;
+            }
+            let mut f = line.split_whitespace();
+            assert_eq!(f.next(), Some("node"), "{}: {line}", self.name);
+            let (path, data) = (f.next().expect("path"), f.next().expect("data"));
+            nodes.insert(path.to_string(), data.to_string());
+        }
+    }
+
+    async fn finish(mut self) {
+        drop(self.stdin);
+        let status = tokio::time::timeout(WAIT, self.child.wait())
+            .await
+            .expect("the peer exits")
+            .expect("wait");
+        assert!(status.success(), "{}: {status}", self.name);
+    }
+}
+
+fn as_hex(tree: &BTreeMap<String, (Vec<u8>, i64)>) -> BTreeMap<String, String> {
+    tree.iter()
+        .map(|(p, (data, _))| {
+            let hex: String = data.iter().map(|b| format!("{b:02x}")).collect();
+            (p.clone(), format!("x{hex}"))
+        })
+        .collect()
+}
+
+/// Our cache, Curator's CuratorCache and kazoo's TreeCache on one subtree while it changes:
+/// all three end with what the server has.
+async fn interop(kind: ServerKind) {
+    let server = server(kind);
+    let cs = server.connect_string();
+    let writer = client(&cs).await;
+    let root = "/cache/shared";
+    make(&writer, "/cache", b"").await;
+    seed(&writer, root).await;
+    let mut curator_cmd: tokio::process::Command =
+        zooraft_tests::java::java_command("CuratorCacheDump").into();
+    curator_cmd.args([&cs, root]);
+    let mut kazoo_cmd = tokio::process::Command::new("python3");
+    kazoo_cmd
+        .arg(zooraft_tests::suite_dir().join("python/kazoo_tree_cache.py"))
+        .args([&cs, root]);
+    let mut peers = vec![
+        Peer::start("curator", curator_cmd, "curator-cache-ready").await,
+        Peer::start("kazoo", kazoo_cmd, "kazoo-cache-ready").await,
+    ];
+    let c = client(&cs).await;
+    let (cache, _events) = started(c.clone(), root, WatchMode::Auto).await;
+    change_behind_its_back(&writer, root).await;
+    for i in 0..20 {
+        writer
+            .set_data(
+                &format!("{root}/n{}", i % 5 + 2),
+                format!("v{i}").as_bytes(),
+                -1,
+            )
+            .await
+            .map(drop)
+            .or_else(|e| {
+                if e == ErrorCode::NoNode {
+                    Ok(())
+                } else {
+                    Err(e)
+                }
+            })
+            .expect("set");
+    }
+    make(&writer, &format!("{root}/n9/deep/deeper"), b"").await;
+    converges(&cache, &writer, "our cache matches the server").await;
+    let want = as_hex(&server_tree(&writer, root).await);
+    assert_eq!(as_hex(&cached_tree(&cache)), want);
+    for peer in &mut peers {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            let theirs = peer.dump().await;
+            if theirs == want {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{} disagrees:\n{theirs:?}\nserver:\n{want:?}",
+                peer.name
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    for peer in peers {
+        peer.finish().await;
+    }
+    c.close().await;
+    writer.close().await;
+}
+
+both_servers!(
+    cache_interop_with_curator_and_kazoo_apache,
+    cache_interop_with_curator_and_kazoo_zooraft,
+    interop
+);
