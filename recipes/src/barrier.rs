@@ -377,8 +377,17 @@ impl DistributedDoubleBarrier {
 
     /// Enters: adds our member node and waits until `member_qty` members are in (or the
     /// barrier is already open). `Ok(false)` when `timeout` passed first: then our node is
-    /// deleted again (Curator leaves it; a member that gave up should not count). `None` waits
-    /// for ever. Entering twice without leaving is an error.
+    /// deleted again (Curator leaves it; a member that gave up should not count), unless the
+    /// barrier opened meanwhile (then we are in: `Ok(true)`). `None` waits for ever. Entering
+    /// twice without leaving is an error.
+    ///
+    /// ```no_run
+    /// # async fn f(barrier: zooraft_recipes::DistributedDoubleBarrier) -> Result<(), zooraft_recipes::Error> {
+    /// if !barrier.enter(Some(std::time::Duration::from_secs(30))).await? {
+    ///     println!("not everyone came; we are not counted");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn enter(&self, timeout: Option<Duration>) -> Result<bool, Error> {
         if self.membership().is_some() {
             return Err(Error::InvalidOption(format!(
@@ -398,12 +407,14 @@ impl DistributedDoubleBarrier {
                 Err(e) => wait.recover(e).await?,
             }
         };
-        ensure_parents(self.client.as_ref(), &node).await?;
         loop {
             wait.check_session()?;
             match self.client.create(&node, &[], CreateMode::Ephemeral).await {
                 // NodeExists: our own create, whose reply was lost (the name is ours alone).
                 Ok(_) | Err(ErrorCode::NodeExists) => break,
+                // The barrier's parents are created (as containers) only when missing, as
+                // Curator's `creatingParentContainersIfNeeded`.
+                Err(ErrorCode::NoNode) => ensure_parents(self.client.as_ref(), &node).await?,
                 Err(e) => wait.recover(e).await?,
             }
         }
@@ -415,7 +426,13 @@ impl DistributedDoubleBarrier {
         if opened {
             return Ok(true);
         }
-        let result = self.wait_for_members(&mut wait, &ready).await;
+        let mut result = self.wait_for_members(&mut wait, &ready).await;
+        if matches!(result, Ok(false)) {
+            // The barrier may have opened just as we gave up, counting us: then we are in.
+            if let Ok(Some(_)) = self.client.exists(&ready).await {
+                result = Ok(true);
+            }
+        }
         if !matches!(result, Ok(true)) {
             self.set_membership(None);
             if !session_gone(&wait.rx.borrow(), epoch) {
@@ -534,10 +551,12 @@ impl DistributedDoubleBarrier {
                     member.node
                 )));
             }
-            if children.len() == 1 {
-                if ours_exists {
-                    self.delete_ours(wait, member).await?;
-                }
+            // The last member (ours, checked above) deletes its node and is done. A member
+            // whose node is already deleted is done only once no node is left: it must not
+            // take a wake-up (a reconnection) while the lowest still waits for its own turn as
+            // the end (Curator's and kazoo's loops return there).
+            if children.len() == 1 && ours_exists {
+                self.delete_ours(wait, member).await?;
                 return Ok(true);
             }
             let watched = if ours == Some(0) {

@@ -87,6 +87,13 @@ async fn finished(task: JoinHandle<Result<bool, Error>>) -> bool {
         .expect("barrier call")
 }
 
+async fn finished_result(task: JoinHandle<Result<bool, Error>>) -> Result<bool, Error> {
+    tokio::time::timeout(WAIT, task)
+        .await
+        .expect("barrier call returns")
+        .expect("task")
+}
+
 fn name(m: &DistributedDoubleBarrier) -> String {
     let node = m.node_path().expect("a member");
     node.rsplit('/').next().expect("name").to_string()
@@ -94,6 +101,8 @@ fn name(m: &DistributedDoubleBarrier) -> String {
 
 /// The member nodes that stay while `leaving` leave and `staying` does not: Curator's order
 /// has the lowest member wait for the highest, every other member delete its node at once.
+/// (When the one staying is the lowest, the leavers' nodes are all gone, but they are still
+/// waiting: for the lowest to go.)
 fn expected_while_leaving(
     all: &[&DistributedDoubleBarrier],
     staying: &DistributedDoubleBarrier,
@@ -482,3 +491,86 @@ both_servers!(
     double_barrier_interop_zooraft,
     double_barrier_interop
 );
+
+/// A waiting member's connection is cut and comes back (the session lives): its waits go on
+/// (zookeeper-async sets no watch again after a reconnection: the barrier must look again).
+async fn connection_loss(kind: ServerKind, backend: Backend) {
+    let server = server(kind);
+    let cs = server.connect_string();
+    let proxy = Proxy::start(server.addr());
+    let observer = client(&cs).await;
+    let cut = connect(backend, &proxy.connect_string(), Duration::from_secs(8)).await;
+    let others: Vec<Arc<dyn ZkClient>> = vec![
+        connect(backend, &cs, Duration::from_secs(8)).await,
+        connect(backend, &cs, Duration::from_secs(8)).await,
+    ];
+    let reconnect = || async {
+        proxy.refuse_connections(true);
+        proxy.cut_all();
+        let c = cut.clone();
+        eventually(WAIT, "the member is disconnected", move || {
+            let c = c.clone();
+            async move { c.session().borrow().connection != zooraft_recipes::Connection::Connected }
+        })
+        .await;
+        proxy.refuse_connections(false);
+        common::connected(&cut).await;
+    };
+
+    // A barrier wait.
+    let path = "/barriers/cut/gate";
+    let gate = DistributedBarrier::new(observer.clone(), path).expect("barrier");
+    gate.set_barrier().await.expect("set");
+    let waiting = {
+        let b = DistributedBarrier::new(cut.clone(), path).expect("barrier");
+        tokio::spawn(async move { b.wait_on_barrier(Some(WAIT)).await })
+    };
+    reconnect().await;
+    assert!(!waiting.is_finished());
+    gate.remove_barrier().await.expect("remove");
+    assert!(
+        finished(waiting).await,
+        "the wait saw the removal after the reconnection"
+    );
+
+    // A double barrier: enter and leave.
+    let path = "/barriers/cut/double";
+    let member = DistributedDoubleBarrier::new(cut.clone(), path, 3).expect("member");
+    let entering = enter(&member, Some(WAIT));
+    let o = observer.clone();
+    eventually(WAIT, "the member is in", move || {
+        let o = o.clone();
+        async move { children(&o, path).await.len() == 1 }
+    })
+    .await;
+    reconnect().await;
+    let rest: Vec<DistributedDoubleBarrier> = others
+        .iter()
+        .map(|c| DistributedDoubleBarrier::new(c.clone(), path, 3).expect("member"))
+        .collect();
+    let entered: Vec<_> = rest.iter().map(|m| enter(m, Some(WAIT))).collect();
+    assert!(finished(entering).await, "entered after the reconnection");
+    for e in entered {
+        assert!(finished(e).await);
+    }
+    let all: Vec<&DistributedDoubleBarrier> = [&member].into_iter().chain(rest.iter()).collect();
+    let want = expected_while_leaving(&all, &rest[1]);
+    let leaving = leave(&member, Some(WAIT));
+    let l0 = leave(&rest[0], Some(WAIT));
+    members_settle(&observer, path, want).await;
+    reconnect().await;
+    if leaving.is_finished() || l0.is_finished() {
+        let (a, b) = (finished_result(leaving).await, finished_result(l0).await);
+        panic!("a member left early: {a:?} {b:?}");
+    }
+    assert!(rest[1].leave(Some(WAIT)).await.expect("leave"));
+    assert!(
+        finished(leaving).await && finished(l0).await,
+        "left after the reconnection"
+    );
+    for c in others.into_iter().chain([cut, observer]) {
+        c.close().await;
+    }
+}
+
+every_backend!(barrier_waits_survive_connection_loss, connection_loss);
