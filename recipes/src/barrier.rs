@@ -32,6 +32,10 @@ use crate::names::join;
 /// The child that opens a double barrier (Curator's and kazoo's name).
 const READY_NODE: &str = "ready";
 
+/// How many times a create makes its missing parents again (the server reaps empty
+/// containers, possibly between our making them and our create).
+const PARENT_ATTEMPTS: u32 = 5;
+
 /// How often a client without child watches looks again.
 const POLL: Duration = Duration::from_millis(100);
 
@@ -219,14 +223,22 @@ impl DistributedBarrier {
 
     /// Raises the barrier: creates its node (parents as containers) unless it exists.
     pub async fn set_barrier(&self) -> Result<(), Error> {
-        ensure_parents(self.client.as_ref(), &self.path).await?;
-        match self
-            .client
-            .create(&self.path, &[], CreateMode::Persistent)
-            .await
-        {
-            Ok(_) | Err(ErrorCode::NodeExists) => Ok(()),
-            Err(e) => Err(e.into()),
+        // An empty container parent may be reaped between its creation (or our look at it)
+        // and our create: make it again, a few times.
+        let mut attempts = 0;
+        loop {
+            match self
+                .client
+                .create(&self.path, &[], CreateMode::Persistent)
+                .await
+            {
+                Ok(_) | Err(ErrorCode::NodeExists) => return Ok(()),
+                Err(ErrorCode::NoNode) if attempts < PARENT_ATTEMPTS => {
+                    attempts += 1;
+                    ensure_parents(self.client.as_ref(), &self.path).await?;
+                }
+                Err(e) => return Err(e.into()),
+            }
         }
     }
 
@@ -407,6 +419,7 @@ impl DistributedDoubleBarrier {
                 Err(e) => wait.recover(e).await?,
             }
         };
+        let mut attempts = 0;
         loop {
             wait.check_session()?;
             match self.client.create(&node, &[], CreateMode::Ephemeral).await {
@@ -414,7 +427,10 @@ impl DistributedDoubleBarrier {
                 Ok(_) | Err(ErrorCode::NodeExists) => break,
                 // The barrier's parents are created (as containers) only when missing, as
                 // Curator's `creatingParentContainersIfNeeded`.
-                Err(ErrorCode::NoNode) => ensure_parents(self.client.as_ref(), &node).await?,
+                Err(ErrorCode::NoNode) if attempts < PARENT_ATTEMPTS => {
+                    attempts += 1;
+                    ensure_parents(self.client.as_ref(), &node).await?;
+                }
                 Err(e) => wait.recover(e).await?,
             }
         }
