@@ -521,10 +521,7 @@ impl DistributedDoubleBarrier {
     /// in the barrier (we were counted out when it did).
     pub async fn leave(&self, timeout: Option<Duration>) -> Result<bool, Error> {
         let Some(member) = self.membership() else {
-            return Err(Error::InvalidOption(format!(
-                "not a member of the double barrier {}",
-                self.path
-            )));
+            return Err(Error::NotMember(format!("{} was not entered", self.path)));
         };
         let mut wait = Wait::new(self.client.as_ref(), timeout, true);
         wait.epoch = Some(member.epoch);
@@ -556,17 +553,13 @@ impl DistributedDoubleBarrier {
                 }
                 Err(e) => return Err(e),
             };
+            let ours = children.iter().position(|c| *c == self.name);
+            if ours.is_none() && ours_exists {
+                return Err(self.member_gone(wait, member).await);
+            }
             let Some(lowest) = children.first() else {
                 return Ok(true);
             };
-            let ours = children.iter().position(|c| *c == self.name);
-            if ours.is_none() && ours_exists {
-                wait.check_session()?;
-                return Err(Error::InvalidOption(format!(
-                    "our member node {} is gone from the double barrier",
-                    member.node
-                )));
-            }
             // The last member (ours, checked above) deletes its node and is done. A member
             // whose node is already deleted is done only once no node is left: it must not
             // take a wake-up (a reconnection) while the lowest still waits for its own turn as
@@ -596,6 +589,24 @@ impl DistributedDoubleBarrier {
                 if !wait.until(Some(watch)).await {
                     return wait.timed_out();
                 }
+            }
+        }
+    }
+
+    /// Our node is gone and we did not delete it: our session expired (a reply may come
+    /// from the client's new session before it says so: give it a moment), or someone
+    /// deleted the node.
+    async fn member_gone(&self, wait: &mut Wait, member: &Membership) -> Error {
+        let until = Instant::now() + Duration::from_secs(2);
+        loop {
+            if let Err(e) = wait.check_session() {
+                return e;
+            }
+            let rx = &mut wait.rx;
+            match tokio::time::timeout_at(until, rx.changed()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) => return Error::Closed,
+                Err(_) => return Error::NotMember(format!("{} was deleted", member.node)),
             }
         }
     }
