@@ -272,8 +272,14 @@ impl Syncer {
             Ok((stat, w)) => {
                 self.arm(key, w);
                 if stat.is_some() {
-                    // Created meanwhile: its event is on the way.
+                    // Created again before the watch was set: no event will say so. Handle
+                    // it as if its watch had fired.
                     tracing::debug!("{path} appeared while the cache armed its watch");
+                    let _ = self.fired_tx.send(Fired {
+                        path: path.to_string(),
+                        kind: Kind::Data,
+                        generation: self.generation,
+                    });
                 }
                 Ok(())
             }

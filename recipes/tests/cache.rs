@@ -210,6 +210,12 @@ async fn events_in_order(kind: ServerKind, backend: Backend, mode: WatchMode) {
     make(&writer, "/cache/app/z", b"z").await;
     converges(&cache, &writer, "the root is back").await;
     assert_eq!(cache.get(root).expect("root").data, b"again");
+    // Gone and back at once: whatever the cache saw in between, it ends right.
+    for p in server_tree(&writer, root).await.keys().rev() {
+        writer.delete(p, -1).await.expect("delete");
+    }
+    make(&writer, root, b"third").await;
+    converges(&cache, &writer, "the root is back at once").await;
     assert_eq!(cache.resyncs(), 0, "no reconnection, no resync");
     cache.close();
     c.close().await;
