@@ -20,7 +20,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::cleanup::{session_gone, wait_connected};
+use crate::cleanup::{session_gone, spawn_delete, wait_connected, Doomed};
 use crate::client::{
     is_transient, Connection, CreateMode, ErrorCode, EventType, SessionState, WatchReceiver,
     ZkClient,
@@ -279,6 +279,23 @@ struct Membership {
     epoch: u64,
 }
 
+/// An `enter` not (yet) through: dropping it deletes our member node (in the background,
+/// retried while the session lives) and forgets the membership.
+struct PendingMember<'a> {
+    barrier: &'a DistributedDoubleBarrier,
+    node: Option<Membership>,
+}
+
+impl Drop for PendingMember<'_> {
+    fn drop(&mut self) {
+        let Some(m) = self.node.take() else { return };
+        self.barrier.set_membership(None);
+        if !session_gone(&self.barrier.client.session().borrow(), m.epoch) {
+            spawn_delete(self.barrier.client.clone(), Doomed::Path(m.node), m.epoch);
+        }
+    }
+}
+
 /// A double barrier: [`enter`](Self::enter) blocks until `member_qty` members have entered,
 /// [`leave`](Self::leave) until every member has left. Compatible with Curator's
 /// `DistributedDoubleBarrier` and kazoo's `DoubleBarrier` on the same path (members of all
@@ -408,11 +425,23 @@ impl DistributedDoubleBarrier {
             )));
         }
         let mut wait = Wait::new(self.client.as_ref(), timeout, true);
-        if !wait_connected(&mut wait.rx, wait.epoch, wait.deadline).await {
+        if !wait_connected(&mut wait.rx, None, wait.deadline).await {
             return Err(wait.stopped());
         }
+        // Our node will belong to the session we are connected in now.
+        let epoch = wait.rx.borrow().epoch;
+        wait.epoch = Some(epoch);
         let ready = join(&self.path, READY_NODE);
         let node = join(&self.path, &self.name);
+        // From here until we are in, our node is deleted again if this call fails, times
+        // out or is dropped (cancelled): a member that is not waiting must not count.
+        let mut pending = PendingMember {
+            barrier: self,
+            node: Some(Membership {
+                node: node.clone(),
+                epoch,
+            }),
+        };
         let opened = loop {
             match self.client.exists(&ready).await {
                 Ok(stat) => break stat.is_some(),
@@ -434,12 +463,9 @@ impl DistributedDoubleBarrier {
                 Err(e) => wait.recover(e).await?,
             }
         }
-        let epoch = wait.epoch.unwrap_or_default();
-        self.set_membership(Some(Membership {
-            node: node.clone(),
-            epoch,
-        }));
+        self.set_membership(Some(Membership { node, epoch }));
         if opened {
+            pending.node = None;
             return Ok(true);
         }
         let mut result = self.wait_for_members(&mut wait, &ready).await;
@@ -449,15 +475,8 @@ impl DistributedDoubleBarrier {
                 result = Ok(true);
             }
         }
-        if !matches!(result, Ok(true)) {
-            self.set_membership(None);
-            if !session_gone(&wait.rx.borrow(), epoch) {
-                crate::cleanup::spawn_delete(
-                    self.client.clone(),
-                    crate::cleanup::Doomed::Path(node),
-                    epoch,
-                );
-            }
+        if matches!(result, Ok(true)) {
+            pending.node = None;
         }
         result
     }

@@ -158,6 +158,17 @@ async fn double_barrier(kind: ServerKind, backend: Backend) {
     })
     .await;
 
+    // A cancelled enter (its future dropped) does not count either.
+    let o = observer.clone();
+    let cancelled = tokio::time::timeout(Duration::from_millis(300), m[0].enter(None)).await;
+    assert!(cancelled.is_err(), "alone, it was still waiting");
+    assert!(m[0].node_path().is_none());
+    eventually(WAIT, "a cancelled member is gone", move || {
+        let o = o.clone();
+        async move { children(&o, path).await.is_empty() }
+    })
+    .await;
+
     // Two members wait for the third.
     let first = enter(&m[0], None);
     let second = enter(&m[1], Some(WAIT));
