@@ -335,10 +335,10 @@ async fn foreign_waiter(mut cmd: Command, barrier: &DistributedBarrier) {
     );
 }
 
-async fn barrier_interop(kind: ServerKind) {
+async fn barrier_interop(kind: ServerKind, backend: Backend) {
     let server = server(kind);
     let cs = server.connect_string();
-    let c = client(&cs).await;
+    let c = connect(backend, &cs, Duration::from_secs(8)).await;
     let path = "/barriers/mixed/gate";
     let ours = DistributedBarrier::new(c.clone(), path).expect("barrier");
 
@@ -371,11 +371,7 @@ async fn barrier_interop(kind: ServerKind) {
     c.close().await;
 }
 
-both_servers!(
-    barrier_interop_with_curator_and_kazoo_apache,
-    barrier_interop_with_curator_and_kazoo_zooraft,
-    barrier_interop
-);
+every_backend!(barrier_interop_with_curator_and_kazoo, barrier_interop);
 
 fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec {
@@ -442,7 +438,7 @@ fn check_barrier_log(log: &Path, members: usize) -> Vec<String> {
 }
 
 /// Two of ours, two Curator members and one kazoo member in one double barrier.
-async fn double_barrier_interop(kind: ServerKind) {
+async fn double_barrier_interop(kind: ServerKind, backend: Backend) {
     let server = server(kind);
     let cs = server.connect_string();
     let dir = tempfile::tempdir().expect("tempdir");
@@ -460,7 +456,7 @@ async fn double_barrier_interop(kind: ServerKind) {
     );
     let mut ours = Vec::new();
     for _ in 0..2 {
-        let c = client(&cs).await;
+        let c = connect(backend, &cs, Duration::from_secs(8)).await;
         let log = log.clone();
         ours.push(tokio::spawn(async move {
             let m = DistributedDoubleBarrier::new(c.clone(), path, QTY).expect("member");
@@ -497,9 +493,8 @@ async fn double_barrier_interop(kind: ServerKind) {
     observer.close().await;
 }
 
-both_servers!(
-    double_barrier_interop_apache,
-    double_barrier_interop_zooraft,
+every_backend!(
+    double_barrier_interop_with_curator_and_kazoo,
     double_barrier_interop
 );
 

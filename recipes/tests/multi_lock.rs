@@ -201,11 +201,11 @@ impl Holder {
     }
 }
 
-async fn interop(kind: ServerKind) {
+async fn interop(kind: ServerKind, backend: Backend) {
     let server = server(kind);
     let cs = server.connect_string();
     let observer = client(&cs).await;
-    let ours = client(&cs).await;
+    let ours = connect(backend, &cs, Duration::from_secs(8)).await;
     let (a, b) = ("/locks/mixed/a", "/locks/mixed/b");
     let multi = InterProcessMultiLock::new(ours.clone(), &[a, b]).expect("multi");
 
@@ -271,11 +271,7 @@ async fn interop(kind: ServerKind) {
     observer.close().await;
 }
 
-both_servers!(
-    multi_lock_interop_with_curator_apache,
-    multi_lock_interop_with_curator_zooraft,
-    interop
-);
+every_backend!(multi_lock_interop_with_curator, interop);
 
 /// The session of the holder expires: the set is lost, and another client gets it with
 /// newer tokens.
