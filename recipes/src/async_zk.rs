@@ -448,6 +448,18 @@ impl ZkClient for AsyncZkClient {
         Ok((d, stat(s), rx))
     }
 
+    async fn exists_watch(&self, path: &str) -> ZkResult<(Option<Stat>, WatchReceiver)> {
+        let (tx, rx) = oneshot::channel();
+        let s = self
+            .zk
+            .exists_w(path, move |ev: zookeeper_async::WatchedEvent| {
+                let _ = tx.send(event_type(ev.event_type));
+            })
+            .await
+            .map_err(code)?;
+        Ok((s.map(stat), rx))
+    }
+
     async fn get_children(&self, path: &str) -> ZkResult<Vec<String>> {
         self.zk.get_children(path, false).await.map_err(code)
     }

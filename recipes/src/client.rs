@@ -15,7 +15,7 @@
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use tokio::sync::{oneshot, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 
 pub use crate::codes::{CreateMode, ErrorCode, EventType};
 pub use jute::{perms, Acl, Id, Stat};
@@ -28,6 +28,26 @@ pub type ZkResult<T> = Result<T, ErrorCode>;
 /// the watch (it cannot deliver it any more), the receiver completes with an error; callers
 /// treat that like a connection change and look again.
 pub type WatchReceiver = oneshot::Receiver<EventType>;
+
+/// A persistent watch: a stream of node events until the receiver is dropped (which ends the
+/// watch) or the session ends (which closes the stream). Events during a connection loss
+/// may be lost (ZOOKEEPER-4698): after a reconnection, read again what matters.
+pub type PersistentWatch = mpsc::UnboundedReceiver<NodeEvent>;
+
+/// One event of a [`PersistentWatch`]: what happened to which node.
+///
+/// ```
+/// use zooraft_recipes::{EventType, NodeEvent};
+/// let e = NodeEvent { event_type: EventType::NodeCreated, path: "/jobs/7".into() };
+/// assert_eq!(e.path, "/jobs/7");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeEvent {
+    /// What happened.
+    pub event_type: EventType,
+    /// The node it happened to (relative to the client's chroot).
+    pub path: String,
+}
 
 /// The state of the client's connection to the ensemble.
 ///
@@ -312,6 +332,43 @@ pub trait ZkClient: Send + Sync + 'static {
     /// # Ok(()) }
     /// ```
     async fn get_data_watch(&self, path: &str) -> ZkResult<(Vec<u8>, Stat, WatchReceiver)>;
+
+    /// The node's Stat, or `None` if it does not exist, leaving a watch that fires when it
+    /// is created, changed or deleted (ZooKeeper's `exists` with a watch). The default
+    /// answers `Unimplemented`; recipes that need it then poll.
+    ///
+    /// ```no_run
+    /// # use zooraft_recipes::ZkClient;
+    /// # async fn f(client: std::sync::Arc<dyn ZkClient>) -> Result<(), zooraft_recipes::Error> {
+    /// let (stat, watch) = client.exists_watch("/jobs/ready").await?;
+    /// if stat.is_none() {
+    ///     let created = watch.await;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    async fn exists_watch(&self, path: &str) -> ZkResult<(Option<Stat>, WatchReceiver)> {
+        let _ = path;
+        Err(ErrorCode::Unimplemented)
+    }
+
+    /// Adds a persistent recursive watch on `path` (ZooKeeper 3.6+'s `addWatch` with mode
+    /// `PERSISTENT_RECURSIVE`): every creation, data change and deletion of `path` and of
+    /// every node below it, for as long as the returned receiver lives. The default answers
+    /// `Unimplemented` (a client or server without it); recipes then use one-shot watches.
+    ///
+    /// ```no_run
+    /// # use zooraft_recipes::ZkClient;
+    /// # async fn f(client: std::sync::Arc<dyn ZkClient>) -> Result<(), zooraft_recipes::Error> {
+    /// let mut events = client.watch_recursive("/config").await?;
+    /// while let Some(event) = events.recv().await {
+    ///     println!("{:?} {}", event.event_type, event.path);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    async fn watch_recursive(&self, path: &str) -> ZkResult<PersistentWatch> {
+        let _ = path;
+        Err(ErrorCode::Unimplemented)
+    }
 
     /// The names of the node's children, in no particular order. Sets no watch.
     ///

@@ -22,19 +22,27 @@ use crate::error::Error;
 use crate::names::{ancestors_and_self, validate_path};
 
 /// Creates every missing ancestor of `path` as a container (Curator's
-/// `creatingParentContainersIfNeeded`).
-async fn ensure_parents(client: &dyn ZkClient, path: &str) -> Result<(), ErrorCode> {
+/// `creatingParentContainersIfNeeded`). The server reaps empty containers, so an ancestor
+/// seen may be gone when its child is created (`NoNode`): then it starts over, a few times.
+pub(crate) async fn ensure_parents(client: &dyn ZkClient, path: &str) -> Result<(), ErrorCode> {
     let all = ancestors_and_self(path);
-    for p in &all[..all.len().saturating_sub(1)] {
-        match client.create_acl(p, &[], CreateMode::Container, &[]).await {
-            Ok(_) | Err(ErrorCode::NodeExists) => {}
-            Err(e) => return Err(e),
+    let mut tries = 0;
+    'again: loop {
+        for p in &all[..all.len().saturating_sub(1)] {
+            match client.create_acl(p, &[], CreateMode::Container, &[]).await {
+                Ok(_) | Err(ErrorCode::NodeExists) => {}
+                Err(ErrorCode::NoNode) if tries < 5 => {
+                    tries += 1;
+                    continue 'again;
+                }
+                Err(e) => return Err(e),
+            }
         }
+        return Ok(());
     }
-    Ok(())
 }
 
-fn checked_path(path: &str) -> Result<String, Error> {
+pub(crate) fn checked_path(path: &str) -> Result<String, Error> {
     if validate_path(path) {
         Ok(path.to_string())
     } else {

@@ -99,6 +99,10 @@ pub enum Error {
     /// The server gave no creation zxid for the lock node, so there is no fencing token.
     #[error("no fencing token for {0}")]
     NoFencingToken(String),
+    /// A double barrier member is not in the barrier: it never entered, or its member node
+    /// was deleted by someone else.
+    #[error("not a member of the double barrier: {0}")]
+    NotMember(String),
     /// A recipe option is out of range.
     #[error("invalid option: {0}")]
     InvalidOption(String),

@@ -18,6 +18,14 @@
 //!   maximum).
 //! - [`SharedCount`] and [`DistributedAtomicLong`]: Curator's shared counters (one number in
 //!   one znode, changed by compare-and-set on its version).
+//! - [`InterProcessMultiLock`]: several mutexes taken as one (in order, all or nothing),
+//!   released in reverse order, with one fencing token per lock.
+//! - [`CuratorCache`]: a local mirror of a subtree with its events, on a persistent
+//!   recursive watch where the server has one (one-shot watches otherwise), read again after
+//!   every reconnection.
+//! - [`DistributedBarrier`] and [`DistributedDoubleBarrier`]: Curator's (and kazoo's)
+//!   barriers: a node that holds waiters back, and `qty` members meeting at the start and the
+//!   end of a task.
 //!
 //! The recipes speak to ZooKeeper through the [`ZkClient`] trait. [`ZookeeperClient`]
 //! implements it over the zookeeper-client crate (the primary backend, feature
@@ -53,6 +61,9 @@
 
 #[cfg(feature = "zookeeper-async")]
 mod async_zk;
+mod barrier;
+mod cache;
+mod cache_sync;
 mod cleanup;
 mod client;
 mod codes;
@@ -65,6 +76,7 @@ mod leader;
 mod lock;
 mod metrics;
 mod monitor;
+mod multi_lock;
 mod mutex;
 pub mod names;
 mod queue;
@@ -77,9 +89,11 @@ mod zk_client;
 
 #[cfg(feature = "zookeeper-async")]
 pub use async_zk::AsyncZkClient;
+pub use barrier::{DistributedBarrier, DistributedDoubleBarrier};
+pub use cache::{CacheEvent, ChildData, CuratorCache, WatchMode};
 pub use client::{
-    perms, Acl, Connection, CreateMode, ErrorCode, EventType, Id, Op, OpResult, SessionState, Stat,
-    WatchReceiver, ZkClient, ZkResult,
+    perms, Acl, Connection, CreateMode, ErrorCode, EventType, Id, NodeEvent, Op, OpResult,
+    PersistentWatch, SessionState, Stat, WatchReceiver, ZkClient, ZkResult,
 };
 pub use counters::{AtomicOutcome, DistributedAtomicLong, SharedCount, VersionedCount};
 pub use error::{Error, LostReason};
@@ -87,6 +101,7 @@ pub use fence::{Fence, FencingToken, StaleToken};
 pub use guard::LockGuard;
 pub use leader::{LeaderLatch, LeaderSelector, Leadership};
 pub use metrics::{AcquireOutcome, LockMetrics};
+pub use multi_lock::{InterProcessMultiLock, MultiLockGuard};
 pub use mutex::{InterProcessMutex, Participant};
 pub use names::Owner;
 pub use rwlock::InterProcessReadWriteLock;

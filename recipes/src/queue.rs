@@ -270,7 +270,9 @@ impl LockCore {
                             return Err(Error::Zk(ErrorCode::NoNode));
                         }
                         match self.ensure_parents().await {
-                            Ok(()) => {}
+                            // NoNode: a parent was reaped (an empty container) while we
+                            // made its child; the next try makes it again.
+                            Ok(()) | Err(ErrorCode::NoNode) => {}
                             Err(e) if is_transient(e) => {
                                 tokio::time::sleep(TRANSIENT_BACKOFF).await;
                                 wait_connected(rx, Some(epoch), deadline).await;

@@ -10,12 +10,12 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use tokio::sync::{oneshot, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 use zookeeper_client as zkc;
 
 use crate::client::{
-    perms, Acl, Connection, CreateMode, ErrorCode, EventType, Op, OpResult, SessionState, Stat,
-    WatchReceiver, ZkClient, ZkResult,
+    perms, Acl, Connection, CreateMode, ErrorCode, EventType, NodeEvent, Op, OpResult,
+    PersistentWatch, SessionState, Stat, WatchReceiver, ZkClient, ZkResult,
 };
 use crate::error::Error;
 
@@ -322,6 +322,50 @@ impl ZkClient for ZookeeperClient {
             let _ = tx.send(event(ev.event_type));
         });
         Ok((d, stat(s), rx))
+    }
+
+    async fn exists_watch(&self, path: &str) -> ZkResult<(Option<Stat>, WatchReceiver)> {
+        let (s, w) = self.zk()?.check_and_watch_stat(path).await.map_err(code)?;
+        let (tx, rx) = oneshot::channel();
+        tokio::spawn(async move {
+            let ev = w.changed().await;
+            let _ = tx.send(event(ev.event_type));
+        });
+        Ok((s.map(stat), rx))
+    }
+
+    async fn watch_recursive(&self, path: &str) -> ZkResult<PersistentWatch> {
+        let mut w = self
+            .zk()?
+            .watch(path, zkc::AddWatchMode::PersistentRecursive)
+            .await
+            .map_err(code)?;
+        let (tx, rx) = mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            loop {
+                let ev = tokio::select! {
+                    ev = w.changed() => ev,
+                    // The receiver is gone: dropping the watcher ends the watch.
+                    () = tx.closed() => return,
+                };
+                // After a terminal session event the watcher has nothing more to say (and
+                // must not be polled again).
+                if ev.session_state.is_terminated() {
+                    return;
+                }
+                if ev.event_type == zkc::EventType::Session {
+                    continue;
+                }
+                let event = NodeEvent {
+                    event_type: event(ev.event_type),
+                    path: ev.path,
+                };
+                if tx.send(event).is_err() {
+                    return;
+                }
+            }
+        });
+        Ok(rx)
     }
 
     async fn get_children(&self, path: &str) -> ZkResult<Vec<String>> {

@@ -28,6 +28,11 @@
 //! resource at RESOURCE (a fence) and prints its answer as `WRITE <answer>`; then it waits
 //! (at most 60 s) for the lock to be lost and prints `LOST <reason>`.
 //!
+//! `lock-contender cache-memory CONNECT PATH MODE`: measures what a `CuratorCache` of PATH
+//! costs: the process's resident memory once connected, then once the cache (MODE `auto` or
+//! `one-shot`) is initialized, and prints
+//! `cache-memory mode=<mode> nodes=<n> rss_before=<bytes> rss_after=<bytes> bytes_per_node=<x>`.
+//!
 //! The client is zookeeper-client (`ZookeeperClient`); with `LOCK_CONTENDER_BACKEND=async`
 //! (and the `zookeeper-async` feature built in) it is zookeeper-async (`AsyncZkClient`).
 
@@ -36,7 +41,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use zooraft_recipes::{InterProcessMutex, LockGuard, ZkClient, ZookeeperClient};
+use zooraft_recipes::{
+    CuratorCache, InterProcessMutex, LockGuard, WatchMode, ZkClient, ZookeeperClient,
+};
 
 /// A client of the backend `LOCK_CONTENDER_BACKEND` names (zookeeper-client by default).
 async fn connect_client(connect: &str, session: Duration) -> Result<Arc<dyn ZkClient>, String> {
@@ -72,7 +79,8 @@ fn usage() -> ! {
          lock-contender latch CONNECT PATH TASKS TERMS LOG\n       \
          lock-contender selector CONNECT PATH TASKS TERMS LOG\n       \
          lock-contender semaphore CONNECT PATH MAX TASKS ITERATIONS LOG\n       \
-         lock-contender hold CONNECT PATH SESSION_MS RESOURCE"
+         lock-contender hold CONNECT PATH SESSION_MS RESOURCE\n       \
+         lock-contender cache-memory CONNECT PATH auto|one-shot"
     );
     std::process::exit(2)
 }
@@ -93,6 +101,7 @@ async fn main() {
         Some("latch") => latch(&args, false).await,
         Some("selector") => latch(&args, true).await,
         Some("semaphore") => semaphore(&args).await,
+        Some("cache-memory") => cache_memory(&args).await,
         _ => usage(),
     };
     if let Err(e) = result {
@@ -324,6 +333,56 @@ async fn hold(args: &[String]) -> Result<(), String> {
     }
     let _ = std::io::stdout().flush();
     drop(guard);
+    client.close().await;
+    Ok(())
+}
+
+/// The process's resident set size in bytes (Linux `/proc/self/statm`).
+fn rss_bytes() -> Result<u64, String> {
+    let statm = std::fs::read_to_string("/proc/self/statm").map_err(|e| e.to_string())?;
+    let pages: u64 = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|p| p.parse().ok())
+        .ok_or("bad /proc/self/statm")?;
+    // SAFETY: sysconf only reads a configuration value.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    Ok(pages * page.max(1) as u64)
+}
+
+async fn cache_memory(args: &[String]) -> Result<(), String> {
+    let [_, _, connect, path, mode] = args else {
+        usage()
+    };
+    let watch_mode = match mode.as_str() {
+        "auto" => WatchMode::Auto,
+        "one-shot" => WatchMode::OneShot,
+        other => return Err(format!("unknown mode {other:?}")),
+    };
+    let client = connect_client(connect, Duration::from_secs(10)).await?;
+    // Warm up the client (its buffers) before the baseline.
+    client.exists(path).await.map_err(|e| e.to_string())?;
+    let before = rss_bytes()?;
+    let cache = CuratorCache::new(client.clone(), path)
+        .map_err(|e| e.to_string())?
+        .with_mode(watch_mode);
+    cache.start();
+    tokio::time::timeout(Duration::from_secs(240), cache.initialized())
+        .await
+        .map_err(|_| "the cache did not load in time".to_string())?
+        .map_err(|e| e.to_string())?;
+    let after = rss_bytes()?;
+    let nodes = cache.len();
+    let per_node = after.saturating_sub(before) as f64 / nodes.max(1) as f64;
+    println!(
+        "cache-memory mode={} nodes={nodes} rss_before={before} rss_after={after} bytes_per_node={per_node:.0}",
+        match cache.mode() {
+            Some(WatchMode::Recursive) => "recursive",
+            Some(WatchMode::OneShot) => "one-shot",
+            _ => "unknown",
+        }
+    );
+    cache.close();
     client.close().await;
     Ok(())
 }

@@ -288,6 +288,15 @@ pub trait Forward: Send + Sync + 'static {
     async fn get_children(&self, path: &str) -> zooraft_recipes::ZkResult<Vec<String>> {
         self.inner().get_children(path).await
     }
+    async fn exists_watch(
+        &self,
+        path: &str,
+    ) -> zooraft_recipes::ZkResult<(
+        Option<zooraft_recipes::Stat>,
+        zooraft_recipes::WatchReceiver,
+    )> {
+        self.inner().exists_watch(path).await
+    }
     async fn multi(
         &self,
         ops: &[zooraft_recipes::Op],
@@ -355,6 +364,15 @@ impl<T: Forward> ZkClient for Forwarding<T> {
     }
     async fn get_children(&self, path: &str) -> zooraft_recipes::ZkResult<Vec<String>> {
         self.0.get_children(path).await
+    }
+    async fn exists_watch(
+        &self,
+        path: &str,
+    ) -> zooraft_recipes::ZkResult<(
+        Option<zooraft_recipes::Stat>,
+        zooraft_recipes::WatchReceiver,
+    )> {
+        self.0.exists_watch(path).await
     }
     async fn multi(
         &self,
