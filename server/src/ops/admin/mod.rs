@@ -34,6 +34,7 @@ use serde_json::json;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use super::console;
 pub use super::http::Mode;
 use super::http::{self, Body};
 use crate::migrate;
@@ -156,6 +157,9 @@ async fn respond(shared: &Shared, request: Request<Incoming>, peer: SocketAddr) 
     if path == "/ready" {
         return ready(shared);
     }
+    if path == console::PREFIX || path.starts_with("/console/") {
+        return console_answer(shared, &request, peer).await;
+    }
     let base = shared.replica.config().admin.command_url.as_str();
     let Some(rest) = path.strip_prefix(base) else {
         return text(
@@ -195,6 +199,41 @@ async fn respond(shared: &Shared, request: Request<Incoming>, peer: SocketAddr) 
         query: &query,
     };
     json_answer(StatusCode::OK, &commands::run(command, &asked))
+}
+
+/// The browser console ([`console`]): the super user is one who sent the super digest's
+/// credentials (never anyone when no super digest is set, unlike the commands above).
+async fn console_answer(
+    shared: &Shared,
+    request: &Request<Incoming>,
+    peer: SocketAddr,
+) -> Response<Body> {
+    if request.uri().path() == console::PREFIX {
+        let mut r = text(StatusCode::MOVED_PERMANENTLY, "see /console/\n");
+        r.headers_mut().insert(
+            hyper::header::LOCATION,
+            HeaderValue::from_static("/console/"),
+        );
+        return r;
+    }
+    let auth = request.headers().get(AUTHORIZATION);
+    let viewer = console::Viewer {
+        super_user: shared.replica.config().super_digest.is_some()
+            && authorized(shared, auth, peer),
+        credentials: auth
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().strip_prefix("digest "))
+            .map(|c| c.trim().to_string()),
+    };
+    let query = query_pairs(request.uri().query());
+    console::respond(
+        shared,
+        request.method(),
+        request.uri().path(),
+        &query,
+        &viewer,
+    )
+    .await
 }
 
 /// `/ready`: 200 while serving, 503 otherwise, with the role and whether there is a leader.

@@ -1,0 +1,307 @@
+// The zooraft console. Every element is built with el() and filled with textContent:
+// node names, data and labels are whatever clients wrote, so nothing here ever parses
+// server text as HTML.
+"use strict";
+
+const state = { credentials: null, timer: null, page: null };
+
+function el(tag, attrs, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === "onclick") e.addEventListener("click", v);
+    else if (k === "className") e.className = v;
+    else e.setAttribute(k, String(v));
+  }
+  for (const c of children) {
+    if (c === null || c === undefined) continue;
+    e.appendChild(typeof c === "object" ? c : document.createTextNode(String(c)));
+  }
+  return e;
+}
+
+function table(headers, rows, attrs) {
+  const head = el("tr", {}, ...headers.map((h) => el("th", {}, h)));
+  const body = rows.map((r) => {
+    const cells = r.cells || r;
+    return el("tr", r.attrs || {}, ...cells.map((c) =>
+      (c && c.nodeType) ? el("td", {}, c) : el("td", typeof c === "number" ? { className: "num" } : {}, c === null || c === undefined ? "" : c)));
+  });
+  return el("table", attrs || {}, el("thead", {}, head), el("tbody", {}, ...body));
+}
+
+function notice(text, isError) {
+  const n = document.getElementById("notice");
+  n.textContent = text || "";
+  n.className = isError ? "error" : "";
+}
+
+async function api(path, method) {
+  const headers = {};
+  if (state.credentials) headers["Authorization"] = "digest " + state.credentials;
+  const r = await fetch("/console/api/" + path, { method: method || "GET", headers, cache: "no-store" });
+  let body = null;
+  try { body = await r.json(); } catch (e) { body = { error: "unreadable answer" }; }
+  if (!r.ok) throw Object.assign(new Error(body && body.error ? body.error : "HTTP " + r.status), { status: r.status });
+  return body;
+}
+
+async function action(name, params) {
+  const q = new URLSearchParams(params || {}).toString();
+  try {
+    const r = await api("action/" + name + (q ? "?" + q : ""), "POST");
+    notice(r.message || "done", false);
+    return true;
+  } catch (e) {
+    notice(name + " refused: " + e.message, true);
+    return false;
+  }
+}
+
+// A two-step button: the first click shows what will happen, the second does it.
+function confirmButton(label, question, run) {
+  const box = el("span", {});
+  const button = el("button", { className: "danger", onclick: () => {
+    box.replaceChildren(el("span", { className: "confirm" }, question + " ",
+      el("button", { className: "confirm-yes", onclick: async () => { box.replaceChildren(button); await run(); refresh(); } }, "Confirm"),
+      " ", el("button", { onclick: () => box.replaceChildren(button) }, "Cancel")));
+  } }, label);
+  box.appendChild(button);
+  return box;
+}
+
+const when = (ms) => (ms ? new Date(ms).toISOString().replace("T", " ").replace("Z", " UTC") : "");
+const ago = (ms) => (ms === null || ms === undefined ? "" : (ms / 1000).toFixed(1) + " s");
+
+// ---------------------------------------------------------------- Ensemble
+
+async function ensemblePage() {
+  const e = await api("ensemble");
+  const me = e.me;
+  const rows = e.members.map((m) => ({
+    attrs: { className: m.mode === "leader" ? "member leader" : "member", "data-member": m.id },
+    cells: [m.id, m.host, m.client, m.learner_type, m.mode || "", m.last_zxid || "", m.lag === null ? "" : m.lag, m.error || "", m.is_me ? "this member" : ""],
+  }));
+  const parts = [el("h2", {}, "Ensemble")];
+  if (e.members.length) {
+    parts.push(table(["id", "host", "client", "type", "role", "last zxid", "lag (txns)", "error", ""], rows, { id: "members" }));
+  } else {
+    parts.push(el("p", {}, "Standalone member."));
+  }
+  parts.push(el("h3", {}, "This member (" + me.id + ")"));
+  const tls = me.tls;
+  parts.push(table(["figure", "value"], [
+    ["role", me.role], ["serving", String(me.serving)], ["Raft term", me.term],
+    ["leader", me.leader], ["last zxid", me.last_zxid], ["commit index", me.commit_index],
+    ["applied index", me.applied_index], ["znodes", me.znodes], ["sessions", me.sessions],
+    ["connections", me.connections], ["watches", me.watches],
+    ["disk free", me.disk_free_bytes + " bytes"], ["disk reserve", me.disk_reserve_bytes + " bytes"],
+    ["disk full", String(me.disk_full)], ["data trusted", String(me.data_trusted)],
+    ["TLS", "quorum " + tls.quorum + ", secure client port " + tls.client_port + ", admin " + tls.admin],
+  ], { id: "me" }));
+  if (state.superUser) {
+    parts.push(el("div", { className: "box" }, el("h3", {}, "Super user"),
+      el("button", { id: "snapshot", onclick: () => action("snapshot") }, "Take a snapshot"), " ",
+      el("button", { id: "request-leadership", onclick: () => action("request_leadership") }, "Make this member the leader"), " ",
+      el("button", { id: "yield-leadership", onclick: () => action("yield_leadership") }, "Leader: hand over")));
+  }
+  return parts;
+}
+
+// ---------------------------------------------------------------- Tree
+
+function hexToBytes(hex) {
+  const b = new Uint8Array(hex.length / 2);
+  for (let i = 0; i < b.length; i++) b[i] = parseInt(hex.substr(i * 2, 2), 16);
+  return b;
+}
+
+function dataView(hex, mode) {
+  if (hex === null || hex === undefined) return el("pre", { id: "data" }, "(null)");
+  const bytes = hexToBytes(hex);
+  let text;
+  if (mode === "hex") {
+    const lines = [];
+    for (let i = 0; i < bytes.length; i += 16) {
+      const row = Array.from(bytes.slice(i, i + 16));
+      lines.push(i.toString(16).padStart(6, "0") + "  " + row.map((x) => x.toString(16).padStart(2, "0")).join(" "));
+    }
+    text = lines.join("\n");
+  } else {
+    text = new TextDecoder("utf-8", { fatal: false }).decode(bytes);
+    if (mode === "json") {
+      try { text = JSON.stringify(JSON.parse(text), null, 2); } catch (e) { text = "(not JSON) " + text; }
+    }
+  }
+  return el("pre", { id: "data" }, text);
+}
+
+function treeLink(path, label) {
+  return el("a", { href: "#tree?path=" + encodeURIComponent(path), className: "path" }, label === undefined ? path : label);
+}
+
+function childPath(parent, name) { return parent === "/" ? "/" + name : parent + "/" + name; }
+
+async function treePage(params) {
+  const path = params.get("path") || "/";
+  const offset = parseInt(params.get("offset") || "0", 10) || 0;
+  const mode = params.get("view") || "text";
+  const n = await api("node?path=" + encodeURIComponent(path) + "&offset=" + offset + "&limit=100");
+  const crumbs = el("div", { className: "crumbs" }, treeLink("/", "/"));
+  let acc = "";
+  for (const part of path.split("/").filter((p) => p)) {
+    acc += "/" + part;
+    crumbs.appendChild(treeLink(acc, part));
+    crumbs.appendChild(document.createTextNode(" / "));
+  }
+  const go = el("input", { id: "path-input", value: path, size: 50 });
+  const search = el("input", { id: "search-input", placeholder: "path prefix", size: 30 });
+  const results = el("div", { id: "search-results" });
+  const nav = el("div", { className: "box" }, "Path ", go, " ",
+    el("button", { id: "go", onclick: () => { location.hash = "tree?path=" + encodeURIComponent(go.value); } }, "Open"),
+    "  Search ", search, " ",
+    el("button", { id: "search", onclick: async () => {
+      const r = await api("search?prefix=" + encodeURIComponent(search.value));
+      results.replaceChildren(el("div", {}, r.paths.length + " found" + (r.complete ? "" : " (stopped early)")),
+        ...r.paths.map((p) => el("div", {}, treeLink(p))));
+    } }, "Find"), results);
+  const viewLink = (m) => el("a", { href: "#tree?path=" + encodeURIComponent(path) + "&view=" + m, className: m === mode ? "active" : "" }, m);
+  const s = n.stat;
+  const z = (x) => x.hex + " (epoch " + x.epoch + ", counter " + x.counter + ")";
+  const stat = table(["field", "value"], [
+    ["czxid", z(s.czxid)], ["mzxid", z(s.mzxid)], ["pzxid", z(s.pzxid)],
+    ["ctime", when(s.ctime)], ["mtime", when(s.mtime)], ["version", s.version],
+    ["cversion", s.cversion], ["aversion", s.aversion], ["ephemeralOwner", s.ephemeralOwner],
+    ["dataLength", s.dataLength], ["numChildren", s.numChildren],
+  ], { id: "stat" });
+  const acl = table(["scheme", "id", "perms"], n.acl.map((a) => [a.scheme, a.id, a.perms]), { id: "acl" });
+  const c = n.children;
+  const page = (o) => "#tree?path=" + encodeURIComponent(path) + "&offset=" + Math.max(0, o);
+  const children = el("div", { id: "children" },
+    el("div", {}, c.total + " children; " + (c.total ? (c.offset + 1) + "–" + (c.offset + c.names.length) : "none") + " ",
+      c.offset > 0 ? el("a", { href: page(c.offset - 100), id: "prev" }, "previous") : null, " ",
+      c.offset + c.names.length < c.total ? el("a", { href: page(c.offset + 100), id: "next" }, "next") : null),
+    el("ul", {}, ...c.names.map((ch) => el("li", { className: "child" }, treeLink(childPath(path, ch.name), ch.name),
+      ch.children ? " (" + ch.children + ")" : ""))));
+  const parts = [el("h2", {}, "Tree"), nav, crumbs, el("h3", { id: "node-path", className: "path" }, n.path)];
+  if (state.superUser && path !== "/") {
+    const owner = s.ephemeralOwner !== "0x0" ? " (ephemeral of session " + s.ephemeralOwner + ")" : "";
+    parts.push(confirmButton("Delete node", "Delete " + path + owner + "?", async () => {
+      if (await action("delete", { path })) location.hash = "tree?path=" + encodeURIComponent(path.replace(/\/[^/]*$/, "") || "/");
+    }));
+  }
+  parts.push(el("div", { className: "row" },
+    el("div", {}, el("h3", {}, "Data ", viewLink("text"), " ", viewLink("json"), " ", viewLink("hex")), dataView(n.data_hex, mode),
+      el("h3", {}, "Children"), children),
+    el("div", {}, el("h3", {}, "Stat"), stat, el("h3", {}, "ACL"), acl,
+      el("h3", {}, "Watches"), el("div", { id: "watches" }, n.watches.count + " watching" + (n.watches.sessions.length ? ": " + n.watches.sessions.join(", ") : "")))));
+  return parts;
+}
+
+// ---------------------------------------------------------------- Sessions
+
+async function sessionsPage() {
+  const r = await api("sessions?limit=1000");
+  const rows = r.sessions.map((s) => ({
+    attrs: { className: "session", "data-session": s.id },
+    cells: [s.id, s.client || (s.connected_here ? "" : "on another member"), s.timeout_ms, s.idle_ms === null ? "" : ago(s.idle_ms) + " ago",
+      s.ephemerals, s.ephemeral_paths.join(" "), s.watches === null ? "" : s.watches,
+      state.superUser ? confirmButton("Close", "Close session " + s.id + " and delete its " + s.ephemerals + " ephemerals?",
+        () => action("close_session", { session: s.id })) : ""],
+  }));
+  return [el("h2", {}, "Sessions (" + r.total + ")"),
+    table(["session", "client", "timeout (ms)", "last answered", "ephemerals", "ephemeral paths", "watches", ""], rows, { id: "sessions" })];
+}
+
+// ---------------------------------------------------------------- Locks
+
+async function locksPage() {
+  const r = await api("locks");
+  const parts = [el("h2", {}, "Locks and elections (" + r.locks.length + ")")];
+  for (const l of r.locks) {
+    const who = (e) => [e.node, e.kind, e.token, e.session, e.client || "", e.label || ""];
+    const holders = l.holders.map((e) => ({
+      attrs: { className: "holder", "data-session": e.session },
+      cells: [...who(e), ago(e.held_ms),
+        state.superUser ? confirmButton("Delete", "Delete " + l.path + "/" + e.node + " held by session " + e.session + "?",
+          () => action("delete", { path: l.path + "/" + e.node })) : ""],
+    }));
+    const waiters = l.waiters.map((e, i) => ({ attrs: { className: "waiter" }, cells: [i + 1, ...who(e), ago(e.waiting_ms)] }));
+    parts.push(el("div", { className: "box lock", "data-path": l.path },
+      el("h3", {}, treeLink(l.path), " — " + l.recipe),
+      table(["holder node", "kind", "token (czxid)", "session", "client", "owner label", "held", ""], holders),
+      waiters.length ? table(["#", "waiting node", "kind", "token", "session", "client", "owner label", "waiting"], waiters) : el("div", {}, "no waiters")));
+  }
+  return parts;
+}
+
+// ---------------------------------------------------------------- frame
+
+const PAGES = {
+  ensemble: { render: ensemblePage, every: 2000 },
+  tree: { render: treePage, every: 0 },
+  sessions: { render: sessionsPage, every: 2000 },
+  locks: { render: locksPage, every: 500 },
+};
+
+function route() {
+  const hash = location.hash.replace(/^#/, "") || "ensemble";
+  const [name, query] = hash.split("?");
+  return { name: PAGES[name] ? name : "ensemble", params: new URLSearchParams(query || "") };
+}
+
+let rendering = false;
+async function refresh() {
+  if (rendering) return;
+  rendering = true;
+  const { name, params } = route();
+  try {
+    const parts = await PAGES[name].render(params);
+    const main = document.getElementById("page");
+    // Keep focus and typed text while a live page redraws.
+    if (!(main.contains(document.activeElement) && document.activeElement.tagName === "INPUT")) {
+      main.replaceChildren(...parts);
+      main.setAttribute("data-page", name);
+      main.setAttribute("data-rendered", String(Date.now()));
+    }
+  } catch (e) {
+    notice(e.message, true);
+  } finally {
+    rendering = false;
+  }
+}
+
+function show() {
+  const { name } = route();
+  for (const p of Object.keys(PAGES)) document.getElementById("nav-" + p).className = p === name ? "active" : "";
+  clearInterval(state.timer);
+  notice("");
+  refresh();
+  if (PAGES[name].every) state.timer = setInterval(refresh, PAGES[name].every);
+}
+
+async function whoami() {
+  try {
+    const r = await api("whoami");
+    state.superUser = r.super_user;
+    document.getElementById("who").textContent = r.super_user ? "super user" : (r.super_configured ? "read-only" : "read-only (no super user configured)");
+    document.getElementById("logout-button").hidden = !r.super_user;
+    return r.super_user;
+  } catch (e) { notice(e.message, true); return false; }
+}
+
+document.getElementById("login").addEventListener("submit", async (ev) => {
+  ev.preventDefault();
+  const pw = document.getElementById("password");
+  state.credentials = "super:" + pw.value;
+  pw.value = "";
+  if (!(await whoami())) { state.credentials = null; notice("sign-in refused", true); } else notice("signed in as super user");
+  show();
+});
+document.getElementById("logout-button").addEventListener("click", async () => {
+  state.credentials = null;
+  await whoami();
+  show();
+});
+window.addEventListener("hashchange", show);
+whoami().then(show);
