@@ -3,7 +3,7 @@
 // server text as HTML.
 "use strict";
 
-const state = { credentials: null, timer: null, page: null };
+const state = { credentials: null, timer: null, superUser: false, confirming: false };
 
 function el(tag, attrs, ...children) {
   const e = document.createElement(tag);
@@ -60,11 +60,14 @@ async function action(name, params) {
 
 // A two-step button: the first click shows what will happen, the second does it.
 function confirmButton(label, question, run) {
+  // A live page holds still while a question is open.
   const box = el("span", {});
+  const close = () => { state.confirming = false; box.replaceChildren(button); };
   const button = el("button", { className: "danger", onclick: () => {
+    state.confirming = true;
     box.replaceChildren(el("span", { className: "confirm" }, question + " ",
-      el("button", { className: "confirm-yes", onclick: async () => { box.replaceChildren(button); await run(); refresh(); } }, "Confirm"),
-      " ", el("button", { onclick: () => box.replaceChildren(button) }, "Cancel")));
+      el("button", { className: "confirm-yes", onclick: async () => { close(); await run(); refresh(); } }, "Confirm"),
+      " ", el("button", { className: "confirm-no", onclick: close }, "Cancel")));
   } }, label);
   box.appendChild(button);
   return box;
@@ -259,7 +262,8 @@ async function refresh() {
     const parts = await PAGES[name].render(params);
     const main = document.getElementById("page");
     // Keep focus and typed text while a live page redraws.
-    if (!(main.contains(document.activeElement) && document.activeElement.tagName === "INPUT")) {
+    const typing = main.contains(document.activeElement) && document.activeElement.tagName === "INPUT";
+    if (!typing && !state.confirming) {
       main.replaceChildren(...parts);
       main.setAttribute("data-page", name);
       main.setAttribute("data-rendered", String(Date.now()));
@@ -275,6 +279,7 @@ function show() {
   const { name } = route();
   for (const p of Object.keys(PAGES)) document.getElementById("nav-" + p).className = p === name ? "active" : "";
   clearInterval(state.timer);
+  state.confirming = false;
   notice("");
   refresh();
   if (PAGES[name].every) state.timer = setInterval(refresh, PAGES[name].every);
