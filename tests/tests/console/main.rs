@@ -11,6 +11,7 @@
 //! stays undefined). The super user's actions are refused without the password and work
 //! with it. Screenshots of each page go to `<target dir>/console-screenshots/`.
 
+mod scale;
 mod webdriver;
 
 use std::io::{BufRead, BufReader, Write};
@@ -68,12 +69,13 @@ impl Holder {
     /// The next line that starts with `prefix`.
     fn expect(&self, prefix: &str) -> String {
         let deadline = Instant::now() + WAIT;
+        let mut seen = Vec::new();
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             match self.lines.recv_timeout(left) {
                 Ok(l) if l.starts_with(prefix) => return l,
-                Ok(_) => continue,
-                Err(e) => panic!("{}: no {prefix} line: {e}", self.name),
+                Ok(l) => seen.push(l),
+                Err(e) => panic!("{}: no {prefix} line ({e}); it said {seen:?}", self.name),
             }
         }
     }
@@ -443,7 +445,20 @@ fn the_console_shows_the_ensemble_in_a_browser() {
         "return document.getElementById('notice').textContent.startsWith('snapshot of') ? true : null;",
     );
 
-    // A killed leader's successor shows up.
+    // Metrics: a chart per figure group, drawn from at least one sample.
+    browser.open_fresh(&format!("{base}#metrics"));
+    timings.push(("metrics", render_time(&browser)));
+    let charts = wait_for(
+        &browser,
+        "the charts",
+        "const c = document.querySelectorAll('#charts svg.chart');
+         return c.length ? c.length : null;",
+    );
+    assert_eq!(charts, 7);
+    save(&browser, "metrics");
+    browser.open(&format!("{base}#ensemble"));
+
+    // A killed leader's successor shows up, and the change is on the timeline.
     ensemble.member_mut(leader).kill();
     let new_leader = wait_for(
         &browser,
@@ -455,6 +470,16 @@ fn the_console_shows_the_ensemble_in_a_browser() {
         ),
     );
     eprintln!("leader {leader_id} killed; the console shows {new_leader}");
+    let new_leader = new_leader.as_str().unwrap_or_default().to_string();
+    wait_for(
+        &browser,
+        "the leader change on the timeline",
+        &format!(
+            "const rows = Array.from(document.querySelectorAll('#timeline tr.event.leader'));
+             return rows.some(r => r.textContent.includes('leader {new_leader} ')
+                                   && r.textContent.includes('was {leader_id}')) ? true : null;"
+        ),
+    );
     save(&browser, "ensemble-after-leader-kill");
     eprintln!("page render times (ms from navigation): {timings:?}");
     drop(browser);

@@ -77,9 +77,10 @@ pub async fn serve(
     mode: http::Mode,
     shutdown: watch::Receiver<bool>,
 ) {
+    let history = console::start_history(shared.clone(), shutdown.clone());
     let handler: http::Handler = Arc::new(move |request, peer| {
-        let shared = shared.clone();
-        Box::pin(async move { respond(&shared, request, peer).await })
+        let (shared, history) = (shared.clone(), history.clone());
+        Box::pin(async move { respond(&shared, &history, request, peer).await })
     });
     http::serve("admin", listener, mode, handler, shutdown).await;
 }
@@ -148,7 +149,12 @@ fn authorized(shared: &Shared, auth: Option<&HeaderValue>, peer: SocketAddr) -> 
     .is_ok_and(|ids| ids.contains(&acl::super_id()))
 }
 
-async fn respond(shared: &Shared, request: Request<Incoming>, peer: SocketAddr) -> Response<Body> {
+async fn respond(
+    shared: &Shared,
+    history: &console::History,
+    request: Request<Incoming>,
+    peer: SocketAddr,
+) -> Response<Body> {
     let method = request.method().clone();
     if method != Method::GET && method != Method::HEAD && method != Method::POST {
         return text(StatusCode::METHOD_NOT_ALLOWED, "GET, HEAD or POST\n");
@@ -158,7 +164,7 @@ async fn respond(shared: &Shared, request: Request<Incoming>, peer: SocketAddr) 
         return ready(shared);
     }
     if path == console::PREFIX || path.starts_with("/console/") {
-        return console_answer(shared, &request, peer).await;
+        return console_answer(shared, history, &request, peer).await;
     }
     let base = shared.replica.config().admin.command_url.as_str();
     let Some(rest) = path.strip_prefix(base) else {
@@ -205,6 +211,7 @@ async fn respond(shared: &Shared, request: Request<Incoming>, peer: SocketAddr) 
 /// credentials (never anyone when no super digest is set, unlike the commands above).
 async fn console_answer(
     shared: &Shared,
+    history: &console::History,
     request: &Request<Incoming>,
     peer: SocketAddr,
 ) -> Response<Body> {
@@ -228,6 +235,7 @@ async fn console_answer(
     let query = query_pairs(request.uri().query());
     console::respond(
         shared,
+        history,
         request.method(),
         request.uri().path(),
         &query,

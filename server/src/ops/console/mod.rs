@@ -1,8 +1,9 @@
 //! The browser console, served by each member on the AdminServer's port under `/console/`.
 //!
 //! One small page ([`ASSETS`]: HTML, JS and CSS compiled into the binary, nothing fetched
-//! from elsewhere) reads JSON under `/console/api/`: the ensemble ([`ensemble`]), the tree
-//! ([`tree`]), the sessions ([`sessions`]) and the locks ([`locks`]). The page builds every
+//! from elsewhere) reads JSON under `/console/api/`: the ensemble ([`ensemble`]) with its
+//! leader and membership changes, the tree ([`tree`]), the sessions ([`sessions`]), the locks
+//! ([`locks`]) and the last hour's figures ([`history`]). The page builds every
 //! element with `textContent`, never `innerHTML`, because node names, data and labels are
 //! whatever clients wrote; the answers also forbid inline script by their
 //! Content-Security-Policy, so a payload that slipped through would still not run.
@@ -16,15 +17,18 @@
 
 mod actions;
 mod ensemble;
+mod history;
 mod locks;
 mod sessions;
 mod tree;
 
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use hyper::header::HeaderValue;
 use hyper::{Method, Response, StatusCode};
 use serde_json::{json, Value};
+use tokio::sync::watch;
 
 use super::http::{self, Body};
 use crate::net::Shared;
@@ -55,6 +59,15 @@ const ASSETS: [(&str, &str, &str); 3] = [
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
                    connect-src 'self'; img-src 'self' data:; base-uri 'none'; \
                    frame-ancestors 'none'; form-action 'none'";
+
+pub use history::History;
+
+/// Starts keeping the last hour's samples and changes ([`history`]) until shutdown.
+pub fn start_history(shared: Arc<Shared>, shutdown: watch::Receiver<bool>) -> Arc<History> {
+    let history = Arc::new(History::default());
+    tokio::spawn(history::run(shared, history.clone(), shutdown));
+    history
+}
 
 /// Who is asking: whether they proved to be the super user, and the credentials they sent.
 pub struct Viewer {
@@ -106,6 +119,7 @@ fn number(query: &[(String, String)], key: &str, default: usize) -> usize {
 /// Answers a request under [`PREFIX`] (`path` is the whole request path).
 pub async fn respond(
     shared: &Shared,
+    history: &History,
     method: &Method,
     path: &str,
     query: &[(String, String)],
@@ -116,7 +130,7 @@ pub async fn respond(
         .unwrap_or("")
         .trim_start_matches('/');
     if let Some(api) = rest.strip_prefix("api/") {
-        return api_answer(shared, method, api, query, viewer).await;
+        return api_answer(shared, history, method, api, query, viewer).await;
     }
     if *method == Method::POST {
         return error(StatusCode::METHOD_NOT_ALLOWED, "GET or HEAD");
@@ -129,6 +143,7 @@ pub async fn respond(
 
 async fn api_answer(
     shared: &Shared,
+    history: &History,
     method: &Method,
     api: &str,
     query: &[(String, String)],
@@ -151,7 +166,12 @@ async fn api_answer(
                 "super_configured": shared.replica.config().super_digest.is_some(),
             }),
         ),
-        "ensemble" => json_answer(StatusCode::OK, &ensemble::report(shared).await),
+        "ensemble" => {
+            let mut report = ensemble::report(shared).await;
+            report["timeline"] = history.events();
+            json_answer(StatusCode::OK, &report)
+        }
+        "metrics" => json_answer(StatusCode::OK, &history.samples()),
         "node" => {
             let path = param(query, "path").unwrap_or("/");
             if crate::state::path::validate(path).is_err() {
