@@ -476,8 +476,10 @@ fn the_console_shows_the_ensemble_in_a_browser() {
         "the leader change on the timeline",
         &format!(
             "const rows = Array.from(document.querySelectorAll('#timeline tr.event.leader'));
-             return rows.some(r => r.textContent.includes('leader {new_leader} ')
-                                   && r.textContent.includes('was {leader_id}')) ? true : null;"
+             // The old leader's end (to none, or straight to the new one) and the new one's
+             // start: whether the member saw the leaderless moment depends on timing.
+             return rows.some(r => r.textContent.includes('was {leader_id}'))
+                 && rows.some(r => r.textContent.includes('leader {new_leader} ')) ? true : null;"
         ),
     );
     save(&browser, "ensemble-after-leader-kill");

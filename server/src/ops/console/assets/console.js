@@ -160,11 +160,11 @@ async function treePage(params) {
   const n = await api("node?path=" + encodeURIComponent(path) + "&offset=" + offset + "&limit=100");
   const crumbs = el("div", { className: "crumbs" }, treeLink("/", "/"));
   let acc = "";
-  for (const part of path.split("/").filter((p) => p)) {
+  path.split("/").filter((p) => p).forEach((part, i) => {
     acc += "/" + part;
+    if (i > 0) crumbs.appendChild(document.createTextNode(" / "));
     crumbs.appendChild(treeLink(acc, part));
-    crumbs.appendChild(document.createTextNode(" / "));
-  }
+  });
   const go = el("input", { id: "path-input", value: path, size: 50 });
   const search = el("input", { id: "search-input", placeholder: "path prefix", size: 30 });
   const results = el("div", { id: "search-results" });
@@ -294,7 +294,7 @@ async function metricsPage() {
       chart("Throughput", s, ["requests_per_s", "responses_per_s", "commits_per_s"], "/s"),
       chart("Read latency", s, ["readlatency_avg", "readlatency_p50", "readlatency_p99"], "ms"),
       chart("Write latency", s, ["updatelatency_avg", "updatelatency_p50", "updatelatency_p99"], "ms"),
-      chart("fsync time", s, ["fsynctime_avg", "fsynctime_p50", "fsynctime_p99"], "ms"),
+      chart("fsync time", s, ["fsynctime_avg"], "ms"),
       chart("Connections and sessions", s, ["connections", "sessions", "outstanding"], ""),
       chart("Watches", s, ["watches"], ""),
       chart("Znodes", s, ["znodes"], ""))];
