@@ -445,6 +445,47 @@ fn the_console_shows_the_ensemble_in_a_browser() {
         "return document.getElementById('notice').textContent.startsWith('snapshot of') ? true : null;",
     );
 
+    // The leadership handed to the member that is neither the leader nor the one viewed.
+    let third = (0..3)
+        .find(|i| *i != leader && *i != view)
+        .expect("a third member");
+    let third_id = api(admin[third], "ensemble")["me"]["id"].clone();
+    let row = format!("#members tr[data-member=\"{third_id}\"]");
+    let question = wait_for(
+        &browser,
+        "the make-leader button",
+        &format!(
+            "const b = document.querySelector('{row} button.danger'); if (!b) return null;
+             b.click(); const c = document.querySelector('{row} .confirm');
+             return c ? c.textContent : null;"
+        ),
+    );
+    assert!(question
+        .as_str()
+        .unwrap_or("")
+        .contains(&format!("server {third_id}?")));
+    browser.run(
+        &format!("document.querySelector('{row} .confirm-yes').click();"),
+        vec![],
+    );
+    let asked = Instant::now();
+    eventually("the chosen member leads", WAIT, || {
+        (role(third) == "leader").then_some(())
+    });
+    eventually("the chosen leader shown", WAIT, || {
+        let v = browser.run(
+            "const lead = document.querySelector('#members tr.leader');
+             return lead ? lead.getAttribute('data-member') : null;",
+            vec![],
+        );
+        (v.as_str() == Some(third_id.to_string().as_str())).then_some(())
+    });
+    eprintln!(
+        "leadership handed from {leader_id} to {third_id}, shown after {:?}",
+        asked.elapsed()
+    );
+    let (leader, leader_id) = (third, third_id);
+
     // Metrics: a chart per figure group, drawn from at least one sample.
     browser.open_fresh(&format!("{base}#metrics"));
     timings.push(("metrics", render_time(&browser)));

@@ -1,6 +1,7 @@
 //! The Ensemble page: this member's own figures in full, and each member of the committed
-//! membership as it answers `srvr` on its client port (role and last zxid), so the page
-//! shows every member's role and its lag behind the leader from any one member's console.
+//! membership as it answers `mntr` on its client port (role, last zxid, Raft term, serving,
+//! disk; `srvr`'s role and zxid where `mntr` is not in its four-letter-word whitelist), so
+//! the page shows every member and its lag behind the leader from any one member's console.
 //!
 //! The probes run concurrently, each bounded by [`PROBE_TIMEOUT`]: a dead member costs the
 //! page that long once, and shows as not answering.
@@ -14,16 +15,24 @@ use super::super::view::View;
 use crate::net::Shared;
 use crate::state::reconfig;
 
-/// How long a member has to answer `srvr`.
+/// How long a member has to answer.
 const PROBE_TIMEOUT: Duration = Duration::from_millis(800);
-/// The most of a `srvr` answer read.
+/// The most of an answer read.
 const PROBE_MAX: usize = 16 * 1024;
 
-/// What `srvr` says: the mode and the zxid.
+/// What a member says of itself.
 #[derive(Debug, Default, PartialEq)]
 pub struct Probe {
     pub mode: Option<String>,
     pub zxid: Option<i64>,
+    pub term: Option<u64>,
+    pub serving: Option<bool>,
+    pub disk_full: Option<bool>,
+    pub disk_free_bytes: Option<u64>,
+}
+
+fn hex_zxid(z: &str) -> Option<i64> {
+    i64::from_str_radix(z.trim().trim_start_matches("0x"), 16).ok()
 }
 
 /// Reads `Mode:` and `Zxid:` out of a `srvr` answer.
@@ -33,30 +42,59 @@ pub fn parse_srvr(text: &str) -> Probe {
         if let Some(m) = line.strip_prefix("Mode:") {
             p.mode = Some(m.trim().to_string());
         } else if let Some(z) = line.strip_prefix("Zxid:") {
-            let z = z.trim().trim_start_matches("0x");
-            p.zxid = i64::from_str_radix(z, 16).ok();
+            p.zxid = hex_zxid(z);
         }
     }
     p
 }
 
-/// Asks `host:port` for `srvr`.
+/// Reads the figures the page shows out of a `mntr` answer (`None` when it is not one).
+pub fn parse_mntr(text: &str) -> Option<Probe> {
+    let mut p = Probe::default();
+    for line in text.lines() {
+        let Some((key, value)) = line.split_once('\t') else {
+            continue;
+        };
+        let value = value.trim();
+        match key {
+            "zk_server_state" => p.mode = Some(value.to_string()),
+            "zk_last_zxid" => p.zxid = hex_zxid(value),
+            "zk_raft_term" => p.term = value.parse().ok(),
+            "zk_serving" => p.serving = Some(value == "1"),
+            "zk_disk_full" => p.disk_full = Some(value == "1"),
+            "zk_disk_free_bytes" => p.disk_free_bytes = value.parse().ok(),
+            _ => {}
+        }
+    }
+    p.mode.is_some().then_some(p)
+}
+
+/// Sends a four-letter word to `host:port` and reads the whole answer.
+async fn ask_word(host: &str, port: u16, word: &[u8]) -> Result<String, String> {
+    let mut s = tokio::net::TcpStream::connect((host, port))
+        .await
+        .map_err(|e| e.to_string())?;
+    s.write_all(word).await.map_err(|e| e.to_string())?;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let n = s.read(&mut chunk).await.map_err(|e| e.to_string())?;
+        if n == 0 || buf.len() + n > PROBE_MAX {
+            break;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    Ok(String::from_utf8_lossy(&buf).into_owned())
+}
+
+/// Asks `host:port` for `mntr`, or `srvr` when `mntr` is not allowed there.
 async fn probe(host: String, port: u16) -> Result<Probe, String> {
     let ask = async {
-        let mut s = tokio::net::TcpStream::connect((host.as_str(), port))
-            .await
-            .map_err(|e| e.to_string())?;
-        s.write_all(b"srvr").await.map_err(|e| e.to_string())?;
-        let mut buf = Vec::new();
-        let mut chunk = [0u8; 4096];
-        loop {
-            let n = s.read(&mut chunk).await.map_err(|e| e.to_string())?;
-            if n == 0 || buf.len() + n > PROBE_MAX {
-                break;
-            }
-            buf.extend_from_slice(&chunk[..n]);
+        let mntr = ask_word(&host, port, b"mntr").await?;
+        match parse_mntr(&mntr) {
+            Some(p) => Ok(p),
+            None => Ok(parse_srvr(&ask_word(&host, port, b"srvr").await?)),
         }
-        Ok(parse_srvr(&String::from_utf8_lossy(&buf)))
     };
     tokio::time::timeout(PROBE_TIMEOUT, ask)
         .await
@@ -139,10 +177,11 @@ pub async fn report(shared: &Shared) -> Value {
         .iter()
         .zip(answers)
         .map(|(s, a)| {
-            let (mode, zxid, error) = match a {
-                Ok(p) => (p.mode, p.zxid, None),
-                Err(e) => (None, None, Some(e)),
+            let (p, error) = match a {
+                Ok(p) => (p, None),
+                Err(e) => (Probe::default(), Some(e)),
             };
+            let zxid = p.zxid;
             let lag = match (leader_zxid, zxid) {
                 (Some(l), Some(z)) if l >> 32 == z >> 32 => Some((l - z).max(0)),
                 _ => None,
@@ -153,8 +192,12 @@ pub async fn report(shared: &Shared) -> Value {
                 "quorum_port": s.quorum_port,
                 "client": client_target(s).map(|(h, p)| format!("{h}:{p}")),
                 "learner_type": if s.observer { "observer" } else { "participant" },
-                "mode": mode,
+                "mode": p.mode,
                 "last_zxid": zxid.map(|z| format!("0x{z:x}")),
+                "term": p.term,
+                "serving": p.serving,
+                "disk_full": p.disk_full,
+                "disk_free_bytes": p.disk_free_bytes,
                 "lag": lag,
                 "error": error,
                 "is_me": s.id == config.my_id,
@@ -192,5 +235,16 @@ mod tests {
         assert_eq!(p.mode.as_deref(), Some("leader"));
         assert_eq!(p.zxid, Some(0x2_0000_000a));
         assert_eq!(parse_srvr("srvr is not executed\n"), Probe::default());
+        let mntr = "zk_version\t3.8.4\nzk_server_state\tfollower\nzk_last_zxid\t0x300003fa1\n\
+                    zk_raft_term\t4\nzk_serving\t1\nzk_disk_full\t0\nzk_disk_free_bytes\t81\n";
+        let p = parse_mntr(mntr).expect("an mntr answer");
+        assert_eq!(p.mode.as_deref(), Some("follower"));
+        assert_eq!(p.zxid, Some(0x3_0000_3fa1));
+        assert_eq!(
+            (p.term, p.serving, p.disk_full),
+            (Some(4), Some(true), Some(false))
+        );
+        assert_eq!(p.disk_free_bytes, Some(81));
+        assert!(parse_mntr("mntr is not executed because it is not in the whitelist.\n").is_none());
     }
 }

@@ -284,12 +284,15 @@ async fn act(
                 "this member is not serving",
             ),
         },
-        "yield_leadership" | "request_leadership" => {
+        "yield_leadership" | "request_leadership" | "transfer" => {
             use crate::raft::{ask_transfer, Asked, Transfer};
-            let what = if action == "yield_leadership" {
-                Transfer::Yield
-            } else {
-                Transfer::Request
+            let what = match action {
+                "yield_leadership" => Transfer::Yield,
+                "request_leadership" => Transfer::Request,
+                _ => match param(query, "to").and_then(|v| v.parse().ok()) {
+                    Some(id) => Transfer::To(id),
+                    None => return error(StatusCode::BAD_REQUEST, "to=<server id> is required"),
+                },
             };
             match ask_transfer(&shared.replica, what) {
                 Asked::Started(t) => done(t.trim().to_string()),

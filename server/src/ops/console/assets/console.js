@@ -83,11 +83,18 @@ async function ensemblePage() {
   const me = e.me;
   const rows = e.members.map((m) => ({
     attrs: { className: m.mode === "leader" ? "member leader" : "member", "data-member": m.id },
-    cells: [m.id, m.host, m.client, m.learner_type, m.mode || "", m.last_zxid || "", m.lag === null ? "" : m.lag, m.error || "", m.is_me ? "this member" : ""],
+    cells: [m.id, m.host, m.client, m.learner_type, m.mode || "", m.term === null ? "" : m.term,
+      m.serving === null ? "" : (m.serving ? "yes" : "no"), m.last_zxid || "", m.lag === null ? "" : m.lag,
+      m.disk_free_bytes === null ? "" : (m.disk_free_bytes / 1073741824).toFixed(1) + " GiB" + (m.disk_full ? " (full)" : ""),
+      m.error || "",
+      m.is_me ? "this member" : "",
+      state.superUser && m.learner_type === "participant" && m.mode && m.mode !== "leader"
+        ? confirmButton("Make leader", "Hand the leadership to server " + m.id + "?", () => action("transfer", { to: m.id }))
+        : ""],
   }));
   const parts = [el("h2", {}, "Ensemble")];
   if (e.members.length) {
-    parts.push(table(["id", "host", "client", "type", "role", "last zxid", "lag (txns)", "error", ""], rows, { id: "members" }));
+    parts.push(table(["id", "host", "client", "type", "role", "term", "serving", "last zxid", "lag (txns)", "disk free", "error", "", ""], rows, { id: "members" }));
   } else {
     parts.push(el("p", {}, "Standalone member."));
   }
