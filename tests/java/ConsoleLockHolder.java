@@ -2,8 +2,8 @@
 //
 // Usage: ConsoleLockHolder <connect> <lock path> <latch path>
 //
-// Acquires an InterProcessMutex on <lock path> and starts a LeaderLatch on <latch path>,
-// then prints "HELD 0x<session id>". Each "release" line on stdin releases the mutex (and
+// Acquires an InterProcessMutex on <lock path>, one lease of an InterProcessSemaphoreV2 (two
+// leases) on <lock path>-sem, and starts a LeaderLatch on <latch path>, then prints "HELD 0x<session id>". Each "release" line on stdin releases the mutex (and
 // prints "RELEASED"); end of input closes the client and exits.
 
 import java.io.BufferedReader;
@@ -13,6 +13,8 @@ import java.util.concurrent.TimeUnit;
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.recipes.leader.LeaderLatch;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
+import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
+import org.apache.curator.framework.recipes.locks.Lease;
 
 public class ConsoleLockHolder {
     public static void main(String[] args) throws Exception {
@@ -24,6 +26,12 @@ public class ConsoleLockHolder {
         InterProcessMutex mutex = new InterProcessMutex(client, args[1]);
         if (!mutex.acquire(60, TimeUnit.SECONDS)) {
             System.err.println("ConsoleLockHolder: lock not acquired within 60 s");
+            System.exit(1);
+        }
+        InterProcessSemaphoreV2 semaphore = new InterProcessSemaphoreV2(client, args[1] + "-sem", 2);
+        Lease lease = semaphore.acquire(60, TimeUnit.SECONDS);
+        if (lease == null) {
+            System.err.println("ConsoleLockHolder: no lease within 60 s");
             System.exit(1);
         }
         LeaderLatch latch = new LeaderLatch(client, args[2], "curator-latch");
@@ -47,6 +55,7 @@ public class ConsoleLockHolder {
             }
         }
         latch.close();
+        semaphore.returnLease(lease);
         client.close();
     }
 }

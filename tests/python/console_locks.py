@@ -2,7 +2,8 @@
 
     console_locks.py <hosts> <lock path> <payload parent>
 
-Two kazoo clients contend for one Lock: "kazoo-a" holds it, "kazoo-b" waits behind it. A
+Two kazoo clients contend for one Lock: "kazoo-a" holds it, "kazoo-b" waits behind it;
+kazoo-a also holds a lease of a Semaphore at <lock path>-sem ("kazoo-sem"). A
 node whose name and data are HTML/script payloads is created under <payload parent>. Prints
 "READY 0x<session a> 0x<session b>"; a "release" line on stdin makes kazoo-a release (and
 prints "RELEASED"), after which kazoo-b holds the lock ("B-HELD"). End of input stops both.
@@ -31,6 +32,9 @@ def main():
     lock_a = a.Lock(path, "kazoo-a")
     if not lock_a.acquire(timeout=30):
         sys.exit("kazoo-a did not get the lock")
+    semaphore = a.Semaphore(path + "-sem", "kazoo-sem", max_leases=2)
+    if not semaphore.acquire(timeout=30):
+        sys.exit("kazoo-a did not get a lease")
     lock_b = b.Lock(path, "kazoo-b")
     got_b = threading.Event()
 

@@ -1,8 +1,8 @@
 //! The browser console (`/console/` on the admin port) in a real browser: headless Chromium
 //! (Debian's `/usr/bin/chromium`, driven through `/usr/bin/chromedriver`, [`webdriver`])
-//! against a 3-member zooraft ensemble whose locks are held by Curator (a mutex and a leader
-//! latch, `tests/java/ConsoleLockHolder.java`), kazoo (a lock with a waiter,
-//! `tests/python/console_locks.py`) and the recipes crate (`lock-contender hold`).
+//! against a 3-member zooraft ensemble whose locks are held by Curator (a mutex, a semaphore
+//! lease and a leader latch, `tests/java/ConsoleLockHolder.java`), kazoo (a lock with a
+//! waiter and a semaphore lease, `tests/python/console_locks.py`) and the recipes crate (`lock-contender hold`).
 //!
 //! Each page must render what the ensemble holds: the three members and the leader, the
 //! nodes, the sessions, each lock's holder and queue. A lock handed over shows its new
@@ -316,6 +316,23 @@ fn the_console_shows_the_ensemble_in_a_browser() {
         .as_str()
         .unwrap_or("")
         .contains("leader latch"));
+    let sem = wait_for(
+        &browser,
+        "Curator's semaphore",
+        &holders_of("/console/curator-lock-sem/leases"),
+    );
+    assert_eq!(sem["holders"], json!([curator_session]));
+    assert!(sem["text"]
+        .as_str()
+        .unwrap_or("")
+        .contains("semaphore leases"));
+    let sem = wait_for(
+        &browser,
+        "kazoo's semaphore",
+        &holders_of("/console/kazoo-lock-sem"),
+    );
+    assert_eq!(sem["holders"], json!([kazoo_a]));
+    assert!(sem["text"].as_str().unwrap_or("").contains("kazoo-sem"));
     let rs = wait_for(
         &browser,
         "the recipes crate's lock",

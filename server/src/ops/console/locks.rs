@@ -114,7 +114,8 @@ pub fn directory(tree: &DataTree, dir: &str) -> Vec<Entry> {
     let Some(node) = tree.get(dir) else {
         return Vec::new();
     };
-    let leases_dir = dir.ends_with("/leases");
+    // kazoo's semaphore: leases named by a uuid's 32 hex digits beside `<dir>-__lock__`.
+    let kazoo_semaphore = tree.get(&format!("{dir}-__lock__")).is_some();
     let mut out = Vec::new();
     for name in node.children() {
         let path = if dir == "/" {
@@ -126,8 +127,9 @@ pub fn directory(tree: &DataTree, dir: &str) -> Vec<Entry> {
             continue;
         };
         let parsed = parse(name).or_else(|| {
-            // kazoo's semaphore names its leases after the holder's identifier.
-            (leases_dir && child.kind().client_owner() != 0).then_some((Kind::Lease, 0))
+            let uuid = name.len() == 32 && name.bytes().all(|b| b.is_ascii_hexdigit());
+            (kazoo_semaphore && uuid && child.kind().client_owner() != 0)
+                .then_some((Kind::Lease, 0))
         });
         let Some((kind, seq)) = parsed else {
             continue;
