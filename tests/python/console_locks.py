@@ -3,7 +3,8 @@
     console_locks.py <hosts> <lock path> <payload parent>
 
 Two kazoo clients contend for one Lock: "kazoo-a" holds it, "kazoo-b" waits behind it;
-kazoo-a also holds a lease of a Semaphore at <lock path>-sem ("kazoo-sem"). A
+kazoo-a also holds a lease of a Semaphore at <lock path>-sem ("kazoo-sem"), and has added
+the digest identity console-user. A
 node whose name and data are HTML/script payloads is created under <payload parent>. Prints
 "READY 0x<session a> 0x<session b>"; a "release" line on stdin makes kazoo-a release (and
 prints "RELEASED"), after which kazoo-b holds the lock ("B-HELD"). End of input stops both.
@@ -27,6 +28,7 @@ def client(hosts):
 def main():
     hosts, path, payload = sys.argv[1], sys.argv[2], sys.argv[3]
     a, b = client(hosts), client(hosts)
+    a.add_auth("digest", "console-user:console-password")
     a.ensure_path(payload)
     a.create(payload + "/" + NAME, DATA)
     lock_a = a.Lock(path, "kazoo-a")

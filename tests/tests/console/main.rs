@@ -219,7 +219,12 @@ fn the_console_shows_the_ensemble_in_a_browser() {
     let mut kazoo_cmd = Command::new("python3");
     kazoo_cmd
         .arg(suite_dir().join("python/console_locks.py"))
-        .args([&connect, "/console/kazoo-lock", "/console/payload"]);
+        // Connected to the member the browser views, so its page knows their addresses.
+        .args([
+            &ensemble.member(view).connect_string(),
+            "/console/kazoo-lock",
+            "/console/payload",
+        ]);
     let mut kazoo = Holder::start("kazoo", kazoo_cmd);
     let ready = kazoo.expect("READY ");
     let ids: Vec<&str> = ready.split_whitespace().skip(1).collect();
@@ -291,6 +296,27 @@ fn the_console_shows_the_ensemble_in_a_browser() {
         );
         wait_for(&browser, &format!("session {s} listed"), &script);
     }
+    let row = browser.run(
+        &format!(
+            "const r = document.querySelector('tr.session[data-session=\"{kazoo_a}\"]');
+             return Array.from(r.cells).map(c => c.textContent);"
+        ),
+        vec![],
+    );
+    let cells: Vec<&str> = row
+        .as_array()
+        .expect("the session's cells")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        cells[1].starts_with("127.0.0.1:"),
+        "client address: {cells:?}"
+    );
+    assert!(
+        cells[7].contains("ip:127.0.0.1") && cells[7].contains("digest:console-user:"),
+        "auth ids: {cells:?}"
+    );
     save(&browser, "sessions");
 
     // Locks: each library's lock with its holder; the latch's leader.

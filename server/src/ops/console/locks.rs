@@ -4,7 +4,8 @@
 //! Both libraries build their recipes from ephemeral sequential nodes under a directory, so
 //! the candidates are the parents of ephemeral nodes: the tree indexes ephemerals by session,
 //! and walking that index costs the number of ephemerals, not the size of the tree. That is
-//! what lets the page re-ask every half second while a lock changes hands.
+//! what lets the page ask again as soon as anything changed (a long poll on the last zxid,
+//! `mod.rs`), so a lock handed over shows its new holder at once.
 //!
 //! A child's name says its recipe (the markers below); the holder is the lowest sequence
 //! number (for read locks: every reader ahead of the first writer), the fencing token its

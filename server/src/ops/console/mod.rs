@@ -69,6 +69,11 @@ pub fn start_history(shared: Arc<Shared>, shutdown: watch::Receiver<bool>) -> Ar
     history
 }
 
+/// How long the Locks page's request waits for a change at most (the hold and wait times
+/// it shows are then at most this old), and how often it looks.
+const LONG_POLL: std::time::Duration = std::time::Duration::from_secs(2);
+const LONG_POLL_CHECK: std::time::Duration = std::time::Duration::from_millis(20);
+
 /// Who is asking: whether they proved to be the super user, and the credentials they sent.
 pub struct Viewer {
     pub super_user: bool,
@@ -197,12 +202,22 @@ async fn api_answer(
             json_answer(StatusCode::OK, &sessions::report(shared, offset, limit))
         }
         "locks" => {
+            // Long poll: with `after=<zxid>`, answer once the state moved past it.
+            if let Some(after) = param(query, "after").and_then(|v| v.parse::<i64>().ok()) {
+                let deadline = tokio::time::Instant::now() + LONG_POLL;
+                while shared.replica.last_zxid() == after && tokio::time::Instant::now() < deadline
+                {
+                    tokio::time::sleep(LONG_POLL_CHECK).await;
+                }
+            }
+            let zxid = shared.replica.last_zxid();
             let addresses = sessions::addresses(shared);
-            let state = shared.replica.state.read();
-            json_answer(
-                StatusCode::OK,
-                &locks::report(&state.tree, &addresses, now_ms()),
-            )
+            let mut report = {
+                let state = shared.replica.state.read();
+                locks::report(&state.tree, &addresses, now_ms())
+            };
+            report["zxid"] = zxid.into();
+            json_answer(StatusCode::OK, &report)
         }
         _ => error(StatusCode::NOT_FOUND, "no such console API"),
     }

@@ -1,6 +1,6 @@
 //! The Sessions page: every open session of the ensemble (sessions are replicated state),
 //! with what this member knows of the ones connected to it: client address, when it last
-//! answered them, their watches.
+//! answered them, their watches, their auth ids.
 //!
 //! A session connected to another member shows that member's console for those figures;
 //! its timeout and ephemerals are the same everywhere.
@@ -23,6 +23,8 @@ pub struct Local {
     pub connected_ms: u64,
     pub secure: bool,
     pub watches: usize,
+    /// The connection's auth ids (`ip:…`, then what `addauth`, SASL or a certificate added).
+    pub auth: Vec<String>,
 }
 
 /// This member's connections, by session.
@@ -33,6 +35,7 @@ pub fn local(shared: &Shared) -> BTreeMap<i64, Local> {
     }
     let now = shared.metrics.started.elapsed().as_millis() as u64;
     let mut out = BTreeMap::new();
+    let mut pipelines = Vec::new();
     shared.registry.for_each(|conn, e| {
         let connected_ms = e
             .connected_at
@@ -50,9 +53,24 @@ pub fn local(shared: &Shared) -> BTreeMap<i64, Local> {
                 connected_ms,
                 secure: e.secure,
                 watches: watches_by_conn.get(&conn).copied().unwrap_or(0),
+                auth: Vec::new(),
             },
         );
+        pipelines.push((e.session, e.pipeline.clone()));
     });
+    // Each pipeline's lock is taken after the registry's is released: a connection may
+    // hold its pipeline while it registers or unregisters.
+    for (session, pipeline) in pipelines {
+        let ids: Vec<String> = pipeline
+            .lock()
+            .auth
+            .iter()
+            .map(|id| format!("{}:{}", id.scheme, id.id))
+            .collect();
+        if let Some(l) = out.get_mut(&session) {
+            l.auth = ids;
+        }
+    }
     out
 }
 
@@ -89,6 +107,7 @@ pub fn report(shared: &Shared, offset: usize, limit: usize) -> Value {
                 "idle_ms": here.map(|l| l.idle_ms),
                 "connected_since_ms": here.map(|l| l.connected_ms),
                 "watches": here.map(|l| l.watches),
+                "auth": here.map(|l| l.auth.clone()),
             })
         })
         .collect();

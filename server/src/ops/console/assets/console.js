@@ -3,7 +3,7 @@
 // server text as HTML.
 "use strict";
 
-const state = { credentials: null, timer: null, superUser: false, confirming: false };
+const state = { credentials: null, timer: null, superUser: false, confirming: false, live: null, locksZxid: null };
 
 function el(tag, attrs, ...children) {
   const e = document.createElement(tag);
@@ -223,18 +223,20 @@ async function sessionsPage() {
   const rows = r.sessions.map((s) => ({
     attrs: { className: "session", "data-session": s.id },
     cells: [s.id, s.client || (s.connected_here ? "" : "on another member"), s.timeout_ms, s.idle_ms === null ? "" : ago(s.idle_ms) + " ago",
-      s.ephemerals, s.ephemeral_paths.join(" "), s.watches === null ? "" : s.watches,
+      s.ephemerals, s.ephemeral_paths.join(" "), s.watches === null ? "" : s.watches, (s.auth || []).join(" "),
       state.superUser ? confirmButton("Close", "Close session " + s.id + " and delete its " + s.ephemerals + " ephemerals?",
         () => action("close_session", { session: s.id })) : ""],
   }));
   return [el("h2", {}, "Sessions (" + r.total + ")"),
-    table(["session", "client", "timeout (ms)", "last answered", "ephemerals", "ephemeral paths", "watches", ""], rows, { id: "sessions" })];
+    table(["session", "client", "timeout (ms)", "last answered", "ephemerals", "ephemeral paths", "watches", "auth ids", ""], rows, { id: "sessions" })];
 }
 
 // ---------------------------------------------------------------- Locks
 
 async function locksPage() {
-  const r = await api("locks");
+  // A long poll: the answer comes once the state moved past the zxid last shown.
+  const r = await api("locks" + (state.locksZxid === null ? "" : "?after=" + state.locksZxid));
+  state.locksZxid = r.zxid;
   const parts = [el("h2", {}, "Locks and elections (" + r.locks.length + ")")];
   for (const l of r.locks) {
     const who = (e) => [e.node, e.kind, e.token, e.session, e.client || "", e.label || ""];
@@ -313,7 +315,7 @@ const PAGES = {
   ensemble: { render: ensemblePage, every: 2000 },
   tree: { render: treePage, every: 0 },
   sessions: { render: sessionsPage, every: 2000 },
-  locks: { render: locksPage, every: 500 },
+  locks: { render: locksPage, every: 0, live: true },
   metrics: { render: metricsPage, every: 5000 },
 };
 
@@ -330,6 +332,7 @@ async function refresh() {
   const { name, params } = route();
   try {
     const parts = await PAGES[name].render(params);
+    if (route().name !== name) return; // the viewer moved on while this was asked
     const main = document.getElementById("page");
     // Keep focus and typed text while a live page redraws.
     const typing = main.contains(document.activeElement) && document.activeElement.tagName === "INPUT";
@@ -350,9 +353,27 @@ function show() {
   for (const p of Object.keys(PAGES)) document.getElementById("nav-" + p).className = p === name ? "active" : "";
   clearInterval(state.timer);
   state.confirming = false;
+  state.locksZxid = null;
+  state.live = null;
   notice("");
-  refresh();
+  if (PAGES[name].live) {
+    const token = {};
+    state.live = token;
+    liveLoop(token);
+  } else {
+    refresh();
+  }
   if (PAGES[name].every) state.timer = setInterval(refresh, PAGES[name].every);
+}
+
+// A live page asks again as soon as its last answer is drawn (at most ten times a second).
+async function liveLoop(token) {
+  while (state.live === token) {
+    const started = Date.now();
+    await refresh();
+    const pause = 100 - (Date.now() - started);
+    if (pause > 0) await new Promise((r) => setTimeout(r, pause));
+  }
 }
 
 async function whoami() {
