@@ -562,8 +562,10 @@ fn the_console_shows_the_ensemble_in_a_browser() {
             "const rows = Array.from(document.querySelectorAll('#timeline tr.event.leader'));
              // The old leader's end (to none, or straight to the new one) and the new one's
              // start: whether the member saw the leaderless moment depends on timing.
+             const marks = document.querySelectorAll('#timeline-strip line.mark.leader').length;
              return rows.some(r => r.textContent.includes('was {leader_id}'))
-                 && rows.some(r => r.textContent.includes('leader {new_leader} ')) ? true : null;"
+                 && rows.some(r => r.textContent.includes('leader {new_leader} '))
+                 && marks === rows.length ? true : null;"
         ),
     );
     save(&browser, "ensemble-after-leader-kill");

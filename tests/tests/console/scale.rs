@@ -17,7 +17,7 @@ use zooraft_tests::zc::{connect, persistent};
 use zooraft_tests::{free_port, ServerKind, TestServer};
 
 use crate::webdriver::Browser;
-use crate::{api, render_time, save, wait_for};
+use crate::{api, post, render_time, save, wait_for};
 
 const WIDE: usize = 50_000;
 const DIRS: usize = 500;
@@ -136,6 +136,8 @@ fn pages_render_within_a_second_at_100k_znodes_and_1000_sessions() {
             &format!("scale-{}", name.split_whitespace().next().unwrap_or(name)),
         );
     }
+    // No super digest here: the actions are refused even with a password.
+    assert_eq!(post(admin, "snapshot", Some("anything")).0, 403);
     let fetched = api(admin, "node?path=%2Fwide&offset=49950&limit=100");
     assert_eq!(fetched["children"]["total"], Value::from(WIDE));
     eprintln!(

@@ -105,6 +105,7 @@ async function ensemblePage() {
       : "members " + ev.members + (ev.previous === null ? "" : ", were " + ev.previous)],
   }));
   parts.push(el("h3", {}, "Leader and membership changes seen by this member (last hour)"),
+    timelineStrip(e.timeline || []),
     timeline.length ? table(["when", "what", "change"], timeline, { id: "timeline" }) : el("p", {}, "none"));
   parts.push(el("h3", {}, "This member (" + me.id + ")"));
   const tls = me.tls;
@@ -124,6 +125,25 @@ async function ensemblePage() {
       el("button", { id: "yield-leadership", onclick: () => action("yield_leadership") }, "Leader: hand over")));
   }
   return parts;
+}
+
+// The last hour as a strip: a mark per change (leader changes above, membership below),
+// each labelled with the new leader's id.
+function timelineStrip(events) {
+  const W = 900, H = 46, L = 8, R = 8, now = Date.now(), hour = 3600000;
+  const x = (t) => L + Math.max(0, Math.min(1, (t - (now - hour)) / hour)) * (W - L - R);
+  const g = svg("svg", { width: W, height: H, viewBox: "0 0 " + W + " " + H, id: "timeline-strip" });
+  g.appendChild(svg("line", { x1: L, y1: 22, x2: W - R, y2: 22, stroke: "#8a93a3" }));
+  const label = (text, attrs) => { const t = svg("text", Object.assign({ "font-size": 10, fill: "#555" }, attrs)); t.textContent = text; g.appendChild(t); };
+  label("an hour ago", { x: L, y: H - 2 });
+  label("now", { x: W - R - 20, y: H - 2 });
+  for (const ev of events) {
+    const leader = ev.kind === "leader";
+    g.appendChild(svg("line", { x1: x(ev.t), y1: leader ? 8 : 22, x2: x(ev.t), y2: leader ? 22 : 36,
+      stroke: leader ? "#0a6b2f" : "#1f6fd1", "stroke-width": 2, class: "mark " + ev.kind }));
+    if (leader) label(ev.leader ? String(ev.leader) : "–", { x: x(ev.t) + 2, y: 10 });
+  }
+  return g;
 }
 
 // ---------------------------------------------------------------- Tree
