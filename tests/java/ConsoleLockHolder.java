@@ -3,7 +3,8 @@
 // Usage: ConsoleLockHolder <connect> <lock path> <latch path>
 //
 // Acquires an InterProcessMutex on <lock path>, one lease of an InterProcessSemaphoreV2 (two
-// leases) on <lock path>-sem, and starts a LeaderLatch on <latch path>, then prints "HELD 0x<session id>". Each "release" line on stdin releases the mutex (and
+// leases) on <lock path>-sem, the read lock of an InterProcessReadWriteLock on <lock path>-rw,
+// and starts a LeaderLatch on <latch path>, then prints "HELD 0x<session id>". Each "release" line on stdin releases the mutex (and
 // prints "RELEASED"); end of input closes the client and exits.
 
 import java.io.BufferedReader;
@@ -13,6 +14,7 @@ import java.util.concurrent.TimeUnit;
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.recipes.leader.LeaderLatch;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
+import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
 import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
 import org.apache.curator.framework.recipes.locks.Lease;
 
@@ -32,6 +34,11 @@ public class ConsoleLockHolder {
         Lease lease = semaphore.acquire(60, TimeUnit.SECONDS);
         if (lease == null) {
             System.err.println("ConsoleLockHolder: no lease within 60 s");
+            System.exit(1);
+        }
+        InterProcessReadWriteLock rw = new InterProcessReadWriteLock(client, args[1] + "-rw");
+        if (!rw.readLock().acquire(60, TimeUnit.SECONDS)) {
+            System.err.println("ConsoleLockHolder: no read lock within 60 s");
             System.exit(1);
         }
         LeaderLatch latch = new LeaderLatch(client, args[2], "curator-latch");
@@ -55,6 +62,7 @@ public class ConsoleLockHolder {
             }
         }
         latch.close();
+        rw.readLock().release();
         semaphore.returnLease(lease);
         client.close();
     }

@@ -2,7 +2,8 @@
 
     console_locks.py <hosts> <lock path> <payload parent>
 
-Two kazoo clients contend for one Lock: "kazoo-a" holds it, "kazoo-b" waits behind it;
+Two kazoo clients contend for one Lock: "kazoo-a" holds it, kazoo-b (whose identifier is an
+HTML payload) waits behind it;
 kazoo-a also holds a lease of a Semaphore at <lock path>-sem ("kazoo-sem"), and has added
 the digest identity console-user. A
 node whose name and data are HTML/script payloads is created under <payload parent>. Prints
@@ -16,6 +17,8 @@ import threading
 from kazoo.client import KazooClient
 
 NAME = "<img src=x onerror=\"window.pwned=1\">"
+# kazoo-b's identifier (the lock node's data, shown as its owner label) is a payload too.
+WAITER = "<img src=x onerror=\"window.pwned=3\">kazoo-b"
 DATA = b"<script>window.pwned=2</script><b>bold</b>"
 
 
@@ -37,7 +40,7 @@ def main():
     semaphore = a.Semaphore(path + "-sem", "kazoo-sem", max_leases=2)
     if not semaphore.acquire(timeout=30):
         sys.exit("kazoo-a did not get a lease")
-    lock_b = b.Lock(path, "kazoo-b")
+    lock_b = b.Lock(path, WAITER)
     got_b = threading.Event()
 
     def wait_b():

@@ -1,8 +1,9 @@
 //! The browser console (`/console/` on the admin port) in a real browser: headless Chromium
 //! (Debian's `/usr/bin/chromium`, driven through `/usr/bin/chromedriver`, [`webdriver`])
-//! against a 3-member zooraft ensemble whose locks are held by Curator (a mutex, a semaphore
-//! lease and a leader latch, `tests/java/ConsoleLockHolder.java`), kazoo (a lock with a
-//! waiter and a semaphore lease, `tests/python/console_locks.py`) and the recipes crate (`lock-contender hold`).
+//! against a 3-member zooraft ensemble whose locks are held by Curator (a mutex, a read lock,
+//! a semaphore lease and a leader latch, `tests/java/ConsoleLockHolder.java`), kazoo (a lock
+//! with a waiter labelled with an HTML payload, and a semaphore lease,
+//! `tests/python/console_locks.py`) and the recipes crate (`lock-contender hold`).
 //!
 //! Each page must render what the ensemble holds: the three members and the leader, the
 //! nodes, the sessions, each lock's holder and queue. A lock handed over shows its new
@@ -342,6 +343,21 @@ fn the_console_shows_the_ensemble_in_a_browser() {
         .as_str()
         .unwrap_or("")
         .contains("leader latch"));
+    let payload_label = "<img src=x onerror=\"window.pwned=3\">kazoo-b";
+    assert!(
+        kz["text"].as_str().unwrap_or("").contains(payload_label),
+        "the waiter's label as text: {kz}"
+    );
+    let rw = wait_for(
+        &browser,
+        "Curator's read-write lock",
+        &holders_of("/console/curator-lock-rw"),
+    );
+    assert_eq!(rw["holders"], json!([curator_session]));
+    assert!(rw["text"]
+        .as_str()
+        .unwrap_or("")
+        .contains("read-write lock"));
     let sem = wait_for(
         &browser,
         "Curator's semaphore",
@@ -365,6 +381,11 @@ fn the_console_shows_the_ensemble_in_a_browser() {
         &holders_of("/console/rust-lock"),
     );
     assert_eq!(rs["holders"].as_array().map(Vec::len), Some(1));
+    let ran = browser.run(
+        "return {pwned: typeof window.pwned, imgs: document.querySelectorAll('main img').length};",
+        vec![],
+    );
+    assert_eq!(ran, json!({"pwned": "undefined", "imgs": 0}));
     save(&browser, "locks");
 
     // A handover shows within a second.
