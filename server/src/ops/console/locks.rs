@@ -124,13 +124,13 @@ pub fn directory(tree: &DataTree, dir: &str) -> Vec<Entry> {
         } else {
             format!("{dir}/{name}")
         };
-        let Some(child) = tree.get(&path) else {
+        // Every recipe's node is ephemeral: a persistent look-alike holds nothing.
+        let Some(child) = tree.get(&path).filter(|c| c.kind().client_owner() != 0) else {
             continue;
         };
         let parsed = parse(name).or_else(|| {
             let uuid = name.len() == 32 && name.bytes().all(|b| b.is_ascii_hexdigit());
-            (kazoo_semaphore && uuid && child.kind().client_owner() != 0)
-                .then_some((Kind::Lease, 0))
+            (kazoo_semaphore && uuid).then_some((Kind::Lease, 0))
         });
         let Some((kind, seq)) = parsed else {
             continue;
@@ -273,6 +273,73 @@ mod tests {
         assert_eq!(holders(&kazoo), [true, false]);
         let leases = [entry("a-lease-0000000001"), entry("b-lease-0000000002")];
         assert_eq!(holders(&leases), [true, true]);
+    }
+
+    /// A tree of `(path, ephemeral owner or 0, czxid, data)`, parents first.
+    fn tree_of(nodes: &[(&str, i64, i64, &[u8])]) -> DataTree {
+        use crate::state::tree::{NodeKind, NodeRecord, TreeLoader, TreeOptions};
+        let mut loader = TreeLoader::new(TreeOptions::default(), nodes.len() + 1);
+        let acl = loader.tree.intern_acl(vec![jute::Acl::open_unsafe()]);
+        let record = |owner: i64, czxid: i64, data| NodeRecord {
+            data: Some(data),
+            acl,
+            czxid,
+            mzxid: czxid,
+            ctime: czxid * 1000,
+            mtime: czxid * 1000,
+            version: 0,
+            cversion: 0,
+            aversion: 0,
+            kind: if owner == 0 {
+                NodeKind::Persistent
+            } else {
+                NodeKind::Ephemeral(owner)
+            },
+            pzxid: czxid,
+        };
+        loader.node("/", &record(0, 0, b"")).expect("root");
+        for (path, owner, czxid, data) in nodes {
+            loader
+                .node(path, &record(*owner, *czxid, data))
+                .expect("a node");
+        }
+        loader.finish().expect("a tree")
+    }
+
+    #[test]
+    fn the_report_finds_recipes_under_ephemerals_only() {
+        let hex = "0123456789abcdef0123456789abcdef";
+        let sem = format!("/sem/{hex}");
+        let tree = tree_of(&[
+            ("/locks", 0, 1, b""),
+            ("/locks/m", 0, 2, b""),
+            ("/locks/m/_c_a-lock-0000000002", 7, 11, b"second"),
+            ("/locks/m/_c_b-lock-0000000001", 8, 10, b"first"),
+            ("/sem", 0, 3, b""),
+            ("/sem-__lock__", 0, 4, b""),
+            (&sem, 9, 12, b"kazoo-sem"),
+            ("/cfg", 0, 5, b""),
+            ("/cfg/lock-0000000001", 0, 6, b"persistent, not a holder"),
+            ("/cfg/member", 9, 13, b"ephemeral, not a recipe's"),
+        ]);
+        let addresses = BTreeMap::from([(8, "127.0.0.1:5000".to_string())]);
+        let r = report(&tree, &addresses, 20_000);
+        let locks = r["locks"].as_array().expect("locks");
+        let paths: Vec<&str> = locks.iter().filter_map(|l| l["path"].as_str()).collect();
+        assert_eq!(paths, ["/locks/m", "/sem"]);
+        let m = &locks[0];
+        assert_eq!(m["recipe"], "lock");
+        assert_eq!(m["holders"][0]["session"], "0x8");
+        assert_eq!(m["holders"][0]["token"], 10);
+        assert_eq!(m["holders"][0]["client"], "127.0.0.1:5000");
+        assert_eq!(m["holders"][0]["label"], "first");
+        assert_eq!(m["holders"][0]["held_ms"], 10_000);
+        assert_eq!(m["waiters"][0]["session"], "0x7");
+        assert_eq!(m["waiters"][0]["waiting_ms"], 9_000);
+        assert!(m["waiters"][0]["client"].is_null());
+        let s = &locks[1];
+        assert_eq!(s["recipe"], "semaphore leases");
+        assert_eq!(s["holders"][0]["label"], "kazoo-sem");
     }
 
     #[test]
