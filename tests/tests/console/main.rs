@@ -269,13 +269,16 @@ fn the_console_shows_the_ensemble_in_a_browser() {
     assert_eq!(child.as_str(), Some(PAYLOAD_NAME));
     let payload = format!("/console/payload/{PAYLOAD_NAME}");
     browser.open(&format!("{base}#tree?path={}", encode(&payload)));
-    let data = wait_for(
-        &browser,
-        "the payload's data",
-        "const p = document.getElementById('node-path'); const d = document.getElementById('data');
-         return p && d ? [p.textContent, d.textContent] : null;",
-    );
-    assert_eq!(data, json!([payload, PAYLOAD_DATA]));
+    // The previous node stays on the page until the new one is drawn: wait for its path.
+    let data = eventually("the payload's data", WAIT, || {
+        let v = browser.run(
+            "const p = document.getElementById('node-path'); const d = document.getElementById('data');
+             return p && d && p.textContent === arguments[0] ? d.textContent : null;",
+            vec![json!(payload)],
+        );
+        (!v.is_null()).then_some(v)
+    });
+    assert_eq!(data, json!(PAYLOAD_DATA));
     let ran = browser.run(
         "return {pwned: typeof window.pwned, imgs: document.querySelectorAll('main img').length,
                  scripts: document.querySelectorAll('main script').length,
@@ -576,19 +579,35 @@ fn the_console_shows_the_ensemble_in_a_browser() {
     );
     eprintln!("leader {leader_id} killed; the console shows {new_leader}");
     let new_leader = new_leader.as_str().unwrap_or_default().to_string();
-    wait_for(
-        &browser,
-        "the leader change on the timeline",
-        &format!(
-            "const rows = Array.from(document.querySelectorAll('#timeline tr.event.leader'));
-             // The old leader's end (to none, or straight to the new one) and the new one's
-             // start: whether the member saw the leaderless moment depends on timing.
-             const marks = document.querySelectorAll('#timeline-strip line.mark.leader').length;
-             return rows.some(r => r.textContent.includes('was {leader_id}'))
-                 && rows.some(r => r.textContent.includes('leader {new_leader} '))
-                 && marks === rows.length ? true : null;"
-        ),
+    let script = format!(
+        "const rows = Array.from(document.querySelectorAll('#timeline tr.event.leader'));
+         // The old leader's end (to none, or straight to the new one) and the new one's
+         // start: whether the member saw the leaderless moment depends on timing.
+         const marks = document.querySelectorAll('#timeline-strip line.mark.leader').length;
+         const ok = rows.some(r => r.textContent.includes('was {leader_id}'))
+             && rows.some(r => r.textContent.includes('leader {new_leader} '))
+             && marks === rows.length;
+         return {{ok, rows: rows.map(r => r.textContent), marks,
+                  notice: document.getElementById('notice').textContent}};"
     );
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let seen = browser.run(&script, vec![]);
+        if seen["ok"] == true {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the leader change ({leader_id} to {new_leader}) not on the timeline: {seen}\n\
+             samples: {}\ntimeline: {}\nlog: {}",
+            api(port, "metrics")["samples"]
+                .as_array()
+                .map_or(0, Vec::len),
+            api(port, "ensemble")["timeline"],
+            ensemble.member(view).log_tail()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     save(&browser, "ensemble-after-leader-kill");
     eprintln!("page render times (ms from navigation): {timings:?}");
     drop(browser);
