@@ -186,7 +186,9 @@ impl History {
     }
 }
 
-/// Samples and watches until shutdown.
+/// Samples and watches until shutdown. Each look runs on the blocking pool (it takes the
+/// state's read lock and reads `/proc`), so a slow one holds no runtime thread, and a
+/// failed one is logged and the next tick tries again instead of the history ending.
 pub async fn run(
     shared: std::sync::Arc<Shared>,
     history: std::sync::Arc<History>,
@@ -194,11 +196,19 @@ pub async fn run(
 ) {
     let mut watch_tick = tokio::time::interval(WATCH_EVERY);
     let mut sample_tick = tokio::time::interval(SAMPLE_EVERY);
+    watch_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    sample_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        tokio::select! {
-            _ = watch_tick.tick() => history.watch(&shared),
-            _ = sample_tick.tick() => history.sample(&shared),
+        let sample = tokio::select! {
+            _ = watch_tick.tick() => false,
+            _ = sample_tick.tick() => true,
             _ = shutdown.changed() => return,
+        };
+        let (s, h) = (shared.clone(), history.clone());
+        let look =
+            tokio::task::spawn_blocking(move || if sample { h.sample(&s) } else { h.watch(&s) });
+        if let Err(e) = look.await {
+            tracing::warn!("console history: a look failed: {e}");
         }
     }
 }
