@@ -131,10 +131,17 @@ fn pages_render_within_a_second_at_100k_znodes_and_1000_sessions() {
         wait_for(&browser, name, &format!("return ({ready}) ? true : null;"));
         let ms = render_time(&browser);
         times.push((name, ms));
-        save(
-            &browser,
-            &format!("scale-{}", name.split_whitespace().next().unwrap_or(name)),
-        );
+        // "tree /" and "tree /wide ..." apart: the first word and the path's.
+        let file: String = name
+            .split(['(', ' '])
+            .filter(|w| !w.is_empty())
+            .take(2)
+            .collect::<Vec<_>>()
+            .join("-")
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+            .collect();
+        save(&browser, &format!("scale-{}", file.trim_matches('-')));
     }
     // No super digest here: the actions are refused even with a password.
     assert_eq!(post(admin, "snapshot", Some("anything")).0, 403);
