@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, watch};
 
-use crate::cache::{CacheEvent, Shared, WatchMode};
+use crate::cache_state::{CacheEvent, Shared, WatchMode};
 use crate::client::{
     is_transient, Connection, ErrorCode, EventType, NodeEvent, PersistentWatch, SessionState,
     WatchReceiver, ZkClient,

@@ -63,6 +63,7 @@
 mod async_zk;
 mod barrier;
 mod cache;
+mod cache_state;
 mod cache_sync;
 mod cleanup;
 mod client;

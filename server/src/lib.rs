@@ -20,8 +20,9 @@
 //! - `net/` — the client port: listener, connections and handshakes, each connection's
 //!   in-order pipeline and outbox, local reads, watches, reply encoding, and the
 //!   `Connections` implementation (`delivery.rs`).
-//! - `ops/` — the operator surface: four-letter words and the Prometheus endpoint, both from
-//!   one gathered view of the metrics (`view.rs`).
+//! - `ops/` — the operator surface: four-letter words, the AdminServer and the Prometheus
+//!   endpoint, all from one gathered view of the metrics (`view.rs`), and the browser
+//!   console on the admin port (`console/`).
 //! - `migrate/` — moving state in and out: `import` from and `export` to Apache
 //!   ZooKeeper's data directory (the format itself is the `zkdata` crate), online `backup`
 //!   served on the admin port, and `restore`. Uses `state`, `raft` and `config`.

@@ -137,7 +137,11 @@ fn ydld_and_rqld_move_leadership() {
         // The old leader may not have heard from the new one yet: it says so.
         (!answer.starts_with("No leader yet")).then_some(answer)
     };
-    let answer = eventually("a member that knows its leader", Duration::from_secs(30), rqld);
+    let answer = eventually(
+        "a member that knows its leader",
+        Duration::from_secs(30),
+        rqld,
+    );
     assert_eq!(
         answer,
         format!(
@@ -240,12 +244,19 @@ fn admin_commands_move_leadership() {
     );
     let wants = (0..3).find(|i| *i != next).expect("a follower");
     // The old leader may not have heard from the new one yet: it says so, and is asked again.
-    let body = eventually("a member that knows its leader", Duration::from_secs(30), || {
-        let (_, body) = command(wants, "request_leadership");
-        let error = body["error"].as_str().unwrap_or_default().to_string();
-        assert!(error.is_empty() || error.starts_with("No leader yet"), "{body}");
-        error.is_empty().then_some(body)
-    });
+    let body = eventually(
+        "a member that knows its leader",
+        Duration::from_secs(30),
+        || {
+            let (_, body) = command(wants, "request_leadership");
+            let error = body["error"].as_str().unwrap_or_default().to_string();
+            assert!(
+                error.is_empty() || error.starts_with("No leader yet"),
+                "{body}"
+            );
+            error.is_empty().then_some(body)
+        },
+    );
     let asked = format!("Leadership requested from the leader, server {}.", next + 1);
     assert_eq!(body["message"], asked.as_str(), "{body}");
     // raft-rs drops a transfer the transferee cannot finish within an election timeout (a

@@ -4,6 +4,7 @@
 
 pub mod admin;
 mod catalogue;
+mod console;
 mod environment;
 pub mod four_letter;
 mod http;

@@ -51,6 +51,9 @@ pub enum Transfer {
     Yield,
     /// This member asks to lead (`rqld`); a follower passes the request to the leader.
     Request,
+    /// The leadership goes to this voter (the console's "make leader"); asked of any
+    /// member, raft-rs passes it to the leader.
+    To(u64),
 }
 
 /// Who waits for a ReadIndex round.

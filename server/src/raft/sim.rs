@@ -776,6 +776,31 @@ fn a_yield_right_after_a_quorum_check_still_hands_over() {
     );
 }
 
+/// A transfer to a named voter, asked of a follower that is not that voter (the console's
+/// "make leader"): the follower passes it to the leader, and the named voter leads.
+#[test]
+fn a_transfer_to_a_named_voter_asked_of_another_follower() {
+    let mut g = Group::new(Settings::default());
+    let leader = g.elect();
+    let (asked, named) = others(leader);
+    g.settle();
+    let _ = g
+        .node(asked)
+        .inbox
+        .send(Input::TransferLeader(Transfer::To(named)));
+    g.run_for(election_timeout(TICK));
+    assert_eq!(g.agreed_leader(), Some(named), "was {leader}");
+    // Naming the leader itself, or a stranger, changes nothing.
+    for target in [named, 9] {
+        let _ = g
+            .node(asked)
+            .inbox
+            .send(Input::TransferLeader(Transfer::To(target)));
+        g.run_for(election_timeout(TICK));
+        assert_eq!(g.agreed_leader(), Some(named), "after asking for {target}");
+    }
+}
+
 #[test]
 fn a_follower_forwards_writes_and_only_it_answers_them() {
     let mut g = Group::new(Settings::default());
@@ -1124,7 +1149,11 @@ fn a_yield_skips_a_member_still_in_quarantine() {
         g.tick();
         next = g.agreed_leader().filter(|l| *l != leader);
     }
-    let states: Vec<_> = g.nodes.iter().map(|n| (n.id, n.role(), n.leader())).collect();
+    let states: Vec<_> = g
+        .nodes
+        .iter()
+        .map(|n| (n.id, n.role(), n.leader()))
+        .collect();
     assert_eq!(next, Some(other), "the yield went to {other}: {states:?}");
 }
 

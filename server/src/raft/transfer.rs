@@ -8,8 +8,9 @@
 //! and keeps the writes gathered meanwhile: raft-rs drops proposals while a transfer is in
 //! flight, so they wait here and go to whoever leads next.
 //!
-//! [`ask`] is the operator's side, shared by the four-letter words and the admin server's
-//! `/commands/yield_leadership` and `/commands/request_leadership`: it decides from the
+//! [`ask`] is the operator's side, shared by the four-letter words, the admin server's
+//! `/commands/yield_leadership` and `/commands/request_leadership`, and the console's
+//! "make leader" (a transfer to a named voter, asked of any member): it decides from the
 //! published status whether the request makes sense on this member and hands it to the
 //! Raft thread.
 
@@ -53,6 +54,15 @@ pub fn ask(replica: &Replica, what: Transfer) -> Asked {
         (Transfer::Yield, _) => {
             return refused(format!("Not the leader; the leader is server {leader}.\n"))
         }
+        (Transfer::To(id), _) if id == leader => {
+            return refused(format!("Server {id} already leads.\n"))
+        }
+        (Transfer::To(_), role) if role == Role::Looking || leader == 0 => {
+            return refused("No leader to hand over from yet.\n".into())
+        }
+        (Transfer::To(id), _) => {
+            format!("Leadership transfer to server {id} asked of the leader, server {leader}.\n")
+        }
         (_, Role::Leader) => return refused("Already the leader.\n".into()),
         (_, Role::Observer) => return refused("An observer cannot lead.\n".into()),
         // Between a leader's end and the next one's first message: nobody to ask yet.
@@ -89,6 +99,25 @@ impl Consensus {
                 };
                 self.leadership.yield_until = None;
                 tracing::info!(member = me, "handing leadership over to {target}");
+                self.node.transfer_leader(target);
+                Some(target)
+            }
+            Transfer::To(target) => {
+                let leader = self.leadership.leader;
+                let voters = self.node.raft.prs().conf().to_conf_state().voters;
+                if leader == 0 || leader == target || !voters.contains(&target) {
+                    tracing::info!(
+                        member = me,
+                        "no transfer to {target}: not a voter, or it leads"
+                    );
+                    return None;
+                }
+                tracing::info!(
+                    member = me,
+                    "asking leader {leader} to hand over to {target}"
+                );
+                // raft-rs names the transferee as the message's sender; a follower passes
+                // the message on to the leader.
                 self.node.transfer_leader(target);
                 Some(target)
             }

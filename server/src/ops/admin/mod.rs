@@ -35,6 +35,7 @@ use serde_json::json;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use super::console;
 pub use super::http::Mode;
 use super::http::{self, Body, PeerSubject};
 use crate::migrate;
@@ -57,6 +58,8 @@ const RESTORE: [&str; 2] = ["restore", "rest"];
 struct Admin {
     auth: Auth,
     restores: restore::Gate,
+    /// The console's samples and timeline (`console::history`).
+    history: Arc<console::History>,
 }
 
 /// How the port speaks, from `admin.forceHttps` / `admin.portUnification`.
@@ -88,6 +91,7 @@ pub async fn serve(
     let admin = Arc::new(Admin {
         auth: Auth::from_config(shared.replica.config()).unwrap_or_default(),
         restores: restore::Gate::default(),
+        history: console::start_history(shared.clone(), shutdown.clone()),
     });
     let handler: http::Handler = Arc::new(move |request, peer| {
         let (shared, admin) = (shared.clone(), admin.clone());
@@ -154,6 +158,9 @@ async fn respond(
     if path == "/ready" {
         return ready(shared);
     }
+    if path == console::PREFIX || path.starts_with("/console/") {
+        return console_answer(shared, admin, &request, peer).await;
+    }
     let base = shared.replica.config().admin.command_url.as_str();
     let Some(rest) = path.strip_prefix(base) else {
         return text(
@@ -213,6 +220,48 @@ async fn respond(
 fn refused(name: &str, refusal: auth::Refusal) -> Response<Body> {
     let body = commands::closed(name, Err(refusal.message().into()));
     json_answer(refusal.status(), &body)
+}
+
+/// The browser console ([`console`]): the super user is one who sent the super digest's
+/// credentials (never anyone when no super digest is set, unlike the commands above).
+async fn console_answer(
+    shared: &Shared,
+    admin: &Admin,
+    request: &Request<Incoming>,
+    peer: SocketAddr,
+) -> Response<Body> {
+    if request.uri().path() == console::PREFIX {
+        let mut r = text(StatusCode::MOVED_PERMANENTLY, "see /console/\n");
+        r.headers_mut().insert(
+            hyper::header::LOCATION,
+            HeaderValue::from_static("/console/"),
+        );
+        return r;
+    }
+    let caller = auth::Caller {
+        headers: request.headers(),
+        subject: request.extensions().get::<PeerSubject>(),
+        peer,
+    };
+    let viewer = console::Viewer {
+        super_user: admin.auth.super_digest.is_some() && auth::super_digest(&admin.auth, &caller),
+        credentials: request
+            .headers()
+            .get(hyper::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().strip_prefix("digest "))
+            .map(|c| c.trim().to_string()),
+    };
+    let query = query_pairs(request.uri().query());
+    console::respond(
+        shared,
+        &admin.history,
+        request.method(),
+        request.uri().path(),
+        &query,
+        &viewer,
+    )
+    .await
 }
 
 /// `/ready`: 200 while serving, 503 otherwise, with the role and whether there is a leader.
