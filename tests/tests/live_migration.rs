@@ -36,21 +36,18 @@ fn zookeeper_zxid(m: &LiveMigration) -> i64 {
 }
 
 /// Waits until `observer` has applied everything ZooKeeper committed (no writes running),
-/// then compares the trees node by node. The two dumps count only if ZooKeeper's zxid did
-/// not move while they were taken and the observer was at it: a write still on its way (a
-/// closed client's closeSession, say) would otherwise be in one tree and not the other.
+/// then compares the trees node by node.
 fn assert_same_tree(m: &LiveMigration, observer: &TestServer, what: &str) {
-    let (expected, found) = eventually("ZooKeeper and the observer at one zxid", WAIT, || {
-        let target = zookeeper_zxid(m);
+    let target = eventually("ZooKeeper's zxid settles", WAIT, || {
+        let a = zookeeper_zxid(m);
         std::thread::sleep(Duration::from_millis(300));
-        if zookeeper_zxid(m) != target || zxid_of(observer)? != target {
-            return None;
-        }
-        let expected = without_local_time(dump(&m.zookeeper_hosts()));
-        let found = without_local_time(dump(&observer.connect_string()));
-        let still = zookeeper_zxid(m) == target && zxid_of(observer)? == target;
-        still.then_some((expected, found))
+        (zookeeper_zxid(m) == a).then_some(a)
     });
+    eventually("the observer reaches ZooKeeper's zxid", WAIT, || {
+        (zxid_of(observer)? >= target).then_some(())
+    });
+    let expected = without_local_time(dump(&m.zookeeper_hosts()));
+    let found = without_local_time(dump(&observer.connect_string()));
     assert_same(what, &expected, &found, 600);
 }
 
@@ -156,6 +153,28 @@ fn observers_sync_serve_and_follow_like_zookeepers_own() {
             .await
             .expect("ephemeral on ZooKeeper");
         assert_eq!(e.ephemeral_owner, c.session_id().0);
+    });
+    // `c` closed with the block above: the trees are compared once ZooKeeper and the observer
+    // have applied its closeSession, not while it is on its way (its ephemeral would be in
+    // one tree and not the other).
+    block_on(async {
+        let zk = connect(&m.zookeeper_hosts(), Duration::from_secs(10), WAIT).await;
+        let obs = connect(&observer, Duration::from_secs(10), WAIT).await;
+        eventually_async("the closed session's ephemeral to go", WAIT, || async {
+            let gone = |r: Result<_, zc::Error>| matches!(r, Err(zc::Error::NoNode));
+            let on_zk = gone(
+                zk.check_stat("/via-observer/e")
+                    .await
+                    .and_then(|s| s.ok_or(zc::Error::NoNode)),
+            );
+            let on_obs = gone(
+                obs.check_stat("/via-observer/e")
+                    .await
+                    .and_then(|s| s.ok_or(zc::Error::NoNode)),
+            );
+            (on_zk && on_obs).then_some(())
+        })
+        .await
     });
     let zk_out = on_zookeeper.wait(WAIT);
     let java_out = java_on_zookeeper.wait(WAIT);
