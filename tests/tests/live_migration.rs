@@ -161,17 +161,8 @@ fn observers_sync_serve_and_follow_like_zookeepers_own() {
         let zk = connect(&m.zookeeper_hosts(), Duration::from_secs(10), WAIT).await;
         let obs = connect(&observer, Duration::from_secs(10), WAIT).await;
         eventually_async("the closed session's ephemeral to go", WAIT, || async {
-            let gone = |r: Result<_, zc::Error>| matches!(r, Err(zc::Error::NoNode));
-            let on_zk = gone(
-                zk.check_stat("/via-observer/e")
-                    .await
-                    .and_then(|s| s.ok_or(zc::Error::NoNode)),
-            );
-            let on_obs = gone(
-                obs.check_stat("/via-observer/e")
-                    .await
-                    .and_then(|s| s.ok_or(zc::Error::NoNode)),
-            );
+            let on_zk = matches!(zk.check_stat("/via-observer/e").await, Ok(None));
+            let on_obs = matches!(obs.check_stat("/via-observer/e").await, Ok(None));
             (on_zk && on_obs).then_some(())
         })
         .await
