@@ -564,7 +564,17 @@ fn the_console_shows_the_ensemble_in_a_browser() {
     save(&browser, "metrics");
     browser.open(&format!("{base}#ensemble"));
 
-    // A killed leader's successor shows up, and the change is on the timeline.
+    // A killed leader's successor shows up, and the change is on the timeline. The member
+    // looks at the leader once a second (`console/history.rs`): the chosen leader's tenure
+    // is on its timeline before it is killed, or a kill within that second could hide it.
+    eventually("the chosen leader on the timeline", WAIT, || {
+        let timeline = api(port, "ensemble")["timeline"].clone();
+        let events = timeline.as_array().cloned().unwrap_or_default();
+        let on = events
+            .iter()
+            .any(|e| e["kind"] == "leader" && e["leader"] == leader_id);
+        on.then_some(())
+    });
     ensemble.member_mut(leader).kill();
     let new_leader = wait_for(
         &browser,
