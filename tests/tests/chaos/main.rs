@@ -367,6 +367,14 @@ fn chaos_contender_process() {
     let Some(cfg) = ContenderConfig::from_env() else {
         return;
     };
+    // What the recipe and its client did, in the contender's output (kept with a failure):
+    // a stalled lock is explained by its holder's and waiters' last steps.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(
+            "zooraft_recipes=debug,zookeeper_client=info,zookeeper_async=info",
+        ))
+        .with_ansi(false)
+        .try_init();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -12,7 +12,8 @@ use zookeeper_client as zc;
 use zooraft_tests::TestEnsemble;
 
 use crate::clients::{
-    connect, ephemeral, owner_on_member, owner_task, persistent, writer_task, Owner, OwnerState,
+    connect, dump_tree, ephemeral, owner_on_member, owner_task, persistent, writer_task, Owner,
+    OwnerState,
 };
 use crate::contender::{Contender, ContenderConfig, CsEntry, FenceServer};
 use crate::links::ClientLink;
@@ -771,7 +772,58 @@ impl World {
             }
             std::thread::sleep(Duration::from_millis(5));
         }
-        self.violation("no contender was inside a critical section for 20 s".into());
+        let report = self.lock_report();
+        self.violation(format!(
+            "no contender was inside a critical section for 20 s; the lock then:\n{report}"
+        ));
+    }
+
+    /// Who holds and who waits for the lock, as every member and every contender sees it:
+    /// the lock's children with their owners, each member's sessions (`cons`), each
+    /// contender's state file and process state. Printed with a liveness violation, so a
+    /// stalled lock says which session holds it and whether that session is alive.
+    fn lock_report(&self) -> String {
+        let mut out = String::new();
+        for i in 0..self.ensemble.len() {
+            let tree = self.rt.block_on(dump_tree(&self.ensemble, i, LOCK_PATH));
+            match tree {
+                Ok(nodes) => {
+                    for (path, n) in nodes.iter().filter(|(p, _)| p.as_str() != LOCK_PATH) {
+                        out.push_str(&format!(
+                            "  member {}: {path} czxid {:#x} owner {:#x}\n",
+                            i + 1,
+                            n.czxid,
+                            n.ephemeral_owner
+                        ));
+                    }
+                }
+                Err(e) => out.push_str(&format!("  member {}: {e}\n", i + 1)),
+            }
+            let cons = self
+                .ensemble
+                .member(i)
+                .four_letter_word("cons")
+                .unwrap_or_else(|e| format!("cons: {e}"));
+            for line in cons.lines().filter(|l| !l.trim().is_empty()) {
+                out.push_str(&format!("  member {} cons: {}\n", i + 1, line.trim()));
+            }
+        }
+        for c in &self.contenders {
+            let state = std::fs::read_to_string(&c.state).unwrap_or_default();
+            let proc_state = std::fs::read_to_string(format!("/proc/{}/stat", c.pid()))
+                .ok()
+                .and_then(|s| {
+                    let after = s.rsplit_once(')')?.1.trim_start().to_string();
+                    after.split_whitespace().next().map(str::to_string)
+                })
+                .unwrap_or_else(|| "gone".into());
+            out.push_str(&format!(
+                "  contender {}: pid {} process state {proc_state}, state file {state:?}\n",
+                c.id,
+                c.pid()
+            ));
+        }
+        out
     }
 
     /// Cuts a fragile owner off past its session timeout. It must see its session expire,
@@ -1047,6 +1099,10 @@ impl World {
             );
         }
         let _ = std::fs::copy(self.log_path(), dir.join("sections.log"));
+        for id in 0..self.contenders.len() {
+            let name = format!("contender-{id}.out");
+            let _ = std::fs::copy(self.dir.path().join(&name), dir.join(&name));
+        }
         self.event(&format!("logs kept in {}", dir.display()));
     }
 
@@ -1071,7 +1127,8 @@ impl World {
         for t in std::mem::take(&mut self.tasks) {
             let _ = self.rt.block_on(bounded(Duration::from_secs(5), t));
         }
-        if !self.violations.is_empty() {
+        // Kept on a failure, and on request (`CHAOS_KEEP_LOGS=1`) to study a passing run.
+        if !self.violations.is_empty() || std::env::var_os("CHAOS_KEEP_LOGS").is_some() {
             self.keep_logs();
         }
         self.event(&format!(
