@@ -89,11 +89,12 @@
 //!   workload, a latency CDF per workload, memory and restart time against znodes.
 //!
 //! ```text
-//! # The runs behind the book's Performance page (docs/src/performance.md) (an hour or more on 2 cores):
+//! # The runs behind the book's Performance page (docs/src/performance.md) (an hour or more on
+//! # 2 cores), into a scratch directory; docs/bench/ is changed only to publish a run on purpose:
 //! zooraft-bench compare --rounds 3 -w set,get,create,mixed --tls get,set,connect \
-//!     --scenarios all --znodes 1000000 --json docs/bench/standalone.json --charts docs/bench
+//!     --scenarios all --znodes 1000000 --json $OUT/standalone.json --charts $OUT
 //! zooraft-bench compare --ensemble 3 --rounds 3 -w set,get,create,mixed \
-//!     --json docs/bench/ensemble.json --charts docs/bench
+//!     --json $OUT/ensemble.json --charts $OUT
 //! # Only -w none: scenarios alone (e.g. 10M znodes; ZooKeeper then needs a bigger heap):
 //! zooraft-bench compare -w none --scenarios scale --znodes 1000000,5000000,10000000 --zk-heap 8g
 //! ```
