@@ -16,16 +16,88 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::client::ZkClient;
-use crate::error::Error;
+use crate::client::{Op, OpResult, Stat, ZkClient};
+use crate::error::{Error, LostReason};
+use crate::fence::FencingToken;
 use crate::guard::LockGuard;
 use crate::lock::{Config, Kind, LockCore};
 use crate::mutex::{InterProcessMutex, Participant};
 
-/// Leadership won through a [`LeaderLatch`]: the participant leads until it releases (or
-/// drops) this, or until [`lost`](LockGuard::lost) fires. The fencing token is the latch
-/// node's czxid.
-pub type Leadership = LockGuard;
+/// Leadership won through a [`LeaderLatch`] or a [`LeaderSelector`]: the participant leads
+/// until it releases (or drops) this, or until [`lost`](Self::lost) fires.
+///
+/// A leader's decisions carry its [`fencing_token`](Self::fencing_token) (the latch node's
+/// czxid, larger than every earlier leader's), and its writes to ZooKeeper can be
+/// [`fenced`](Self::fenced): applied only while it still leads. Unlike a lock's
+/// [`LockGuard`] there is no reentrancy and no read-lock downgrade: an election has neither.
+///
+/// ```no_run
+/// # async fn f(latch: zooraft_recipes::LeaderLatch) -> Result<(), zooraft_recipes::Error> {
+/// let leadership = latch.await_leadership().await?;
+/// println!("leading with token {}", leadership.fencing_token());
+/// leadership.fenced_set_data("/config/leader", latch.id().as_bytes(), -1).await?;
+/// leadership.release().await?; // steps down
+/// # Ok(()) }
+/// ```
+///
+/// Leadership is not reentrant (no second guard on the same term):
+///
+/// ```compile_fail,E0599
+/// # fn f(leadership: zooraft_recipes::Leadership) {
+/// let _second = leadership.reenter();
+/// # }
+/// ```
+#[derive(Debug)]
+#[must_use = "dropping the leadership steps down (in the background)"]
+pub struct Leadership(LockGuard);
+
+impl Leadership {
+    /// The leader's fencing token: the latch node's czxid, larger than every earlier
+    /// leader's. Send it with every decision to a resource that keeps a [`Fence`](crate::Fence).
+    pub fn fencing_token(&self) -> FencingToken {
+        self.0.fencing_token()
+    }
+
+    /// The full path of our latch node.
+    pub fn node_path(&self) -> &str {
+        self.0.node_path()
+    }
+
+    /// Completes when the leadership can no longer be trusted (see [`LockGuard::lost`]).
+    pub async fn lost(&self) -> LostReason {
+        self.0.lost().await
+    }
+
+    /// Why the leadership was lost, if it was.
+    pub fn lost_reason(&self) -> Option<LostReason> {
+        self.0.lost_reason()
+    }
+
+    /// Whether this participant still leads, as far as the client knows.
+    pub fn is_valid(&self) -> bool {
+        self.0.is_valid()
+    }
+
+    /// `ops` applied only while we lead (see [`LockGuard::fenced`]).
+    pub async fn fenced(&self, ops: Vec<Op>) -> Result<Vec<OpResult>, Error> {
+        self.0.fenced(ops).await
+    }
+
+    /// A `setData` applied only while we lead (see [`LockGuard::fenced_set_data`]).
+    pub async fn fenced_set_data(
+        &self,
+        path: &str,
+        data: &[u8],
+        version: i32,
+    ) -> Result<Stat, Error> {
+        self.0.fenced_set_data(path, data, version).await
+    }
+
+    /// Steps down: deletes the latch node (see [`LockGuard::release`]).
+    pub async fn release(self) -> Result<(), Error> {
+        self.0.release().await
+    }
+}
 
 /// A participant in an election compatible with Curator's `LeaderLatch` on the same path.
 ///
@@ -97,7 +169,7 @@ impl LeaderLatch {
     /// # Ok(()) }
     /// ```
     pub async fn await_leadership(&self) -> Result<Leadership, Error> {
-        self.mutex.acquire().await
+        self.mutex.acquire().await.map(Leadership)
     }
 
     /// Like [`await_leadership`](Self::await_leadership), for at most `timeout`: `Ok(None)`
@@ -114,7 +186,7 @@ impl LeaderLatch {
         &self,
         timeout: Duration,
     ) -> Result<Option<Leadership>, Error> {
-        self.mutex.acquire_timeout(timeout).await
+        Ok(self.mutex.acquire_timeout(timeout).await?.map(Leadership))
     }
 
     /// Every participant in election order (Curator's `getParticipants`); a participant's id
@@ -202,7 +274,7 @@ impl LeaderSelector {
         F: FnOnce(Leadership) -> Fut,
         Fut: Future<Output = T>,
     {
-        self.mutex.run(term).await
+        self.mutex.run(|guard| term(Leadership(guard))).await
     }
 
     /// Every participant in election order; a participant's id is its node's data.

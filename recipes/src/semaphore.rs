@@ -23,14 +23,66 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::client::ZkClient;
-use crate::error::Error;
+use crate::error::{Error, LostReason};
 use crate::guard::LockGuard;
 use crate::lock::{Config, Kind, LockCore, MaxLeases};
 use crate::mutex::{InterProcessMutex, Participant};
 use crate::names::join;
 
-/// A lease of an [`InterProcessSemaphoreV2`]: held until released or dropped.
-pub type Lease = LockGuard;
+/// A lease of an [`InterProcessSemaphoreV2`]: held until released or dropped (dropping
+/// releases in the background).
+///
+/// Several leases are held at once, so a lease has no fencing token (its node's czxid does
+/// not exclude anyone) and no fenced writes: those belong to exclusive locks and leaders.
+///
+/// ```no_run
+/// # async fn f(sem: zooraft_recipes::InterProcessSemaphoreV2) -> Result<(), zooraft_recipes::Error> {
+/// let lease = sem.acquire().await?;
+/// tokio::select! {
+///     reason = lease.lost() => eprintln!("lease lost: {reason}"),
+///     _ = tokio::time::sleep(std::time::Duration::from_millis(50)) => {}
+/// }
+/// lease.release().await?;
+/// # Ok(()) }
+/// ```
+///
+/// A lease is not a lock guard: it has no token to fence with.
+///
+/// ```compile_fail,E0599
+/// # fn f(lease: zooraft_recipes::Lease) {
+/// let _ = lease.fencing_token();
+/// # }
+/// ```
+#[derive(Debug)]
+#[must_use = "dropping a lease releases it (in the background)"]
+pub struct Lease(LockGuard);
+
+impl Lease {
+    /// The full path of our lease node.
+    pub fn node_path(&self) -> &str {
+        self.0.node_path()
+    }
+
+    /// Completes when the lease can no longer be trusted (see [`LockGuard::lost`]).
+    pub async fn lost(&self) -> LostReason {
+        self.0.lost().await
+    }
+
+    /// Why the lease was lost, if it was.
+    pub fn lost_reason(&self) -> Option<LostReason> {
+        self.0.lost_reason()
+    }
+
+    /// Whether the lease is still held, as far as the client knows.
+    pub fn is_valid(&self) -> bool {
+        self.0.is_valid()
+    }
+
+    /// Gives the lease back: deletes its node (see [`LockGuard::release`]).
+    pub async fn release(self) -> Result<(), Error> {
+        self.0.release().await
+    }
+}
 
 /// A semaphore across processes, compatible with Curator's `InterProcessSemaphoreV2` on the
 /// same path: at most `max_leases` leases are held at once, by Rust and Java holders alike.
@@ -174,7 +226,7 @@ impl InterProcessSemaphoreV2 {
         ));
         let result = core.acquire(deadline, true, None).await;
         let released = lock.release().await;
-        let lease = result?.map(|h| LockGuard::new(core, h));
+        let lease = result?.map(|h| Lease(LockGuard::new(core, h)));
         if let Err(e) = released {
             tracing::warn!("semaphore lock release: {e}");
         }

@@ -21,7 +21,7 @@
 //!
 //! `lock-contender semaphore CONNECT PATH MAX TASKS ITERATIONS LOG`: TASKS tasks, each with
 //! its own `InterProcessSemaphoreV2` (MAX leases) on PATH, take a lease ITERATIONS times and
-//! hold it 20 ms (lines `rust-lease ...`).
+//! hold it 20 ms (lines `rust-lease ...`, with token 0: a lease has no fencing token).
 //!
 //! `lock-contender hold CONNECT PATH SESSION_MS RESOURCE`: acquires once and prints
 //! `ACQUIRED <token>`; on a line `WRITE` on stdin it sends `WRITE <token>` to the TCP
@@ -110,16 +110,51 @@ async fn main() {
     }
 }
 
+/// What a critical section's log line says of what is held: a lock's guard, a leadership
+/// or a lease (which has no fencing token: its line says 0).
+struct Held<'a> {
+    token: u64,
+    node_path: &'a str,
+    /// The guard fenced writes go through (a lock's; only `contend` writes a counter).
+    guard: Option<&'a LockGuard>,
+}
+
+impl<'a> Held<'a> {
+    fn lock(guard: &'a LockGuard) -> Held<'a> {
+        Held {
+            token: guard.fencing_token().get(),
+            node_path: guard.node_path(),
+            guard: Some(guard),
+        }
+    }
+
+    fn leadership(l: &'a zooraft_recipes::Leadership) -> Held<'a> {
+        Held {
+            token: l.fencing_token().get(),
+            node_path: l.node_path(),
+            guard: None,
+        }
+    }
+
+    fn lease(l: &'a zooraft_recipes::Lease) -> Held<'a> {
+        Held {
+            token: 0,
+            node_path: l.node_path(),
+            guard: None,
+        }
+    }
+}
+
 async fn critical_section(
     kind: &str,
-    guard: &LockGuard,
+    held: Held<'_>,
     task: usize,
     log: &std::fs::File,
     counter: Option<&str>,
     client: &Arc<dyn ZkClient>,
 ) -> Result<(), String> {
     let start = monotonic_ns();
-    if let Some(counter) = counter {
+    if let (Some(counter), Some(guard)) = (counter, held.guard) {
         let (data, stat) = client
             .get_data(counter)
             .await
@@ -134,7 +169,7 @@ async fn critical_section(
     tokio::time::sleep(Duration::from_millis(hold)).await;
     let end = monotonic_ns();
     let node = zooraft_recipes::names::sequence_of(
-        guard.node_path(),
+        held.node_path,
         &[
             "lock-", "__lock__", "__READ__", "__WRIT__", "latch-", "lease-",
         ],
@@ -143,11 +178,11 @@ async fn critical_section(
         "{kind} {} {} {} {} {} {} {}\n",
         std::process::id(),
         task,
-        guard.fencing_token().get(),
+        held.token,
         node.unwrap_or(-1),
         start,
         end,
-        guard.node_path().rsplit('/').next().unwrap_or("")
+        held.node_path.rsplit('/').next().unwrap_or("")
     );
     let mut log = log;
     log.write_all(line.as_bytes())
@@ -171,7 +206,15 @@ async fn contend(args: &[String]) -> Result<(), String> {
                 .with_label(&format!("contender-{}-{task}", std::process::id()));
             for _ in 0..iterations {
                 let guard = mutex.acquire().await.map_err(|e| e.to_string())?;
-                critical_section("rust", &guard, task, &log, counter.as_deref(), &client).await?;
+                critical_section(
+                    "rust",
+                    Held::lock(&guard),
+                    task,
+                    &log,
+                    counter.as_deref(),
+                    &client,
+                )
+                .await?;
                 guard.release().await.map_err(|e| e.to_string())?;
             }
             Ok(())
@@ -200,7 +243,7 @@ async fn read_write(args: &[String]) -> Result<(), String> {
             };
             for _ in 0..iterations {
                 let guard = lock.acquire().await.map_err(|e| e.to_string())?;
-                critical_section(kind, &guard, task, &log, None, &client).await?;
+                critical_section(kind, Held::lock(&guard), task, &log, None, &client).await?;
                 guard.release().await.map_err(|e| e.to_string())?;
             }
             Ok(())
@@ -253,7 +296,15 @@ async fn latch(args: &[String], selector: bool) -> Result<(), String> {
                     let (client, log) = (client.clone(), log.clone());
                     selector
                         .lead(|l| async move {
-                            critical_section("rust-selector", &l, task, &log, None, &client).await
+                            critical_section(
+                                "rust-selector",
+                                Held::leadership(&l),
+                                task,
+                                &log,
+                                None,
+                                &client,
+                            )
+                            .await
                         })
                         .await
                         .map_err(|e| e.to_string())??;
@@ -263,7 +314,15 @@ async fn latch(args: &[String], selector: bool) -> Result<(), String> {
             let latch = zooraft_recipes::LeaderLatch::new(client.clone(), &path, &id);
             for _ in 0..terms {
                 let leadership = latch.await_leadership().await.map_err(|e| e.to_string())?;
-                critical_section("rust-latch", &leadership, task, &log, None, &client).await?;
+                critical_section(
+                    "rust-latch",
+                    Held::leadership(&leadership),
+                    task,
+                    &log,
+                    None,
+                    &client,
+                )
+                .await?;
                 leadership.release().await.map_err(|e| e.to_string())?;
             }
             Ok(())
@@ -289,7 +348,8 @@ async fn semaphore(args: &[String]) -> Result<(), String> {
                 .with_node_data(format!("rust-{}-{task}", std::process::id()).as_bytes());
             for _ in 0..iterations {
                 let lease = sem.acquire().await.map_err(|e| e.to_string())?;
-                critical_section("rust-lease", &lease, task, &log, None, &client).await?;
+                critical_section("rust-lease", Held::lease(&lease), task, &log, None, &client)
+                    .await?;
                 lease.release().await.map_err(|e| e.to_string())?;
             }
             Ok(())
