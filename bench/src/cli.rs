@@ -14,6 +14,7 @@ use clap::{Args, Parser, Subcommand};
 use crate::load::LoadSpec;
 use crate::scenario::{parse_scenarios, Scenario, ScenarioParams};
 use crate::server::ServerKind;
+use crate::session::Framing;
 use crate::workload::{parse_workloads, Workload};
 
 #[derive(Debug, Parser)]
@@ -54,6 +55,10 @@ pub struct LoadArgs {
     /// Requests in flight per session (pipelining depth); `lock` counts whole cycles.
     #[arg(long, short = 'd', default_value_t = 8)]
     pub depth: usize,
+    /// How each session writes its requests: `per-request` (one `write` per request, as
+    /// ZooKeeper's clients send) or `batched` (the whole pipeline in one `write`).
+    #[arg(long, value_enum, default_value_t = Framing::PerRequest)]
+    pub framing: Framing,
     /// Bytes of data per created or set znode.
     #[arg(long, default_value_t = 100)]
     pub data_size: usize,
@@ -99,6 +104,7 @@ impl LoadArgs {
             read_pct: self.read_pct,
             locks: self.locks,
             session_timeout_ms: self.session_timeout_ms,
+            framing: self.framing,
             cleanup,
             seed: self.seed,
             tls: None,

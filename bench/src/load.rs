@@ -29,7 +29,7 @@ use jute::{
 use tokio::task::JoinSet;
 
 use crate::cpu::{CpuSample, CpuUsage};
-use crate::session::{error_label, Session, SessionError};
+use crate::session::{error_label, Framing, Session, SessionError};
 use crate::stats::{LatencySummary, Recorder};
 use crate::tls::TlsClient;
 use crate::workload::{Mix, Op, Workload};
@@ -71,6 +71,8 @@ pub struct LoadSpec {
     pub seed: u64,
     /// Connect over TLS with this client (to the servers' TLS ports).
     pub tls: Option<TlsClient>,
+    /// How the measured sessions write their requests.
+    pub framing: Framing,
 }
 
 impl Default for LoadSpec {
@@ -89,6 +91,7 @@ impl Default for LoadSpec {
             cleanup: false,
             seed: 0x5eed,
             tls: None,
+            framing: Framing::PerRequest,
         }
     }
 }
@@ -202,8 +205,13 @@ pub async fn run_workload_on(
             let timeout = spec.session_timeout_ms;
             let member = addrs[i % addrs.len()];
             let tls = tls.cloned();
+            let framing = spec.framing;
             set.spawn(async move {
                 let s = Session::connect_with(member, tls.as_ref(), timeout, IO_TIMEOUT).await;
+                let s = s.map(|mut s| {
+                    s.set_framing(framing);
+                    s
+                });
                 (i, s)
             });
         }

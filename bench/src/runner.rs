@@ -16,6 +16,7 @@ use crate::load::{run_workload, run_workload_on, LoadSpec};
 use crate::report::{comparison_markdown, single_markdown, tls_markdown, Outcome, Round, Row};
 use crate::scenario::ScenarioResult;
 use crate::server::{filesystem_type, resolve_zooraft_bin, LaunchOptions, ServerKind};
+use crate::session::Framing;
 use crate::target::Target;
 use crate::tls::{Pki, TlsClient};
 use crate::workload::Workload;
@@ -73,6 +74,19 @@ fn problems(rows: &[Row]) -> u64 {
     rows.iter().map(Row::problems).sum()
 }
 
+/// Which framing the figures below were taken with: every published figure says so.
+fn framing_line(framing: Framing) -> String {
+    match framing {
+        Framing::PerRequest => {
+            "Requests written one per `write` (as ZooKeeper's clients send them).\n\n".into()
+        }
+        Framing::Batched => {
+            "Requests written a pipeline per `write` (`--framing batched`), not as ZooKeeper's clients send them.\n\n"
+                .into()
+        }
+    }
+}
+
 fn params_json(load: &LoadArgs) -> serde_json::Value {
     serde_json::json!({
         "workloads": load.workloads.0.iter().map(|w| w.name()).collect::<Vec<_>>(),
@@ -80,6 +94,7 @@ fn params_json(load: &LoadArgs) -> serde_json::Value {
         "warmup_s": load.warmup.as_secs_f64(),
         "connections": load.connections,
         "depth": load.depth,
+        "framing": load.framing.name(),
         "data_size": load.data_size,
         "keys": load.keys,
         "read_pct": load.read_pct,
@@ -235,6 +250,7 @@ pub fn compare(args: &CompareArgs) -> anyhow::Result<Finished> {
     let elapsed = began.elapsed().as_secs_f64();
     let mut markdown = String::new();
     if !rows.is_empty() {
+        markdown.push_str(&framing_line(args.load.framing));
         if ensemble > 1 {
             markdown.push_str(&format!(
                 "{ensemble}-member ensembles of each server, load sessions spread over the members.\n\n"
@@ -537,7 +553,8 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Finished> {
         bail!("nothing to run");
     }
     let elapsed = began.elapsed().as_secs_f64();
-    let mut markdown = single_markdown(&outcomes, &shapes);
+    let mut markdown = framing_line(args.load.framing);
+    markdown.push_str(&single_markdown(&outcomes, &shapes));
     markdown.push_str(&format!(
         "\n{} workload runs in {elapsed:.0}s.\n",
         outcomes.len()

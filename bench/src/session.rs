@@ -128,9 +128,38 @@ impl AsyncWrite for Stream {
     }
 }
 
+/// How a session's queued requests go onto the socket.
+///
+/// ZooKeeper's own clients (the Java client, Curator on it, kazoo, the C client) write one
+/// request per `write` with `TCP_NODELAY`, so a server sees one request per segment; the
+/// figures that matter to their users are taken that way. Writing a whole pipeline at once
+/// lets a server decode and submit requests in batches, which flatters whichever server
+/// batches best: a second row, never the only one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Framing {
+    /// One request per `write` (one segment each), as real clients send.
+    #[default]
+    PerRequest,
+    /// Every queued request in one `write`.
+    Batched,
+}
+
+impl Framing {
+    /// The name used in tables and JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Framing::PerRequest => "per-request",
+            Framing::Batched => "batched",
+        }
+    }
+}
+
 /// A connected, established session.
 pub struct Session {
     stream: Stream,
+    /// How [`flush`](Self::flush) writes (batched until [`set_framing`](Self::set_framing)).
+    framing: Framing,
     /// Watch notifications received so far (skipped by the reply readers).
     notifications: u64,
     rbuf: BytesMut,
@@ -168,6 +197,7 @@ impl Session {
         };
         let mut s = Session {
             stream,
+            framing: Framing::Batched,
             notifications: 0,
             rbuf: BytesMut::with_capacity(64 * 1024),
             wbuf: BytesMut::with_capacity(64 * 1024),
@@ -241,17 +271,49 @@ impl Session {
         !self.wbuf.is_empty()
     }
 
-    /// Writes everything queued.
+    /// Sets how [`flush`](Self::flush) writes from now on (the handshake and set-up are
+    /// always batched: only the measured load is framed as asked).
+    pub fn set_framing(&mut self, framing: Framing) {
+        self.framing = framing;
+    }
+
+    /// Writes everything queued: in one `write`, or one `write` per request.
     pub async fn flush(&mut self, deadline: Instant) -> Result<(), SessionError> {
         if self.wbuf.is_empty() {
             return Ok(());
         }
-        within(deadline, self.stream.write_all(&self.wbuf)).await??;
+        match self.framing {
+            Framing::Batched => self.write_out(0, self.wbuf.len(), deadline).await?,
+            Framing::PerRequest => {
+                let mut at = 0;
+                while at < self.wbuf.len() {
+                    // Every queued frame is ours: a 4-byte length, then that many bytes.
+                    let len = self.wbuf[at..]
+                        .get(..4)
+                        .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize)
+                        .unwrap_or(self.wbuf.len() - at);
+                    let end = (at + 4 + len).min(self.wbuf.len());
+                    self.write_out(at, end, deadline).await?;
+                    at = end;
+                }
+            }
+        }
+        self.wbuf.clear();
+        Ok(())
+    }
+
+    /// Writes `wbuf[from..to]` as one write (over TLS: one record, flushed).
+    async fn write_out(
+        &mut self,
+        from: usize,
+        to: usize,
+        deadline: Instant,
+    ) -> Result<(), SessionError> {
+        within(deadline, self.stream.write_all(&self.wbuf[from..to])).await??;
         if matches!(self.stream, Stream::Tls(_)) {
             // rustls may hold the last record until flushed; a TCP flush is a no-op.
             within(deadline, self.stream.flush()).await??;
         }
-        self.wbuf.clear();
         Ok(())
     }
 

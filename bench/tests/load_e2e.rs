@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use jute::{GetChildrenRequest, OpCode, Request, Response};
 use zooraft_bench::load::{run_workload, LoadSpec};
-use zooraft_bench::session::Session;
+use zooraft_bench::session::{Framing, Session};
 use zooraft_bench::workload::Workload;
 use zooraft_tests::{ServerKind, TestServer};
 
@@ -33,6 +33,7 @@ fn short(workload: Workload) -> LoadSpec {
         cleanup: true,
         seed: 1,
         tls: None,
+        framing: Framing::PerRequest,
     }
 }
 
@@ -65,8 +66,20 @@ async fn root_children(server: &TestServer) -> Vec<String> {
 fn every_workload_runs_cleanly(kind: ServerKind) {
     let server = TestServer::start(kind);
     let rt = runtime();
-    for workload in Workload::ALL {
-        let spec = short(workload);
+    // Every workload as real clients send (one request per write), and the pipelined ones
+    // also batched (a pipeline per write): the replies must match either way.
+    let batched = [Workload::Set, Workload::Create, Workload::Lock]
+        .into_iter()
+        .map(|w| (w, Framing::Batched));
+    let runs = Workload::ALL
+        .into_iter()
+        .map(|w| (w, Framing::PerRequest))
+        .chain(batched);
+    for (workload, framing) in runs {
+        let spec = LoadSpec {
+            framing,
+            ..short(workload)
+        };
         let r = rt
             .block_on(run_workload(
                 server.addr(),
@@ -74,7 +87,7 @@ fn every_workload_runs_cleanly(kind: ServerKind) {
                 server.pid(),
                 &spec,
             ))
-            .unwrap_or_else(|e| panic!("{workload}: {e}\n{}", server.log_tail()));
+            .unwrap_or_else(|e| panic!("{workload} {framing:?}: {e}\n{}", server.log_tail()));
         assert!(r.ops > 0, "{workload}: no op completed in the window");
         assert!(
             r.errors.is_empty(),
