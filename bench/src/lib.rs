@@ -129,6 +129,7 @@ pub mod cli;
 pub mod cpu;
 pub mod floor;
 pub mod load;
+pub mod locks;
 pub mod memory;
 pub mod report;
 pub mod runner;
