@@ -292,7 +292,7 @@ pub struct LocksArgs {
     pub faults: Vec<LockFault>,
     /// The failover fault also runs with the replica's replication stream held back by
     /// this lag (0s: only the direct link).
-    #[arg(long, default_value = "50ms", value_parser = parse_duration)]
+    #[arg(long, default_value = "500ms", value_parser = parse_duration)]
     pub replica_lag: Duration,
     /// Contenders in the fault runs.
     #[arg(long, default_value_t = 8)]

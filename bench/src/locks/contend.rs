@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::faults::{hold_after_inject, pause_bound, FaultPlan};
-use super::resource::{Resource, Tally};
+use super::resource::{Resource, Tally, Token};
 use super::system::{Contender, LockSystem};
 
 /// What to run.
@@ -174,6 +174,13 @@ pub async fn measure(system: &dyn LockSystem, plan: &Plan) -> anyhow::Result<Mea
     })
 }
 
+fn token_text(t: Token) -> String {
+    match t {
+        Token::Monotonic(t) => t.to_string(),
+        Token::Opaque(t) => format!("{t:x} (random)"),
+    }
+}
+
 /// Errors in a row after which a contender gives up (its system is gone).
 const MAX_ERRORS_IN_A_ROW: u32 = 500;
 
@@ -198,6 +205,7 @@ async fn contend(id: usize, mut c: Box<dyn Contender>, s: Arc<Shared>) {
         };
         failures = 0;
         let entry = s.resource.enter(id, token);
+        let entered = Instant::now();
         if Instant::now() < s.end() {
             s.counted.fetch_add(1, Ordering::SeqCst);
         }
@@ -219,14 +227,17 @@ async fn contend(id: usize, mut c: Box<dyn Contender>, s: Arc<Shared>) {
                     .someone_entered_after(entry, pause_bound(s.lease))
                     .await;
                 let others = s.resource.entries_after(entry);
+                let (_, newest) = s.resource.tokens();
                 let accepted = s.resource.write(entry);
                 s.note(format!(
                     "contender 0 paused (in-process: no heartbeat or renewal) for {:.2} s \
                      (lease {:.1} s); {others} entr{} by others meanwhile; its write on \
-                     waking was {}",
+                     waking (token {}, newest holder's {}) was {}",
                     paused.elapsed().as_secs_f64(),
                     s.lease.as_secs_f64(),
                     if others == 1 { "y" } else { "ies" },
+                    token_text(entry.token),
+                    newest.map_or("none".into(), |t| t.to_string()),
                     if accepted { "accepted" } else { "refused" },
                 ));
                 s.fault_done.store(true, Ordering::SeqCst);
@@ -241,8 +252,9 @@ async fn contend(id: usize, mut c: Box<dyn Contender>, s: Arc<Shared>) {
                 let at = Instant::now();
                 match injector.inject().await {
                     Ok(what) => s.note(format!(
-                        "{:.2} s into the run, contender {id} holding: {what}",
-                        at.duration_since(s.start).as_secs_f64()
+                        "{:.2} s into the run, contender {id} holding (for {:.1} ms): {what}",
+                        at.duration_since(s.start).as_secs_f64(),
+                        at.duration_since(entered).as_secs_f64() * 1e3,
                     )),
                     Err(e) => s.error("inject", &e),
                 }

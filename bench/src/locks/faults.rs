@@ -11,7 +11,7 @@
 //!   process resumed by SIGCONT would.
 //! - [`FaultPlan::Inject`]: the first holder after a third of the run calls an
 //!   [`Injector`] while holding (the Redis master killed and its replica promoted, a
-//!   zooraft ensemble's leader killed with SIGKILL), then holds on for up to half its
+//!   zooraft ensemble's leader killed with SIGKILL), then holds on for up to 90% of its
 //!   lease and writes again, so that a lock lost in the failover shows up as an overlap.
 //!
 //! Both sleepers wake the moment another contender enters: each system is then charged
@@ -50,10 +50,11 @@ impl FaultPlan {
     }
 }
 
-/// How long a holder that caused a failover keeps holding afterwards, at most: half its
-/// lease, so that only a lock lost in the failover (not one expired) lets another in.
+/// How long a holder that caused a failover keeps holding afterwards, at most: 90% of its
+/// lease, a critical section that ends within its TTL, so that only a lock lost in the
+/// failover (not one that expired) lets another in.
 pub fn hold_after_inject(lease: Duration) -> Duration {
-    lease / 2
+    lease * 9 / 10
 }
 
 /// The longest a paused holder waits for someone else to enter, in leases.

@@ -240,13 +240,22 @@ impl Injector for RedisFailover {
             Value::Simple(_) => {}
             other => bail!("REPLICAOF NO ONE: unexpected reply {other:?}"),
         }
-        let present = !matches!(c.call(&[b"GET", &self.key]).await?, Value::Bulk(None));
+        // The replica's view is as old as its lag: it may hold no lock key, or a previous
+        // holder's (whose delete it never got) with less time to live than ours.
+        let pttl = match c.call(&[b"PTTL", &self.key]).await? {
+            Value::Int(n) => n,
+            other => bail!("PTTL: unexpected reply {other:?}"),
+        };
         self.endpoint.set(self.replica);
+        let key = if pttl < 0 {
+            "had NO lock key (the holder's was lost)".to_string()
+        } else {
+            format!("had a lock key with {pttl} ms to live")
+        };
         Ok(format!(
             "killed the redis master {master} (SIGKILL), promoted the replica {} \
-             (REPLICAOF NO ONE); the holder's lock key was {} on it",
+             (REPLICAOF NO ONE), which {key}",
             self.replica,
-            if present { "present" } else { "LOST" }
         ))
     }
 }

@@ -53,6 +53,7 @@ struct State {
     inside: Vec<usize>,
     seq: u64,
     latest: Option<(usize, u64)>,
+    latest_token: Option<u64>,
     highest: Option<u64>,
     last_leave: Option<Instant>,
     tally: Tally,
@@ -106,6 +107,9 @@ impl Resource {
         }
         s.inside.push(who);
         s.latest = Some((who, seq));
+        s.latest_token = match token {
+            Token::Monotonic(t) | Token::Opaque(t) => Some(t),
+        };
         let entry = Entry { who, seq, token };
         Self::write_locked(&mut s, self.check_tokens, entry);
         drop(s);
@@ -160,6 +164,12 @@ impl Resource {
     /// Entries by others since `entry`.
     pub fn entries_after(&self, entry: Entry) -> u64 {
         self.state().seq.saturating_sub(entry.seq)
+    }
+
+    /// The highest monotonic token seen (accepted), and the latest entry's token.
+    pub fn tokens(&self) -> (Option<u64>, Option<u64>) {
+        let s = self.state();
+        (s.highest, s.latest_token)
     }
 
     pub fn tally(&self) -> Tally {
