@@ -122,6 +122,13 @@
 //!   use more `--rounds` when other work is running (`compare` warns when it starts on a
 //!   busy machine).
 //!
+//! # Locks compared
+//!
+//! `zooraft-bench locks` ([`locks`]) is the other kind of comparison: lock services side
+//! by side (zooraft, Apache ZooKeeper, Redis, Redlock, etcd), for speed and for safety
+//! under pauses and failovers, counted by a resource that records every entry. The book's
+//! Locks page publishes its table (`docs/bench/locks-compared.*`).
+//!
 //! Other binaries in `src/bin/` (e.g. `lock_bench`) may use this library.
 
 pub mod charts;
