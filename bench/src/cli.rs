@@ -33,6 +33,9 @@ pub enum Command {
     Compare(Box<CompareArgs>),
     /// Load one server that is already running (e.g. to profile it).
     Run(Box<RunArgs>),
+    /// Lock services side by side: zooraft, ZooKeeper, Redis, Redlock, etcd; speed and
+    /// safety under faults, counted by a resource that records every entry.
+    Locks(Box<LocksArgs>),
 }
 
 /// The workload parameters both subcommands share.
@@ -238,6 +241,95 @@ pub struct RunArgs {
     pub no_cleanup: bool,
 }
 
+/// A lock system `locks` can compare.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LockSystemKind {
+    /// zooraft standalone, our `InterProcessMutex`.
+    Zooraft,
+    /// A 3-member zooraft ensemble (the leader-kill fault runs on it).
+    Zooraft3,
+    /// Apache ZooKeeper 3.8 standalone, the same recipe.
+    Zookeeper,
+    /// One redis-server: SET NX PX + Lua compare-and-delete.
+    Redis,
+    /// Redlock over three independent redis-server masters.
+    Redlock,
+    /// etcd 3.4: lease + create-revision queue, as `concurrency.Mutex`.
+    Etcd,
+}
+
+/// A fault `locks` can inject.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LockFault {
+    /// A holder paused past its TTL or session timeout (each system but zooraft3).
+    Pause,
+    /// The Redis master killed, its replica promoted (a master + replica pair).
+    Failover,
+    /// The zooraft ensemble's leader killed with SIGKILL (needs zooraft3).
+    LeaderKill,
+    /// No fault runs.
+    None,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct LocksArgs {
+    /// Comma-separated systems to compare.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "zooraft,zooraft3,zookeeper,redis,redlock,etcd"
+    )]
+    pub systems: Vec<LockSystemKind>,
+    /// Contender counts for the speed runs (each its own connection or session).
+    #[arg(long, short = 'c', value_delimiter = ',', default_value = "16,64")]
+    pub contenders: Vec<usize>,
+    /// Measured time of each speed run (fault runs last until their fault played out).
+    #[arg(long, default_value = "3s", value_parser = parse_duration)]
+    pub duration: Duration,
+    /// Work inside the critical section (0s: a yield only).
+    #[arg(long, default_value = "0s", value_parser = parse_duration)]
+    pub work: Duration,
+    /// Comma-separated faults.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "pause,failover,leader-kill"
+    )]
+    pub faults: Vec<LockFault>,
+    /// The failover fault also runs with the replica's replication stream held back by
+    /// this lag (0s: only the direct link).
+    #[arg(long, default_value = "500ms", value_parser = parse_duration)]
+    pub replica_lag: Duration,
+    /// Contenders in the fault runs.
+    #[arg(long, default_value_t = 8)]
+    pub fault_contenders: usize,
+    /// Redis' PX, etcd's lease TTL and the ZooKeeper session timeout.
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    pub ttl: Duration,
+    /// Where to write the JSON results (default: `<target dir>/zooraft-bench/locks-<time>.json`).
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Directory for the SVG chart (`locks-compared.svg`); none unless given.
+    #[arg(long)]
+    pub charts: Option<PathBuf>,
+    /// The zooraft release binary (default as for `compare`).
+    #[arg(long)]
+    pub zooraft_bin: Option<PathBuf>,
+    /// Directory under which every server's data directory is created (default: the
+    /// system temp directory).
+    #[arg(long)]
+    pub data_root: Option<PathBuf>,
+    /// ZooKeeper's JVM heap.
+    #[arg(long, default_value = "512m")]
+    pub zk_heap: String,
+    /// tickTime of zooraft and ZooKeeper (the session timeout must be at least twice it).
+    #[arg(long, default_value_t = 500)]
+    pub tick_time_ms: u32,
+    /// Server log level (zooraft's RUST_LOG, ZooKeeper's slf4j-simple level).
+    #[arg(long, default_value = "warn")]
+    pub log_level: String,
+}
+
 /// A parsed `--workloads` list.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkloadList(pub Vec<Workload>);
@@ -372,6 +464,34 @@ mod tests {
         assert_eq!(a.server_pid, Some(42));
         assert_eq!(a.load.workloads.0, vec![Workload::Mixed]);
         assert!(!a.no_cleanup);
+    }
+
+    #[test]
+    fn locks_defaults_and_lists() {
+        let cli = Cli::try_parse_from(["zooraft-bench", "locks"]).expect("parses");
+        let Command::Locks(a) = cli.command else {
+            panic!("not locks")
+        };
+        assert_eq!(a.systems.len(), 6);
+        assert_eq!(a.contenders, vec![16, 64]);
+        assert_eq!(a.ttl, Duration::from_secs(2));
+        let cli = Cli::try_parse_from([
+            "zooraft-bench",
+            "locks",
+            "--systems",
+            "redis,etcd",
+            "--faults",
+            "none",
+            "-c",
+            "4",
+        ])
+        .expect("parses");
+        let Command::Locks(a) = cli.command else {
+            panic!("not locks")
+        };
+        assert_eq!(a.systems, vec![LockSystemKind::Redis, LockSystemKind::Etcd]);
+        assert_eq!(a.faults, vec![LockFault::None]);
+        assert!(Cli::try_parse_from(["zooraft-bench", "locks", "--systems", "consul"]).is_err());
     }
 
     #[test]

@@ -123,6 +123,13 @@
 //!   use more `--rounds` when other work is running (`compare` warns when it starts on a
 //!   busy machine).
 //!
+//! # Locks compared
+//!
+//! `zooraft-bench locks` ([`locks`]) is the other kind of comparison: lock services side
+//! by side (zooraft, Apache ZooKeeper, Redis, Redlock, etcd), for speed and for safety
+//! under pauses and failovers, counted by a resource that records every entry. The book's
+//! Locks page publishes its table (`docs/bench/locks-compared.*`).
+//!
 //! Other binaries in `src/bin/` (e.g. `lock_bench`) may use this library.
 
 pub mod charts;
@@ -130,6 +137,7 @@ pub mod cli;
 pub mod cpu;
 pub mod floor;
 pub mod load;
+pub mod locks;
 pub mod memory;
 pub mod report;
 pub mod runner;

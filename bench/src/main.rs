@@ -1,4 +1,4 @@
-//! `zooraft-bench compare | run`: see the library docs (`zooraft_bench`) for what each does.
+//! `zooraft-bench compare | run | locks`: see the library docs (`zooraft_bench`) for what each does.
 
 use std::process::ExitCode;
 
@@ -19,6 +19,7 @@ fn main() -> ExitCode {
     let finished = match &cli.command {
         Command::Compare(args) => runner::compare(args),
         Command::Run(args) => runner::run(args),
+        Command::Locks(args) => zooraft_bench::locks::run(args),
     };
     match finished {
         Ok(f) => {
