@@ -333,10 +333,9 @@ impl Credentials {
 
     /// Initiator credentials for `principal` from the client keytab `keytab`, their tickets
     /// kept in the credential cache `ccache` (e.g. `MEMORY:name`, private to this process).
-    /// The library gets a ticket-granting ticket from the keytab when the cache has none
-    /// (or only an expiring one) the first time a context is initiated with them: the
-    /// KDC is not asked here. Neither `KRB5_CLIENT_KTNAME` nor `KRB5CCNAME` is read or
-    /// set: the cred store names both.
+    /// The library gets a ticket-granting ticket from the keytab (asking the KDC) when the
+    /// cache has none, and a new one when it is about to expire. Neither
+    /// `KRB5_CLIENT_KTNAME` nor `KRB5CCNAME` is read or set: the cred store names both.
     pub fn initiate(principal: &str, keytab: &str, ccache: &str) -> Result<Credentials, GssError> {
         let bad = |what: &str| GssError {
             call: "acquire",

@@ -73,8 +73,13 @@ impl Kerberos {
         let (service, service_host) = service_of(&self.service_principal, host)?;
         let target = Target::host_based(&service, &service_host)
             .map_err(|e| format!("Kerberos: the service {service}@{service_host}: {e}"))?;
-        let cred = Credentials::initiate(me, &self.keytab, CCACHE)
-            .map_err(|e| format!("Kerberos: {me} from keyTab {}: {e}", self.keytab))?;
+        let cred = Credentials::initiate(me, &self.keytab, CCACHE).map_err(|e| {
+            format!(
+                "Kerberos: no ticket for {me} from keyTab {} (it needs a key for that principal, \
+                 and a KDC of its realm that answers): {e}",
+                self.keytab
+            )
+        })?;
         let mut gss = Gss {
             ctx: Context::default(),
             cred,
