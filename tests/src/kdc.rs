@@ -161,6 +161,18 @@ impl Kdc {
         cache
     }
 
+    /// A JAAS section that logs in as `principal@REALM` from `keytab` with Java's
+    /// Krb5LoginModule, as ZooKeeper's documentation writes them.
+    pub fn jaas_section(&self, section: &str, keytab: &Path, principal: &str) -> String {
+        format!(
+            "{section} {{\n    com.sun.security.auth.module.Krb5LoginModule required\n    \
+             useKeyTab=true\n    keyTab=\"{}\"\n    storeKey=true\n    useTicketCache=false\n    \
+             principal=\"{}\";\n}};\n",
+            keytab.display(),
+            self.principal(principal)
+        )
+    }
+
     /// The KDC's log, for failure messages.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("kdc.log")).unwrap_or_default()

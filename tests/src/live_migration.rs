@@ -29,12 +29,21 @@ pub struct LiveMigration {
 }
 
 /// Settings beyond the defaults: zoo.cfg keys for every member, JVM properties for
-/// ZooKeeper's, zoo.cfg keys for zooraft's only.
+/// ZooKeeper's, zoo.cfg keys and environment variables (e.g. `KRB5_CONFIG`) for zooraft's
+/// only.
 #[derive(Debug, Clone, Default)]
 pub struct Extra {
     pub both: Vec<(String, String)>,
     pub zookeeper_jvm: Vec<(String, String)>,
     pub zooraft: Vec<(String, String)>,
+    pub zooraft_env: Vec<(String, String)>,
+}
+
+/// `(key, value)` pairs as the owned strings [`Extra`] holds.
+pub fn pairs(v: &[(&str, &str)]) -> Vec<(String, String)> {
+    v.iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
 }
 
 impl LiveMigration {
@@ -138,20 +147,56 @@ impl LiveMigration {
 
     /// Starts observer `i` (zooraft) and waits until it has synced and serves.
     pub fn start_observer(&mut self, i: usize) -> &TestServer {
+        self.spawn_observer(i, &[]);
+        wait_serving(self.observer(i));
+        self.observer(i)
+    }
+
+    /// Starts observer `i` (zooraft) without waiting for it, its zooraft settings
+    /// ([`Extra::zooraft`]) replaced by `settings` where they name the same key.
+    pub fn spawn_observer(&mut self, i: usize, settings: &[(&str, &str)]) -> &mut TestServer {
         let id = self.zookeeper.len() + i;
         let mut b = TestServer::builder(ServerKind::Zooraft);
         for (k, v) in &self.extra.zooraft {
+            if !settings.iter().any(|(key, _)| key == k) {
+                b = b.config(k, v);
+            }
+        }
+        for (k, v) in settings {
             b = b.config(k, v);
+        }
+        for (k, v) in &self.extra.zooraft_env {
+            b = b.env(k, v);
         }
         let b = b
             .config("migrateFromZooKeeper", "true")
             .config("initLimit", "20")
             .config("syncLimit", "4")
             .config("DigestAuthenticationProvider.superDigest", SUPER_DIGEST);
-        let server = self.common(b, id, self.lines.len()).start();
+        self.zooraft[i] = Some(self.common(b, id, self.lines.len()).start());
+        self.observer_mut(i)
+    }
+
+    /// Observer slot `i` run by Apache ZooKeeper instead (`peerType=observer`), with
+    /// ZooKeeper's settings: what ZooKeeper's own observers do there. Waits until it
+    /// serves.
+    pub fn start_zookeeper_observer(&self, i: usize) -> TestServer {
+        let mut b = TestServer::builder(ServerKind::Apache)
+            .jvm_property(
+                "zookeeper.DigestAuthenticationProvider.superDigest",
+                SUPER_DIGEST,
+            )
+            .config("initLimit", "20")
+            .config("syncLimit", "4")
+            .config("peerType", "observer");
+        for (k, v) in &self.extra.zookeeper_jvm {
+            b = b.jvm_property(k, v);
+        }
+        let server = self
+            .common(b, self.zookeeper.len() + i, self.lines.len())
+            .start();
         wait_serving(&server);
-        self.zooraft[i] = Some(server);
-        self.observer(i)
+        server
     }
 
     /// Observer `i`, started.

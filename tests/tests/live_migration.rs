@@ -6,7 +6,8 @@
 //! compared with ZooKeeper's node by node (data, ACL, every Stat field) at the same zxid.
 //! Clients on the observers write, sync, watch and hold ephemerals; the ZooKeeper leader
 //! expires a dead client's session and the observers apply it; ZooKeeper's leader is
-//! killed and the observers follow the new one.
+//! killed and the observers follow the new one. Observers join over quorum TLS and quorum
+//! SASL too (DIGEST-MD5, and Kerberos with a KDC of its own on loopback).
 
 use std::time::Duration;
 
@@ -14,7 +15,8 @@ use bytes::Bytes;
 use jute::{Acl, CreateMode, CreateRequest, Request};
 use zookeeper_client as zc;
 use zooraft_tests::kazoo_migrate::{load_every_kind, Background};
-use zooraft_tests::live_migration::{zxid_of, Extra, LiveMigration};
+use zooraft_tests::kdc::Kdc;
+use zooraft_tests::live_migration::{pairs, zxid_of, Extra, LiveMigration};
 use zooraft_tests::pki::{quorum_keys, Ca};
 use zooraft_tests::raw_client::{ConnectOptions, Handshake, RawClient, RawError};
 use zooraft_tests::rt::{block_on, eventually, eventually_async, within};
@@ -463,11 +465,6 @@ fn an_observer_authenticates_with_quorum_sasl_and_cuts_over() {
          user_super=\"secret\";\n};\n",
     )
     .expect("jaas file");
-    let pairs = |v: &[(&str, &str)]| -> Vec<(String, String)> {
-        v.iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    };
     // ZooKeeper's leader refuses learners that do not authenticate.
     let extra = Extra {
         both: pairs(&[
@@ -482,6 +479,7 @@ fn an_observer_authenticates_with_quorum_sasl_and_cuts_over() {
             jaas.to_str().expect("utf-8"),
         )]),
         zooraft: pairs(&[("jaasLoginConfig", jaas.to_str().expect("utf-8"))]),
+        ..Extra::default()
     };
     let mut m = LiveMigration::start_with(3, 1, extra);
     load_every_kind(&m.zookeeper[0]);
@@ -496,4 +494,170 @@ fn an_observer_authenticates_with_quorum_sasl_and_cuts_over() {
     });
     let (ok, out) = zooraft_tests::zooraft_cmd(&["migrate", "cutover", "--server", &observer]);
     assert!(ok, "{out}");
+}
+
+// --- Quorum SASL with Kerberos (GSSAPI), against a KDC of its own (zooraft_tests::kdc) ---
+
+/// A client-port `Server` section: zooraft reads one from any JAAS file it is given.
+const SERVER_SECTION: &str =
+    "Server {\n  org.apache.zookeeper.server.auth.DigestLoginModule required\n  \
+                              user_super=\"secret\";\n};\n";
+
+/// ZooKeeper's quorum with Kerberos, as its documentation sets it up: the leader's service
+/// `zkquorum/localhost` (`QuorumServer`), every learner `learner/127.0.0.1`
+/// (`QuorumLearner`: ZooKeeper authorizes a learner principal whose host is one of its
+/// server lines' hosts), with `quorum.auth.kerberos.servicePrincipal=zkquorum/localhost`.
+/// ZooKeeper's JVMs read krb5.conf from `-Djava.security.krb5.conf`; zooraft from
+/// `KRB5_CONFIG`, as MIT's library reads it.
+fn quorum_kerberos(kdc: &Kdc) -> Extra {
+    let service = kdc.add_principal("zkquorum/localhost");
+    let learner = kdc.add_principal("learner/127.0.0.1");
+    let jaas = kdc.dir().join("quorum-jaas.conf");
+    std::fs::write(
+        &jaas,
+        [
+            kdc.jaas_section("QuorumServer", &service, "zkquorum/localhost"),
+            kdc.jaas_section("QuorumLearner", &learner, "learner/127.0.0.1"),
+            SERVER_SECTION.to_string(),
+        ]
+        .concat(),
+    )
+    .expect("jaas file");
+    let jaas = jaas.to_str().expect("utf-8");
+    let krb5 = kdc.krb5_conf();
+    let krb5 = krb5.to_str().expect("utf-8");
+    Extra {
+        // ZooKeeper's leader refuses learners that do not authenticate.
+        both: pairs(&[
+            ("quorum.auth.enableSasl", "true"),
+            ("quorum.auth.learnerRequireSasl", "true"),
+            ("quorum.auth.serverRequireSasl", "true"),
+            (
+                "quorum.auth.kerberos.servicePrincipal",
+                "zkquorum/localhost",
+            ),
+            ("quorum.auth.learner.saslLoginContext", "QuorumLearner"),
+            ("quorum.auth.server.saslLoginContext", "QuorumServer"),
+        ]),
+        zookeeper_jvm: pairs(&[
+            ("java.security.auth.login.config", jaas),
+            ("java.security.krb5.conf", krb5),
+        ]),
+        zooraft: pairs(&[("jaasLoginConfig", jaas)]),
+        zooraft_env: pairs(&[("KRB5_CONFIG", krb5)]),
+    }
+}
+
+/// The ZooKeeper leader's log.
+fn leader_log(m: &LiveMigration) -> String {
+    std::fs::read_to_string(m.zookeeper[m.leader()].log_path()).unwrap_or_default()
+}
+
+#[test]
+fn an_observer_authenticates_with_quorum_kerberos_and_cuts_over() {
+    let kdc = Kdc::start();
+    // Observer 0 is ZooKeeper's own (what a learner must do), observer 1 zooraft.
+    let mut m = LiveMigration::start_with(3, 2, quorum_kerberos(&kdc));
+    // ZooKeeper's voters formed their ensemble over Kerberos (they serve), and its own
+    // observer joins with it.
+    let mut zookeeper_observer = m.start_zookeeper_observer(0);
+    assert_eq!(zookeeper_observer.mode().as_deref(), Some("observer"));
+    let accepted = "authenticationID=learner/127.0.0.1@ZOORAFT.TEST";
+    assert!(leader_log(&m).contains(accepted), "{}", leader_log(&m));
+    zookeeper_observer.kill();
+    load_every_kind(&m.zookeeper[0]);
+    m.start_observer(1);
+    assert!(
+        std::fs::read_to_string(m.observer(1).log_path())
+            .unwrap_or_default()
+            .contains("registered with the ZooKeeper leader as an observer"),
+        "{}",
+        m.observer(1).log_tail()
+    );
+    assert_same_tree(&m, m.observer(1), "an observer with quorum Kerberos");
+    let observer = m.observer(1).connect_string();
+    block_on(async {
+        let c = connect(&observer, Duration::from_secs(10), WAIT).await;
+        c.create("/over-kerberos", b"", &persistent())
+            .await
+            .expect("a write forwarded on a link authenticated with Kerberos");
+        within("sync", WAIT, c.sync("/")).await.expect("sync");
+    });
+    assert_same_tree(&m, m.observer(1), "after a write through the observer");
+    let (ok, out) = zooraft_tests::zooraft_cmd(&["migrate", "cutover", "--server", &observer]);
+    assert!(ok, "{out}");
+    block_on(async {
+        let c = connect(&observer, Duration::from_secs(10), WAIT).await;
+        c.create("/after-kerberos", b"", &persistent())
+            .await
+            .expect("a write through Raft after the cut-over");
+    });
+}
+
+#[test]
+fn an_observer_the_leader_does_not_accept_over_kerberos_does_not_join() {
+    let kdc = Kdc::start();
+    let mut m = LiveMigration::start_with(3, 1, quorum_kerberos(&kdc));
+    // A principal of the realm whose host is not in ZooKeeper's server lines.
+    let elsewhere = kdc.add_principal("learner/elsewhere");
+    let learner = |name: &str, keytab: &std::path::Path, principal: &str| {
+        let path = kdc.dir().join(name);
+        std::fs::write(
+            &path,
+            [
+                kdc.jaas_section("QuorumLearner", keytab, principal),
+                SERVER_SECTION.to_string(),
+            ]
+            .concat(),
+        )
+        .expect("jaas file");
+        path.to_str().expect("utf-8").to_string()
+    };
+    let cases = [
+        (
+            learner("elsewhere.conf", &elsewhere, "learner/elsewhere"),
+            "the leader refused this learner",
+        ),
+        // A principal the keytab has no key for.
+        (
+            learner("wrong.conf", &elsewhere, "learner/127.0.0.1"),
+            "no ticket for learner/127.0.0.1@ZOORAFT.TEST from keyTab",
+        ),
+        (
+            learner(
+                "none.conf",
+                &kdc.dir().join("none.keytab"),
+                "learner/127.0.0.1",
+            ),
+            "cannot read keyTab",
+        ),
+    ];
+    for (jaas, why) in &cases {
+        let observer = m.spawn_observer(0, &[("jaasLoginConfig", jaas)]);
+        let log = observer.log_path();
+        eventually(&format!("the observer's log says {why:?}"), WAIT, || {
+            std::fs::read_to_string(&log)
+                .ok()?
+                .contains(why)
+                .then_some(())
+        });
+        assert!(
+            !observer.is_serving(),
+            "an observer that did not join serves"
+        );
+        assert!(observer.is_running(), "the observer keeps trying");
+    }
+    // The leader refused the first for the reason it logs.
+    assert!(
+        leader_log(&m).contains("learner/elsewhere@ZOORAFT.TEST is not authorized to connect"),
+        "{}",
+        leader_log(&m)
+    );
+    // ZooKeeper keeps serving.
+    block_on(async {
+        let c = connect(&m.zookeeper_hosts(), Duration::from_secs(10), WAIT).await;
+        c.create("/still-serving", b"", &persistent())
+            .await
+            .expect("ZooKeeper serves");
+    });
 }

@@ -278,17 +278,8 @@ fn realm() -> Realm {
     }
 }
 
-fn krb5_jaas(path: &Path, section: &str, keytab: &Path, principal: &str) {
-    std::fs::write(
-        path,
-        format!(
-            "{section} {{\n    com.sun.security.auth.module.Krb5LoginModule required\n    \
-             useKeyTab=true\n    keyTab=\"{}\"\n    storeKey=true\n    useTicketCache=false\n    \
-             principal=\"{principal}\";\n}};\n",
-            keytab.display()
-        ),
-    )
-    .expect("write JAAS file");
+fn krb5_jaas(path: &Path, kdc: &Kdc, section: &str, keytab: &Path, name: &str) {
+    std::fs::write(path, kdc.jaas_section(section, keytab, name)).expect("write JAAS file");
 }
 
 /// A server whose JAAS `Server` section logs in as `zookeeper/localhost` from its keytab.
@@ -296,9 +287,10 @@ fn kerberos_server(kind: ServerKind, realm: &Realm) -> TestServerBuilder {
     let jaas = realm.kdc.dir().join("server-jaas.conf");
     krb5_jaas(
         &jaas,
+        &realm.kdc,
         "Server",
         &realm.server_keytab,
-        &realm.kdc.principal("zookeeper/localhost"),
+        "zookeeper/localhost",
     );
     let jaas = jaas.display().to_string();
     let krb5 = realm.kdc.krb5_conf().display().to_string();
@@ -325,7 +317,7 @@ fn kerberos_cli(name: &'static str, server: &TestServer, realm: &Realm, who: &st
         .kdc
         .dir()
         .join(format!("{}-jaas.conf", who.replace('/', "_")));
-    krb5_jaas(&jaas, "Client", keytab, &realm.kdc.principal(who));
+    krb5_jaas(&jaas, &realm.kdc, "Client", keytab, who);
     let flags = format!(
         "-Djava.security.auth.login.config={} -Djava.security.krb5.conf={} \
          -Dzookeeper.server.principal={}",

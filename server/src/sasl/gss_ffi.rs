@@ -1,6 +1,9 @@
 //! A small safe layer over the system GSSAPI library (MIT krb5's `libgssapi_krb5`), just
-//! what a Kerberos acceptor needs: credentials for the server's principal from a keytab,
-//! a security context per connection, and `wrap`/`unwrap` for the SASL GSSAPI handshake.
+//! what SASL GSSAPI needs on either side: for an acceptor (the client port), credentials
+//! for the server's principal from a keytab; for an initiator (a quorum learner logging in
+//! to a ZooKeeper leader), credentials from a client keytab into a ccache of the process's
+//! memory (`gss_acquire_cred_from`, so nothing process-wide changes); a security context
+//! per connection, and `wrap`/`unwrap` for the handshake's security-layer step.
 //!
 //! Declared by hand rather than through a generated binding: the dozen calls are stable
 //! C ABI (RFC 2744), and a bindgen-based crate would change the features RocksDB's own
@@ -29,11 +32,27 @@ struct OidSet {
     elements: *const Oid,
 }
 
+#[repr(C)]
+struct KeyValue {
+    key: *const c_char,
+    value: *const c_char,
+}
+
+#[repr(C)]
+struct KeyValueSet {
+    count: OmUint32,
+    elements: *const KeyValue,
+}
+
 type Name = *mut c_void;
 type CredId = *mut c_void;
 type CtxId = *mut c_void;
 
+const GSS_C_INITIATE: c_int = 1;
 const GSS_C_ACCEPT: c_int = 2;
+/// `req_flags` of an initiator: mutual authentication, integrity (RFC 2744).
+const GSS_C_MUTUAL_FLAG: OmUint32 = 2;
+const GSS_C_INTEG_FLAG: OmUint32 = 32;
 const GSS_C_INDEFINITE: OmUint32 = 0xffff_ffff;
 const GSS_S_CONTINUE_NEEDED: OmUint32 = 1;
 const GSS_C_GSS_CODE: c_int = 1;
@@ -45,6 +64,8 @@ const ERROR_MASK: OmUint32 = 0xffff_0000;
 const KRB5_MECH: &[u8] = b"\x2a\x86\x48\x86\xf7\x12\x01\x02\x02";
 /// 1.2.840.113554.1.2.2.1: a Kerberos principal name (`service/host@REALM`).
 const KRB5_PRINCIPAL_NAME: &[u8] = b"\x2a\x86\x48\x86\xf7\x12\x01\x02\x02\x01";
+/// 1.2.840.113554.1.2.1.4: GSS_C_NT_HOSTBASED_SERVICE (`service@host`).
+const HOSTBASED_SERVICE: &[u8] = b"\x2a\x86\x48\x86\xf7\x12\x01\x02\x01\x04";
 
 #[link(name = "gssapi_krb5")]
 extern "C" {
@@ -71,7 +92,44 @@ extern "C" {
         actual_mechs: *mut *mut OidSet,
         time_rec: *mut OmUint32,
     ) -> OmUint32;
+    fn gss_acquire_cred_from(
+        minor: *mut OmUint32,
+        name: Name,
+        time_req: OmUint32,
+        mechs: *const OidSet,
+        usage: c_int,
+        store: *const KeyValueSet,
+        output: *mut CredId,
+        actual_mechs: *mut *mut OidSet,
+        time_rec: *mut OmUint32,
+    ) -> OmUint32;
     fn gss_release_cred(minor: *mut OmUint32, cred: *mut CredId) -> OmUint32;
+    fn gss_init_sec_context(
+        minor: *mut OmUint32,
+        cred: CredId,
+        ctx: *mut CtxId,
+        target: Name,
+        mech: *const Oid,
+        req_flags: OmUint32,
+        time_req: OmUint32,
+        bindings: *const c_void,
+        input: *const Buffer,
+        actual_mech: *mut *const Oid,
+        output: *mut Buffer,
+        ret_flags: *mut OmUint32,
+        time_rec: *mut OmUint32,
+    ) -> OmUint32;
+    fn gss_inquire_context(
+        minor: *mut OmUint32,
+        ctx: CtxId,
+        src_name: *mut Name,
+        targ_name: *mut Name,
+        lifetime: *mut OmUint32,
+        mech: *mut *const Oid,
+        flags: *mut OmUint32,
+        locally_initiated: *mut c_int,
+        open: *mut c_int,
+    ) -> OmUint32;
     fn gss_accept_sec_context(
         minor: *mut OmUint32,
         ctx: *mut CtxId,
@@ -250,23 +308,18 @@ impl Credentials {
         // SAFETY: a valid C string; the library copies it.
         let major = unsafe { krb5_gss_register_acceptor_identity(keytab_c.as_ptr()) };
         check("krb5_gss_register_acceptor_identity", major, 0)?;
-        let (mut minor, mut name) = (0, ptr::null_mut());
-        let name_type = oid(KRB5_PRINCIPAL_NAME);
-        let buf = input(principal.as_bytes());
-        // SAFETY: pointers to live locals; `name` is released below.
-        let major = unsafe { gss_import_name(&mut minor, &buf, &name_type, &mut name) };
-        check("gss_import_name", major, minor)?;
+        let name = ImportedName::new(principal, KRB5_PRINCIPAL_NAME)?;
         let mech = oid(KRB5_MECH);
         let mechs = OidSet {
             count: 1,
             elements: &mech,
         };
-        let mut cred = ptr::null_mut();
+        let (mut minor, mut cred) = (0, ptr::null_mut());
         // SAFETY: pointers to live locals; `cred` is owned by the result.
         let major = unsafe {
             gss_acquire_cred(
                 &mut minor,
-                name,
+                name.name,
                 GSS_C_INDEFINITE,
                 &mechs,
                 GSS_C_ACCEPT,
@@ -275,11 +328,61 @@ impl Credentials {
                 ptr::null_mut(),
             )
         };
-        let result = check("gss_acquire_cred", major, minor);
-        let mut m2 = 0;
-        // SAFETY: `name` came from gss_import_name.
-        unsafe { gss_release_name(&mut m2, &mut name) };
-        result.map(|_| Credentials { cred })
+        check("gss_acquire_cred", major, minor).map(|_| Credentials { cred })
+    }
+
+    /// Initiator credentials for `principal` from the client keytab `keytab`, their tickets
+    /// kept in the credential cache `ccache` (e.g. `MEMORY:name`, private to this process).
+    /// The library gets a ticket-granting ticket from the keytab (asking the KDC) when the
+    /// cache has none, and a new one when it is about to expire. Neither
+    /// `KRB5_CLIENT_KTNAME` nor `KRB5CCNAME` is read or set: the cred store names both.
+    pub fn initiate(principal: &str, keytab: &str, ccache: &str) -> Result<Credentials, GssError> {
+        let bad = |what: &str| GssError {
+            call: "acquire",
+            message: format!("{what} contains a NUL byte"),
+        };
+        let keys = [c"client_keytab", c"ccache"];
+        let values = [
+            CString::new(keytab).map_err(|_| bad("keyTab"))?,
+            CString::new(ccache).map_err(|_| bad("the credential cache name"))?,
+        ];
+        let elements = [
+            KeyValue {
+                key: keys[0].as_ptr(),
+                value: values[0].as_ptr(),
+            },
+            KeyValue {
+                key: keys[1].as_ptr(),
+                value: values[1].as_ptr(),
+            },
+        ];
+        let store = KeyValueSet {
+            count: elements.len() as OmUint32,
+            elements: elements.as_ptr(),
+        };
+        let name = ImportedName::new(principal, KRB5_PRINCIPAL_NAME)?;
+        let mech = oid(KRB5_MECH);
+        let mechs = OidSet {
+            count: 1,
+            elements: &mech,
+        };
+        let (mut minor, mut cred) = (0, ptr::null_mut());
+        // SAFETY: pointers to live locals (the store's strings outlive the call, which
+        // copies what it keeps); `cred` is owned by the result.
+        let major = unsafe {
+            gss_acquire_cred_from(
+                &mut minor,
+                name.name,
+                GSS_C_INDEFINITE,
+                &mechs,
+                GSS_C_INITIATE,
+                &store,
+                &mut cred,
+                ptr::null_mut(),
+                ptr::null_mut(),
+            )
+        };
+        check("gss_acquire_cred_from", major, minor).map(|_| Credentials { cred })
     }
 
     /// No credentials (GSS_C_NO_CREDENTIAL), for tests of paths that never reach them.
@@ -300,6 +403,68 @@ impl Drop for Credentials {
         // SAFETY: `cred` came from gss_acquire_cred and is released once.
         unsafe { gss_release_cred(&mut minor, &mut self.cred) };
     }
+}
+
+/// A name imported into the library, released on drop.
+struct ImportedName {
+    name: Name,
+}
+
+impl ImportedName {
+    fn new(text: &str, name_type: &'static [u8]) -> Result<ImportedName, GssError> {
+        let (mut minor, mut name) = (0, ptr::null_mut());
+        let name_type = oid(name_type);
+        let buf = input(text.as_bytes());
+        // SAFETY: pointers to live locals; the library copies the text; `name` is
+        // released by `release`.
+        let major = unsafe { gss_import_name(&mut minor, &buf, &name_type, &mut name) };
+        check("gss_import_name", major, minor)?;
+        Ok(ImportedName { name })
+    }
+}
+
+impl Drop for ImportedName {
+    fn drop(&mut self) {
+        let mut minor = 0;
+        // SAFETY: `name` came from gss_import_name and is released once.
+        unsafe { gss_release_name(&mut minor, &mut self.name) };
+    }
+}
+
+/// The service an initiator authenticates to, as a host-based service name
+/// (`service@host`, which the library maps to the principal `service/host@REALM`, the
+/// realm from krb5.conf's `domain_realm`, or the client's own by referral).
+pub struct Target {
+    name: ImportedName,
+    shown: String,
+}
+
+// SAFETY: an imported name is not changed after import; the library does not tie it to a
+// thread.
+unsafe impl Send for Target {}
+
+impl Target {
+    pub fn host_based(service: &str, host: &str) -> Result<Target, GssError> {
+        let shown = format!("{service}@{host}");
+        Ok(Target {
+            name: ImportedName::new(&shown, HOSTBASED_SERVICE)?,
+            shown,
+        })
+    }
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.shown)
+    }
+}
+
+/// What one initiate step produced.
+pub struct Initiated {
+    /// The token to send (may be empty).
+    pub token: Vec<u8>,
+    /// Whether the context is established (no more context tokens are expected).
+    pub established: bool,
 }
 
 /// What one accept step produced.
@@ -364,6 +529,70 @@ impl Context {
             _ => None,
         };
         Ok(Accepted { token, peer })
+    }
+
+    /// Feeds the acceptor's token (empty at first) to `gss_init_sec_context`, asking for
+    /// mutual authentication and integrity.
+    pub fn initiate(
+        &mut self,
+        cred: &Credentials,
+        target: &Target,
+        token: &[u8],
+    ) -> Result<Initiated, GssError> {
+        let (mut minor, mut out) = (0, empty());
+        let mech = oid(KRB5_MECH);
+        let buf = input(token);
+        // SAFETY: pointers to live locals and to the live credentials and target name;
+        // `out` is released by `take`.
+        let major = unsafe {
+            gss_init_sec_context(
+                &mut minor,
+                cred.cred,
+                &mut self.ctx,
+                target.name.name,
+                &mech,
+                GSS_C_MUTUAL_FLAG | GSS_C_INTEG_FLAG,
+                0,
+                ptr::null(),
+                &buf,
+                ptr::null_mut(),
+                &mut out,
+                ptr::null_mut(),
+                ptr::null_mut(),
+            )
+        };
+        let token = take(out);
+        let major = check("gss_init_sec_context", major, minor)?;
+        Ok(Initiated {
+            token,
+            established: major & GSS_S_CONTINUE_NEEDED == 0,
+        })
+    }
+
+    /// The initiator's principal of an established context (`name/host@REALM`): who this
+    /// side authenticated as, when it initiated.
+    pub fn initiator(&self) -> Result<String, GssError> {
+        let (mut minor, mut src) = (0, ptr::null_mut());
+        // SAFETY: an established context; `src` is released below.
+        let major = unsafe {
+            gss_inquire_context(
+                &mut minor,
+                self.ctx,
+                &mut src,
+                ptr::null_mut(),
+                ptr::null_mut(),
+                ptr::null_mut(),
+                ptr::null_mut(),
+                ptr::null_mut(),
+                ptr::null_mut(),
+            )
+        };
+        check("gss_inquire_context", major, minor)?;
+        let shown = display(src);
+        let mut m2 = 0;
+        // SAFETY: `src` came from gss_inquire_context.
+        unsafe { gss_release_name(&mut m2, &mut src) };
+        shown
     }
 
     /// Wraps `data` with integrity only (no confidentiality), as SASL GSSAPI's handshake does.

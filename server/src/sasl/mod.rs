@@ -12,14 +12,14 @@
 //! | `jaas.rs` | the JAAS login configuration format |
 //! | `digest_md5.rs` | the DIGEST-MD5 mechanism (RFC 2831), server side |
 //! | `gssapi.rs` | the GSSAPI (Kerberos) mechanism (RFC 4752), server side, and ids |
-//! | `gss_ffi.rs` | the system GSSAPI library (MIT krb5), the calls an acceptor needs |
+//! | `gss_ffi.rs` | the system GSSAPI library (MIT krb5): an acceptor's calls, and an initiator's for quorum learners |
 //!
 //! A `Server` section may name DigestLoginModule users, a Krb5LoginModule (keytab and
 //! principal), or both; a connection's first token tells which mechanism it speaks
 //! (DIGEST-MD5 clients start empty, GSSAPI clients with a Kerberos token).
 
 pub mod digest_md5;
-mod gss_ffi;
+pub mod gss_ffi;
 pub mod gssapi;
 mod jaas;
 
@@ -76,12 +76,7 @@ impl Kerberos {
     }
 
     fn from_options(options: &BTreeMap<String, String>) -> Result<Kerberos, String> {
-        let opt = |k: &str| options.get(k).map(|v| v.trim().to_string());
-        if opt("useKeyTab").as_deref() != Some("true") {
-            return Err("Krb5LoginModule: zooraft needs useKeyTab=true and a keyTab".into());
-        }
-        let keytab = opt("keyTab").ok_or("Krb5LoginModule: keyTab is missing")?;
-        let principal = opt("principal").ok_or("Krb5LoginModule: principal is missing")?;
+        let (principal, keytab) = keytab_login(options)?;
         let credentials = Credentials::acquire(&principal, &keytab)
             .map_err(|e| format!("Krb5LoginModule {principal} (keyTab {keytab}): {e}"))?;
         Ok(Kerberos {
@@ -94,6 +89,18 @@ impl Kerberos {
             },
         })
     }
+}
+
+/// The principal and keytab of a Krb5LoginModule's options (zooraft reads no ticket cache:
+/// `useKeyTab=true` with `keyTab` and `principal`).
+fn keytab_login(options: &BTreeMap<String, String>) -> Result<(String, String), String> {
+    let opt = |k: &str| options.get(k).map(|v| v.trim().to_string());
+    if opt("useKeyTab").as_deref() != Some("true") {
+        return Err("Krb5LoginModule: zooraft needs useKeyTab=true and a keyTab".into());
+    }
+    let keytab = opt("keyTab").ok_or("Krb5LoginModule: keyTab is missing")?;
+    let principal = opt("principal").ok_or("Krb5LoginModule: principal is missing")?;
+    Ok((principal, keytab))
 }
 
 /// The server's SASL settings: the DIGEST-MD5 users and the Kerberos principal of the JAAS
@@ -168,20 +175,48 @@ fn read_sections(
     Ok((sections, invalid))
 }
 
-/// The user name and password the DigestLoginModule of `section` in the JAAS file at
-/// `path` logs in with (its `username` and `password` options): what a quorum learner
-/// authenticates to its leader with (ZooKeeper's `QuorumLearner` section).
-pub fn login_credentials(path: &Path, section: &str) -> Result<(String, String), SaslError> {
+/// How a quorum learner logs in to its leader, from a JAAS section (ZooKeeper's
+/// `QuorumLearner`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LearnerLogin {
+    /// The DigestLoginModule's `username` and `password`: DIGEST-MD5.
+    Digest { user: String, password: String },
+    /// A Krb5LoginModule's `principal` and `keyTab`: GSSAPI.
+    Kerberos { principal: String, keytab: String },
+}
+
+/// How the learner of `section` in the JAAS file at `path` logs in. As in ZooKeeper, whose
+/// learner speaks GSSAPI when the section's login leaves Kerberos principals in its
+/// subject: a Krb5LoginModule means Kerberos, else the DigestLoginModule's user.
+pub fn learner_login(path: &Path, section: &str) -> Result<LearnerLogin, SaslError> {
     let (sections, invalid) = read_sections(path)?;
-    let digest = sections
+    let modules = sections
         .get(section)
-        .and_then(|ms| ms.iter().find(|m| m.class.ends_with("DigestLoginModule")))
-        .ok_or_else(|| invalid(format!("no {section} section with a DigestLoginModule")))?;
+        .ok_or_else(|| invalid(format!("no {section} section")))?;
+    if let Some(krb5) = modules
+        .iter()
+        .find(|m| m.class.ends_with("Krb5LoginModule"))
+    {
+        let (principal, keytab) = keytab_login(&krb5.options)
+            .map_err(|e| invalid(format!("the {section} section's {e}")))?;
+        return Ok(LearnerLogin::Kerberos { principal, keytab });
+    }
+    let digest = modules
+        .iter()
+        .find(|m| m.class.ends_with("DigestLoginModule"))
+        .ok_or_else(|| {
+            invalid(format!(
+                "the {section} section has neither a DigestLoginModule nor a Krb5LoginModule"
+            ))
+        })?;
     match (
         digest.options.get("username"),
         digest.options.get("password"),
     ) {
-        (Some(u), Some(p)) => Ok((u.clone(), p.clone())),
+        (Some(u), Some(p)) => Ok(LearnerLogin::Digest {
+            user: u.clone(),
+            password: p.clone(),
+        }),
         _ => Err(invalid(format!(
             "the {section} section's DigestLoginModule needs username and password"
         ))),
@@ -238,5 +273,43 @@ mod tests {
         .unwrap();
         let e = SaslSettings::load(&path).unwrap_err().to_string();
         assert!(e.contains("gss_acquire_cred"), "{e}");
+    }
+
+    #[test]
+    fn a_learner_logs_in_with_kerberos_when_its_section_has_krb5() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("jaas.conf");
+        let digest = "org.apache.zookeeper.server.auth.DigestLoginModule required \
+                      username=\"learner\" password=\"secret\";";
+        let krb5 = "com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true \
+                    keyTab=\"/k/learner.keytab\" storeKey=true principal=\"learner/h@R\";";
+        std::fs::write(&path, format!("QuorumLearner {{ {digest} }};")).unwrap();
+        assert_eq!(
+            learner_login(&path, "QuorumLearner").unwrap(),
+            LearnerLogin::Digest {
+                user: "learner".into(),
+                password: "secret".into()
+            }
+        );
+        std::fs::write(&path, format!("QuorumLearner {{ {digest} {krb5} }};")).unwrap();
+        assert_eq!(
+            learner_login(&path, "QuorumLearner").unwrap(),
+            LearnerLogin::Kerberos {
+                principal: "learner/h@R".into(),
+                keytab: "/k/learner.keytab".into()
+            }
+        );
+        let e = learner_login(&path, "Other").unwrap_err().to_string();
+        assert!(e.contains("no Other section"), "{e}");
+        std::fs::write(
+            &path,
+            "QuorumLearner { com.sun.security.auth.module.Krb5LoginModule required \
+             useTicketCache=true; };",
+        )
+        .unwrap();
+        let e = learner_login(&path, "QuorumLearner")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("useKeyTab=true"), "{e}");
     }
 }

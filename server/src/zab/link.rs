@@ -141,7 +141,11 @@ pub fn connect(
         }
     };
     if let Some(c) = quorum_auth::credentials(config)? {
-        quorum_auth::authenticate(&mut reader, &mut out, &c)
+        let host = config
+            .members
+            .get(&leader)
+            .map_or_else(|| addr.ip().to_string(), |m| m.host.clone());
+        quorum_auth::authenticate(&mut reader, &mut out, &c, &host)
             .map_err(|e| format!("with leader {leader} at {addr}: {e}"))?;
     }
     let info = LearnerInfo {

@@ -15,7 +15,8 @@
 //! | `wire.rs` | quorum packets over a blocking stream |
 //! | `link.rs` | finding the leader, registering, the reader thread (SNAP included) |
 //! | `tls_link.rs` | the link over TLS (`sslQuorum`): one thread reads and writes it |
-//! | `quorum_auth.rs` | quorum SASL (`quorum.auth.*`), the learner's DIGEST-MD5 |
+//! | `quorum_auth.rs` | quorum SASL (`quorum.auth.*`): the mechanism, the learner's DIGEST-MD5 |
+//! | `quorum_gssapi.rs` | quorum SASL with Kerberos, the learner's GSSAPI |
 //! | `observer.rs` | the loop: sync, INFORMs, pings, syncs, link failures |
 //! | `inbox.rs` | the connections' inputs into the loop, and back out to Raft |
 //! | `pause.rs` | a cut-over's write pause and commit, as one member keeps them |
@@ -36,6 +37,7 @@ mod link;
 mod observer;
 mod pause;
 mod quorum_auth;
+mod quorum_gssapi;
 mod tls_link;
 mod wire;
 

@@ -25,6 +25,35 @@ pub fn read_packet(r: &mut impl Read, max_buffer: usize) -> io::Result<QuorumPac
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
 }
 
+/// The longest quorum SASL token taken from the leader (a Kerberos AP-REP or a wrapped
+/// offer is far smaller; a DIGEST-MD5 challenge too).
+pub const MAX_AUTH_TOKEN: usize = 64 * 1024;
+
+/// Sends one quorum SASL message: a learner's are all IN_PROGRESS, whatever stage its
+/// mechanism is at (ZooKeeper's leader alone ends an exchange), and flushes it.
+pub fn send_auth(w: &mut impl Write, token: &[u8]) -> io::Result<()> {
+    let p = QuorumAuthPacket {
+        magic: QuorumAuthPacket::MAGIC,
+        status: QuorumAuthPacket::IN_PROGRESS,
+        token: Some(Bytes::copy_from_slice(token)),
+    };
+    w.write_all(&p.to_bytes())?;
+    w.flush()
+}
+
+/// The leader's next quorum SASL message: its status and token (a null token is empty).
+pub fn receive_auth(r: &mut impl Read) -> Result<(i32, Vec<u8>), String> {
+    let p = read_auth_packet(r, MAX_AUTH_TOKEN)
+        .map_err(|e| format!("reading the leader's answer: {e}"))?;
+    if p.magic != QuorumAuthPacket::MAGIC {
+        return Err(format!(
+            "the leader answered without the magic number ({:#x})",
+            p.magic
+        ));
+    }
+    Ok((p.status, p.token.map(|t| t.to_vec()).unwrap_or_default()))
+}
+
 /// Reads one quorum SASL message (see [`read_packet`] for the bounds).
 pub fn read_auth_packet(r: &mut impl Read, max_token: usize) -> io::Result<QuorumAuthPacket> {
     let mut buf = BytesMut::with_capacity(64);
