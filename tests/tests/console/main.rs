@@ -547,6 +547,11 @@ fn the_console_shows_the_ensemble_in_a_browser() {
     });
     // An expired session's last moments: the recipes crate's holder is killed, its
     // session (10 s) expires, and the search shows what the members saw of it.
+    // Killed before its standard input closes: at end of input it would let go of its lock
+    // itself, and the expiry would delete nothing.
+    let mut rust = rust;
+    rust.child.kill().expect("kill lock-contender");
+    let _ = rust.child.wait();
     drop(rust);
     let killed = Instant::now();
     browser.open(&format!("{base}#sessions"));
