@@ -102,8 +102,25 @@ impl Summary {
         }
     }
 
+    /// The histogram's bucket counts now, for a summary that keeps the [`QUANTILES`]: two
+    /// of them apart give the percentiles of what was recorded in between
+    /// ([`quantiles_between`]).
+    pub fn buckets(&self) -> Option<Vec<u64>> {
+        let buckets = self.buckets.as_ref()?;
+        Some(buckets.iter().map(|b| b.load(Ordering::Relaxed)).collect())
+    }
+
+    /// The figures without the percentiles (where ZooKeeper's `mntr` prints none).
+    pub fn view_basic(&self) -> SummaryView {
+        self.view_of(None)
+    }
+
     /// Reads the figures now.
     pub fn view(&self) -> SummaryView {
+        self.view_of(self.buckets.as_ref().map(|b| quantiles(b)))
+    }
+
+    fn view_of(&self, quantiles: Option<[u64; 4]>) -> SummaryView {
         let count = self.count.load(Ordering::Relaxed);
         let min = self.min.load(Ordering::Relaxed);
         SummaryView {
@@ -115,7 +132,7 @@ impl Summary {
                 min
             },
             max: self.max.load(Ordering::Relaxed),
-            quantiles: self.buckets.as_ref().map(|b| quantiles(b)),
+            quantiles,
         }
     }
 }
@@ -148,6 +165,23 @@ fn bucket_floor(i: usize) -> u64 {
 
 fn quantiles(buckets: &[AtomicU64]) -> [u64; 4] {
     let counts: Vec<u64> = buckets.iter().map(|b| b.load(Ordering::Relaxed)).collect();
+    quantiles_of(&counts)
+}
+
+/// The [`QUANTILES`] of what was recorded between two readings of [`Summary::buckets`]
+/// (`None` if nothing was). A reset in between (`srst`) makes a bucket smaller than it
+/// was: then `now` alone counts, as it holds only what came after the reset.
+pub fn quantiles_between(before: &[u64], now: &[u64]) -> Option<[u64; 4]> {
+    let reset = before.iter().zip(now).any(|(b, n)| n < b);
+    let delta: Vec<u64> = if reset || before.len() != now.len() {
+        now.to_vec()
+    } else {
+        now.iter().zip(before).map(|(n, b)| n - b).collect()
+    };
+    delta.iter().any(|c| *c > 0).then(|| quantiles_of(&delta))
+}
+
+fn quantiles_of(counts: &[u64]) -> [u64; 4] {
     let total: u64 = counts.iter().sum();
     let mut out = [0; 4];
     if total == 0 {
@@ -218,6 +252,31 @@ mod tests {
         s.reset();
         assert_eq!(s.view().count, 0);
         assert_eq!(s.view().quantiles, Some([0; 4]));
+    }
+
+    #[test]
+    fn percentiles_of_an_interval_count_only_what_came_in_it() {
+        let s = Summary::with_quantiles();
+        for _ in 0..1000 {
+            s.record(1);
+        }
+        let before = s.buckets().unwrap_or_default();
+        assert_eq!(quantiles_between(&before, &before), None);
+        for v in 100..=199 {
+            s.record(v);
+        }
+        let now = s.buckets().unwrap_or_default();
+        let [p50, _, p99, _] = quantiles_between(&before, &now).unwrap_or_default();
+        assert!((148..=150).contains(&p50), "{p50}");
+        assert!((192..=198).contains(&p99), "{p99}");
+        // The whole history's median is still 1.
+        assert_eq!(s.view().quantiles.map(|q| q[0]), Some(1));
+        s.reset();
+        s.record(7);
+        let after = s.buckets().unwrap_or_default();
+        assert_eq!(quantiles_between(&now, &after).map(|q| q[0]), Some(7));
+        assert!(Summary::new().buckets().is_none());
+        assert_eq!(s.view_basic().quantiles, None);
     }
 
     #[test]

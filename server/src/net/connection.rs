@@ -31,6 +31,7 @@ use super::outbox::Outbox;
 use super::pipeline::{Answering, Item, Pipeline};
 use super::read_only::{self, Refusal};
 use super::registry::ConnEntry;
+use super::session_log::What;
 use super::shared::Shared;
 use super::stream::{self, read_at_least, write_loop, ReadHalf, ReadRoom, WriteHalf};
 use super::submit::Submitter;
@@ -165,6 +166,12 @@ async fn run(
         // The client reconnected: its older connection goes (ZooKeeper's CLIENT_RECONNECT).
         shared.registry.send(old, ConnEvent::SessionClosed);
     }
+    let connected = What::Connected {
+        from: peer,
+        resumed: session.resumed,
+        secure,
+    };
+    shared.session_log.record(session.id, connected);
     // The session may have been closed between the check and the registration.
     if !session.read_only
         && !shared
@@ -174,7 +181,9 @@ async fn run(
             .sessions
             .contains_key(&session.id)
     {
-        return End::Expired;
+        let end = End::Expired;
+        shared.session_log.record(session.id, disconnected(&end));
+        return end;
     }
     let mut c = Connection {
         shared: shared.clone(),
@@ -198,7 +207,15 @@ async fn run(
         write_timeout: Duration::from_millis(session.timeout_ms.max(0) as u64)
             .max(shared.replica.election_timeouts(3)),
     };
-    c.serve(rd, &mut buf, &events).await
+    let end = c.serve(rd, &mut buf, &events).await;
+    shared.session_log.record(session.id, disconnected(&end));
+    end
+}
+
+fn disconnected(end: &End) -> What {
+    What::Disconnected {
+        why: end.to_string().into(),
+    }
 }
 
 struct Connection {

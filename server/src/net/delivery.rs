@@ -24,6 +24,7 @@ use super::outbox::Outbox;
 use super::pipeline::{Answering, Pipeline};
 use super::registry::{Registry, SessionGrant};
 use super::reply;
+use super::session_log::{SessionLog, What};
 use super::shared::Shared;
 use super::watch::{WatchManager, WatchSlot};
 use crate::raft::{ApplyRound, Connections};
@@ -38,6 +39,7 @@ impl Connections for Shared {
     fn apply_round(&self) -> Box<dyn ApplyRound + '_> {
         Box::new(Delivery {
             me: self.replica.me,
+            log: &self.session_log,
             watches: self.watches.lock(),
             registry: &self.registry,
             metrics: &self.metrics,
@@ -82,6 +84,7 @@ impl Connections for Shared {
 /// One apply round (see the module docs).
 struct Delivery<'a> {
     me: u64,
+    log: &'a SessionLog,
     /// Held for the whole round (lock order: after the state).
     watches: MutexGuard<'a, WatchManager>,
     registry: &'a Registry,
@@ -186,9 +189,13 @@ impl ApplyObserver for Delivery<'_> {
         session: i64,
         info: &SessionInfo,
         origin: Origin,
-        _zxid: i64,
+        zxid: i64,
         ok: bool,
     ) {
+        if ok {
+            let timeout_ms = info.timeout;
+            self.log.record(session, What::Created { zxid, timeout_ms });
+        }
         if self.mine(&origin) {
             self.grants.push((
                 session,
@@ -200,7 +207,19 @@ impl ApplyObserver for Delivery<'_> {
         }
     }
 
+    fn ephemerals_deleted(&mut self, session: i64, zxid: i64, triggers: &[Trigger]) {
+        self.log.deleted(session, zxid, triggers);
+    }
+
     fn session_closed(&mut self, session: i64, zxid: i64, reason: CloseReason) {
+        let what = match reason {
+            CloseReason::Client { origin, .. } => What::Closed {
+                zxid,
+                by: origin.member,
+            },
+            CloseReason::Expired => What::Expired { zxid },
+        };
+        self.log.record(session, what);
         let closer = match reason {
             CloseReason::Client { origin, xid } if self.mine(&origin) => {
                 let frame = reply::encode(&mut self.buf, xid, zxid, 0, |_| {});

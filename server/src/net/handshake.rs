@@ -11,6 +11,7 @@ use super::end::End;
 use super::outbox::Outbox;
 use super::read_only::{self, Admission};
 use super::session_ids::new_password;
+use super::session_log::What;
 use super::shared::Shared;
 use super::stream::{read_frame, ReadHalf};
 use crate::raft::Input;
@@ -25,6 +26,8 @@ pub(super) struct Session {
     /// Accepted in read-only mode (see `read_only.rs`): a local session, unknown to the
     /// replicated table.
     pub read_only: bool,
+    /// The client resumed a session it had (rather than starting one).
+    pub resumed: bool,
 }
 
 /// The handshake: a new session through the log, or a resumed one checked against the
@@ -103,6 +106,7 @@ pub(super) async fn handshake(
             id,
             timeout_ms: timeout,
             read_only: false,
+            resumed: false,
         });
     }
     // ZooKeeper closes the session's current connection on any attempt to resume it, before
@@ -140,9 +144,17 @@ pub(super) async fn handshake(
                 id: req.session_id,
                 timeout_ms: timeout,
                 read_only: false,
+                resumed: true,
             })
         }
-        _ => {
+        known => {
+            let why = match known {
+                Some(false) => "wrong password",
+                _ => "the session had expired or was closed",
+            };
+            shared
+                .session_log
+                .record(req.session_id, What::Refused { why });
             respond(&ConnectResponse::expired(req.read_only));
             Err(End::Expired)
         }
@@ -188,5 +200,6 @@ fn read_only_handshake(
         id: session.id,
         timeout_ms: timeout,
         read_only: true,
+        resumed: req.session_id != 0,
     })
 }

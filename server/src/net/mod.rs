@@ -16,6 +16,7 @@
 //! | `watch.rs` | the watches of this member's connections, and their events |
 //! | `reply.rs` | reply headers and write results on the wire |
 //! | `registry.rs` | the connections by id and by session |
+//! | `session_log.rs` | what this member saw of each session, for the console |
 //! | `delivery.rs` | what the Raft thread's apply loop hands to connections |
 //! | `shared.rs` | what connections share (and the lock order) |
 //! | `conn_events.rs`, `conn_stats.rs` | what a connection's task is told; its counters |
@@ -37,6 +38,7 @@ mod registry;
 mod reply;
 mod secure;
 mod session_ids;
+mod session_log;
 mod shared;
 mod stream;
 mod submit;
@@ -45,6 +47,10 @@ mod watch;
 pub use auth::Auth;
 pub use metrics::{AuthFailure, BUCKETS_US};
 pub use secure::{bind_client_ports, Listen};
+pub use session_log::{
+    Event as SessionEvent, What as SessionWhat, PER_SESSION as SESSION_LOG_PER_SESSION,
+    RETAIN_MS as SESSION_LOG_RETAIN_MS,
+};
 pub use shared::Shared;
 
 use std::collections::HashMap;

@@ -25,6 +25,7 @@ use parking_lot::Mutex;
 use super::metrics::Metrics;
 use super::registry::Registry;
 use super::session_ids::SessionIds;
+use super::session_log::SessionLog;
 use super::watch::WatchManager;
 use crate::raft::Replica;
 use crate::state::command::ConnId;
@@ -43,6 +44,8 @@ pub struct Shared {
     /// Request counters and latencies.
     pub metrics: Metrics,
     pub session_ids: SessionIds,
+    /// What this member saw of each session (`session_log.rs`).
+    pub session_log: SessionLog,
     pub four_letter_words: FourLetterWords,
     /// The apply loop's reply buffer, kept between rounds (`delivery.rs`).
     pub reply_buf: Mutex<bytes::BytesMut>,
@@ -85,6 +88,7 @@ impl Shared {
         Shared {
             four_letter_words,
             session_ids: SessionIds::new(replica.me),
+            session_log: SessionLog::default(),
             replica,
             watches: Mutex::new(WatchManager::default()),
             registry: Registry::default(),

@@ -93,8 +93,11 @@ pub fn gather(shared: &Shared, version: &str) -> Vec<Figure> {
     let m = &shared.metrics;
     let t = &m.traffic;
     let r = &shared.replica.counters;
+    let config = shared.replica.config();
+    let security_on = |k: &str| config.security.get(k).is_some_and(|v| v.trim() == "true");
     let (min, avg, max) = v.latency_ms;
-    let mut f = vec![
+    let mut f =
+        vec![
         text("version", "Server version", version),
         text(
             "server_state",
@@ -166,13 +169,13 @@ pub fn gather(shared: &Shared, version: &str) -> Vec<Figure> {
             &m.tls_handshake_failed,
         ),
         gauge("min_latency", "Smallest request latency, milliseconds", min),
-        gauge("max_file_descriptor_count", "Open file limit", max_fds()),
+        gauge("max_file_descriptor_count", "Open file limit", super::environment::max_fds()),
         gauge(
             "approximate_data_size",
             "Bytes of paths and data",
             v.approximate_data_size,
         ),
-        gauge("open_file_descriptor_count", "Open files", open_fds()),
+        gauge("open_file_descriptor_count", "Open files", super::environment::open_fds()),
         gauge(
             "local_sessions",
             "Local sessions (zooraft has none: every session is global)",
@@ -294,11 +297,11 @@ pub fn gather(shared: &Shared, version: &str) -> Vec<Figure> {
             "Log entries replayed at start",
             &r.txns_loaded,
         ),
-        summary(
-            "fsynctime",
-            "Milliseconds per log write with fsync",
-            &r.fsync_time,
-        ),
+        Figure {
+            key: "fsynctime",
+            help: "Milliseconds per log write with fsync",
+            value: Value::Summary(r.fsync_time.view_basic()),
+        },
         summary(
             "snapshottime",
             "Milliseconds to capture and write a snapshot",
@@ -394,6 +397,36 @@ pub fn gather(shared: &Shared, version: &str) -> Vec<Figure> {
             "disk_free_bytes",
             "Free bytes in the data directory at the last check",
             v.disk_free_bytes,
+        ),
+        gauge(
+            "disk_reserve_bytes",
+            "Free bytes the data directory keeps in reserve (below them, no log writes)",
+            config.disk_reserve_bytes,
+        ),
+        gauge(
+            "tls_quorum",
+            "1 if member-to-member traffic is TLS (sslQuorum)",
+            security_on("sslQuorum") as u8,
+        ),
+        gauge(
+            "tls_client_port",
+            "1 if a TLS client port is configured (secureClientPort)",
+            config.security.contains_key("secureClientPort") as u8,
+        ),
+        gauge(
+            "tls_admin",
+            "1 if the AdminServer speaks TLS (admin.forceHttps or admin.portUnification)",
+            config.admin.tls() as u8,
+        ),
+        gauge(
+            "admin_port",
+            "The AdminServer's port (its console is under /console/); 0 when it is off",
+            if config.admin.enabled { config.admin.port() } else { 0 },
+        ),
+        text(
+            "admin_address",
+            "The address the AdminServer listens on",
+            config.admin.address.to_string(),
         ),
         gauge(
             "data_trusted",
@@ -537,7 +570,7 @@ pub fn gather(shared: &Shared, version: &str) -> Vec<Figure> {
             gauge(
                 "leader_uptime",
                 "Milliseconds since this member became leader",
-                leader_uptime_ms(r),
+                super::environment::leader_uptime_ms(r),
             ),
             signed(
                 "last_proposal_size",
@@ -557,27 +590,4 @@ pub fn gather(shared: &Shared, version: &str) -> Vec<Figure> {
         ]);
     }
     f
-}
-
-fn leader_uptime_ms(r: &crate::raft::RaftCounters) -> u64 {
-    let since = r.leading_since_unix_ms.load(Ordering::Relaxed);
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64);
-    if since == 0 {
-        0
-    } else {
-        now.saturating_sub(since)
-    }
-}
-
-fn open_fds() -> usize {
-    std::fs::read_dir("/proc/self/fd")
-        .map(|d| d.count())
-        .unwrap_or(0)
-}
-
-fn max_fds() -> u64 {
-    // "Max open files  <soft>  <hard>  files": the soft limit.
-    super::environment::proc_number("/proc/self/limits", "Max open files", 0).unwrap_or(0)
 }

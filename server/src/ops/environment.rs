@@ -170,6 +170,34 @@ pub fn proc_number(path: &str, prefix: &str, nth: usize) -> Option<u64> {
         .and_then(|v| v.parse().ok())
 }
 
+/// Milliseconds since this member became leader (0 while it is not).
+pub(super) fn leader_uptime_ms(r: &crate::raft::RaftCounters) -> u64 {
+    let since = r
+        .leading_since_unix_ms
+        .load(std::sync::atomic::Ordering::Relaxed);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    if since == 0 {
+        0
+    } else {
+        now.saturating_sub(since)
+    }
+}
+
+/// File descriptors the process holds.
+pub(super) fn open_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .map(|d| d.count())
+        .unwrap_or(0)
+}
+
+/// The soft limit on open files.
+pub(super) fn max_fds() -> u64 {
+    // "Max open files  <soft>  <hard>  files": the soft limit.
+    proc_number("/proc/self/limits", "Max open files", 0).unwrap_or(0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -368,8 +368,25 @@ impl Consensus {
         self.member.observer && listed
     }
 
-    /// Until the first configuration is committed, `/zookeeper/config` shows zoo.cfg's.
+    /// Tells the console's timeline (`changes.rs`) Raft's membership after the entry at
+    /// `index` (0: as the member starts).
+    pub(super) fn note_membership(&self, index: u64) {
+        let cs = self.node.raft.prs().conf().to_conf_state();
+        let voters: Vec<u64> = cs
+            .voters
+            .iter()
+            .chain(&cs.voters_outgoing)
+            .copied()
+            .collect();
+        self.replica
+            .changes
+            .membership(&voters, &cs.learners, index);
+    }
+
+    /// Until the first configuration is committed, `/zookeeper/config` shows zoo.cfg's. At
+    /// start, also the membership the console's timeline starts from.
     pub(super) fn show_local_config(&self) {
+        self.note_membership(0);
         if self.replica.config().reconfig_enabled && !self.member.standalone {
             let text = initial_config(self.replica.config(), reconfig::LOCAL_VERSION).text();
             reconfig::show_local(&mut self.replica.state.write().tree, &text);
@@ -447,6 +464,7 @@ impl Consensus {
                     cs.learners
                 );
                 self.member.observer = cs.learners.contains(&self.member.me);
+                self.note_membership(e.index);
                 if let Some(context) = context {
                     self.applied_verdict(&context);
                 }

@@ -78,7 +78,9 @@ impl Default for RaftCounters {
         RaftCounters {
             proposals: AtomicU64::new(0),
             batches: AtomicU64::new(0),
-            fsync_time: Summary::new(),
+            // Percentiles for the console's per-interval charts; mntr prints none (as
+            // ZooKeeper's does not).
+            fsync_time: Summary::with_quantiles(),
             fsync_batch: Summary::new(),
             snapshot_time: Summary::new(),
             snapshot_last_bytes: AtomicU64::new(0),

@@ -8,6 +8,7 @@
 //! |------|---------|
 //! | `input.rs` | the messages into the Raft thread |
 //! | `replica.rs`, `status.rs` | what the thread shares with the layers above |
+//! | `changes.rs` | the leader and membership changes it saw, for the console's timeline |
 //! | `metrics.rs` | what it measures for `mntr`: fsyncs, elections, proposals, start-up |
 //! | `connections.rs` | the interface to this member's connections |
 //! | `driver.rs` | the loop: inputs, timers, proposals, readies |
@@ -34,6 +35,7 @@
 //! | `expiry.rs` | session deadlines |
 //! | `clock.rs`, `timing.rs`, `slog_bridge.rs` | clocks; tick counts and the election timeout; raft-rs's logs into `tracing` |
 
+mod changes;
 mod clock;
 mod connections;
 mod disk_space;
@@ -81,6 +83,7 @@ use std::thread::JoinHandle;
 
 use raft::eraftpb::ConfState;
 
+pub use changes::{Change, Seen};
 pub use connections::{ApplyRound, Connections};
 pub use input::{Input, PeerIdentity, SyncWaiter, Takeover, Transfer};
 pub use membership::initial_config;

@@ -200,6 +200,8 @@ impl Consensus {
             }
             self.leadership.leader = leader;
             self.leadership.last_contact = now;
+            // Noted here, as raft-rs tells it: a tenure of any length is on the timeline.
+            self.replica.changes.leader(leader, self.node.raft.term);
             self.measures
                 .leader_known(leader, now, &self.replica.counters);
             self.serving.leader_changed();
@@ -373,6 +375,10 @@ impl ApplyObserver for Applier<'_> {
             self.expiry.add(session, info.timeout, self.now);
         }
         self.round.session_created(session, info, origin, zxid, ok);
+    }
+
+    fn ephemerals_deleted(&mut self, session: i64, zxid: i64, triggers: &[Trigger]) {
+        self.round.ephemerals_deleted(session, zxid, triggers);
     }
 
     fn session_closed(&mut self, session: i64, zxid: i64, reason: CloseReason) {

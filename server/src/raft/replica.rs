@@ -16,6 +16,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use parking_lot::RwLock;
 
+use super::changes::Changes;
 use super::input::Input;
 use super::metrics::RaftCounters;
 use super::restores::{RestoreError, Restores};
@@ -41,6 +42,8 @@ pub struct Replica {
     pub counters: RaftCounters,
     /// The restores this member asked for (`restores.rs`).
     pub restores: Restores,
+    /// The leader and membership changes this member saw (`changes.rs`).
+    pub changes: Changes,
     /// `Sender` is `Sync`: connections send without taking any lock.
     inbox: Sender<Input>,
 }
@@ -57,6 +60,7 @@ impl Replica {
             status: Status::default(),
             counters: RaftCounters::default(),
             restores: Default::default(),
+            changes: Changes::default(),
             inbox,
         }
     }

@@ -86,6 +86,11 @@ pub trait ApplyObserver {
     );
     /// A session was closed or expired; its ephemerals are gone.
     fn session_closed(&mut self, session: i64, zxid: i64, reason: CloseReason);
+    /// Just before [`ApplyObserver::session_closed`]: what closing the session deleted
+    /// (its ephemerals' `Deleted` triggers, with their parents' `ChildrenChanged`).
+    fn ephemerals_deleted(&mut self, session: i64, zxid: i64, triggers: &[Trigger]) {
+        let _ = (session, zxid, triggers);
+    }
     /// A restore replaced the tree and the sessions (now `sessions`), at `zxid`; the
     /// sessions open before were reported closed first.
     fn restored(&mut self, nonce: u64, zxid: i64, sessions: &BTreeMap<i64, SessionInfo>) {
@@ -202,6 +207,7 @@ impl StateMachine {
                 }
                 if !triggers.is_empty() {
                     obs.triggers(zxid, &triggers);
+                    obs.ephemerals_deleted(*session, zxid, &triggers);
                 }
                 obs.session_closed(*session, zxid, *reason);
             }

@@ -29,6 +29,14 @@ pub struct Probe {
     pub serving: Option<bool>,
     pub disk_full: Option<bool>,
     pub disk_free_bytes: Option<u64>,
+    pub disk_reserve_bytes: Option<u64>,
+    pub tls_quorum: Option<bool>,
+    pub tls_client_port: Option<bool>,
+    pub tls_admin: Option<bool>,
+    /// Where its AdminServer (and so its console) listens: address as configured, port
+    /// (0: off).
+    pub admin_address: Option<String>,
+    pub admin_port: Option<u16>,
 }
 
 fn hex_zxid(z: &str) -> Option<i64> {
@@ -63,6 +71,12 @@ pub fn parse_mntr(text: &str) -> Option<Probe> {
             "zk_serving" => p.serving = Some(value == "1"),
             "zk_disk_full" => p.disk_full = Some(value == "1"),
             "zk_disk_free_bytes" => p.disk_free_bytes = value.parse().ok(),
+            "zk_disk_reserve_bytes" => p.disk_reserve_bytes = value.parse().ok(),
+            "zk_tls_quorum" => p.tls_quorum = Some(value == "1"),
+            "zk_tls_client_port" => p.tls_client_port = Some(value == "1"),
+            "zk_tls_admin" => p.tls_admin = Some(value == "1"),
+            "zk_admin_address" => p.admin_address = Some(value.to_string()),
+            "zk_admin_port" => p.admin_port = value.parse().ok(),
             _ => {}
         }
     }
@@ -101,15 +115,26 @@ async fn probe(host: String, port: u16) -> Result<Probe, String> {
         .map_err(|_| "no answer".to_string())?
 }
 
-/// Where a member's clients connect, for the probe (a wildcard address means its host).
-fn client_target(spec: &reconfig::ServerSpec) -> Option<(String, u16)> {
-    let (addr, port) = spec.client.clone()?;
-    let host = if addr.is_empty() || addr == "0.0.0.0" || addr == "::" {
+/// `addr`, or the member's host where `addr` is a wildcard (listening everywhere).
+fn host_or(addr: String, spec: &reconfig::ServerSpec) -> String {
+    if addr.is_empty() || addr == "0.0.0.0" || addr == "::" {
         spec.host.clone()
     } else {
         addr
-    };
-    Some((host, port))
+    }
+}
+
+/// Where a member's clients connect, for the probe (a wildcard address means its host).
+fn client_target(spec: &reconfig::ServerSpec) -> Option<(String, u16)> {
+    let (addr, port) = spec.client.clone()?;
+    Some((host_or(addr, spec), port))
+}
+
+/// Where a probed member's console is: its AdminServer's address and port, as its `mntr`
+/// told them (`None` when it is off or did not say).
+pub fn admin_target(spec: &reconfig::ServerSpec, p: &Probe) -> Option<(String, u16)> {
+    let port = p.admin_port.filter(|p| *p != 0)?;
+    Some((host_or(p.admin_address.clone()?, spec), port))
 }
 
 /// This member's figures.
@@ -146,9 +171,8 @@ pub fn local(shared: &Shared) -> Value {
     })
 }
 
-/// The whole page: this member, then every member of the membership as probed.
-pub async fn report(shared: &Shared) -> Value {
-    let me = local(shared);
+/// Every member of the committed membership (none when standalone), each as probed.
+pub async fn probe_members(shared: &Shared) -> Vec<(reconfig::ServerSpec, Result<Probe, String>)> {
     let config = shared.replica.config();
     let membership = if config.is_standalone() {
         None
@@ -169,14 +193,22 @@ pub async fn report(shared: &Shared) -> Value {
         }
     });
     let answers = futures_join(probes).await;
-    let leader_zxid = specs.iter().zip(&answers).find_map(|(_, a)| match a {
+    specs.into_iter().zip(answers).collect()
+}
+
+/// The whole page: this member, then every member of the membership as probed.
+pub async fn report(shared: &Shared) -> Value {
+    let me = local(shared);
+    let config = shared.replica.config();
+    let probed = probe_members(shared).await;
+    let leader_zxid = probed.iter().find_map(|(_, a)| match a {
         Ok(p) if p.mode.as_deref() == Some("leader") => p.zxid,
         _ => None,
     });
-    let members: Vec<Value> = specs
-        .iter()
-        .zip(answers)
+    let members: Vec<Value> = probed
+        .into_iter()
         .map(|(s, a)| {
+            let s = &s;
             let (p, error) = match a {
                 Ok(p) => (p, None),
                 Err(e) => (Probe::default(), Some(e)),
@@ -198,6 +230,13 @@ pub async fn report(shared: &Shared) -> Value {
                 "serving": p.serving,
                 "disk_full": p.disk_full,
                 "disk_free_bytes": p.disk_free_bytes,
+                "disk_reserve_bytes": p.disk_reserve_bytes,
+                "tls": p.tls_quorum.map(|quorum| json!({
+                    "quorum": quorum,
+                    "client_port": p.tls_client_port,
+                    "admin": p.tls_admin,
+                })),
+                "console": admin_target(s, &p).map(|(h, port)| format!("{h}:{port}")),
                 "lag": lag,
                 "error": error,
                 "is_me": s.id == config.my_id,
@@ -245,6 +284,26 @@ mod tests {
             (Some(4), Some(true), Some(false))
         );
         assert_eq!(p.disk_free_bytes, Some(81));
+        assert_eq!((p.tls_quorum, p.disk_reserve_bytes), (None, None));
+        let more = format!(
+            "{mntr}zk_disk_reserve_bytes\t67108864\nzk_tls_quorum\t1\nzk_tls_client_port\t0\n\
+             zk_tls_admin\t0\nzk_admin_address\t0.0.0.0\nzk_admin_port\t8080\n"
+        );
+        let p = parse_mntr(&more).expect("an mntr answer");
+        assert_eq!(p.disk_reserve_bytes, Some(64 << 20));
+        assert_eq!(
+            (p.tls_quorum, p.tls_client_port, p.tls_admin),
+            (Some(true), Some(false), Some(false))
+        );
+        let spec = reconfig::ServerSpec {
+            id: 2,
+            host: "10.0.0.2".into(),
+            quorum_port: 2888,
+            election_port: 3888,
+            observer: false,
+            client: None,
+        };
+        assert_eq!(admin_target(&spec, &p), Some(("10.0.0.2".into(), 8080)));
         assert!(parse_mntr("mntr is not executed because it is not in the whitelist.\n").is_none());
     }
 }

@@ -2,8 +2,10 @@
 //!
 //! One small page ([`ASSETS`]: HTML, JS and CSS compiled into the binary, nothing fetched
 //! from elsewhere) reads JSON under `/console/api/`: the ensemble ([`ensemble`]) with its
-//! leader and membership changes, the tree ([`tree`]), the sessions ([`sessions`]), the locks
-//! ([`locks`]) and the last hour's figures ([`history`]). The page builds every
+//! leader and membership changes, the tree ([`tree`]), the sessions ([`sessions`]) and a
+//! session's last moments ([`session_events`]), the locks ([`locks`]) and the last hour's
+//! figures ([`history`]). What only another member knows (its connections, what it saw of a
+//! session) comes from that member's console ([`remote`]). The page builds every
 //! element with `textContent`, never `innerHTML`, because node names, data and labels are
 //! whatever clients wrote; the answers also forbid inline script by their
 //! Content-Security-Policy, so a payload that slipped through would still not run.
@@ -19,46 +21,25 @@ mod actions;
 mod ensemble;
 mod history;
 mod locks;
+mod remote;
+mod reply;
+mod session_events;
 mod sessions;
 mod tree;
 
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use hyper::header::HeaderValue;
 use hyper::{Method, Response, StatusCode};
-use serde_json::{json, Value};
+use serde_json::json;
 use tokio::sync::watch;
 
 use super::http::{self, Body};
 use crate::net::Shared;
+use reply::{error, json_answer, with_headers, ASSETS};
 
 /// The console's URL prefix.
 pub const PREFIX: &str = "/console";
-
-/// The static files: name, content type, bytes.
-const ASSETS: [(&str, &str, &str); 3] = [
-    (
-        "console.js",
-        "text/javascript",
-        include_str!("assets/console.js"),
-    ),
-    (
-        "console.css",
-        "text/css",
-        include_str!("assets/console.css"),
-    ),
-    (
-        "",
-        "text/html; charset=utf-8",
-        include_str!("assets/console.html"),
-    ),
-];
-
-/// No script but the console's own file, no styles but its own, nothing from elsewhere.
-const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
-                   connect-src 'self'; img-src 'self' data:; base-uri 'none'; \
-                   frame-ancestors 'none'; form-action 'none'";
 
 pub use history::History;
 
@@ -85,27 +66,6 @@ fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)
-}
-
-fn with_headers(mut r: Response<Body>) -> Response<Body> {
-    let h = r.headers_mut();
-    h.insert("Content-Security-Policy", HeaderValue::from_static(CSP));
-    h.insert(
-        "X-Content-Type-Options",
-        HeaderValue::from_static("nosniff"),
-    );
-    h.insert("Cache-Control", HeaderValue::from_static("no-store"));
-    h.insert("Referrer-Policy", HeaderValue::from_static("no-referrer"));
-    r
-}
-
-fn json_answer(status: StatusCode, body: &Value) -> Response<Body> {
-    let text = serde_json::to_string(body).unwrap_or_default();
-    with_headers(http::answer(status, "application/json", text))
-}
-
-fn error(status: StatusCode, message: impl std::fmt::Display) -> Response<Body> {
-    json_answer(status, &json!({"error": message.to_string()}))
 }
 
 fn param<'a>(query: &'a [(String, String)], key: &str) -> Option<&'a str> {
@@ -173,7 +133,7 @@ async fn api_answer(
         ),
         "ensemble" => {
             let mut report = ensemble::report(shared).await;
-            report["timeline"] = history.events();
+            report["timeline"] = history::timeline(shared);
             json_answer(StatusCode::OK, &report)
         }
         "metrics" => json_answer(StatusCode::OK, &history.samples()),
@@ -199,7 +159,27 @@ async fn api_answer(
         "sessions" => {
             let offset = number(query, "offset", 0);
             let limit = number(query, "limit", 200);
-            json_answer(StatusCode::OK, &sessions::report(shared, offset, limit))
+            json_answer(
+                StatusCode::OK,
+                &sessions::report(shared, offset, limit).await,
+            )
+        }
+        // Another member's Sessions page asks these.
+        "sessions_here" => {
+            let id = |k: &str| param(query, k).and_then(sessions::parse_id);
+            let (from, to) = (id("from").unwrap_or(i64::MIN), id("to").unwrap_or(i64::MAX));
+            json_answer(StatusCode::OK, &sessions::here(shared, from, to))
+        }
+        "session_log_here" | "session_log" => {
+            let Some(id) = param(query, "session").and_then(sessions::parse_id) else {
+                return error(StatusCode::BAD_REQUEST, "session=0x... is required");
+            };
+            let answer = if api == "session_log" {
+                session_events::gathered(shared, id).await
+            } else {
+                session_events::here(shared, id)
+            };
+            json_answer(StatusCode::OK, &answer)
         }
         "locks" => {
             // Long poll: with `after=<zxid>`, answer once the state moved past it.

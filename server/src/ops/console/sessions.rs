@@ -1,14 +1,14 @@
 //! The Sessions page: every open session of the ensemble (sessions are replicated state),
-//! with what this member knows of the ones connected to it: client address, when it last
-//! answered them, their watches, their auth ids.
-//!
-//! A session connected to another member shows that member's console for those figures;
-//! its timeout and ephemerals are the same everywhere.
+//! with what the member it is connected to knows of it: client address, when it last
+//! answered it, its watches, its auth ids. This member's own connections are read here;
+//! the others' come from their members' consoles (`remote.rs`). Its timeout and
+//! ephemerals are the same everywhere.
 
 use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 
+use super::remote;
 use crate::net::Shared;
 
 /// Ephemeral paths listed per session, at most (the count is always whole).
@@ -83,35 +83,114 @@ pub fn addresses(shared: &Shared) -> BTreeMap<i64, String> {
     out
 }
 
-/// Every session, in id order, from `offset`, at most `limit`.
-pub fn report(shared: &Shared, offset: usize, limit: usize) -> Value {
-    let local = local(shared);
-    let state = shared.replica.state.read();
-    let total = state.sessions.len();
-    let list: Vec<Value> = state
-        .sessions
-        .iter()
-        .skip(offset)
-        .take(limit.clamp(1, 1000))
-        .map(|(id, info)| {
-            let ephemerals: Vec<&String> = state.tree.ephemerals_of(*id).collect();
-            let here = local.get(id);
-            json!({
-                "id": format!("0x{id:x}"),
-                "timeout_ms": info.timeout,
-                "ephemerals": ephemerals.len(),
-                "ephemeral_paths": ephemerals.iter().take(EPHEMERALS_SHOWN).collect::<Vec<_>>(),
-                "connected_here": here.is_some(),
-                "client": here.map(|l| l.address.clone()),
-                "secure": here.map(|l| l.secure),
-                "idle_ms": here.map(|l| l.idle_ms),
-                "connected_since_ms": here.map(|l| l.connected_ms),
-                "watches": here.map(|l| l.watches),
-                "auth": here.map(|l| l.auth.clone()),
-            })
-        })
+/// The figures of a session connected to a member, as the page shows them.
+fn figures(l: &Local) -> Value {
+    json!({
+        "client": l.address,
+        "secure": l.secure,
+        "idle_ms": l.idle_ms,
+        "connected_since_ms": l.connected_ms,
+        "watches": l.watches,
+        "auth": l.auth,
+    })
+}
+
+/// This member's connected sessions with ids from `from` to `to` (for another member's
+/// Sessions page), at most [`HERE_MAX`].
+pub fn here(shared: &Shared, from: i64, to: i64) -> Value {
+    let sessions: serde_json::Map<String, Value> = local(shared)
+        .range(from..=to.max(from))
+        .take(HERE_MAX)
+        .map(|(id, l)| (format!("0x{id:x}"), figures(l)))
         .collect();
-    json!({"total": total, "offset": offset, "sessions": list})
+    json!({"member": shared.replica.me, "sessions": sessions})
+}
+
+/// Sessions one member reports to another's page at most (a page shows at most 1000).
+const HERE_MAX: usize = 1000;
+
+/// Every session, in id order, from `offset`, at most `limit`. A session connected to
+/// another member gets that member's figures for it (`remote.rs`: bounded in time and
+/// size; a member that does not answer is named under `unanswered`).
+pub async fn report(shared: &Shared, offset: usize, limit: usize) -> Value {
+    let here = local(shared);
+    let me = shared.replica.me;
+    let (total, mut list, elsewhere) = {
+        let state = shared.replica.state.read();
+        let mut elsewhere = Vec::new();
+        let list: Vec<Value> = state
+            .sessions
+            .iter()
+            .skip(offset)
+            .take(limit.clamp(1, 1000))
+            .map(|(id, info)| {
+                let ephemerals: Vec<&String> = state.tree.ephemerals_of(*id).collect();
+                let mine = here.get(id);
+                if mine.is_none() {
+                    elsewhere.push(*id);
+                }
+                let mut row = json!({
+                    "id": format!("0x{id:x}"),
+                    "timeout_ms": info.timeout,
+                    "ephemerals": ephemerals.len(),
+                    "ephemeral_paths": ephemerals.iter().take(EPHEMERALS_SHOWN).collect::<Vec<_>>(),
+                    "connected_here": mine.is_some(),
+                    "member": mine.map(|_| me),
+                });
+                merge(&mut row, mine.map(figures));
+                row
+            })
+            .collect();
+        (state.sessions.len(), list, elsewhere)
+    };
+    let mut unanswered = Vec::new();
+    if let (Some(first), Some(last)) = (elsewhere.first(), elsewhere.last()) {
+        let path = format!("sessions_here?from=0x{first:x}&to=0x{last:x}");
+        let mut found: BTreeMap<String, (u64, Value)> = BTreeMap::new();
+        for a in remote::ask_others(shared, &path).await {
+            match a.result {
+                Ok(Value::Object(mut answer)) => {
+                    if let Some(Value::Object(sessions)) = answer.remove("sessions") {
+                        for (id, figures) in sessions {
+                            found.insert(id, (a.member, figures));
+                        }
+                    }
+                }
+                Ok(_) => {
+                    unanswered.push(json!({"member": a.member, "error": "not a session list"}))
+                }
+                Err(e) => unanswered.push(json!({"member": a.member, "error": e})),
+            }
+        }
+        for row in list.iter_mut().filter(|r| r["connected_here"] == false) {
+            let id = row["id"].as_str().unwrap_or_default().to_string();
+            if let Some((member, figures)) = found.remove(&id) {
+                row["member"] = member.into();
+                merge(row, Some(figures));
+            }
+        }
+    }
+    json!({
+        "total": total, "offset": offset, "sessions": list, "member": me,
+        "unanswered": unanswered,
+    })
+}
+
+/// Copies the connection's figures into a session's row (nulls where there are none).
+fn merge(row: &mut Value, figures: Option<Value>) {
+    for key in [
+        "client",
+        "secure",
+        "idle_ms",
+        "connected_since_ms",
+        "watches",
+        "auth",
+    ] {
+        row[key] = figures
+            .as_ref()
+            .and_then(|f| f.get(key).cloned())
+            .unwrap_or(Value::Null);
+    }
 }
 
 /// A session id as the page writes it (`0x...`) or in decimal.
