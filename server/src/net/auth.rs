@@ -81,10 +81,19 @@ impl Auth {
 
     /// Reads the settings from zoo.cfg's security keys (`Config::security`).
     fn from_keys(keys: &BTreeMap<String, String>) -> Result<Auth, String> {
-        let sasl = match get(keys, "jaasLoginConfig") {
+        let loaded = match get(keys, "jaasLoginConfig") {
             Some(path) => {
-                let mut s =
+                let s =
                     SaslSettings::load(std::path::Path::new(path)).map_err(|e| e.to_string())?;
+                if s.is_none() {
+                    tracing::info!("SASL: {path} has no Server section; clients cannot use SASL");
+                }
+                s.map(|s| (path, s))
+            }
+            None => None,
+        };
+        let sasl = match loaded {
+            Some((path, mut s)) => {
                 tracing::info!("SASL: {} DIGEST-MD5 users from {path}", s.user_count());
                 if let Some(k) = &mut s.kerberos {
                     k.rules.remove_host = flag(keys, "kerberos.removeHostFromPrincipal")?;
@@ -121,7 +130,10 @@ impl Auth {
             .is_some_and(|s| s.iter().any(|s| s == "sasl"))
             && sasl.is_none()
         {
-            return Err("authentication by sasl is enforced but jaasLoginConfig is not set".into());
+            return Err(
+                "authentication by sasl is enforced but jaasLoginConfig is not set (or its file has no Server section)"
+                    .into(),
+            );
         }
         Ok(Auth {
             x509_super_user: get(keys, "X509AuthenticationProvider.superUser").map(str::to_string),

@@ -112,13 +112,16 @@ pub struct SaslSettings {
 }
 
 impl SaslSettings {
-    /// Reads the JAAS file at `path`. Its `Server` section must exist; the
-    /// DigestLoginModule's `user_<name>="<password>"` options are the users.
-    pub fn load(path: &Path) -> Result<SaslSettings, SaslError> {
+    /// Reads the JAAS file at `path`: the DigestLoginModule's `user_<name>="<password>"`
+    /// options of its `Server` section are the users, its Krb5LoginModule the Kerberos
+    /// identity. A file without a `Server` section (one that only holds the quorum's
+    /// `QuorumLearner`, say) gives `None`: no client SASL, as ZooKeeper's
+    /// `configureSaslLogin` goes on without it.
+    pub fn load(path: &Path) -> Result<Option<SaslSettings>, SaslError> {
         let (sections, invalid) = read_sections(path)?;
-        let modules = sections
-            .get(SERVER_SECTION)
-            .ok_or_else(|| invalid(format!("no {SERVER_SECTION} section")))?;
+        let Some(modules) = sections.get(SERVER_SECTION) else {
+            return Ok(None);
+        };
         let mut users = BTreeMap::new();
         let mut kerberos = None;
         for m in modules {
@@ -137,7 +140,7 @@ impl SaslSettings {
                 )));
             }
         }
-        Ok(SaslSettings { users, kerberos })
+        Ok(Some(SaslSettings { users, kerberos }))
     }
 
     /// A DIGEST-MD5 user's password.
@@ -237,12 +240,12 @@ mod tests {
              user_super=\"adminsecret\" user_bob=\"bobsecret\";\n};\n",
         )
         .unwrap();
-        let s = SaslSettings::load(&path).unwrap();
+        let s = SaslSettings::load(&path).unwrap().unwrap();
         assert_eq!(s.password("bob").as_deref(), Some("bobsecret"));
         assert_eq!(s.user_count(), 2);
-        std::fs::write(&path, "Client { x required; };").unwrap();
-        let e = SaslSettings::load(&path).unwrap_err().to_string();
-        assert!(e.contains("no Server section"), "{e}");
+        // Only other sections (a quorum learner's): no client SASL, and no error.
+        std::fs::write(&path, "QuorumLearner { x required; };").unwrap();
+        assert!(SaslSettings::load(&path).unwrap().is_none());
         let e = SaslSettings::load(&dir.path().join("none")).unwrap_err();
         assert!(e.to_string().contains("cannot read"), "{e}");
     }
