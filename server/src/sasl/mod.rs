@@ -13,6 +13,7 @@
 //! | `digest_md5.rs` | the DIGEST-MD5 mechanism (RFC 2831), server side |
 //! | `gssapi.rs` | the GSSAPI (Kerberos) mechanism (RFC 4752), server side, and ids |
 //! | `gss_ffi.rs` | the system GSSAPI library (MIT krb5): an acceptor's calls, and an initiator's for quorum learners |
+//! | `gss_sys.rs` | that library's C declarations, for `gss_ffi.rs` alone |
 //!
 //! A `Server` section may name DigestLoginModule users, a Krb5LoginModule (keytab and
 //! principal), or both; a connection's first token tells which mechanism it speaks
@@ -20,6 +21,7 @@
 
 pub mod digest_md5;
 pub mod gss_ffi;
+mod gss_sys;
 pub mod gssapi;
 mod jaas;
 
