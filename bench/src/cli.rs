@@ -244,7 +244,7 @@ pub struct RunArgs {
 /// A lock system `locks` can compare.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum LockSystemKind {
-    /// zooraft standalone, our `InterProcessMutex`.
+    /// zooraft standalone, our `Mutex`.
     Zooraft,
     /// A 3-member zooraft ensemble (the leader-kill fault runs on it).
     Zooraft3,

@@ -1,4 +1,4 @@
-//! A local mirror of a subtree: a [`CuratorCache`] loads `/examples-config`, then follows
+//! A local mirror of a subtree: a [`SubtreeCache`] loads `/examples-config`, then follows
 //! every change in order (on a persistent recursive watch where the server has them).
 //!
 //! ```text
@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use zooraft_recipes::{
-    CacheEvent, CreateMode, CuratorCache, Error, ErrorCode, ZkClient, ZookeeperClient,
+    CacheEvent, CreateMode, Error, ErrorCode, SubtreeCache, ZkClient, ZookeeperClient,
 };
 
 /// The next change the cache reports (the initial load's and resync markers skipped).
@@ -55,7 +55,7 @@ async fn main() -> Result<(), Error> {
             Err(e) => return Err(e.into()),
         }
     }
-    let cache = CuratorCache::new(client.clone(), "/examples-config")?;
+    let cache = SubtreeCache::new(client.clone(), "/examples-config")?;
     let mut events = cache.listen();
     cache.start();
     cache.initialized().await?;

@@ -13,9 +13,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use zooraft_recipes::{
-    CreateMode, Error, Fence, FencingToken, InterProcessMutex, ZkClient, ZookeeperClient,
-};
+use zooraft_recipes::{CreateMode, Error, Fence, FencingToken, Mutex, ZkClient, ZookeeperClient};
 
 /// The resource: accepts a write only with a token at least as new as every one it saw.
 struct Store {
@@ -55,7 +53,7 @@ async fn main() -> Result<(), Error> {
     let store = Arc::new(Store {
         fence: Fence::new(),
     });
-    let lock = InterProcessMutex::new(client.clone(), "/examples-locks/orders");
+    let lock = Mutex::new(client.clone(), "/examples-locks/orders");
     let mut tokens = Vec::new();
     for worker in ["worker-a", "worker-b"] {
         let guard = lock.acquire().await?;

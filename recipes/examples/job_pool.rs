@@ -10,13 +10,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use zooraft_recipes::{Error, InterProcessSemaphoreV2, ZkClient, ZookeeperClient};
+use zooraft_recipes::{LockOptions, MaxLeases, Semaphore, ZkClient, ZookeeperClient};
 
 const JOBS: usize = 8;
 const MAX_RUNNING: usize = 2;
 
 #[tokio::main]
-async fn main() -> Result<(), Error> {
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let connect = std::env::args().nth(1).unwrap_or("127.0.0.1:2181".into());
     let client = ZookeeperClient::connect(&connect, Duration::from_secs(10)).await?;
     let running = Arc::new(AtomicUsize::new(0));
@@ -24,9 +24,12 @@ async fn main() -> Result<(), Error> {
     let mut jobs = Vec::new();
     for job in 0..JOBS {
         // A handle per job: each takes its own lease, as separate processes would.
-        let sem =
-            InterProcessSemaphoreV2::new(client.clone(), "/examples-pool/exports", MAX_RUNNING)
-                .with_node_data(format!("job-{job}").as_bytes());
+        let sem = Semaphore::with_options(
+            client.clone(),
+            "/examples-pool/exports",
+            MaxLeases::Fixed(MAX_RUNNING),
+            LockOptions::default().node_data(format!("job-{job}")),
+        )?;
         let (running, most) = (running.clone(), most.clone());
         jobs.push(tokio::spawn(async move {
             let lease = sem.acquire().await?;
@@ -39,7 +42,7 @@ async fn main() -> Result<(), Error> {
         }));
     }
     for j in jobs {
-        j.await.map_err(|e| Error::Connect(e.to_string()))??;
+        j.await??;
     }
     println!(
         "{JOBS} jobs done, at most {} running at once (limit {MAX_RUNNING})",

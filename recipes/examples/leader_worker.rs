@@ -16,7 +16,7 @@ use std::time::Duration;
 use zooraft_recipes::{Error, LeaderLatch, ZkClient, ZookeeperClient};
 
 #[tokio::main]
-async fn main() -> Result<(), Error> {
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let connect = std::env::args().nth(1).unwrap_or("127.0.0.1:2181".into());
     let leading = Arc::new(AtomicUsize::new(0));
     let mut workers = Vec::new();
@@ -45,7 +45,7 @@ async fn main() -> Result<(), Error> {
     }
     let mut most = 0;
     for w in workers {
-        let at_once = w.await.map_err(|e| Error::Connect(e.to_string()))??;
+        let at_once = w.await??;
         most = most.max(at_once);
     }
     println!("at most {most} leader at a time");

@@ -41,7 +41,7 @@ use crate::client::{
     Connection, CreateMode, ErrorCode, EventType, Op, OpResult, SessionState, Stat, WatchReceiver,
     ZkClient, ZkResult,
 };
-use crate::error::Error;
+use crate::error::{Cause, Error};
 use crate::wire::{AuthList, ConnectString, JuteConnection};
 
 /// A zookeeper-async client with everything the recipes need.
@@ -86,8 +86,10 @@ impl AsyncZkClient {
         connect_string: &str,
         session_timeout: Duration,
     ) -> Result<Arc<AsyncZkClient>, Error> {
-        let target = ConnectString::parse(connect_string)
-            .ok_or_else(|| Error::Connect(format!("bad connect string {connect_string:?}")))?;
+        let target = ConnectString::parse(connect_string).ok_or_else(|| Error::Connect {
+            address: connect_string.to_string(),
+            cause: Cause::message("not host:port[,host:port...][/chroot]"),
+        })?;
         let state = Arc::new(watch::Sender::new(SessionState::new(
             Connection::Disconnected,
             0,
@@ -96,7 +98,10 @@ impl AsyncZkClient {
         )));
         let zk = ZooKeeper::connect(connect_string, session_timeout, |_ev| {})
             .await
-            .map_err(|e| Error::Connect(format!("{e:?}")))?;
+            .map_err(|e| Error::Connect {
+                address: connect_string.to_string(),
+                cause: Cause::new(e),
+            })?;
         let listener_state = state.clone();
         zk.add_listener(move |s: ZkState| on_state(&listener_state, s));
         let auth = Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -136,13 +141,17 @@ impl AsyncZkClient {
             }
             Ok(Err(e)) => {
                 client.close().await;
-                Err(Error::Connect(format!("first request failed: {e:?}")))
+                Err(Error::Connect {
+                    address: connect_string.to_string(),
+                    cause: Cause::new(e),
+                })
             }
             Err(_) => {
                 client.close().await;
-                Err(Error::Connect(format!(
-                    "no session with {connect_string} within {session_timeout:?}"
-                )))
+                Err(Error::Connect {
+                    address: connect_string.to_string(),
+                    cause: Cause::message(format!("no session within {session_timeout:?}")),
+                })
             }
         }
     }

@@ -1,9 +1,9 @@
 //! Barriers compatible with Curator's `DistributedBarrier` and `DistributedDoubleBarrier`
 //! (and kazoo's `Barrier` and `DoubleBarrier`) on the same paths.
 //!
-//! - [`DistributedBarrier`]: one persistent node whose existence holds everyone back;
+//! - [`Barrier`]: one persistent node whose existence holds everyone back;
 //!   waiters watch it and go on when it is deleted.
-//! - [`DistributedDoubleBarrier`]: `qty` members meet at the start and at the end of a task.
+//! - [`DoubleBarrier`]: `qty` members meet at the start and at the end of a task.
 //!   Each member is an ephemeral child `<path>/<uuid>`; the member that sees `qty` children
 //!   creates `<path>/ready`, which releases the others. Leaving follows Curator's order: the
 //!   lowest member (by name) waits for the highest to go, every other member deletes its node
@@ -25,8 +25,9 @@ use crate::client::{
     is_transient, Connection, CreateMode, ErrorCode, EventType, SessionState, WatchReceiver,
     ZkClient,
 };
-use crate::counters::{checked_path, ensure_parents};
+use crate::counters::ensure_parents;
 use crate::error::Error;
+use crate::names::checked_path;
 use crate::names::join;
 
 /// The child that opens a double barrier (Curator's and kazoo's name).
@@ -178,12 +179,12 @@ impl Wait {
 ///
 /// ```no_run
 /// use std::time::Duration;
-/// use zooraft_recipes::{DistributedBarrier, ZookeeperClient};
+/// use zooraft_recipes::{Barrier, ZookeeperClient};
 ///
 /// #[tokio::main]
 /// async fn main() -> Result<(), zooraft_recipes::Error> {
 ///     let client = ZookeeperClient::connect("127.0.0.1:2181", Duration::from_secs(10)).await?;
-///     let barrier = DistributedBarrier::new(client, "/barriers/deploy")?;
+///     let barrier = Barrier::new(client, "/barriers/deploy")?;
 ///     barrier.set_barrier().await?;
 ///     // ... elsewhere, workers call barrier.wait_on_barrier(None) ...
 ///     barrier.remove_barrier().await?;
@@ -192,25 +193,23 @@ impl Wait {
 ///     Ok(())
 /// }
 /// ```
-#[doc(alias = "Barrier")]
+#[doc(alias = "DistributedBarrier")]
 #[derive(Clone)]
-pub struct DistributedBarrier {
+pub struct Barrier {
     client: Arc<dyn ZkClient>,
     path: String,
 }
 
-impl std::fmt::Debug for DistributedBarrier {
+impl std::fmt::Debug for Barrier {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DistributedBarrier")
-            .field("path", &self.path)
-            .finish()
+        f.debug_struct("Barrier").field("path", &self.path).finish()
     }
 }
 
-impl DistributedBarrier {
+impl Barrier {
     /// A barrier at `path`.
-    pub fn new(client: Arc<dyn ZkClient>, path: &str) -> Result<DistributedBarrier, Error> {
-        Ok(DistributedBarrier {
+    pub fn new(client: Arc<dyn ZkClient>, path: &str) -> Result<Barrier, Error> {
+        Ok(Barrier {
             client,
             path: checked_path(path)?,
         })
@@ -282,7 +281,7 @@ struct Membership {
 /// An `enter` not (yet) through: dropping it deletes our member node (in the background,
 /// retried while the session lives) and forgets the membership.
 struct PendingMember<'a> {
-    barrier: &'a DistributedDoubleBarrier,
+    barrier: &'a DoubleBarrier,
     node: Option<Membership>,
 }
 
@@ -305,12 +304,12 @@ impl Drop for PendingMember<'_> {
 ///
 /// ```no_run
 /// use std::time::Duration;
-/// use zooraft_recipes::{DistributedDoubleBarrier, ZookeeperClient};
+/// use zooraft_recipes::{DoubleBarrier, ZookeeperClient};
 ///
 /// #[tokio::main]
 /// async fn main() -> Result<(), zooraft_recipes::Error> {
 ///     let client = ZookeeperClient::connect("127.0.0.1:2181", Duration::from_secs(10)).await?;
-///     let barrier = DistributedDoubleBarrier::new(client, "/barriers/batch-7", 3)?;
+///     let barrier = DoubleBarrier::new(client, "/barriers/batch-7", 3)?;
 ///     if barrier.enter(Some(Duration::from_secs(60))).await? {
 ///         // all three workers are here: run the batch
 ///         barrier.leave(None).await?; // returns once all three are done
@@ -318,9 +317,9 @@ impl Drop for PendingMember<'_> {
 ///     Ok(())
 /// }
 /// ```
-#[doc(alias = "DoubleBarrier")]
+#[doc(alias = "DistributedDoubleBarrier")]
 #[derive(Clone)]
-pub struct DistributedDoubleBarrier {
+pub struct DoubleBarrier {
     client: Arc<dyn ZkClient>,
     path: String,
     member_qty: usize,
@@ -329,9 +328,9 @@ pub struct DistributedDoubleBarrier {
     member: Arc<StdMutex<Option<Membership>>>,
 }
 
-impl std::fmt::Debug for DistributedDoubleBarrier {
+impl std::fmt::Debug for DoubleBarrier {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DistributedDoubleBarrier")
+        f.debug_struct("DoubleBarrier")
             .field("path", &self.path)
             .field("member_qty", &self.member_qty)
             .field("name", &self.name)
@@ -346,20 +345,20 @@ fn members_of(mut children: Vec<String>) -> Vec<String> {
     children
 }
 
-impl DistributedDoubleBarrier {
+impl DoubleBarrier {
     /// A member of the barrier at `path` that opens when `member_qty` (at least 1) members
     /// have entered.
     pub fn new(
         client: Arc<dyn ZkClient>,
         path: &str,
         member_qty: usize,
-    ) -> Result<DistributedDoubleBarrier, Error> {
+    ) -> Result<DoubleBarrier, Error> {
         if member_qty == 0 {
             return Err(Error::InvalidOption(
                 "a double barrier needs at least one member".into(),
             ));
         }
-        Ok(DistributedDoubleBarrier {
+        Ok(DoubleBarrier {
             client,
             path: checked_path(path)?,
             member_qty,
@@ -411,7 +410,7 @@ impl DistributedDoubleBarrier {
     /// twice without leaving is an error.
     ///
     /// ```no_run
-    /// # async fn f(barrier: zooraft_recipes::DistributedDoubleBarrier) -> Result<(), zooraft_recipes::Error> {
+    /// # async fn f(barrier: zooraft_recipes::DoubleBarrier) -> Result<(), zooraft_recipes::Error> {
     /// if !barrier.enter(Some(std::time::Duration::from_secs(30))).await? {
     ///     println!("not everyone came; we are not counted");
     /// }

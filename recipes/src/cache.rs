@@ -1,4 +1,4 @@
-//! [`CuratorCache`]: a local mirror of a subtree (the node and everything below it), like
+//! [`SubtreeCache`]: a local mirror of a subtree (the node and everything below it), like
 //! Curator's `CuratorCache` (and `TreeCache`, kazoo's `TreeCache`).
 //!
 //! The cache loads the subtree, then follows it: every creation, data change and deletion
@@ -22,20 +22,20 @@ use crate::cache_state::{child, Shared};
 pub use crate::cache_state::{CacheEvent, ChildData, WatchMode};
 use crate::cache_sync::Syncer;
 use crate::client::ZkClient;
-use crate::counters::checked_path;
 use crate::error::Error;
+use crate::names::checked_path;
 
 /// A local mirror of a subtree, kept up to date, compatible in what it sees with Curator's
 /// `CuratorCache` (it only reads: any writer, Curator or not, is seen).
 ///
 /// ```no_run
 /// use std::time::Duration;
-/// use zooraft_recipes::{CacheEvent, CuratorCache, ZookeeperClient};
+/// use zooraft_recipes::{CacheEvent, SubtreeCache, ZookeeperClient};
 ///
 /// #[tokio::main]
 /// async fn main() -> Result<(), zooraft_recipes::Error> {
 ///     let client = ZookeeperClient::connect("127.0.0.1:2181", Duration::from_secs(10)).await?;
-///     let cache = CuratorCache::new(client, "/config")?;
+///     let cache = SubtreeCache::new(client, "/config")?;
 ///     let mut events = cache.listen();
 ///     cache.start();
 ///     cache.initialized().await?;
@@ -50,17 +50,17 @@ use crate::error::Error;
 ///     Ok(())
 /// }
 /// ```
-#[doc(alias = "TreeCache")]
-pub struct CuratorCache {
+#[doc(alias = "CuratorCache", alias = "TreeCache")]
+pub struct SubtreeCache {
     client: Arc<dyn ZkClient>,
     shared: Arc<Shared>,
     mode: WatchMode,
     task: StdMutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
-impl std::fmt::Debug for CuratorCache {
+impl std::fmt::Debug for SubtreeCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CuratorCache")
+        f.debug_struct("SubtreeCache")
             .field("path", &self.shared.root)
             .field("mode", &self.mode)
             .field("progress", &*self.shared.progress.borrow())
@@ -68,10 +68,10 @@ impl std::fmt::Debug for CuratorCache {
     }
 }
 
-impl CuratorCache {
+impl SubtreeCache {
     /// A cache of `path` and its subtree (not started: see [`start`](Self::start)).
-    pub fn new(client: Arc<dyn ZkClient>, path: &str) -> Result<CuratorCache, Error> {
-        Ok(CuratorCache {
+    pub fn new(client: Arc<dyn ZkClient>, path: &str) -> Result<SubtreeCache, Error> {
+        Ok(SubtreeCache {
             client,
             shared: Arc::new(Shared::new(checked_path(path)?)),
             mode: WatchMode::Auto,
@@ -80,7 +80,7 @@ impl CuratorCache {
     }
 
     /// Chooses how the cache watches (before [`start`](Self::start)).
-    pub fn with_mode(mut self, mode: WatchMode) -> CuratorCache {
+    pub fn with_mode(mut self, mode: WatchMode) -> SubtreeCache {
         self.mode = mode;
         self
     }
@@ -193,7 +193,7 @@ impl CuratorCache {
     }
 }
 
-impl Drop for CuratorCache {
+impl Drop for SubtreeCache {
     fn drop(&mut self) {
         self.close();
     }

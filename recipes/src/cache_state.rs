@@ -76,7 +76,7 @@ pub(crate) struct Node {
     pub stat: Stat,
 }
 
-/// The cache's progress, published to [`CuratorCache::initialized`] and friends.
+/// The cache's progress, published to [`SubtreeCache::initialized`] and friends.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Progress {
     pub initialized: bool,

@@ -1,4 +1,4 @@
-//! The task behind a [`CuratorCache`](crate::CuratorCache): loads the subtree, follows it
+//! The task behind a [`SubtreeCache`](crate::SubtreeCache): loads the subtree, follows it
 //! with a persistent recursive watch or with one-shot watches, and reads it all again after
 //! each reconnection.
 //!

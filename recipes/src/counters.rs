@@ -6,9 +6,9 @@
 //! - [`SharedCount`]: Curator's layout, a 4-byte big-endian `i32`; created with a seed by
 //!   [`SharedCount::start`] (parents as containers), read with its version, set
 //!   unconditionally or only if unchanged since a read ([`SharedCount::try_set`]), and
-//!   watched ([`SharedCount::changed_since`]). `InterProcessSemaphoreV2` reads its maximum
+//!   watched ([`SharedCount::changed_since`]). `Semaphore` reads its maximum
 //!   from such a node.
-//! - [`DistributedAtomicLong`]: an 8-byte big-endian `i64`; a missing node reads as 0 and is
+//! - [`AtomicCounter`]: an 8-byte big-endian `i64`; a missing node reads as 0 and is
 //!   created by the first write. Updates are optimistic (read, then `setData` at that
 //!   version), retried up to a bound, and report Curator's `AtomicValue`
 //!   ([`AtomicOutcome`]): whether it took, and the values before and after.
@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use crate::client::{CreateMode, ErrorCode, Stat, ZkClient};
 use crate::error::Error;
-use crate::names::{ancestors_and_self, validate_path};
+use crate::names::{ancestors_and_self, checked_path};
 
 /// Creates every missing ancestor of `path` as a container (Curator's
 /// `creatingParentContainersIfNeeded`). The server reaps empty containers, so an ancestor
@@ -42,14 +42,6 @@ pub(crate) async fn ensure_parents(client: &dyn ZkClient, path: &str) -> Result<
     }
 }
 
-pub(crate) fn checked_path(path: &str) -> Result<String, Error> {
-    if validate_path(path) {
-        Ok(path.to_string())
-    } else {
-        Err(Error::InvalidPath(path.to_string()))
-    }
-}
-
 /// A counter node's `N` bytes (Curator writes the number big-endian, nothing else); `what`
 /// names the recipe in the error.
 fn counter_bytes<const N: usize>(data: &[u8], what: &str) -> Result<[u8; N], Error> {
@@ -66,7 +58,7 @@ fn decode_count(data: &[u8]) -> Result<i32, Error> {
 }
 
 fn decode_long(data: &[u8]) -> Result<i64, Error> {
-    counter_bytes(data, "DistributedAtomicLong").map(i64::from_be_bytes)
+    counter_bytes(data, "AtomicCounter").map(i64::from_be_bytes)
 }
 
 /// A [`SharedCount`]'s value with the znode version it was read at.
@@ -180,7 +172,7 @@ impl SharedCount {
     }
 }
 
-/// What an update of a [`DistributedAtomicLong`] did: Curator's `AtomicValue`.
+/// What an update of an [`AtomicCounter`] did: Curator's `AtomicValue`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AtomicOutcome {
     /// Whether the value was changed (an optimistic update may give up after its retries).
@@ -196,28 +188,29 @@ pub struct AtomicOutcome {
 ///
 /// ```no_run
 /// use std::time::Duration;
-/// use zooraft_recipes::{DistributedAtomicLong, ZookeeperClient};
+/// use zooraft_recipes::{AtomicCounter, ZookeeperClient};
 ///
 /// #[tokio::main]
 /// async fn main() -> Result<(), zooraft_recipes::Error> {
 ///     let client = ZookeeperClient::connect("127.0.0.1:2181", Duration::from_secs(10)).await?;
-///     let orders = DistributedAtomicLong::new(client, "/counters/orders")?;
+///     let orders = AtomicCounter::new(client, "/counters/orders")?;
 ///     let next = orders.increment().await?;
 ///     assert!(next.succeeded);
 ///     println!("order number {}", next.post_value);
 ///     Ok(())
 /// }
 /// ```
+#[doc(alias = "DistributedAtomicLong")]
 #[derive(Clone)]
-pub struct DistributedAtomicLong {
+pub struct AtomicCounter {
     client: Arc<dyn ZkClient>,
     path: String,
     retries: u32,
 }
 
-impl std::fmt::Debug for DistributedAtomicLong {
+impl std::fmt::Debug for AtomicCounter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DistributedAtomicLong")
+        f.debug_struct("AtomicCounter")
             .field("path", &self.path)
             .field("retries", &self.retries)
             .finish()
@@ -227,10 +220,10 @@ impl std::fmt::Debug for DistributedAtomicLong {
 /// The attempts an optimistic update makes by default before it reports no success.
 const DEFAULT_RETRIES: u32 = 100;
 
-impl DistributedAtomicLong {
+impl AtomicCounter {
     /// A counter at `path` (read as 0 until first written).
-    pub fn new(client: Arc<dyn ZkClient>, path: &str) -> Result<DistributedAtomicLong, Error> {
-        Ok(DistributedAtomicLong {
+    pub fn new(client: Arc<dyn ZkClient>, path: &str) -> Result<AtomicCounter, Error> {
+        Ok(AtomicCounter {
             client,
             path: checked_path(path)?,
             retries: DEFAULT_RETRIES,
@@ -238,7 +231,7 @@ impl DistributedAtomicLong {
     }
 
     /// How many times an update retries after losing a race (Curator's retry policy).
-    pub fn with_retries(mut self, retries: u32) -> DistributedAtomicLong {
+    pub fn with_retries(mut self, retries: u32) -> AtomicCounter {
         self.retries = retries;
         self
     }

@@ -1,5 +1,7 @@
 //! The recipes' errors, and why a held lock stopped being trustworthy.
 
+use std::sync::Arc;
+
 use crate::client::ErrorCode;
 
 /// Why [`LockGuard::lost`](crate::LockGuard::lost) completed: the lock can no longer be
@@ -54,10 +56,19 @@ impl LostReason {
 
 /// What can go wrong in a recipe.
 ///
+/// A ZooKeeper error code is the kind of an [`Error::Zk`] (as `std::io::ErrorKind` is of an
+/// I/O error), so it is part of the message; the client library's error behind an
+/// [`Error::Connect`] is its [`source`](std::error::Error::source).
+///
 /// ```
 /// use zooraft_recipes::{Error, ErrorCode};
 /// let e: Error = ErrorCode::ConnectionLoss.into();
 /// assert!(e.to_string().contains("ConnectionLoss"));
+/// // `?` takes it into any error box.
+/// fn f() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+///     Err(Error::from(ErrorCode::NoNode))?
+/// }
+/// assert!(f().is_err());
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -80,9 +91,15 @@ pub enum Error {
     /// The lock path is not a valid ZooKeeper path.
     #[error("invalid lock path {0:?}")]
     InvalidPath(String),
-    /// The client could not connect.
-    #[error("cannot connect: {0}")]
-    Connect(String),
+    /// The client could not connect; [`source`](std::error::Error::source) says why.
+    #[error("cannot connect to {address}")]
+    Connect {
+        /// The connect string.
+        address: String,
+        /// What the client reported.
+        #[source]
+        cause: Cause,
+    },
     /// The client was closed while the recipe was using it.
     #[error("the client is closed")]
     Closed,
@@ -108,8 +125,78 @@ pub enum Error {
     InvalidOption(String),
 }
 
+/// The error a client library reported, behind an [`Error::Connect`]. Two causes are equal
+/// when they say the same thing.
+#[derive(Clone)]
+pub struct Cause(Arc<dyn std::error::Error + Send + Sync>);
+
+impl Cause {
+    /// Wraps the client library's error.
+    pub(crate) fn new(error: impl std::error::Error + Send + Sync + 'static) -> Cause {
+        Cause(Arc::new(error))
+    }
+
+    /// A cause that is only a message (for errors the client library reports as text).
+    #[cfg(any(feature = "zookeeper-async", test))]
+    pub(crate) fn message(text: impl Into<String>) -> Cause {
+        let boxed: Box<dyn std::error::Error + Send + Sync> = text.into().into();
+        Cause(Arc::from(boxed))
+    }
+}
+
+impl std::fmt::Debug for Cause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl std::fmt::Display for Cause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(&*self.0, f)
+    }
+}
+
+impl std::error::Error for Cause {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}
+
+impl PartialEq for Cause {
+    fn eq(&self, other: &Cause) -> bool {
+        self.to_string() == other.to_string()
+    }
+}
+
+impl Eq for Cause {}
+
 impl From<ErrorCode> for Error {
     fn from(code: ErrorCode) -> Error {
         Error::Zk(code)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    #[test]
+    fn a_connect_error_names_the_address_and_keeps_its_cause() {
+        let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
+        let e = Error::Connect {
+            address: "127.0.0.1:1".into(),
+            cause: Cause::new(io),
+        };
+        assert_eq!(e.to_string(), "cannot connect to 127.0.0.1:1");
+        assert_eq!(
+            e.source().map(|s| s.to_string()).as_deref(),
+            Some("refused")
+        );
+        let again = Error::Connect {
+            address: "127.0.0.1:1".into(),
+            cause: Cause::message("refused"),
+        };
+        assert_eq!(e, again);
     }
 }

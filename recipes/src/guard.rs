@@ -14,7 +14,7 @@ use crate::lock::{Holding, LockCore};
 /// the background (the delete is retried until it succeeds or the session is gone).
 ///
 /// ```no_run
-/// # async fn f(mutex: zooraft_recipes::InterProcessMutex) -> Result<(), zooraft_recipes::Error> {
+/// # async fn f(mutex: zooraft_recipes::Mutex) -> Result<(), zooraft_recipes::Error> {
 /// let guard = mutex.acquire().await?;
 /// tokio::select! {
 ///     reason = guard.lost() => eprintln!("lost the lock: {reason}"),
@@ -80,7 +80,7 @@ impl LockGuard {
     /// How many guards on this acquisition are outstanding (see [`reenter`](Self::reenter)).
     ///
     /// ```no_run
-    /// # async fn f(mutex: zooraft_recipes::InterProcessMutex) -> Result<(), zooraft_recipes::Error> {
+    /// # async fn f(mutex: zooraft_recipes::Mutex) -> Result<(), zooraft_recipes::Error> {
     /// let a = mutex.acquire().await?;
     /// let b = a.reenter();
     /// assert_eq!(b.hold_count(), 2);
@@ -94,7 +94,7 @@ impl LockGuard {
     /// without any request. The node is deleted when the last guard is released.
     ///
     /// ```no_run
-    /// # async fn f(mutex: zooraft_recipes::InterProcessMutex) -> Result<(), zooraft_recipes::Error> {
+    /// # async fn f(mutex: zooraft_recipes::Mutex) -> Result<(), zooraft_recipes::Error> {
     /// let outer = mutex.acquire().await?;
     /// let inner = outer.reenter();
     /// inner.release().await?; // still held
@@ -112,13 +112,13 @@ impl LockGuard {
         }
     }
 
-    /// For a write lock of an [`InterProcessReadWriteLock`](crate::InterProcessReadWriteLock):
+    /// For a write lock of an [`RwLock`](crate::RwLock):
     /// takes its read lock without waiting, in this write lock's place in the queue, so that
     /// releasing the write lock afterwards downgrades to reading. The read guard carries this
     /// write lock's fencing token. Fails with [`Error::InvalidOption`] on any other guard.
     ///
     /// ```no_run
-    /// # async fn f(rw: zooraft_recipes::InterProcessReadWriteLock) -> Result<(), zooraft_recipes::Error> {
+    /// # async fn f(rw: zooraft_recipes::RwLock) -> Result<(), zooraft_recipes::Error> {
     /// let write = rw.write_lock().acquire().await?;
     /// let read = write.acquire_read().await?;
     /// write.release().await?; // downgraded: still reading
@@ -272,7 +272,7 @@ impl LockGuard {
     /// node and its next acquire deletes it first (or fails with the same error).
     ///
     /// ```no_run
-    /// # async fn f(mutex: zooraft_recipes::InterProcessMutex) -> Result<(), zooraft_recipes::Error> {
+    /// # async fn f(mutex: zooraft_recipes::Mutex) -> Result<(), zooraft_recipes::Error> {
     /// let guard = mutex.acquire().await?;
     /// guard.release().await?;
     /// # Ok(()) }

@@ -9,7 +9,7 @@
 //!
 //! Curator's `LeaderSelector` is an `InterProcessMutex` on the leader path (nodes
 //! `_c_<uuid>-lock-<seq>`, data the participant id) whose holder runs `takeLeadership`.
-//! [`LeaderSelector`] is the same: a mutex whose [`run`](InterProcessMutex::run) is the term
+//! [`LeaderSelector`] is the same: a mutex whose [`run`](Mutex::run) is the term
 //! of office, cancelled the moment leadership is lost.
 
 use std::future::Future;
@@ -21,7 +21,9 @@ use crate::error::{Error, LostReason};
 use crate::fence::FencingToken;
 use crate::guard::LockGuard;
 use crate::lock::{Config, Kind, LockCore};
-use crate::mutex::{InterProcessMutex, Participant};
+use crate::mutex::{Mutex, Participant};
+use crate::names::checked_path;
+use crate::options::ElectionOptions;
 
 /// Leadership won through a [`LeaderLatch`] or a [`LeaderSelector`]: the participant leads
 /// until it releases (or drops) this, or until [`lost`](Self::lost) fires.
@@ -122,7 +124,7 @@ impl Leadership {
 /// ```
 #[derive(Debug, Clone)]
 pub struct LeaderLatch {
-    mutex: InterProcessMutex,
+    mutex: Mutex,
     id: String,
 }
 
@@ -140,15 +142,33 @@ impl LeaderLatch {
             node_data: Some(id.as_bytes().to_vec()),
             ..Config::default()
         };
+        LeaderLatch::build(client, path.to_string(), id, config)
+    }
+
+    /// Like [`new`](Self::new), made with `options`: fails before anything is sent on an
+    /// invalid path or an option out of range.
+    ///
+    /// ```no_run
+    /// # fn f(client: std::sync::Arc<zooraft_recipes::ZookeeperClient>) -> Result<(), zooraft_recipes::Error> {
+    /// use zooraft_recipes::{ElectionOptions, LeaderLatch};
+    /// let options = ElectionOptions::default().suspend_fraction(0.3);
+    /// let latch = LeaderLatch::with_options(client, "/election/billing", "rust-1", options)?;
+    /// # Ok(()) }
+    /// ```
+    pub fn with_options(
+        client: Arc<dyn ZkClient>,
+        path: &str,
+        id: &str,
+        options: ElectionOptions,
+    ) -> Result<LeaderLatch, Error> {
+        let config = options.config(id)?;
+        Ok(LeaderLatch::build(client, checked_path(path)?, id, config))
+    }
+
+    fn build(client: Arc<dyn ZkClient>, path: String, id: &str, config: Config) -> LeaderLatch {
         LeaderLatch {
-            mutex: InterProcessMutex {
-                core: Arc::new(LockCore::new(
-                    client,
-                    path.to_string(),
-                    Kind::Latch,
-                    config,
-                    None,
-                )),
+            mutex: Mutex {
+                core: Arc::new(LockCore::new(client, path, Kind::Latch, config, None)),
             },
             id: id.to_string(),
         }
@@ -160,7 +180,7 @@ impl LeaderLatch {
     }
 
     /// Joins the election and waits until this participant leads. Errors as
-    /// [`InterProcessMutex::acquire`].
+    /// [`Mutex::acquire`].
     ///
     /// ```no_run
     /// # async fn f(latch: zooraft_recipes::LeaderLatch) -> Result<(), zooraft_recipes::Error> {
@@ -243,7 +263,7 @@ impl LeaderLatch {
 /// ```
 #[derive(Debug, Clone)]
 pub struct LeaderSelector {
-    mutex: InterProcessMutex,
+    mutex: Mutex,
 }
 
 impl LeaderSelector {
@@ -255,14 +275,44 @@ impl LeaderSelector {
     /// # }
     /// ```
     pub fn new(client: Arc<dyn ZkClient>, path: &str, id: &str) -> LeaderSelector {
+        let config = Config {
+            node_data: Some(id.as_bytes().to_vec()),
+            ..Config::default()
+        };
+        LeaderSelector::build(client, path.to_string(), config)
+    }
+
+    /// Like [`new`](Self::new), made with `options`: fails before anything is sent on an
+    /// invalid path or an option out of range.
+    ///
+    /// ```no_run
+    /// # fn f(client: std::sync::Arc<zooraft_recipes::ZookeeperClient>) -> Result<(), zooraft_recipes::Error> {
+    /// use zooraft_recipes::{ElectionOptions, LeaderSelector};
+    /// let selector = LeaderSelector::with_options(client, "/election/indexer", "rust-1", ElectionOptions::default())?;
+    /// # Ok(()) }
+    /// ```
+    pub fn with_options(
+        client: Arc<dyn ZkClient>,
+        path: &str,
+        id: &str,
+        options: ElectionOptions,
+    ) -> Result<LeaderSelector, Error> {
+        let config = options.config(id)?;
+        Ok(LeaderSelector::build(client, checked_path(path)?, config))
+    }
+
+    /// A selector is a mutex on the election path whose nodes hold the participant's id.
+    fn build(client: Arc<dyn ZkClient>, path: String, config: Config) -> LeaderSelector {
         LeaderSelector {
-            mutex: InterProcessMutex::new(client, path).with_node_data(id.as_bytes()),
+            mutex: Mutex {
+                core: Arc::new(LockCore::new(client, path, Kind::Mutex, config, None)),
+            },
         }
     }
 
     /// Waits for leadership, then runs `term` as the leader (Curator's `takeLeadership`) and
     /// steps down when it returns. If leadership is lost first, `term` is cancelled and the
-    /// result is [`Error::Lost`]. See [`InterProcessMutex::run`].
+    /// result is [`Error::Lost`]. See [`Mutex::run`].
     ///
     /// ```no_run
     /// # async fn f(selector: zooraft_recipes::LeaderSelector) -> Result<(), zooraft_recipes::Error> {

@@ -111,12 +111,13 @@ pub(crate) struct Config {
     pub max_leases: MaxLeases,
 }
 
-/// How many leases a semaphore grants at once.
+/// How many leases a [`Semaphore`](crate::Semaphore) grants at once.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum MaxLeases {
-    /// A fixed number.
+pub enum MaxLeases {
+    /// A fixed number (at least one).
     Fixed(usize),
-    /// The number stored in this node (Curator's `SharedCount`: a 4-byte big-endian int).
+    /// The number stored in the node at this path (Curator's `SharedCount`: a 4-byte
+    /// big-endian int), read again whenever an acquirer waits.
     Shared(String),
 }
 
@@ -162,17 +163,6 @@ pub(crate) const DEFAULT_SUSPEND_FRACTION: f64 = 0.5;
 pub(crate) const MAX_SUSPEND_FRACTION: f64 = 0.8;
 /// The smallest fraction accepted (below it, a lock is lost at the first slow reply).
 pub(crate) const MIN_SUSPEND_FRACTION: f64 = 0.05;
-
-/// Checks a suspend fraction.
-pub(crate) fn check_suspend_fraction(fraction: f64) -> Result<f64, Error> {
-    if (MIN_SUSPEND_FRACTION..=MAX_SUSPEND_FRACTION).contains(&fraction) {
-        Ok(fraction)
-    } else {
-        Err(Error::InvalidOption(format!(
-            "suspend fraction {fraction} is outside {MIN_SUSPEND_FRACTION}..={MAX_SUSPEND_FRACTION}"
-        )))
-    }
-}
 
 /// A lock node we created.
 #[derive(Debug, Clone)]

@@ -1,5 +1,5 @@
-//! [`InterProcessMultiLock`]: several locks taken as one, compatible with Curator's
-//! `InterProcessMultiLock` over `InterProcessMutex`es on the same paths.
+//! [`MultiLock`]: several locks taken as one, compatible with Curator's
+//! `InterProcessMultiLock` over mutexes on the same paths.
 //!
 //! The locks are taken in the order given (everyone who takes the same set in the same order
 //! cannot deadlock) and released in the reverse order. It is all or nothing: when one lock
@@ -18,21 +18,22 @@ use crate::client::ZkClient;
 use crate::error::{Error, LostReason};
 use crate::fence::FencingToken;
 use crate::guard::LockGuard;
-use crate::mutex::InterProcessMutex;
+use crate::mutex::Mutex;
 use crate::names::validate_path;
+use crate::options::LockOptions;
 
-/// Several locks taken together, each an [`InterProcessMutex`] (Curator's layout, so Curator
+/// Several locks taken together, each a [`Mutex`] (Curator's layout, so Curator
 /// holders of any of the paths exclude us and we them).
 ///
 /// ```no_run
 /// use std::sync::Arc;
 /// use std::time::Duration;
-/// use zooraft_recipes::{InterProcessMultiLock, ZookeeperClient};
+/// use zooraft_recipes::{MultiLock, ZookeeperClient};
 ///
 /// #[tokio::main]
 /// async fn main() -> Result<(), zooraft_recipes::Error> {
 ///     let client = ZookeeperClient::connect("127.0.0.1:2181", Duration::from_secs(10)).await?;
-///     let both = InterProcessMultiLock::new(client, &["/locks/account-1", "/locks/account-2"])?;
+///     let both = MultiLock::new(client, &["/locks/account-1", "/locks/account-2"])?;
 ///     if let Some(guard) = both.acquire_timeout(Duration::from_secs(5)).await? {
 ///         for (path, token) in guard.fencing_tokens() {
 ///             println!("{path}: token {token}");
@@ -42,34 +43,52 @@ use crate::names::validate_path;
 ///     Ok(())
 /// }
 /// ```
-#[doc(alias = "MultiLock")]
+#[doc(alias = "InterProcessMultiLock")]
 #[derive(Clone)]
-pub struct InterProcessMultiLock {
-    locks: Vec<InterProcessMutex>,
+pub struct MultiLock {
+    locks: Vec<Mutex>,
 }
 
-impl std::fmt::Debug for InterProcessMultiLock {
+impl std::fmt::Debug for MultiLock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("InterProcessMultiLock")
+        f.debug_struct("MultiLock")
             .field("paths", &self.paths())
             .finish()
     }
 }
 
-impl InterProcessMultiLock {
+impl MultiLock {
     /// A multi-lock over `paths`, taken in this order. Fails on an empty list, an invalid
     /// path, or a path given twice (it would wait for itself).
     pub fn new(client: std::sync::Arc<dyn ZkClient>, paths: &[&str]) -> Result<Self, Error> {
+        MultiLock::with_options(client, paths, LockOptions::default())
+    }
+
+    /// Like [`new`](Self::new), every lock made with `options` (see
+    /// [`Mutex::with_options`]).
+    ///
+    /// ```no_run
+    /// # fn f(client: std::sync::Arc<zooraft_recipes::ZookeeperClient>) -> Result<(), zooraft_recipes::Error> {
+    /// use zooraft_recipes::{LockOptions, MultiLock};
+    /// let accounts = ["/locks/account-1", "/locks/account-2"];
+    /// let both = MultiLock::with_options(client, &accounts, LockOptions::default().label("transfer"))?;
+    /// # Ok(()) }
+    /// ```
+    pub fn with_options(
+        client: std::sync::Arc<dyn ZkClient>,
+        paths: &[&str],
+        options: LockOptions,
+    ) -> Result<Self, Error> {
         let mutexes = paths
             .iter()
-            .map(|p| InterProcessMutex::new(client.clone(), p))
-            .collect();
-        InterProcessMultiLock::from_mutexes(mutexes)
+            .map(|p| Mutex::with_options(client.clone(), p, options.clone()))
+            .collect::<Result<Vec<_>, Error>>()?;
+        MultiLock::from_mutexes(mutexes)
     }
 
     /// A multi-lock over mutexes configured by the caller (labels, node data, ACLs, metrics,
     /// clients), taken in this order.
-    pub fn from_mutexes(locks: Vec<InterProcessMutex>) -> Result<Self, Error> {
+    pub fn from_mutexes(locks: Vec<Mutex>) -> Result<Self, Error> {
         if locks.is_empty() {
             return Err(Error::InvalidOption("a multi-lock needs a lock".into()));
         }
@@ -85,7 +104,7 @@ impl InterProcessMultiLock {
                 )));
             }
         }
-        Ok(InterProcessMultiLock { locks })
+        Ok(MultiLock { locks })
     }
 
     /// The lock paths, in acquisition order.
@@ -103,7 +122,7 @@ impl InterProcessMultiLock {
 
     /// Waits at most `timeout` for all the locks together (one deadline for the set).
     /// `Ok(None)` when one of them stayed busy: then none is held, nor any node of ours left.
-    /// Errors as [`InterProcessMutex::acquire_timeout`], also with none held.
+    /// Errors as [`Mutex::acquire_timeout`], also with none held.
     pub async fn acquire_timeout(
         &self,
         timeout: Duration,
@@ -156,7 +175,7 @@ async fn release_reversed(mut guards: Vec<LockGuard>) -> Result<(), Error> {
     first
 }
 
-/// The locks of an [`InterProcessMultiLock`], all held. Release it with
+/// The locks of an [`MultiLock`], all held. Release it with
 /// [`release`](Self::release) (last lock first); dropping it starts the releases in the same
 /// order, in the background.
 pub struct MultiLockGuard {

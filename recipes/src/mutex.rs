@@ -1,4 +1,4 @@
-//! [`InterProcessMutex`], the lock handle (its options, its acquires, `run`), and the
+//! [`Mutex`], the lock handle (its options, its acquires, `run`), and the
 //! participants listing every recipe shares. The held lock is a [`LockGuard`].
 
 use std::sync::Arc;
@@ -6,14 +6,13 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::client::Acl;
 use crate::client::{ErrorCode, ZkClient};
 use crate::error::Error;
 use crate::fence::FencingToken;
 use crate::guard::LockGuard;
-use crate::lock::{check_suspend_fraction, decide, Config, Decision, Holding, Kind, LockCore};
-use crate::metrics::LockMetrics;
-use crate::names::{join, sorted_contenders, Owner};
+use crate::lock::{decide, Config, Decision, Holding, Kind, LockCore};
+use crate::names::{checked_path, join, sorted_contenders, Owner};
+use crate::options::LockOptions;
 
 /// A fair, herd-free lock across processes, compatible with Curator's `InterProcessMutex` on
 /// the same path.
@@ -34,12 +33,12 @@ use crate::names::{join, sorted_contenders, Owner};
 ///
 /// ```no_run
 /// use std::time::Duration;
-/// use zooraft_recipes::{InterProcessMutex, ZookeeperClient};
+/// use zooraft_recipes::{Mutex, ZookeeperClient};
 ///
 /// #[tokio::main]
 /// async fn main() -> Result<(), zooraft_recipes::Error> {
 ///     let client = ZookeeperClient::connect("127.0.0.1:2181", Duration::from_secs(10)).await?;
-///     let mutex = InterProcessMutex::new(client.clone(), "/locks/orders");
+///     let mutex = Mutex::new(client.clone(), "/locks/orders");
 ///     let total = mutex
 ///         .run(|guard| async move {
 ///             // Cancelled (dropped) the moment the lock is lost.
@@ -50,31 +49,32 @@ use crate::names::{join, sorted_contenders, Owner};
 ///     Ok(())
 /// }
 /// ```
+#[doc(alias = "InterProcessMutex")]
 #[derive(Clone)]
-pub struct InterProcessMutex {
+pub struct Mutex {
     pub(crate) core: Arc<LockCore>,
 }
 
-impl std::fmt::Debug for InterProcessMutex {
+impl std::fmt::Debug for Mutex {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("InterProcessMutex")
+        f.debug_struct("Mutex")
             .field("path", &self.core.path)
             .field("kind", &self.core.kind)
             .finish()
     }
 }
 
-impl InterProcessMutex {
+impl Mutex {
     /// A handle on the lock at `path` (created, with its parents, as containers when first
     /// needed). Nothing is sent until the first acquire.
     ///
     /// ```no_run
     /// # async fn f(client: std::sync::Arc<zooraft_recipes::ZookeeperClient>) {
-    /// let mutex = zooraft_recipes::InterProcessMutex::new(client, "/locks/orders");
+    /// let mutex = zooraft_recipes::Mutex::new(client, "/locks/orders");
     /// # }
     /// ```
-    pub fn new(client: Arc<dyn ZkClient>, path: &str) -> InterProcessMutex {
-        InterProcessMutex {
+    pub fn new(client: Arc<dyn ZkClient>, path: &str) -> Mutex {
+        Mutex {
             core: Arc::new(LockCore::new(
                 client,
                 path.to_string(),
@@ -85,88 +85,30 @@ impl InterProcessMutex {
         }
     }
 
-    fn reconfigured(self, f: impl FnOnce(&mut Config)) -> InterProcessMutex {
-        let mut config = self.core.config.clone();
-        f(&mut config);
-        InterProcessMutex {
-            core: Arc::new(LockCore::new(
-                self.core.client.clone(),
-                self.core.path.clone(),
-                self.core.kind,
-                config,
-                self.core.read_sibling.clone(),
-            )),
-        }
-    }
-
-    /// Sets the label stored (with host and pid) in the lock node, for operators. Call it
-    /// before acquiring: it makes a new handle.
-    ///
-    /// ```no_run
-    /// # async fn f(client: std::sync::Arc<zooraft_recipes::ZookeeperClient>) {
-    /// let mutex = zooraft_recipes::InterProcessMutex::new(client, "/locks/orders").with_label("billing");
-    /// # }
-    /// ```
-    pub fn with_label(self, label: &str) -> InterProcessMutex {
-        let label = label.to_string();
-        self.reconfigured(|c| c.owner = Owner::current(&label))
-    }
-
-    /// Stores `data` in the lock node instead of the owner line (Curator's `lockNodeBytes`;
-    /// Curator itself stores the client's IP address). [`Participant::owner`] is then `None`
-    /// unless `data` parses as an owner line. Call it before acquiring: it makes a new handle.
-    ///
-    /// ```no_run
-    /// # async fn f(client: std::sync::Arc<zooraft_recipes::ZookeeperClient>) {
-    /// let mutex = zooraft_recipes::InterProcessMutex::new(client, "/locks/orders").with_node_data(b"10.0.0.7");
-    /// # }
-    /// ```
-    pub fn with_node_data(self, data: &[u8]) -> InterProcessMutex {
-        let data = data.to_vec();
-        self.reconfigured(|c| c.node_data = Some(data))
-    }
-
-    /// Sets the ACL of the lock nodes and of the containers created above them (default:
-    /// open to everyone). The client must carry the matching auth (for zookeeper-client,
-    /// `Connector::with_auth`; see [`ZookeeperClient::connect_with`](crate::ZookeeperClient::connect_with)).
-    ///
-    /// ```no_run
-    /// # async fn f(client: std::sync::Arc<zooraft_recipes::ZookeeperClient>) {
-    /// use zooraft_recipes::{perms, Acl, Id};
-    /// let creator_only = vec![Acl { perms: perms::ALL, id: Id { scheme: "auth".into(), id: "".into() } }];
-    /// let mutex = zooraft_recipes::InterProcessMutex::new(client, "/locks/orders").with_acl(creator_only);
-    /// # }
-    /// ```
-    pub fn with_acl(self, acl: Vec<Acl>) -> InterProcessMutex {
-        self.reconfigured(|c| c.acl = acl)
-    }
-
-    /// Reports wait times, hold times and lost locks to `metrics`.
-    ///
-    /// ```no_run
-    /// # async fn f(client: std::sync::Arc<zooraft_recipes::ZookeeperClient>) {
-    /// struct Quiet;
-    /// impl zooraft_recipes::LockMetrics for Quiet {}
-    /// let mutex = zooraft_recipes::InterProcessMutex::new(client, "/locks/orders")
-    ///     .with_metrics(std::sync::Arc::new(Quiet));
-    /// # }
-    /// ```
-    pub fn with_metrics(self, metrics: Arc<dyn LockMetrics>) -> InterProcessMutex {
-        self.reconfigured(|c| c.metrics = Some(metrics))
-    }
-
-    /// Sets after what fraction of the session timeout without an answer from the server a
-    /// held lock counts as lost (default 0.5). Fractions outside 0.05..=0.8 are refused: past
-    /// 0.8 the holder may still trust its lock after the server expired its session.
+    /// A handle on the lock at `path` made with `options`: fails with
+    /// [`Error::InvalidPath`] or [`Error::InvalidOption`] before anything is sent.
     ///
     /// ```no_run
     /// # async fn f(client: std::sync::Arc<zooraft_recipes::ZookeeperClient>) -> Result<(), zooraft_recipes::Error> {
-    /// let mutex = zooraft_recipes::InterProcessMutex::new(client, "/locks/orders").with_suspend_fraction(0.3)?;
+    /// use zooraft_recipes::{LockOptions, Mutex};
+    /// let mutex = Mutex::with_options(client, "/locks/orders", LockOptions::default().label("billing"))?;
     /// # Ok(()) }
     /// ```
-    pub fn with_suspend_fraction(self, fraction: f64) -> Result<InterProcessMutex, Error> {
-        let fraction = check_suspend_fraction(fraction)?;
-        Ok(self.reconfigured(|c| c.suspend_fraction = fraction))
+    pub fn with_options(
+        client: Arc<dyn ZkClient>,
+        path: &str,
+        options: LockOptions,
+    ) -> Result<Mutex, Error> {
+        let config = options.config()?;
+        Ok(Mutex {
+            core: Arc::new(LockCore::new(
+                client,
+                checked_path(path)?,
+                Kind::Mutex,
+                config,
+                None,
+            )),
+        })
     }
 
     /// The lock path.
@@ -184,7 +126,7 @@ impl InterProcessMutex {
     /// that retrying cannot cure.
     ///
     /// ```no_run
-    /// # async fn f(mutex: zooraft_recipes::InterProcessMutex) -> Result<(), zooraft_recipes::Error> {
+    /// # async fn f(mutex: zooraft_recipes::Mutex) -> Result<(), zooraft_recipes::Error> {
     /// let guard = mutex.acquire().await?;
     /// # Ok(()) }
     /// ```
@@ -201,7 +143,7 @@ impl InterProcessMutex {
     /// the call, or for a whole session timeout during it).
     ///
     /// ```no_run
-    /// # async fn f(mutex: zooraft_recipes::InterProcessMutex) -> Result<(), zooraft_recipes::Error> {
+    /// # async fn f(mutex: zooraft_recipes::Mutex) -> Result<(), zooraft_recipes::Error> {
     /// if let Some(guard) = mutex.try_acquire().await? {
     ///     guard.release().await?;
     /// }
@@ -222,7 +164,7 @@ impl InterProcessMutex {
     /// client [`Error::Closed`].
     ///
     /// ```no_run
-    /// # async fn f(mutex: zooraft_recipes::InterProcessMutex) -> Result<(), zooraft_recipes::Error> {
+    /// # async fn f(mutex: zooraft_recipes::Mutex) -> Result<(), zooraft_recipes::Error> {
     /// match mutex.acquire_timeout(std::time::Duration::from_secs(2)).await {
     ///     Ok(Some(guard)) => guard.release().await?,
     ///     Ok(None) => println!("busy"),
@@ -250,7 +192,7 @@ impl InterProcessMutex {
     /// after the lock is known lost.
     ///
     /// ```no_run
-    /// # async fn f(mutex: zooraft_recipes::InterProcessMutex) -> Result<(), zooraft_recipes::Error> {
+    /// # async fn f(mutex: zooraft_recipes::Mutex) -> Result<(), zooraft_recipes::Error> {
     /// let token = mutex.run(|guard| async move { guard.fencing_token() }).await?;
     /// # Ok(()) }
     /// ```
@@ -277,7 +219,7 @@ impl InterProcessMutex {
     /// Whether this handle (or a clone of it) holds the lock now.
     ///
     /// ```no_run
-    /// # async fn f(mutex: zooraft_recipes::InterProcessMutex) -> Result<(), zooraft_recipes::Error> {
+    /// # async fn f(mutex: zooraft_recipes::Mutex) -> Result<(), zooraft_recipes::Error> {
     /// let guard = mutex.acquire().await?;
     /// assert!(mutex.is_held_by_this_handle());
     /// # Ok(()) }
@@ -289,7 +231,7 @@ impl InterProcessMutex {
     /// The holder and the queue, in lock order, for operators.
     ///
     /// ```no_run
-    /// # async fn f(mutex: zooraft_recipes::InterProcessMutex) -> Result<(), zooraft_recipes::Error> {
+    /// # async fn f(mutex: zooraft_recipes::Mutex) -> Result<(), zooraft_recipes::Error> {
     /// for p in mutex.participants().await? {
     ///     let who = p.owner.map(|o| format!("{}:{} {}", o.host, o.pid, o.label));
     ///     println!("{} {} {:?}", if p.holder { "holds" } else { "waits" }, p.node, who);
@@ -301,7 +243,7 @@ impl InterProcessMutex {
     }
 }
 
-/// One contender for a lock, as [`InterProcessMutex::participants`] lists it.
+/// One contender for a lock, as [`Mutex::participants`] lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Participant {
     /// The lock node's name.

@@ -9,49 +9,23 @@
 
 use std::path::Path;
 
+use crate::error::Error;
+
 /// Curator's protection prefix (`ProtectedUtils.PROTECTED_PREFIX`).
-///
-/// ```
-/// assert_eq!(zooraft_recipes::names::PROTECTED_PREFIX, "_c_");
-/// ```
-pub const PROTECTED_PREFIX: &str = "_c_";
+pub(crate) const PROTECTED_PREFIX: &str = "_c_";
 /// The lock name of a mutex (Curator's `InterProcessMutex.LOCK_NAME`).
-///
-/// ```
-/// assert_eq!(zooraft_recipes::names::MUTEX_LOCK_NAME, "lock-");
-/// ```
-pub const MUTEX_LOCK_NAME: &str = "lock-";
+pub(crate) const MUTEX_LOCK_NAME: &str = "lock-";
 /// The lock name kazoo's `Lock` uses (`<uuid hex>__lock__<seq>`).
-///
-/// ```
-/// assert_eq!(zooraft_recipes::names::KAZOO_LOCK_NAME, "__lock__");
-/// ```
-pub const KAZOO_LOCK_NAME: &str = "__lock__";
+pub(crate) const KAZOO_LOCK_NAME: &str = "__lock__";
 /// The read lock name of Curator's `InterProcessReadWriteLock`.
-///
-/// ```
-/// assert_eq!(zooraft_recipes::names::READ_LOCK_NAME.len(), zooraft_recipes::names::WRITE_LOCK_NAME.len());
-/// ```
-pub const READ_LOCK_NAME: &str = "__READ__";
+pub(crate) const READ_LOCK_NAME: &str = "__READ__";
 /// The write lock name of Curator's `InterProcessReadWriteLock`.
-///
-/// ```
-/// assert_eq!(zooraft_recipes::names::WRITE_LOCK_NAME, "__WRIT__");
-/// ```
-pub const WRITE_LOCK_NAME: &str = "__WRIT__";
+pub(crate) const WRITE_LOCK_NAME: &str = "__WRIT__";
 
 /// The node name of Curator's `LeaderLatch` participants (`LeaderLatch.LOCK_NAME`).
-///
-/// ```
-/// assert_eq!(zooraft_recipes::names::LATCH_NAME, "latch-");
-/// ```
-pub const LATCH_NAME: &str = "latch-";
+pub(crate) const LATCH_NAME: &str = "latch-";
 /// The node name of Curator's `InterProcessSemaphoreV2` leases.
-///
-/// ```
-/// assert_eq!(zooraft_recipes::names::LEASE_NAME, "lease-");
-/// ```
-pub const LEASE_NAME: &str = "lease-";
+pub(crate) const LEASE_NAME: &str = "lease-";
 
 /// The names a leader latch treats as participants.
 pub(crate) const LATCH_MARKERS: &[&str] = &[LATCH_NAME];
@@ -76,16 +50,7 @@ pub(crate) fn protection_of(name: &str) -> Option<&str> {
 
 /// The sequence number of a contender node, read after the last of `markers` it contains.
 /// `None` for a node that is not a contender.
-///
-/// ```
-/// use zooraft_recipes::names::sequence_of;
-/// let markers = ["lock-", "__lock__"];
-/// assert_eq!(sequence_of("_c_f290140d-9856-42ad-b9bf-348ffc086062-lock-0000000759", &markers), Some(759));
-/// assert_eq!(sequence_of("514e5a831836450cb1a56c741e990fd8__lock__0000000032", &markers), Some(32));
-/// assert_eq!(sequence_of("lock--0000000005", &markers), Some(-5));
-/// assert_eq!(sequence_of("leases", &markers), None);
-/// ```
-pub fn sequence_of(name: &str, markers: &[&str]) -> Option<i64> {
+pub(crate) fn sequence_of(name: &str, markers: &[&str]) -> Option<i64> {
     let (at, marker) = markers
         .iter()
         .filter_map(|m| name.rfind(m).map(|i| (i, *m)))
@@ -117,6 +82,16 @@ pub(crate) fn sorted_contenders(children: Vec<String>, markers: &[&str]) -> Vec<
             .then_with(|| a.name.cmp(&b.name))
     });
     out
+}
+
+/// `path` if it is a valid recipe path (see [`validate_path`]), [`Error::InvalidPath`]
+/// otherwise.
+pub(crate) fn checked_path(path: &str) -> Result<String, Error> {
+    if validate_path(path) {
+        Ok(path.to_string())
+    } else {
+        Err(Error::InvalidPath(path.to_string()))
+    }
 }
 
 /// Checks a lock path: absolute, no trailing slash, no empty, `.` or `..` segments.
@@ -225,6 +200,32 @@ fn hostname() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sequences_of_curator_kazoo_and_negative_nodes() {
+        let markers = [MUTEX_LOCK_NAME, KAZOO_LOCK_NAME];
+        let curator = "_c_f290140d-9856-42ad-b9bf-348ffc086062-lock-0000000759";
+        assert_eq!(sequence_of(curator, &markers), Some(759));
+        let kazoo = "514e5a831836450cb1a56c741e990fd8__lock__0000000032";
+        assert_eq!(sequence_of(kazoo, &markers), Some(32));
+        assert_eq!(sequence_of("lock--0000000005", &markers), Some(-5));
+        assert_eq!(sequence_of("leases", &markers), None);
+    }
+
+    #[test]
+    fn names_are_curators_and_kazoos() {
+        assert_eq!(PROTECTED_PREFIX, "_c_");
+        assert_eq!(
+            [
+                MUTEX_LOCK_NAME,
+                KAZOO_LOCK_NAME,
+                READ_LOCK_NAME,
+                WRITE_LOCK_NAME
+            ],
+            ["lock-", "__lock__", "__READ__", "__WRIT__"]
+        );
+        assert_eq!([LATCH_NAME, LEASE_NAME], ["latch-", "lease-"]);
+    }
 
     #[test]
     fn contenders_sort_by_sequence_across_clients() {

@@ -1,4 +1,4 @@
-//! [`InterProcessReadWriteLock`]: Curator's read-write lock (`__READ__` / `__WRIT__` nodes
+//! [`RwLock`]: Curator's read-write lock (`__READ__` / `__WRIT__` nodes
 //! under one path, ordered by sequence).
 //!
 //! A writer holds when its node is first; a reader holds when no writer's node is before its
@@ -12,23 +12,24 @@
 
 use std::sync::Arc;
 
-use crate::client::{Acl, ZkClient};
+use crate::client::ZkClient;
 use crate::error::Error;
-use crate::lock::{check_suspend_fraction, Config, Kind, LockCore};
-use crate::metrics::LockMetrics;
-use crate::mutex::InterProcessMutex;
+use crate::lock::{Config, Kind, LockCore};
+use crate::mutex::Mutex;
+use crate::names::checked_path;
+use crate::options::LockOptions;
 
 /// A read-write lock across processes, compatible with Curator's
 /// `InterProcessReadWriteLock` on the same path.
 ///
 /// ```no_run
 /// use std::time::Duration;
-/// use zooraft_recipes::{InterProcessReadWriteLock, ZookeeperClient};
+/// use zooraft_recipes::{RwLock, ZookeeperClient};
 ///
 /// #[tokio::main]
 /// async fn main() -> Result<(), zooraft_recipes::Error> {
 ///     let client = ZookeeperClient::connect("127.0.0.1:2181", Duration::from_secs(10)).await?;
-///     let rw = InterProcessReadWriteLock::new(client.clone(), "/locks/catalog");
+///     let rw = RwLock::new(client.clone(), "/locks/catalog");
 ///     let write = rw.write_lock().acquire().await?;
 ///     let read = write.acquire_read().await?; // the writer's read lock, in its place
 ///     write.release().await?; // downgrade: still reading
@@ -36,44 +37,44 @@ use crate::mutex::InterProcessMutex;
 ///     Ok(())
 /// }
 /// ```
+#[doc(alias = "InterProcessReadWriteLock")]
 #[derive(Debug, Clone)]
-pub struct InterProcessReadWriteLock {
-    read: InterProcessMutex,
-    write: InterProcessMutex,
+pub struct RwLock {
+    read: Mutex,
+    write: Mutex,
 }
 
-impl InterProcessReadWriteLock {
+impl RwLock {
     /// A handle on the read-write lock at `path`.
     ///
     /// ```no_run
     /// # async fn f(client: std::sync::Arc<zooraft_recipes::ZookeeperClient>) {
-    /// let rw = zooraft_recipes::InterProcessReadWriteLock::new(client, "/locks/catalog");
+    /// let rw = zooraft_recipes::RwLock::new(client, "/locks/catalog");
     /// # }
     /// ```
-    pub fn new(client: Arc<dyn ZkClient>, path: &str) -> InterProcessReadWriteLock {
-        Self::with_label(client, path, "")
+    pub fn new(client: Arc<dyn ZkClient>, path: &str) -> RwLock {
+        Self::build(client, path, Config::default())
     }
 
-    /// Like [`new`](Self::new), with a label stored in the lock nodes for operators.
+    /// A handle on the read-write lock at `path` made with `options` (both halves share
+    /// them; see [`Mutex::with_options`]).
     ///
     /// ```no_run
-    /// # async fn f(client: std::sync::Arc<zooraft_recipes::ZookeeperClient>) {
-    /// let rw = zooraft_recipes::InterProcessReadWriteLock::with_label(client, "/locks/catalog", "indexer");
-    /// # }
+    /// # fn f(client: std::sync::Arc<zooraft_recipes::ZookeeperClient>) -> Result<(), zooraft_recipes::Error> {
+    /// use zooraft_recipes::{LockOptions, RwLock};
+    /// let rw = RwLock::with_options(client, "/locks/catalog", LockOptions::default().label("indexer"))?;
+    /// # Ok(()) }
     /// ```
-    pub fn with_label(
+    pub fn with_options(
         client: Arc<dyn ZkClient>,
         path: &str,
-        label: &str,
-    ) -> InterProcessReadWriteLock {
-        let config = Config {
-            owner: crate::names::Owner::current(label),
-            ..Config::default()
-        };
-        Self::build(client, path, config)
+        options: LockOptions,
+    ) -> Result<RwLock, Error> {
+        let config = options.config()?;
+        Ok(Self::build(client, &checked_path(path)?, config))
     }
 
-    fn build(client: Arc<dyn ZkClient>, path: &str, config: Config) -> InterProcessReadWriteLock {
+    fn build(client: Arc<dyn ZkClient>, path: &str, config: Config) -> RwLock {
         let read = Arc::new(LockCore::new(
             client.clone(),
             path.to_string(),
@@ -88,76 +89,20 @@ impl InterProcessReadWriteLock {
             config,
             Some(read.clone()),
         ));
-        InterProcessReadWriteLock {
-            read: InterProcessMutex { core: read },
-            write: InterProcessMutex { core: write },
+        RwLock {
+            read: Mutex { core: read },
+            write: Mutex { core: write },
         }
-    }
-
-    fn reconfigured(self, f: impl FnOnce(&mut Config)) -> InterProcessReadWriteLock {
-        let core = &self.write.core;
-        let mut config = core.config.clone();
-        f(&mut config);
-        Self::build(core.client.clone(), &core.path, config)
-    }
-
-    /// Sets the ACL of the lock nodes and of the containers above them (see
-    /// [`InterProcessMutex::with_acl`]). Call it before acquiring: it makes a new handle.
-    ///
-    /// ```no_run
-    /// # async fn f(rw: zooraft_recipes::InterProcessReadWriteLock, acl: Vec<zooraft_recipes::Acl>) {
-    /// let rw = rw.with_acl(acl);
-    /// # }
-    /// ```
-    pub fn with_acl(self, acl: Vec<Acl>) -> InterProcessReadWriteLock {
-        self.reconfigured(|c| c.acl = acl)
-    }
-
-    /// Stores `data` in the lock nodes instead of the owner line (Curator's
-    /// `lockNodeBytes`). Call it before acquiring: it makes a new handle.
-    ///
-    /// ```no_run
-    /// # async fn f(rw: zooraft_recipes::InterProcessReadWriteLock) {
-    /// let rw = rw.with_node_data(b"10.0.0.7");
-    /// # }
-    /// ```
-    pub fn with_node_data(self, data: &[u8]) -> InterProcessReadWriteLock {
-        let data = data.to_vec();
-        self.reconfigured(|c| c.node_data = Some(data))
-    }
-
-    /// Reports both locks' events to `metrics` (see [`LockMetrics`]).
-    ///
-    /// ```no_run
-    /// # async fn f(rw: zooraft_recipes::InterProcessReadWriteLock, m: std::sync::Arc<dyn zooraft_recipes::LockMetrics>) {
-    /// let rw = rw.with_metrics(m);
-    /// # }
-    /// ```
-    pub fn with_metrics(self, metrics: Arc<dyn LockMetrics>) -> InterProcessReadWriteLock {
-        self.reconfigured(|c| c.metrics = Some(metrics))
-    }
-
-    /// Sets the suspend fraction of both locks (see
-    /// [`InterProcessMutex::with_suspend_fraction`]).
-    ///
-    /// ```no_run
-    /// # async fn f(rw: zooraft_recipes::InterProcessReadWriteLock) -> Result<(), zooraft_recipes::Error> {
-    /// let rw = rw.with_suspend_fraction(0.3)?;
-    /// # Ok(()) }
-    /// ```
-    pub fn with_suspend_fraction(self, fraction: f64) -> Result<InterProcessReadWriteLock, Error> {
-        let fraction = check_suspend_fraction(fraction)?;
-        Ok(self.reconfigured(|c| c.suspend_fraction = fraction))
     }
 
     /// The shared lock: many readers hold it at once, no writer meanwhile.
     ///
     /// ```no_run
-    /// # async fn f(rw: zooraft_recipes::InterProcessReadWriteLock) -> Result<(), zooraft_recipes::Error> {
+    /// # async fn f(rw: zooraft_recipes::RwLock) -> Result<(), zooraft_recipes::Error> {
     /// let guard = rw.read_lock().acquire().await?;
     /// # Ok(()) }
     /// ```
-    pub fn read_lock(&self) -> &InterProcessMutex {
+    pub fn read_lock(&self) -> &Mutex {
         &self.read
     }
 
@@ -165,11 +110,11 @@ impl InterProcessReadWriteLock {
     /// [`LockGuard::acquire_read`](crate::LockGuard::acquire_read)).
     ///
     /// ```no_run
-    /// # async fn f(rw: zooraft_recipes::InterProcessReadWriteLock) -> Result<(), zooraft_recipes::Error> {
+    /// # async fn f(rw: zooraft_recipes::RwLock) -> Result<(), zooraft_recipes::Error> {
     /// let guard = rw.write_lock().acquire().await?;
     /// # Ok(()) }
     /// ```
-    pub fn write_lock(&self) -> &InterProcessMutex {
+    pub fn write_lock(&self) -> &Mutex {
         &self.write
     }
 }

@@ -1,6 +1,6 @@
 //! A counting semaphore compatible with Curator's `InterProcessSemaphoreV2`.
 //!
-//! Curator's layout under the semaphore path: `locks/`, an `InterProcessMutex` that
+//! Curator's layout under the semaphore path: `locks/`, a `Mutex` that
 //! serialises acquirers, and `leases/`, one protected ephemeral-sequential node
 //! `_c_<uuid>-lease-<seq>` per lease (its data the holder's node data). An acquirer takes the
 //! mutex, creates its lease node, and waits (watching `leases/`) until `leases/` has at most
@@ -8,7 +8,7 @@
 //! node. `max_leases` is fixed, or read from a `SharedCount` node (a 4-byte big-endian int)
 //! every time it is needed.
 //!
-//! Here the mutex is our [`InterProcessMutex`] and each lease runs the lock core with a
+//! Here the mutex is our [`Mutex`] and each lease runs the lock core with a
 //! counting rule: a lease is a [`LockGuard`] with protection, guaranteed deletes, a
 //! `lost()` signal and the lease node's czxid as token (for logs: holders of a semaphore
 //! are concurrent, so lease tokens are not for a [`Fence`](crate::Fence)).
@@ -25,18 +25,20 @@ use tokio::time::Instant;
 use crate::client::ZkClient;
 use crate::error::{Error, LostReason};
 use crate::guard::LockGuard;
-use crate::lock::{Config, Kind, LockCore, MaxLeases};
-use crate::mutex::{InterProcessMutex, Participant};
-use crate::names::join;
+pub use crate::lock::MaxLeases;
+use crate::lock::{Config, Kind, LockCore};
+use crate::mutex::{Mutex, Participant};
+use crate::names::{checked_path, join};
+use crate::options::LockOptions;
 
-/// A lease of an [`InterProcessSemaphoreV2`]: held until released or dropped (dropping
+/// A lease of an [`Semaphore`]: held until released or dropped (dropping
 /// releases in the background).
 ///
 /// Several leases are held at once, so a lease has no fencing token (its node's czxid does
 /// not exclude anyone) and no fenced writes: those belong to exclusive locks and leaders.
 ///
 /// ```no_run
-/// # async fn f(sem: zooraft_recipes::InterProcessSemaphoreV2) -> Result<(), zooraft_recipes::Error> {
+/// # async fn f(sem: zooraft_recipes::Semaphore) -> Result<(), zooraft_recipes::Error> {
 /// let lease = sem.acquire().await?;
 /// tokio::select! {
 ///     reason = lease.lost() => eprintln!("lease lost: {reason}"),
@@ -89,48 +91,45 @@ impl Lease {
 ///
 /// ```no_run
 /// use std::time::Duration;
-/// use zooraft_recipes::{InterProcessSemaphoreV2, ZookeeperClient};
+/// use zooraft_recipes::{Semaphore, ZookeeperClient};
 ///
 /// #[tokio::main]
 /// async fn main() -> Result<(), zooraft_recipes::Error> {
 ///     let client = ZookeeperClient::connect("127.0.0.1:2181", Duration::from_secs(10)).await?;
-///     let sem = InterProcessSemaphoreV2::new(client.clone(), "/semaphores/exports", 3);
+///     let sem = Semaphore::new(client.clone(), "/semaphores/exports", 3);
 ///     let lease = sem.acquire().await?;
 ///     // ... at most two others hold a lease now ...
 ///     lease.release().await?;
 ///     Ok(())
 /// }
 /// ```
+#[doc(alias = "InterProcessSemaphoreV2")]
 #[derive(Clone)]
-pub struct InterProcessSemaphoreV2 {
+pub struct Semaphore {
     client: Arc<dyn ZkClient>,
     leases_path: String,
-    lock: InterProcessMutex,
+    lock: Mutex,
     config: Config,
 }
 
-impl std::fmt::Debug for InterProcessSemaphoreV2 {
+impl std::fmt::Debug for Semaphore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("InterProcessSemaphoreV2")
+        f.debug_struct("Semaphore")
             .field("leases", &self.leases_path)
             .field("max_leases", &self.config.max_leases)
             .finish()
     }
 }
 
-impl InterProcessSemaphoreV2 {
+impl Semaphore {
     /// A semaphore at `path` granting at most `max_leases` leases.
     ///
     /// ```no_run
     /// # fn f(client: std::sync::Arc<zooraft_recipes::ZookeeperClient>) {
-    /// let sem = zooraft_recipes::InterProcessSemaphoreV2::new(client, "/semaphores/exports", 3);
+    /// let sem = zooraft_recipes::Semaphore::new(client, "/semaphores/exports", 3);
     /// # }
     /// ```
-    pub fn new(
-        client: Arc<dyn ZkClient>,
-        path: &str,
-        max_leases: usize,
-    ) -> InterProcessSemaphoreV2 {
+    pub fn new(client: Arc<dyn ZkClient>, path: &str, max_leases: usize) -> Semaphore {
         Self::with(client, path, MaxLeases::Fixed(max_leases))
     }
 
@@ -139,20 +138,68 @@ impl InterProcessSemaphoreV2 {
     ///
     /// ```no_run
     /// # fn f(client: std::sync::Arc<zooraft_recipes::ZookeeperClient>) {
-    /// let sem = zooraft_recipes::InterProcessSemaphoreV2::with_shared_count(client, "/semaphores/exports", "/semaphores/exports-max");
+    /// let sem = zooraft_recipes::Semaphore::with_shared_count(client, "/semaphores/exports", "/semaphores/exports-max");
     /// # }
     /// ```
-    pub fn with_shared_count(
-        client: Arc<dyn ZkClient>,
-        path: &str,
-        count_path: &str,
-    ) -> InterProcessSemaphoreV2 {
+    pub fn with_shared_count(client: Arc<dyn ZkClient>, path: &str, count_path: &str) -> Semaphore {
         Self::with(client, path, MaxLeases::Shared(count_path.to_string()))
     }
 
-    fn with(client: Arc<dyn ZkClient>, path: &str, max: MaxLeases) -> InterProcessSemaphoreV2 {
-        InterProcessSemaphoreV2 {
-            lock: InterProcessMutex::new(client.clone(), &join(path, "locks")),
+    /// A semaphore at `path` granting `max` leases at once, made with `options` (the lease
+    /// nodes hold the owner line or `node_data`, carry the ACL and report to `metrics`).
+    /// Fails before anything is sent on an invalid path, a maximum of zero leases or an
+    /// option out of range.
+    ///
+    /// ```no_run
+    /// # fn f(client: std::sync::Arc<zooraft_recipes::ZookeeperClient>) -> Result<(), zooraft_recipes::Error> {
+    /// use zooraft_recipes::{LockOptions, MaxLeases, Semaphore};
+    /// let options = LockOptions::default().node_data(&b"worker-7"[..]);
+    /// let sem = Semaphore::with_options(client, "/semaphores/exports", MaxLeases::Fixed(3), options)?;
+    /// # Ok(()) }
+    /// ```
+    pub fn with_options(
+        client: Arc<dyn ZkClient>,
+        path: &str,
+        max: MaxLeases,
+        options: LockOptions,
+    ) -> Result<Semaphore, Error> {
+        let path = checked_path(path)?;
+        match &max {
+            MaxLeases::Fixed(0) => {
+                return Err(Error::InvalidOption(
+                    "a semaphore needs at least one lease".into(),
+                ))
+            }
+            MaxLeases::Shared(count) => {
+                checked_path(count)?;
+            }
+            MaxLeases::Fixed(_) => {}
+        }
+        let config = options.config()?;
+        // The lock that serializes acquirers is an internal detail: it shares the ACL and
+        // label, and reports nothing (the leases do).
+        let lock = Mutex::with_options(
+            client.clone(),
+            &join(&path, "locks"),
+            LockOptions {
+                metrics: None,
+                ..options
+            },
+        )?;
+        Ok(Semaphore {
+            lock,
+            leases_path: join(&path, "leases"),
+            client,
+            config: Config {
+                max_leases: max,
+                ..config
+            },
+        })
+    }
+
+    fn with(client: Arc<dyn ZkClient>, path: &str, max: MaxLeases) -> Semaphore {
+        Semaphore {
+            lock: Mutex::new(client.clone(), &join(path, "locks")),
             leases_path: join(path, "leases"),
             client,
             config: Config {
@@ -162,22 +209,10 @@ impl InterProcessSemaphoreV2 {
         }
     }
 
-    /// Stores `data` in the lease nodes (Curator's `setNodeData`). Call it before acquiring.
+    /// Waits for a lease. Errors as [`Mutex::acquire`].
     ///
     /// ```no_run
-    /// # fn f(sem: zooraft_recipes::InterProcessSemaphoreV2) {
-    /// let sem = sem.with_node_data(b"worker-7");
-    /// # }
-    /// ```
-    pub fn with_node_data(mut self, data: &[u8]) -> InterProcessSemaphoreV2 {
-        self.config.node_data = Some(data.to_vec());
-        self
-    }
-
-    /// Waits for a lease. Errors as [`InterProcessMutex::acquire`].
-    ///
-    /// ```no_run
-    /// # async fn f(sem: zooraft_recipes::InterProcessSemaphoreV2) -> Result<(), zooraft_recipes::Error> {
+    /// # async fn f(sem: zooraft_recipes::Semaphore) -> Result<(), zooraft_recipes::Error> {
     /// let lease = sem.acquire().await?;
     /// lease.release().await?;
     /// # Ok(()) }
@@ -190,10 +225,10 @@ impl InterProcessSemaphoreV2 {
     }
 
     /// Waits at most `timeout` for a lease: `Ok(None)` when every lease stayed taken (and no
-    /// node of ours is left). Errors as [`InterProcessMutex::acquire_timeout`].
+    /// node of ours is left). Errors as [`Mutex::acquire_timeout`].
     ///
     /// ```no_run
-    /// # async fn f(sem: zooraft_recipes::InterProcessSemaphoreV2) -> Result<(), zooraft_recipes::Error> {
+    /// # async fn f(sem: zooraft_recipes::Semaphore) -> Result<(), zooraft_recipes::Error> {
     /// match sem.acquire_timeout(std::time::Duration::from_secs(2)).await? {
     ///     Some(lease) => lease.release().await?,
     ///     None => println!("all leases taken"),
@@ -236,7 +271,7 @@ impl InterProcessSemaphoreV2 {
     /// The lease nodes (Curator's `getParticipantNodes`), with their data.
     ///
     /// ```no_run
-    /// # async fn f(sem: zooraft_recipes::InterProcessSemaphoreV2) -> Result<(), zooraft_recipes::Error> {
+    /// # async fn f(sem: zooraft_recipes::Semaphore) -> Result<(), zooraft_recipes::Error> {
     /// let held = sem.participants().await?.len();
     /// # Ok(()) }
     /// ```

@@ -17,7 +17,7 @@ use crate::client::{
     perms, Acl, Connection, CreateMode, ErrorCode, EventType, NodeEvent, Op, OpResult,
     PersistentWatch, SessionState, Stat, WatchReceiver, ZkClient, ZkResult,
 };
-use crate::error::Error;
+use crate::error::{Cause, Error};
 
 /// How long [`ZkClient::close`] waits for the server to end the session.
 const CLOSE_WAIT: Duration = Duration::from_secs(5);
@@ -26,10 +26,10 @@ const CLOSE_WAIT: Duration = Duration::from_secs(5);
 ///
 /// ```no_run
 /// use std::time::Duration;
-/// use zooraft_recipes::{InterProcessMutex, ZookeeperClient};
+/// use zooraft_recipes::{Mutex, ZookeeperClient};
 /// # async fn f() -> Result<(), zooraft_recipes::Error> {
 /// let client = ZookeeperClient::connect("127.0.0.1:2181", Duration::from_secs(10)).await?;
-/// let guard = InterProcessMutex::new(client.clone(), "/locks/orders").acquire().await?;
+/// let guard = Mutex::new(client.clone(), "/locks/orders").acquire().await?;
 /// guard.release().await?;
 /// # Ok(()) }
 /// ```
@@ -85,7 +85,10 @@ impl ZookeeperClient {
         let client = connector
             .connect(connect_string)
             .await
-            .map_err(|e| Error::Connect(e.to_string()))?;
+            .map_err(|e| Error::Connect {
+                address: connect_string.to_string(),
+                cause: Cause::new(e),
+            })?;
         Ok(Self::from_client(client))
     }
 

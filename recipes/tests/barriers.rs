@@ -1,4 +1,4 @@
-//! DistributedBarrier and DistributedDoubleBarrier: their semantics on both servers and both
+//! Barrier and DoubleBarrier: their semantics on both servers and both
 //! client backends, members of Curator (Java) and kazoo (Python) in the same barriers, and a
 //! member whose session expires.
 
@@ -12,7 +12,7 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 use tokio::task::JoinHandle;
-use zooraft_recipes::{DistributedBarrier, DistributedDoubleBarrier, Error, ErrorCode, ZkClient};
+use zooraft_recipes::{Barrier, DoubleBarrier, Error, ErrorCode, ZkClient};
 use zooraft_tests::proxy::Proxy;
 use zooraft_tests::ServerKind;
 
@@ -25,7 +25,7 @@ async fn barrier(kind: ServerKind, backend: Backend) {
     let a = connect(backend, &server.connect_string(), Duration::from_secs(8)).await;
     let b = connect(backend, &server.connect_string(), Duration::from_secs(8)).await;
     let path = "/barriers/app/deploy";
-    let raised = DistributedBarrier::new(a.clone(), path).expect("barrier");
+    let raised = Barrier::new(a.clone(), path).expect("barrier");
     assert!(
         raised.wait_on_barrier(None).await.expect("wait"),
         "no node: no barrier"
@@ -33,7 +33,7 @@ async fn barrier(kind: ServerKind, backend: Backend) {
     raised.set_barrier().await.expect("set");
     raised.set_barrier().await.expect("set again");
     assert!(a.exists(path).await.expect("exists").is_some(), "one node");
-    let waiter = DistributedBarrier::new(b.clone(), path).expect("barrier");
+    let waiter = Barrier::new(b.clone(), path).expect("barrier");
     let short = waiter
         .wait_on_barrier(Some(Duration::from_millis(300)))
         .await
@@ -44,7 +44,7 @@ async fn barrier(kind: ServerKind, backend: Backend) {
         tokio::spawn(async move { waiter.wait_on_barrier(None).await })
     };
     let more = {
-        let waiter = DistributedBarrier::new(a.clone(), path).expect("barrier");
+        let waiter = Barrier::new(a.clone(), path).expect("barrier");
         tokio::spawn(async move { waiter.wait_on_barrier(Some(WAIT)).await })
     };
     // Data changes are not removals.
@@ -60,7 +60,7 @@ async fn barrier(kind: ServerKind, backend: Backend) {
             .expect("wait");
         assert!(passed);
     }
-    assert!(DistributedBarrier::new(a.clone(), "no/slash").is_err());
+    assert!(Barrier::new(a.clone(), "no/slash").is_err());
     a.close().await;
     b.close().await;
 }
@@ -68,13 +68,13 @@ async fn barrier(kind: ServerKind, backend: Backend) {
 every_backend!(barrier_semantics, barrier);
 
 /// Spawns `member.enter(timeout)`.
-fn enter(m: &DistributedDoubleBarrier, t: Option<Duration>) -> JoinHandle<Result<bool, Error>> {
+fn enter(m: &DoubleBarrier, t: Option<Duration>) -> JoinHandle<Result<bool, Error>> {
     let m = m.clone();
     tokio::spawn(async move { m.enter(t).await })
 }
 
 /// Spawns `member.leave(timeout)`.
-fn leave(m: &DistributedDoubleBarrier, t: Option<Duration>) -> JoinHandle<Result<bool, Error>> {
+fn leave(m: &DoubleBarrier, t: Option<Duration>) -> JoinHandle<Result<bool, Error>> {
     let m = m.clone();
     tokio::spawn(async move { m.leave(t).await })
 }
@@ -94,7 +94,7 @@ async fn finished_result(task: JoinHandle<Result<bool, Error>>) -> Result<bool, 
         .expect("task")
 }
 
-fn name(m: &DistributedDoubleBarrier) -> String {
+fn name(m: &DoubleBarrier) -> String {
     let node = m.node_path().expect("a member");
     node.rsplit('/').next().expect("name").to_string()
 }
@@ -103,10 +103,7 @@ fn name(m: &DistributedDoubleBarrier) -> String {
 /// has the lowest member wait for the highest, every other member delete its node at once.
 /// (When the one staying is the lowest, the leavers' nodes are all gone, but they are still
 /// waiting: for the lowest to go.)
-fn expected_while_leaving(
-    all: &[&DistributedDoubleBarrier],
-    staying: &DistributedDoubleBarrier,
-) -> BTreeSet<String> {
+fn expected_while_leaving(all: &[&DoubleBarrier], staying: &DoubleBarrier) -> BTreeSet<String> {
     let names: BTreeSet<String> = all.iter().map(|m| name(m)).collect();
     let lowest = names.first().expect("members").clone();
     BTreeSet::from([lowest, name(staying)])
@@ -138,11 +135,11 @@ async fn double_barrier(kind: ServerKind, backend: Backend) {
     for _ in 0..3 {
         clients.push(connect(backend, &cs, Duration::from_secs(8)).await);
     }
-    let m: Vec<DistributedDoubleBarrier> = clients
+    let m: Vec<DoubleBarrier> = clients
         .iter()
-        .map(|c| DistributedDoubleBarrier::new(c.clone(), path, 3).expect("member"))
+        .map(|c| DoubleBarrier::new(c.clone(), path, 3).expect("member"))
         .collect();
-    assert!(DistributedDoubleBarrier::new(observer.clone(), path, 0).is_err());
+    assert!(DoubleBarrier::new(observer.clone(), path, 0).is_err());
     assert!(m[0].leave(None).await.is_err(), "leave before enter");
 
     // Alone, the first member times out, and does not count any more.
@@ -193,7 +190,7 @@ async fn double_barrier(kind: ServerKind, backend: Backend) {
         .is_some());
 
     // Two leave; neither gets out while the third is still in.
-    let all: Vec<&DistributedDoubleBarrier> = m.iter().collect();
+    let all: Vec<&DoubleBarrier> = m.iter().collect();
     let want = expected_while_leaving(&all, &m[2]);
     let l0 = leave(&m[0], None);
     let l1 = leave(&m[1], Some(WAIT));
@@ -228,15 +225,15 @@ async fn member_expiry(kind: ServerKind, backend: Backend) {
     let a = connect(backend, &cs, Duration::from_secs(8)).await;
     let b = connect(backend, &cs, Duration::from_secs(8)).await;
     let c = connect(backend, &proxy.connect_string(), Duration::from_secs(2)).await;
-    let m: Vec<DistributedDoubleBarrier> = [&a, &b, &c]
+    let m: Vec<DoubleBarrier> = [&a, &b, &c]
         .iter()
-        .map(|cl| DistributedDoubleBarrier::new((*cl).clone(), path, 3).expect("member"))
+        .map(|cl| DoubleBarrier::new((*cl).clone(), path, 3).expect("member"))
         .collect();
     let entering: Vec<_> = m.iter().map(|m| enter(m, Some(WAIT))).collect();
     for e in entering {
         assert!(finished(e).await, "all three enter");
     }
-    let all: Vec<&DistributedDoubleBarrier> = m.iter().collect();
+    let all: Vec<&DoubleBarrier> = m.iter().collect();
     let want = expected_while_leaving(&all, &m[2]);
     let expired_node = m[2].node_path().expect("member");
     let l0 = leave(&m[0], Some(WAIT));
@@ -286,7 +283,7 @@ fn kazoo(args: &[&str]) -> Command {
 
 /// Runs `cmd` until it prints `waiting`, then lowers the barrier through `barrier`; the
 /// process must then print `passed`.
-async fn foreign_waiter(mut cmd: Command, barrier: &DistributedBarrier) {
+async fn foreign_waiter(mut cmd: Command, barrier: &Barrier) {
     cmd.stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true);
@@ -340,7 +337,7 @@ async fn barrier_interop(kind: ServerKind, backend: Backend) {
     let cs = server.connect_string();
     let c = connect(backend, &cs, Duration::from_secs(8)).await;
     let path = "/barriers/mixed/gate";
-    let ours = DistributedBarrier::new(c.clone(), path).expect("barrier");
+    let ours = Barrier::new(c.clone(), path).expect("barrier");
 
     // Curator raises, we wait, Curator lowers.
     run_all(
@@ -459,7 +456,7 @@ async fn double_barrier_interop(kind: ServerKind, backend: Backend) {
         let c = connect(backend, &cs, Duration::from_secs(8)).await;
         let log = log.clone();
         ours.push(tokio::spawn(async move {
-            let m = DistributedDoubleBarrier::new(c.clone(), path, QTY).expect("member");
+            let m = DoubleBarrier::new(c.clone(), path, QTY).expect("member");
             append(&log, "enter-start");
             assert!(m
                 .enter(Some(Duration::from_secs(150)))
@@ -525,10 +522,10 @@ async fn connection_loss(kind: ServerKind, backend: Backend) {
 
     // A barrier wait.
     let path = "/barriers/cut/gate";
-    let gate = DistributedBarrier::new(observer.clone(), path).expect("barrier");
+    let gate = Barrier::new(observer.clone(), path).expect("barrier");
     gate.set_barrier().await.expect("set");
     let waiting = {
-        let b = DistributedBarrier::new(cut.clone(), path).expect("barrier");
+        let b = Barrier::new(cut.clone(), path).expect("barrier");
         tokio::spawn(async move { b.wait_on_barrier(Some(WAIT)).await })
     };
     reconnect().await;
@@ -541,7 +538,7 @@ async fn connection_loss(kind: ServerKind, backend: Backend) {
 
     // A double barrier: enter and leave.
     let path = "/barriers/cut/double";
-    let member = DistributedDoubleBarrier::new(cut.clone(), path, 3).expect("member");
+    let member = DoubleBarrier::new(cut.clone(), path, 3).expect("member");
     let entering = enter(&member, Some(WAIT));
     let o = observer.clone();
     eventually(WAIT, "the member is in", move || {
@@ -550,16 +547,16 @@ async fn connection_loss(kind: ServerKind, backend: Backend) {
     })
     .await;
     reconnect().await;
-    let rest: Vec<DistributedDoubleBarrier> = others
+    let rest: Vec<DoubleBarrier> = others
         .iter()
-        .map(|c| DistributedDoubleBarrier::new(c.clone(), path, 3).expect("member"))
+        .map(|c| DoubleBarrier::new(c.clone(), path, 3).expect("member"))
         .collect();
     let entered: Vec<_> = rest.iter().map(|m| enter(m, Some(WAIT))).collect();
     assert!(finished(entering).await, "entered after the reconnection");
     for e in entered {
         assert!(finished(e).await);
     }
-    let all: Vec<&DistributedDoubleBarrier> = [&member].into_iter().chain(rest.iter()).collect();
+    let all: Vec<&DoubleBarrier> = [&member].into_iter().chain(rest.iter()).collect();
     let want = expected_while_leaving(&all, &rest[1]);
     let leaving = leave(&member, Some(WAIT));
     let l0 = leave(&rest[0], Some(WAIT));

@@ -1,4 +1,4 @@
-//! CuratorCache: the initial load, events in order, convergence after a burst, the root
+//! SubtreeCache: the initial load, events in order, convergence after a burst, the root
 //! deleted and created again; on both servers and both backends, with the persistent
 //! recursive watch and with one-shot watches; and resyncs after a cut connection, a session
 //! expiry and a killed ensemble member.
@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use tokio::sync::mpsc::UnboundedReceiver;
 use zooraft_recipes::{
-    CacheEvent, Connection, CreateMode, CuratorCache, Error, ErrorCode, WatchMode, ZkClient,
+    CacheEvent, Connection, CreateMode, Error, ErrorCode, SubtreeCache, WatchMode, ZkClient,
 };
 use zooraft_tests::proxy::Proxy;
 use zooraft_tests::{ServerKind, TestEnsemble};
@@ -40,7 +40,7 @@ async fn server_tree(c: &Arc<dyn ZkClient>, root: &str) -> BTreeMap<String, (Vec
     tree
 }
 
-fn cached_tree(cache: &CuratorCache) -> BTreeMap<String, (Vec<u8>, i64)> {
+fn cached_tree(cache: &SubtreeCache) -> BTreeMap<String, (Vec<u8>, i64)> {
     cache
         .snapshot()
         .into_iter()
@@ -49,7 +49,7 @@ fn cached_tree(cache: &CuratorCache) -> BTreeMap<String, (Vec<u8>, i64)> {
 }
 
 /// Waits until the cache equals the server's subtree.
-async fn converges(cache: &Arc<CuratorCache>, observer: &Arc<dyn ZkClient>, what: &str) {
+async fn converges(cache: &Arc<SubtreeCache>, observer: &Arc<dyn ZkClient>, what: &str) {
     let (cache, observer) = (cache.clone(), observer.clone());
     let root = cache.path().to_string();
     eventually(WAIT, what, move || {
@@ -103,8 +103,8 @@ async fn started(
     c: Arc<dyn ZkClient>,
     root: &str,
     mode: WatchMode,
-) -> (Arc<CuratorCache>, UnboundedReceiver<CacheEvent>) {
-    let cache = Arc::new(CuratorCache::new(c, root).expect("cache").with_mode(mode));
+) -> (Arc<SubtreeCache>, UnboundedReceiver<CacheEvent>) {
+    let cache = Arc::new(SubtreeCache::new(c, root).expect("cache").with_mode(mode));
     let mut events = cache.listen();
     cache.start();
     tokio::time::timeout(WAIT, cache.initialized())

@@ -1,4 +1,4 @@
-//! What a CuratorCache costs per cached node: a subtree of 10,101 nodes on zooraft, cached
+//! What a SubtreeCache costs per cached node: a subtree of 10,101 nodes on zooraft, cached
 //! in a fresh process (`lock-contender cache-memory`) with the persistent recursive watch and
 //! with one-shot watches, and by Curator's CuratorCache in a Java process. Each prints its
 //! figures (run with `--nocapture` to see them); the test checks every cache loaded the
@@ -15,7 +15,7 @@ use tokio::task::JoinSet;
 use zooraft_recipes::{CreateMode, ZkClient};
 use zooraft_tests::ServerKind;
 
-use common::{client, server, CONTENDER};
+use common::{client, contender, server};
 
 const DIRS: usize = 100;
 const LEAVES: usize = 100;
@@ -88,10 +88,10 @@ async fn memory(kind: ServerKind) {
     let root = "/cache-memory";
     build_tree(&writer, root).await;
     for mode in ["auto", "one-shot"] {
-        let mut probe = Command::new(CONTENDER);
+        let mut probe = Command::new(contender());
         probe.args(["cache-memory", &cs, root, mode]);
         let f = fields(&run(probe).await, "cache-memory");
-        eprintln!("zooraft-recipes CuratorCache ({mode}): {f:?}");
+        eprintln!("zooraft-recipes SubtreeCache ({mode}): {f:?}");
         assert_eq!(f["nodes"], NODES.to_string(), "{mode}: the whole subtree");
         let per_node: f64 = f["bytes_per_node"].parse().expect("a number");
         assert!(

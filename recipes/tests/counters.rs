@@ -1,4 +1,4 @@
-//! SharedCount and DistributedAtomicLong: their semantics on both servers and both client
+//! SharedCount and AtomicCounter: their semantics on both servers and both client
 //! backends, concurrent writers that never lose an update, and Curator (Java processes)
 //! changing the same counters at the same time.
 
@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use zooraft_recipes::{DistributedAtomicLong, SharedCount, ZkClient};
+use zooraft_recipes::{AtomicCounter, SharedCount, ZkClient};
 use zooraft_tests::ServerKind;
 
 use common::{client, connect, server, Backend};
@@ -42,8 +42,8 @@ async fn semantics(kind: ServerKind, backend: Backend) {
         .expect("task")
         .expect("changed");
     assert_eq!(changed.value, -7);
-    // DistributedAtomicLong: 0 until written, Curator's AtomicValue.
-    let long = DistributedAtomicLong::new(c.clone(), "/counters/a/orders").expect("long");
+    // AtomicCounter: 0 until written, Curator's AtomicValue.
+    let long = AtomicCounter::new(c.clone(), "/counters/a/orders").expect("long");
     assert_eq!(long.get().await.expect("get"), 0);
     let cas = long.compare_and_set(0, 3).await.expect("cas on nothing");
     assert!(
@@ -67,11 +67,11 @@ async fn semantics(kind: ServerKind, backend: Backend) {
     assert_eq!(long.get().await.expect("get"), i64::MIN);
     let (data, _) = c.get_data("/counters/a/orders").await.expect("raw");
     assert_eq!(data, i64::MIN.to_be_bytes(), "Curator's layout");
-    let fresh = DistributedAtomicLong::new(c.clone(), "/counters/b/fresh").expect("long");
+    let fresh = AtomicCounter::new(c.clone(), "/counters/b/fresh").expect("long");
     fresh.force_set(12).await.expect("force_set creates");
     assert_eq!(fresh.get().await.expect("get"), 12);
     // Bad input: a clear error.
-    assert!(DistributedAtomicLong::new(c.clone(), "no-slash").is_err());
+    assert!(AtomicCounter::new(c.clone(), "no-slash").is_err());
     c.set_data("/counters/b/fresh", b"abc", -1)
         .await
         .expect("garble");
@@ -93,7 +93,7 @@ async fn concurrent(kind: ServerKind, backend: Backend) {
     for _ in 0..TASKS {
         let c = connect(backend, &server.connect_string(), Duration::from_secs(8)).await;
         tasks.push(tokio::spawn(async move {
-            let long = DistributedAtomicLong::new(c, "/counters/concurrent").expect("long");
+            let long = AtomicCounter::new(c, "/counters/concurrent").expect("long");
             let mut got = Vec::new();
             for _ in 0..EACH {
                 let v = long.increment().await.expect("increment");
@@ -129,7 +129,7 @@ async fn interop_with_curator(kind: ServerKind) {
     let java = java.output();
     let rust = async {
         let c: Arc<dyn ZkClient> = client(&connect_string).await;
-        let long = DistributedAtomicLong::new(c.clone(), long_path).expect("long");
+        let long = AtomicCounter::new(c.clone(), long_path).expect("long");
         let count = SharedCount::new(c.clone(), count_path, 0).expect("count");
         count.start().await.expect("start");
         for _ in 0..EACH {

@@ -8,13 +8,11 @@ use std::time::Duration;
 
 use tokio::process::Command;
 use zooraft_recipes::{
-    Error, InterProcessMutex, InterProcessSemaphoreV2, LeaderLatch, LeaderSelector, LostReason,
+    Error, LeaderLatch, LeaderSelector, LockOptions, LostReason, MaxLeases, Mutex, Semaphore,
 };
 use zooraft_tests::ServerKind;
 
 use common::{check_log, children, client, eventually, read_log, run_all, server, Entry};
-
-const CONTENDER: &str = env!("CARGO_BIN_EXE_lock-contender");
 
 /// The arguments of an election process, Rust or Java: CONNECT PATH TASKS TERMS LOG.
 struct Election<'a> {
@@ -37,7 +35,7 @@ impl Election<'_> {
 
     /// A Rust election process: `mode` is `latch` or `selector`.
     fn rust(&self, mode: &str) -> Command {
-        let mut c = Command::new(CONTENDER);
+        let mut c = Command::new(common::contender());
         c.arg(mode);
         self.args(c)
     }
@@ -53,7 +51,7 @@ impl Election<'_> {
 }
 
 fn rust_semaphore(connect: &str, path: &str, max: usize, tasks: usize, log: &Path) -> Command {
-    let mut c = Command::new(CONTENDER);
+    let mut c = Command::new(common::contender());
     c.arg("semaphore")
         .arg(connect)
         .arg(path)
@@ -268,7 +266,7 @@ async fn selector_semantics(kind: ServerKind) {
     assert_eq!(data, b"rust-1");
     assert!(token.get() > 0);
     // A Curator-style mutex on the same path excludes the selector's leader.
-    let other = InterProcessMutex::new(admin.clone(), path);
+    let other = Mutex::new(admin.clone(), path);
     let a = admin.clone();
     let result = s
         .lead(|l| async move {
@@ -307,8 +305,13 @@ async fn semaphore_semantics(kind: ServerKind) {
     .await
     .expect("count");
     let path = "/semaphores/shared";
-    let sem = InterProcessSemaphoreV2::with_shared_count(c.clone(), path, count)
-        .with_node_data(b"worker");
+    let sem = Semaphore::with_options(
+        c.clone(),
+        path,
+        MaxLeases::Shared(count.to_string()),
+        LockOptions::default().node_data(&b"worker"[..]),
+    )
+    .expect("options");
     let l1 = sem.acquire().await.expect("lease 1");
     let l2 = sem.acquire().await.expect("lease 2");
     assert_ne!(l1.node_path(), l2.node_path());

@@ -7,7 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use zooraft_recipes::{Connection, Error, InterProcessMutex, LostReason};
+use zooraft_recipes::{Connection, Error, LockOptions, LostReason, Mutex};
 use zooraft_tests::proxy::{Direction, Proxy};
 use zooraft_tests::ServerKind;
 
@@ -30,7 +30,7 @@ async fn protection_recovers_lost_create_reply(kind: ServerKind, backend: Backen
     let epoch = c.session().borrow().epoch;
     let path = "/locks/protected";
     // Make the parent first, so the first create is the one whose reply is lost.
-    let warm = InterProcessMutex::new(c.clone(), path);
+    let warm = Mutex::new(c.clone(), path);
     warm.acquire()
         .await
         .expect("warm")
@@ -39,7 +39,7 @@ async fn protection_recovers_lost_create_reply(kind: ServerKind, backend: Backen
         .expect("release");
 
     proxy.drop_next_frame_and_cut(Direction::ServerToClient, is_lock_create_reply);
-    let mutex = InterProcessMutex::new(c.clone(), path);
+    let mutex = Mutex::new(c.clone(), path);
     let guard = tokio::time::timeout(Duration::from_secs(30), mutex.acquire())
         .await
         .expect("acquire after a lost reply")
@@ -79,7 +79,7 @@ async fn lost_reply_then_expiry_makes_a_fresh_node(kind: ServerKind, backend: Ba
     let c = connect(backend, &proxy.connect_string(), Duration::from_secs(2)).await;
     let first_epoch = c.session().borrow().epoch;
     let path = "/locks/protected-expiry";
-    let warm = InterProcessMutex::new(c.clone(), path);
+    let warm = Mutex::new(c.clone(), path);
     warm.acquire()
         .await
         .expect("warm")
@@ -91,7 +91,7 @@ async fn lost_reply_then_expiry_makes_a_fresh_node(kind: ServerKind, backend: Ba
     // The reply is lost and the client cannot come back before its session expires.
     proxy.refuse_connections(true);
     proxy.drop_next_frame_and_cut(Direction::ServerToClient, is_lock_create_reply);
-    let mutex = InterProcessMutex::new(c.clone(), path);
+    let mutex = Mutex::new(c.clone(), path);
     let acquiring = tokio::spawn(async move { mutex.acquire().await.map(|g| (mutex, g)) });
     let p = &proxy;
     eventually(
@@ -129,7 +129,7 @@ async fn lost_reply_then_expiry_makes_a_fresh_node(kind: ServerKind, backend: Ba
     );
     // A new client takes the lock with a node of its own; nothing of the old session is left.
     let fresh = connect(backend, &server.connect_string(), Duration::from_secs(8)).await;
-    let guard = InterProcessMutex::new(fresh.clone(), path)
+    let guard = Mutex::new(fresh.clone(), path)
         .acquire()
         .await
         .expect("a new client acquires");
@@ -161,7 +161,7 @@ async fn guaranteed_delete_after_dropped_connection(kind: ServerKind, backend: B
     let c = connect(backend, &proxy.connect_string(), Duration::from_secs(8)).await;
     let epoch = c.session().borrow().epoch;
     let path = "/locks/guaranteed";
-    let mutex = InterProcessMutex::new(c.clone(), path);
+    let mutex = Mutex::new(c.clone(), path);
     let guard = mutex.acquire().await.expect("acquire");
     let node = guard.node_path().to_string();
 
@@ -202,7 +202,7 @@ async fn guaranteed_delete_after_dropped_connection(kind: ServerKind, backend: B
     );
     assert_eq!(state.connection, Connection::Connected);
     // And the lock is free for others.
-    let other = InterProcessMutex::new(observer.clone(), path);
+    let other = Mutex::new(observer.clone(), path);
     let g = other.try_acquire().await.expect("try").expect("free");
     g.release().await.expect("release");
     c.close().await;
@@ -220,9 +220,8 @@ async fn partition_and_expiry_signal_lost(kind: ServerKind, backend: Backend) {
     let observer = client(&server.connect_string()).await;
     let c = connect(backend, &proxy.connect_string(), Duration::from_secs(4)).await;
     let path = "/locks/partition";
-    let mutex = InterProcessMutex::new(c.clone(), path)
-        .with_suspend_fraction(0.5)
-        .expect("fraction");
+    let options = LockOptions::default().suspend_fraction(0.5);
+    let mutex = Mutex::with_options(c.clone(), path, options).expect("fraction");
     let guard = mutex.acquire().await.expect("acquire");
     assert!(guard.is_valid());
 
@@ -233,7 +232,7 @@ async fn partition_and_expiry_signal_lost(kind: ServerKind, backend: Backend) {
         .await
         .expect("lost() completes during a partition");
     assert_eq!(reason, LostReason::ConnectionSuspended);
-    let other = InterProcessMutex::new(observer.clone(), path);
+    let other = Mutex::new(observer.clone(), path);
     // The server expires the session; the lock goes to the next contender.
     let g = tokio::time::timeout(Duration::from_secs(30), other.acquire())
         .await

@@ -1,4 +1,4 @@
-//! InterProcessMultiLock: in order, all or nothing, released in reverse order, one fencing
+//! MultiLock: in order, all or nothing, released in reverse order, one fencing
 //! token per lock; beside Curator's InterProcessMutex and InterProcessMultiLock (Java
 //! processes) on the same paths; and a set lost with its session.
 
@@ -10,7 +10,7 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdout};
 use zooraft_recipes::{
-    Acl, Connection, CreateMode, InterProcessMultiLock, LostReason, Stat, ZkClient, ZkResult,
+    Acl, Connection, CreateMode, LostReason, MultiLock, Stat, ZkClient, ZkResult,
 };
 use zooraft_tests::proxy::Proxy;
 use zooraft_tests::ServerKind;
@@ -98,11 +98,11 @@ async fn semantics(kind: ServerKind, backend: Backend) {
     let other = connect(backend, &cs, Duration::from_secs(8)).await;
     let (a, b, c, d) = ("/locks/m/a", "/locks/m/b", "/locks/m/c", "/locks/m/d");
 
-    assert!(InterProcessMultiLock::new(other.clone(), &[]).is_err());
-    assert!(InterProcessMultiLock::new(other.clone(), &[a, a]).is_err());
-    assert!(InterProcessMultiLock::new(other.clone(), &[a, "b"]).is_err());
+    assert!(MultiLock::new(other.clone(), &[]).is_err());
+    assert!(MultiLock::new(other.clone(), &[a, a]).is_err());
+    assert!(MultiLock::new(other.clone(), &[a, "b"]).is_err());
 
-    let multi = InterProcessMultiLock::new(recording.clone(), &[a, b, c]).expect("multi");
+    let multi = MultiLock::new(recording.clone(), &[a, b, c]).expect("multi");
     assert_eq!(multi.paths(), vec![a, b, c]);
     let guard = multi
         .acquire_timeout(WAIT)
@@ -124,7 +124,7 @@ async fn semantics(kind: ServerKind, backend: Backend) {
     assert_eq!(guard.fencing_token(d), None);
 
     // All or nothing: c is busy, so d is not kept either.
-    let overlapping = InterProcessMultiLock::new(other.clone(), &[d, c]).expect("multi");
+    let overlapping = MultiLock::new(other.clone(), &[d, c]).expect("multi");
     let busy = overlapping
         .acquire_timeout(Duration::from_millis(500))
         .await
@@ -207,7 +207,7 @@ async fn interop(kind: ServerKind, backend: Backend) {
     let observer = client(&cs).await;
     let ours = connect(backend, &cs, Duration::from_secs(8)).await;
     let (a, b) = ("/locks/mixed/a", "/locks/mixed/b");
-    let multi = InterProcessMultiLock::new(ours.clone(), &[a, b]).expect("multi");
+    let multi = MultiLock::new(ours.clone(), &[a, b]).expect("multi");
 
     // Curator's InterProcessMutex holds b: we cannot have the set, and keep nothing of it.
     let mut holder = Holder::start(&cs, &[b]);
@@ -281,7 +281,7 @@ async fn expiry(kind: ServerKind, backend: Backend) {
     let observer = client(&server.connect_string()).await;
     let c = connect(backend, &proxy.connect_string(), Duration::from_secs(4)).await;
     let paths = ["/locks/expiry/a", "/locks/expiry/b"];
-    let multi = InterProcessMultiLock::new(c.clone(), &paths).expect("multi");
+    let multi = MultiLock::new(c.clone(), &paths).expect("multi");
     let guard = multi.acquire().await.expect("acquire");
     assert!(guard.is_valid());
     proxy.blackhole(true);
@@ -296,7 +296,7 @@ async fn expiry(kind: ServerKind, backend: Backend) {
         "{reason:?}"
     );
     assert!(!guard.is_valid());
-    let next = InterProcessMultiLock::new(observer.clone(), &paths).expect("multi");
+    let next = MultiLock::new(observer.clone(), &paths).expect("multi");
     let g = tokio::time::timeout(Duration::from_secs(30), next.acquire())
         .await
         .expect("the set is free once the session expired")

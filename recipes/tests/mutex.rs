@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use zooraft_recipes::{
-    CreateMode, Error, ErrorCode, InterProcessMutex, LostReason, Op, OpResult, Owner, ZkClient,
+    CreateMode, Error, ErrorCode, LockOptions, LostReason, Mutex, Op, OpResult, Owner, ZkClient,
     ZkResult,
 };
 use zooraft_tests::proxy::{Direction, Proxy};
@@ -20,7 +20,8 @@ use common::{children, client, client_with_timeout, eventually, server, Forward,
 async fn basic_acquire_release(kind: ServerKind) {
     let server = server(kind);
     let c = client(&server.connect_string()).await;
-    let mutex = InterProcessMutex::new(c.clone(), "/locks/basic").with_label("basic test");
+    let options = LockOptions::default().label("basic test");
+    let mutex = Mutex::with_options(c.clone(), "/locks/basic", options).expect("options");
     let guard = mutex.acquire().await.expect("acquire");
     assert!(mutex.is_held_by_this_handle());
     let name = guard.node_path().rsplit('/').next().unwrap().to_string();
@@ -89,8 +90,8 @@ async fn try_acquire_and_timeouts(kind: ServerKind) {
     let server = server(kind);
     let c = client(&server.connect_string()).await;
     let path = "/locks/try";
-    let a = InterProcessMutex::new(c.clone(), path);
-    let b = InterProcessMutex::new(c.clone(), path);
+    let a = Mutex::new(c.clone(), path);
+    let b = Mutex::new(c.clone(), path);
     let held = a.acquire().await.expect("a acquires");
 
     assert!(b.try_acquire().await.expect("try").is_none());
@@ -164,7 +165,7 @@ async fn reentrancy_does_not_touch_the_server(kind: ServerKind) {
     let c = client_with_timeout(&proxy.connect_string(), Duration::from_secs(30)).await;
     let observer = client(&server.connect_string()).await;
     let path = "/locks/reentrant";
-    let mutex = InterProcessMutex::new(c.clone(), path);
+    let mutex = Mutex::new(c.clone(), path);
     let first = mutex.acquire().await.expect("acquire");
     // The lock's monitor arms a watch on the node just after the acquire returns (its own
     // request, not the reentrant acquires'): count from when the client has gone quiet.
@@ -182,7 +183,7 @@ async fn reentrancy_does_not_touch_the_server(kind: ServerKind) {
 
     // Another handle in the same process is excluded, and so is a clone of this one:
     // reentrancy goes through the guard, never through the handle.
-    let other = InterProcessMutex::new(c.clone(), path);
+    let other = Mutex::new(c.clone(), path);
     assert!(other.try_acquire().await.expect("try").is_none());
     assert!(
         mutex.clone().try_acquire().await.expect("try").is_none(),
@@ -238,7 +239,7 @@ async fn fifo_without_herd(kind: ServerKind) {
     let server = server(kind);
     let c = client(&server.connect_string()).await;
     let path = "/locks/fifo";
-    let holder = InterProcessMutex::new(c.clone(), path);
+    let holder = Mutex::new(c.clone(), path);
     let mut guard = Some(holder.acquire().await.expect("acquire"));
     let first_token = guard.as_ref().unwrap().fencing_token();
 
@@ -255,7 +256,7 @@ async fn fifo_without_herd(kind: ServerKind) {
     let (release_tx, _) = tokio::sync::broadcast::channel::<usize>(16);
     let mut tasks = Vec::new();
     for (i, w) in waiters.iter().enumerate() {
-        let m = InterProcessMutex::new(w.clone(), path);
+        let m = Mutex::new(w.clone(), path);
         let tx = tx.clone();
         let mut release_rx = release_tx.subscribe();
         tasks.push(tokio::spawn(async move {
@@ -377,7 +378,7 @@ async fn fenced_writes_and_node_deletion(kind: ServerKind) {
         ]
     );
     assert_eq!(admin.get_data("/orders/last").await.unwrap().0, b"0");
-    let mutex = InterProcessMutex::new(c.clone(), "/locks/fenced");
+    let mutex = Mutex::new(c.clone(), "/locks/fenced");
     let guard = mutex.acquire().await.expect("acquire");
 
     let stat = guard
@@ -468,11 +469,11 @@ async fn a_second_node_of_ours_is_deleted(kind: ServerKind, backend: common::Bac
     let b = common::connect(backend, &server.connect_string(), Duration::from_secs(8)).await;
     let c = client(&server.connect_string()).await;
     let path = "/locks/twins";
-    let held = InterProcessMutex::new(a.clone(), path)
+    let held = Mutex::new(a.clone(), path)
         .acquire()
         .await
         .expect("A acquires");
-    let b_mutex = InterProcessMutex::new(b.clone(), path);
+    let b_mutex = Mutex::new(b.clone(), path);
     let b_task = tokio::spawn({
         let m = b_mutex.clone();
         async move { m.acquire_timeout(Duration::from_secs(20)).await }
@@ -493,7 +494,7 @@ async fn a_second_node_of_ours_is_deleted(kind: ServerKind, backend: common::Bac
         .await
         .expect("create the twin");
     // C queues behind the twin.
-    let c_mutex = InterProcessMutex::new(c.clone(), path);
+    let c_mutex = Mutex::new(c.clone(), path);
     let c_task = tokio::spawn({
         let m = c_mutex.clone();
         async move { m.acquire_timeout(Duration::from_secs(20)).await }

@@ -16,7 +16,7 @@ use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing_subscriber::layer::{Context, SubscriberExt};
 use tracing_subscriber::Layer;
-use zooraft_recipes::{AcquireOutcome, InterProcessMutex, LockMetrics, LostReason};
+use zooraft_recipes::{AcquireOutcome, LockMetrics, LockOptions, LostReason, Mutex};
 use zooraft_tests::ServerKind;
 
 use common::{children, client, eventually, server};
@@ -121,11 +121,12 @@ async fn spans_and_metrics(kind: ServerKind, spans: Spans) {
     let admin = client(&server.connect_string()).await;
     let (a, b) = ("/locks/observed-a", "/locks/observed-b");
     let metrics = Arc::new(Recorder::default());
-    let mutex_a = InterProcessMutex::new(c.clone(), a).with_metrics(metrics.clone());
-    let mutex_b = InterProcessMutex::new(c.clone(), b).with_metrics(metrics.clone());
+    let options = LockOptions::default().metrics(metrics.clone());
+    let mutex_a = Mutex::with_options(c.clone(), a, options.clone()).expect("options");
+    let mutex_b = Mutex::with_options(c.clone(), b, options).expect("options");
 
     // Wait time: the acquire of `a` waits behind another holder for at least BLOCKED.
-    let blocker = InterProcessMutex::new(admin.clone(), a)
+    let blocker = Mutex::new(admin.clone(), a)
         .acquire()
         .await
         .expect("blocker");
@@ -148,10 +149,7 @@ async fn spans_and_metrics(kind: ServerKind, spans: Spans) {
     guard.release().await.expect("release a");
 
     // Busy, then lost: `b` is taken by another, then ours is deleted by an operator.
-    let other = InterProcessMutex::new(admin.clone(), b)
-        .acquire()
-        .await
-        .expect("other");
+    let other = Mutex::new(admin.clone(), b).acquire().await.expect("other");
     assert!(mutex_b.try_acquire().await.expect("try b").is_none());
     other.release().await.expect("release other");
     let guard = mutex_b.acquire().await.expect("acquire b");

@@ -13,12 +13,12 @@ use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::Command;
-use zooraft_recipes::{CreateMode, Fence, FencingToken, InterProcessMutex};
+use zooraft_recipes::{CreateMode, Fence, FencingToken, Mutex};
 use zooraft_tests::ServerKind;
 
 use common::{
-    check_log, children, client, curator_contender, curator_rw_contender, kazoo_contender,
-    read_log, run_all, rust_contender, rust_rw_contender, server, CONTENDER,
+    check_log, children, client, contender, curator_contender, curator_rw_contender,
+    kazoo_contender, read_log, run_all, rust_contender, rust_rw_contender, server,
 };
 
 async fn persistent_lock_path(admin: &Arc<dyn zooraft_recipes::ZkClient>, path: &str) {
@@ -245,7 +245,7 @@ async fn paused_holder_is_fenced(kind: ServerKind) {
     let fence = Arc::new(Fence::new());
     let (resource, resource_task) = fenced_resource(fence.clone()).await;
     let path = "/locks/paused";
-    let mut holder = Command::new(CONTENDER)
+    let mut holder = Command::new(contender())
         .arg("hold")
         .arg(server.connect_string())
         .arg(path)
@@ -273,7 +273,7 @@ async fn paused_holder_is_fenced(kind: ServerKind) {
     // The holder freezes past its session timeout (a long GC pause, as far as anyone knows).
     signal(pid, libc::SIGSTOP);
     let c = client(&server.connect_string()).await;
-    let mutex = InterProcessMutex::new(c.clone(), path);
+    let mutex = Mutex::new(c.clone(), path);
     let guard = tokio::time::timeout(Duration::from_secs(60), mutex.acquire())
         .await
         .expect("a new holder after the old session expired")

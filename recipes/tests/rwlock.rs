@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use zooraft_recipes::InterProcessReadWriteLock;
+use zooraft_recipes::{LockOptions, RwLock};
 use zooraft_tests::ServerKind;
 
 use common::{children, client, eventually, server};
@@ -14,10 +14,13 @@ async fn readers_share_writers_exclude(kind: ServerKind) {
     let server = server(kind);
     let c = client(&server.connect_string()).await;
     let path = "/locks/rw";
-    let a = InterProcessReadWriteLock::with_label(c.clone(), path, "reader-a");
-    let b = InterProcessReadWriteLock::with_label(c.clone(), path, "reader-b");
-    let w = InterProcessReadWriteLock::with_label(c.clone(), path, "writer");
-    let late = InterProcessReadWriteLock::with_label(c.clone(), path, "late-reader");
+    let labelled = |label: &str| {
+        RwLock::with_options(c.clone(), path, LockOptions::default().label(label)).expect("options")
+    };
+    let a = labelled("reader-a");
+    let b = labelled("reader-b");
+    let w = labelled("writer");
+    let late = labelled("late-reader");
 
     let r1 = a.read_lock().acquire().await.expect("reader a");
     let r2 = b
@@ -90,9 +93,9 @@ async fn writer_takes_read_lock_and_downgrades(kind: ServerKind) {
     let server = server(kind);
     let c = client(&server.connect_string()).await;
     let path = "/locks/rw-downgrade";
-    let mine = InterProcessReadWriteLock::new(c.clone(), path);
-    let other_writer = InterProcessReadWriteLock::new(c.clone(), path);
-    let other_reader = InterProcessReadWriteLock::new(c.clone(), path);
+    let mine = RwLock::new(c.clone(), path);
+    let other_writer = RwLock::new(c.clone(), path);
+    let other_reader = RwLock::new(c.clone(), path);
 
     let w = mine.write_lock().acquire().await.expect("write");
     let r = tokio::time::timeout(Duration::from_secs(5), w.acquire_read())

@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use zooraft_recipes::{
-    perms, Acl, AcquireOutcome, Connection, CreateMode, Error, ErrorCode, Id, InterProcessMutex,
-    InterProcessReadWriteLock, LockMetrics, LostReason, SessionState, Stat, WatchReceiver,
-    ZkClient, ZkResult, ZookeeperClient,
+    perms, Acl, AcquireOutcome, Connection, CreateMode, ElectionOptions, Error, ErrorCode, Id,
+    LeaderLatch, LeaderSelector, LockMetrics, LockOptions, LostReason, MaxLeases, MultiLock, Mutex,
+    RwLock, Semaphore, SessionState, Stat, WatchReceiver, ZkClient, ZkResult, ZookeeperClient,
 };
 use zooraft_tests::proxy::Proxy;
 use zooraft_tests::ServerKind;
@@ -26,7 +26,7 @@ async fn cloned_handle_in_eight_tasks_never_overlaps(kind: ServerKind, backend: 
     let server = server(kind);
     let c = connect(backend, &server.connect_string(), Duration::from_secs(8)).await;
     let path = "/locks/clones";
-    let mutex = InterProcessMutex::new(c.clone(), path);
+    let mutex = Mutex::new(c.clone(), path);
     let inside = Arc::new(AtomicUsize::new(0));
     let most = Arc::new(AtomicUsize::new(0));
     let tokens = Arc::new(StdMutex::new(Vec::new()));
@@ -76,10 +76,10 @@ async fn expiry_ends_a_waiting_acquire(kind: ServerKind, backend: Backend) {
     let proxy = Proxy::start(server.addr());
     let observer = client(&server.connect_string()).await;
     let path = "/locks/expiry";
-    let holder = InterProcessMutex::new(observer.clone(), path);
+    let holder = Mutex::new(observer.clone(), path);
     let held = holder.acquire().await.expect("holder");
     let c = connect(backend, &proxy.connect_string(), Duration::from_secs(2)).await;
-    let mutex = InterProcessMutex::new(c.clone(), path);
+    let mutex = Mutex::new(c.clone(), path);
     let waiting = tokio::spawn(async move { mutex.acquire().await.map(|_| ()) });
     let o = observer.clone();
     eventually(Duration::from_secs(20), "waiter queued", move || {
@@ -114,7 +114,7 @@ async fn expiry_ends_a_waiting_acquire(kind: ServerKind, backend: Backend) {
     );
     held.release().await.expect("release");
     let fresh = connect(backend, &server.connect_string(), Duration::from_secs(8)).await;
-    let g = InterProcessMutex::new(fresh.clone(), path)
+    let g = Mutex::new(fresh.clone(), path)
         .acquire_timeout(Duration::from_secs(20))
         .await
         .expect("acquire")
@@ -133,12 +133,12 @@ async fn acquire_timeout_tells_why(kind: ServerKind, backend: Backend) {
     let proxy = Proxy::start(server.addr());
     let observer = client(&server.connect_string()).await;
     let path = "/locks/why";
-    let held = InterProcessMutex::new(observer.clone(), path)
+    let held = Mutex::new(observer.clone(), path)
         .acquire()
         .await
         .expect("holder");
     let c = connect(backend, &proxy.connect_string(), Duration::from_secs(8)).await;
-    let mutex = InterProcessMutex::new(c.clone(), path);
+    let mutex = Mutex::new(c.clone(), path);
     let busy = mutex
         .acquire_timeout(Duration::from_millis(500))
         .await
@@ -216,7 +216,7 @@ async fn protection_search_syncs_first(kind: ServerKind, backend: Backend) {
     let server = server(kind);
     let observer = client(&server.connect_string()).await;
     let path = "/locks/lagging";
-    let held = InterProcessMutex::new(observer.clone(), path)
+    let held = Mutex::new(observer.clone(), path)
         .acquire()
         .await
         .expect("holder");
@@ -225,7 +225,7 @@ async fn protection_search_syncs_first(kind: ServerKind, backend: Backend) {
         inner: inner.clone(),
         hidden: StdMutex::new(Vec::new()),
     });
-    let mutex = InterProcessMutex::new(lagging, path);
+    let mutex = Mutex::new(lagging, path);
     let r = mutex
         .acquire_timeout(Duration::from_millis(1500))
         .await
@@ -299,7 +299,7 @@ async fn session_change_searches_under_the_new_session(kind: ServerKind, backend
         state: tokio::sync::watch::Sender::new(now),
         created: created.clone(),
     });
-    let mutex = InterProcessMutex::new(c.clone(), path);
+    let mutex = Mutex::new(c.clone(), path);
     let r = tokio::time::timeout(Duration::from_secs(30), mutex.acquire())
         .await
         .expect("the acquire returns");
@@ -317,7 +317,7 @@ async fn session_change_searches_under_the_new_session(kind: ServerKind, backend
     )
     .await;
     // No ghost holder: another client, and the handle in its new session, take the lock.
-    let g = InterProcessMutex::new(observer.clone(), path)
+    let g = Mutex::new(observer.clone(), path)
         .acquire_timeout(Duration::from_secs(10))
         .await
         .expect("acquire")
@@ -404,7 +404,7 @@ async fn twin_that_cannot_be_deleted(kind: ServerKind, backend: Backend) {
     });
     let r = tokio::time::timeout(
         Duration::from_secs(20),
-        InterProcessMutex::new(twins.clone(), path).acquire_timeout(Duration::from_secs(2)),
+        Mutex::new(twins.clone(), path).acquire_timeout(Duration::from_secs(2)),
     )
     .await
     .expect("the acquire returns");
@@ -450,7 +450,7 @@ async fn release_that_cannot_delete(kind: ServerKind, backend: Backend) {
         .expect("admin");
     let c = connect(backend, &server.connect_string(), Duration::from_secs(8)).await;
     let path = "/locks/no-delete";
-    let mutex = InterProcessMutex::new(c.clone(), path);
+    let mutex = Mutex::new(c.clone(), path);
     let g = mutex.acquire().await.expect("acquire");
     admin
         .set_acl(path, &no_delete(), None)
@@ -489,7 +489,7 @@ async fn release_during_partition_is_bounded(kind: ServerKind, backend: Backend)
     let observer = client(&server.connect_string()).await;
     let c = connect(backend, &proxy.connect_string(), Duration::from_secs(4)).await;
     let path = "/locks/partitioned-release";
-    let g = InterProcessMutex::new(c.clone(), path)
+    let g = Mutex::new(c.clone(), path)
         .acquire()
         .await
         .expect("acquire");
@@ -550,18 +550,65 @@ fn probe(inner: Arc<dyn ZkClient>) -> Arc<Forwarding<Probe>> {
 async fn monitor_is_per_session_and_fails_safe(kind: ServerKind, backend: Backend) {
     let server = server(kind);
     let c = connect(backend, &server.connect_string(), Duration::from_secs(2)).await;
+    let fraction = |f| LockOptions::default().suspend_fraction(f);
     assert!(matches!(
-        InterProcessMutex::new(c.clone(), "/locks/x").with_suspend_fraction(1.0),
+        Mutex::with_options(c.clone(), "/locks/x", fraction(1.0)),
         Err(Error::InvalidOption(_))
     ));
-    assert!(InterProcessMutex::new(c.clone(), "/locks/x")
-        .with_suspend_fraction(0.0)
-        .is_err());
+    assert!(Mutex::with_options(c.clone(), "/locks/x", fraction(0.0)).is_err());
+    assert!(matches!(
+        Mutex::with_options(c.clone(), "locks/x", LockOptions::default()),
+        Err(Error::InvalidPath(_))
+    ));
+    // Every recipe made with options checks them before sending anything.
+    assert!(matches!(
+        RwLock::with_options(c.clone(), "/locks/x", fraction(0.9)),
+        Err(Error::InvalidOption(_))
+    ));
+    let no_leases = Semaphore::with_options(
+        c.clone(),
+        "/semaphores/x",
+        MaxLeases::Fixed(0),
+        LockOptions::default(),
+    );
+    assert!(
+        matches!(no_leases, Err(Error::InvalidOption(_))),
+        "{no_leases:?}"
+    );
+    let bad_count = Semaphore::with_options(
+        c.clone(),
+        "/semaphores/x",
+        MaxLeases::Shared("count".into()),
+        LockOptions::default(),
+    );
+    assert!(
+        matches!(bad_count, Err(Error::InvalidPath(_))),
+        "{bad_count:?}"
+    );
+    let latch = LeaderLatch::with_options(
+        c.clone(),
+        "/election/x",
+        "p1",
+        ElectionOptions::default().suspend_fraction(0.01),
+    );
+    assert!(matches!(latch, Err(Error::InvalidOption(_))), "{latch:?}");
+    assert!(matches!(
+        LeaderSelector::with_options(c.clone(), "/election/x/", "p1", ElectionOptions::default()),
+        Err(Error::InvalidPath(_))
+    ));
+    assert!(matches!(
+        MultiLock::with_options(c.clone(), &["/locks/a", "/locks/b"], fraction(0.85)),
+        Err(Error::InvalidOption(_))
+    ));
+    assert!(
+        c.exists("/semaphores").await.expect("exists").is_none(),
+        "nothing was sent"
+    );
 
     let p = probe(c.clone());
     let client: Arc<dyn ZkClient> = p.clone();
     let window = Duration::from_secs(3);
-    let first = InterProcessMutex::new(client.clone(), "/locks/hb-0")
+    let first = Mutex::new(client.clone(), "/locks/hb-0")
         .acquire()
         .await
         .expect("acquire");
@@ -571,7 +618,7 @@ async fn monitor_is_per_session_and_fails_safe(kind: ServerKind, backend: Backen
     let mut more = Vec::new();
     for i in 1..5 {
         more.push(
-            InterProcessMutex::new(client.clone(), &format!("/locks/hb-{i}"))
+            Mutex::new(client.clone(), &format!("/locks/hb-{i}"))
                 .acquire()
                 .await
                 .expect("acquire"),
@@ -593,7 +640,7 @@ async fn monitor_is_per_session_and_fails_safe(kind: ServerKind, backend: Backen
     // The monitor task dies: the lock is no longer vouched for.
     let p = probe(c.clone());
     p.0.panic_on_watch.store(true, Ordering::SeqCst);
-    let g = InterProcessMutex::new(p.clone(), "/locks/monitor-dies")
+    let g = Mutex::new(p.clone(), "/locks/monitor-dies")
         .acquire()
         .await
         .expect("acquire");
@@ -642,7 +689,7 @@ async fn tokens_are_never_made_up(kind: ServerKind, backend: Backend) {
     let c = connect(backend, &server.connect_string(), Duration::from_secs(8)).await;
     let no_stat: Arc<dyn ZkClient> = Forwarding::client(NoStat { inner: c.clone() });
     let path = "/locks/no-stat";
-    let r = InterProcessMutex::new(no_stat, path).acquire().await;
+    let r = Mutex::new(no_stat, path).acquire().await;
     assert!(
         matches!(r, Err(Error::NoFencingToken(_))),
         "a lock without a token was granted: {r:?}"
@@ -654,8 +701,8 @@ async fn tokens_are_never_made_up(kind: ServerKind, backend: Backend) {
     .await;
 
     let path = "/locks/rw-tokens";
-    let mine = InterProcessReadWriteLock::new(c.clone(), path);
-    let other = InterProcessReadWriteLock::new(c.clone(), path);
+    let mine = RwLock::new(c.clone(), path);
+    let other = RwLock::new(c.clone(), path);
     let w = mine.write_lock().acquire().await.expect("write");
     let ow = other.write_lock().clone();
     let queued = tokio::spawn(async move { ow.acquire().await.expect("other writer") });
@@ -726,9 +773,9 @@ async fn acl_protected_locks(kind: ServerKind, backend: Backend) {
         .await
         .expect("protected data node");
     let path = "/secure-locks/orders";
-    let mutex = InterProcessMutex::new(c.clone(), path)
-        .with_acl(auth_only())
-        .with_node_data(b"10.0.0.7");
+    let options = LockOptions::default().acl(auth_only());
+    let mutex = Mutex::with_options(c.clone(), path, options.clone().node_data(&b"10.0.0.7"[..]))
+        .expect("options");
     let g = mutex.acquire().await.expect("acquire");
     g.fenced_set_data("/secure", b"1", -1)
         .await
@@ -751,9 +798,8 @@ async fn acl_protected_locks(kind: ServerKind, backend: Backend) {
 
     // The read-write lock takes the same options.
     let rw_path = "/secure-locks/catalog";
-    let rw = InterProcessReadWriteLock::new(c.clone(), rw_path)
-        .with_acl(auth_only())
-        .with_node_data(b"indexer");
+    let rw = RwLock::with_options(c.clone(), rw_path, options.node_data(&b"indexer"[..]))
+        .expect("options");
     let w = rw.write_lock().acquire().await.expect("write");
     let r = w.acquire_read().await.expect("downgrade");
     assert_eq!(c.get_data(w.node_path()).await.expect("node").0, b"indexer");
@@ -802,7 +848,7 @@ async fn side_session_only_when_needed(kind: ServerKind) {
         p.open_connections() == 1
     })
     .await;
-    let mutex = InterProcessMutex::new(c.clone(), path);
+    let mutex = Mutex::new(c.clone(), path);
     let g = mutex.acquire().await.expect("acquire");
     assert_eq!(
         proxy.open_connections(),
@@ -861,7 +907,8 @@ async fn run_cancels_on_loss(kind: ServerKind, backend: Backend) {
     let admin = client(&server.connect_string()).await;
     let path = "/locks/run";
     let metrics = Arc::new(Recorded::default());
-    let mutex = InterProcessMutex::new(c.clone(), path).with_metrics(metrics.clone());
+    let options = LockOptions::default().metrics(metrics.clone());
+    let mutex = Mutex::with_options(c.clone(), path, options).expect("options");
     let token = mutex
         .run(|g| async move { g.fencing_token() })
         .await
@@ -869,7 +916,7 @@ async fn run_cancels_on_loss(kind: ServerKind, backend: Backend) {
     assert!(token.get() > 0);
     assert!(children(&c, path).await.is_empty(), "released after run");
 
-    let other = InterProcessMutex::new(admin.clone(), path);
+    let other = Mutex::new(admin.clone(), path);
     let blocker = other.acquire().await.expect("blocker");
     assert!(mutex.try_acquire().await.expect("try").is_none());
     blocker.release().await.expect("release");
@@ -922,7 +969,7 @@ async fn close_ends_the_session(kind: ServerKind, backend: Backend) {
     let observer = client(&server.connect_string()).await;
     let c = connect(backend, &server.connect_string(), Duration::from_secs(8)).await;
     let path = "/locks/closing";
-    let guard = InterProcessMutex::new(c.clone(), path)
+    let guard = Mutex::new(c.clone(), path)
         .acquire()
         .await
         .expect("acquire");

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use zooraft_recipes::{
-    CreateMode, Error, ErrorCode, InterProcessMutex, LostReason, Owner, ZkClient, ZookeeperClient,
+    CreateMode, Error, ErrorCode, LockOptions, LostReason, Mutex, Owner, ZkClient, ZookeeperClient,
 };
 use zooraft_tests::proxy::{Direction, Proxy};
 use zooraft_tests::ServerKind;
@@ -31,8 +31,9 @@ async fn mixed_clients_share_one_lock(kind: ServerKind) {
     )
     .await;
     let path = "/locks/mixed";
-    let m1 = InterProcessMutex::new(zc.clone(), path).with_label("zookeeper-client");
-    let m2 = InterProcessMutex::new(za.clone(), path).with_label("zookeeper-async");
+    let label = |l: &str| LockOptions::default().label(l);
+    let m1 = Mutex::with_options(zc.clone(), path, label("zookeeper-client")).expect("options");
+    let m2 = Mutex::with_options(za.clone(), path, label("zookeeper-async")).expect("options");
 
     let g1 = m1.acquire().await.expect("acquire via zookeeper-client");
     let (data, stat) = za.get_data(g1.node_path()).await.expect("node");
@@ -111,7 +112,7 @@ async fn zookeeper_client_protection(kind: ServerKind) {
     let observer = client(&server.connect_string()).await;
     let zc = zk_client(&proxy.connect_string()).await;
     let path = "/locks/zkc-protected";
-    let warm = InterProcessMutex::new(zc.clone(), path);
+    let warm = Mutex::new(zc.clone(), path);
     warm.acquire()
         .await
         .expect("warm")
@@ -122,7 +123,7 @@ async fn zookeeper_client_protection(kind: ServerKind) {
     proxy.drop_next_frame_and_cut(Direction::ServerToClient, |f| {
         f.len() > 16 && f[12..16] == [0, 0, 0, 0] && f.windows(6).any(|w| w == b"-lock-")
     });
-    let mutex = InterProcessMutex::new(zc.clone(), path);
+    let mutex = Mutex::new(zc.clone(), path);
     let guard = tokio::time::timeout(Duration::from_secs(30), mutex.acquire())
         .await
         .expect("acquire after a lost reply")

@@ -34,8 +34,8 @@ pub mod zkcli;
 
 pub use ensemble::TestEnsemble;
 pub use server::{
-    four_letter_word, free_port, zooraft_binary, zooraft_cmd, ServerKind, TestServer,
-    TestServerBuilder,
+    four_letter_word, free_port, lock_contender_binary, workspace_binary, zooraft_binary,
+    zooraft_cmd, ServerKind, TestServer, TestServerBuilder,
 };
 
 /// The test suite's own files (`java/`, `python/`), found at run time.

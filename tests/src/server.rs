@@ -105,6 +105,19 @@ pub fn zooraft_binary() -> PathBuf {
     if let Ok(p) = std::env::var("ZOORAFT_BIN") {
         return PathBuf::from(p);
     }
+    workspace_binary("zooraft")
+}
+
+/// The `lock-contender` binary (package `zooraft-lock-contender`): the recipes' contender
+/// process for tests that run many of them.
+pub fn lock_contender_binary() -> PathBuf {
+    workspace_binary("lock-contender")
+}
+
+/// A binary `name` of this workspace, next to the running test executable's `deps/`
+/// directory (same profile, same target directory). Tests of one package can only ask
+/// cargo for their own package's binaries, so they find the others' here.
+pub fn workspace_binary(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("current test executable");
     let mut dir = exe
         .parent()
@@ -113,11 +126,10 @@ pub fn zooraft_binary() -> PathBuf {
     if dir.ends_with("deps") {
         dir.pop();
     }
-    let bin = dir.join("zooraft");
+    let bin = dir.join(name);
     assert!(
         bin.exists(),
-        "{} not found: build it first with `cargo build --workspace --all-targets` (or set \
-         ZOORAFT_BIN)",
+        "{} not found: build it first with `cargo build --workspace --all-targets`",
         bin.display()
     );
     bin

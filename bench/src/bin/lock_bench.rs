@@ -1,4 +1,4 @@
-//! Lock throughput and handoff latency of the recipes' `InterProcessMutex`.
+//! Lock throughput and handoff latency of the recipes' `Mutex`.
 //!
 //! `lock_bench [--contenders N] [--seconds S] [--path P] [--backend B] [--data-dir D] ADDR [ADDR...]`
 //!
@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use zooraft_bench::floor;
-use zooraft_recipes::{AsyncZkClient, InterProcessMutex, ZkClient, ZookeeperClient};
+use zooraft_recipes::{AsyncZkClient, LockOptions, Mutex, ZkClient, ZookeeperClient};
 
 struct Options {
     contenders: usize,
@@ -134,7 +134,9 @@ async fn run(addr: &str, o: &Options) -> Result<Figures, String> {
     let end = start + Duration::from_secs_f64(o.seconds);
     let mut tasks = Vec::new();
     for c in &clients {
-        let mutex = InterProcessMutex::new(c.clone(), &path).with_label("lock_bench");
+        let mutex =
+            Mutex::with_options(c.clone(), &path, LockOptions::default().label("lock_bench"))
+                .expect("a valid lock path");
         let shared = shared.clone();
         tasks.push(tokio::spawn(async move {
             while Instant::now() < end {

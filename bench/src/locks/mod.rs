@@ -9,7 +9,7 @@
 //!
 //! | system | module | lock | token |
 //! |---|---|---|---|
-//! | zooraft, standalone and 3 members | [`zk`] | the recipes' `InterProcessMutex` | czxid |
+//! | zooraft, standalone and 3 members | [`zk`] | the recipes' `Mutex` | czxid |
 //! | Apache ZooKeeper 3.8 | [`zk`] | the same | czxid |
 //! | Redis | [`redis`] | `SET NX PX` + Lua compare-and-delete | random value |
 //! | Redlock, 3 masters | [`redlock`] | majority of `SET NX PX` within the validity time | random value |

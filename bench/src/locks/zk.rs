@@ -1,4 +1,4 @@
-//! zooraft and Apache ZooKeeper: the recipes crate's `InterProcessMutex` (Curator's recipe:
+//! zooraft and Apache ZooKeeper: the recipes crate's `Mutex` (Curator's recipe:
 //! ephemeral-sequential node, watch the predecessor), token = the lock node's czxid.
 //!
 //! The same code runs against both servers, standalone or as an ensemble started by
@@ -6,12 +6,12 @@
 //! [`Proxy`]. The leader-kill fault ([`ZkSystem::leader_kill`]) kills the member that says it leads
 //! with SIGKILL while a holder holds.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context};
 use async_trait::async_trait;
-use zooraft_recipes::{InterProcessMutex, LockGuard, ZkClient, ZookeeperClient};
+use zooraft_recipes::{LockGuard, LockOptions, Mutex, ZkClient, ZookeeperClient};
 
 use super::faults::Injector;
 use super::proxy::Proxy;
@@ -23,7 +23,7 @@ use crate::target::Target;
 /// A ZooKeeper-protocol ensemble (or standalone server) under test.
 pub struct ZkSystem {
     name: String,
-    target: Arc<Mutex<Target>>,
+    target: Arc<std::sync::Mutex<Target>>,
     session: Duration,
     path: String,
 }
@@ -39,7 +39,7 @@ impl ZkSystem {
         };
         ZkSystem {
             name,
-            target: Arc::new(Mutex::new(target)),
+            target: Arc::new(std::sync::Mutex::new(target)),
             session,
             path: path.to_string(),
         }
@@ -100,7 +100,8 @@ impl LockSystem for ZkSystem {
         .map_err(|_| anyhow!("{}: no session within 30 s", self.name))?
         .with_context(|| format!("{}: connecting to {connect}", self.name))?;
         let client: Arc<dyn ZkClient> = client;
-        let mutex = InterProcessMutex::new(client.clone(), &self.path).with_label("locks-bench");
+        let options = LockOptions::default().label("locks-bench");
+        let mutex = Mutex::with_options(client.clone(), &self.path, options)?;
         Ok(Box::new(ZkContender {
             client,
             mutex,
@@ -112,7 +113,7 @@ impl LockSystem for ZkSystem {
 
 struct ZkContender {
     client: Arc<dyn ZkClient>,
-    mutex: InterProcessMutex,
+    mutex: Mutex,
     guard: Option<LockGuard>,
     proxy: Option<Proxy>,
 }
@@ -162,7 +163,7 @@ impl Contender for ZkContender {
 
 /// Kills the ensemble's leader with SIGKILL.
 struct LeaderKill {
-    target: Arc<Mutex<Target>>,
+    target: Arc<std::sync::Mutex<Target>>,
 }
 
 #[async_trait]

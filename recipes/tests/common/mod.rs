@@ -420,8 +420,11 @@ pub async fn run_all(cmds: Vec<tokio::process::Command>, max: Duration) {
 // The contenders: processes that take a lock in a loop and log each critical section (see
 // `read_log`): the recipes' own, Apache Curator's (Java) and kazoo's.
 
-/// The recipes' own contender binary.
-pub const CONTENDER: &str = env!("CARGO_BIN_EXE_lock-contender");
+/// The recipes' own contender binary (the workspace's `lock-contender` package: a test
+/// program is not part of the library crate).
+pub fn contender() -> std::path::PathBuf {
+    zooraft_tests::lock_contender_binary()
+}
 
 pub fn rust_contender(
     connect: &str,
@@ -431,7 +434,7 @@ pub fn rust_contender(
     log: &Path,
     counter: Option<&str>,
 ) -> Command {
-    let mut c = Command::new(CONTENDER);
+    let mut c = Command::new(contender());
     c.arg("contend")
         .arg(connect)
         .arg(path)
@@ -483,7 +486,7 @@ pub fn rust_rw_contender(
     iterations: usize,
     log: &Path,
 ) -> Command {
-    let mut c = Command::new(CONTENDER);
+    let mut c = Command::new(contender());
     c.arg("rw")
         .arg(connect)
         .arg(path)

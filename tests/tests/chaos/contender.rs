@@ -13,8 +13,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use zooraft_recipes::{
-    AsyncZkClient, Connection, ErrorCode, Fence, FencingToken, InterProcessMutex, ZkClient,
-    ZookeeperClient,
+    AsyncZkClient, Connection, ErrorCode, Fence, FencingToken, LockOptions, Mutex as ZkMutex,
+    ZkClient, ZookeeperClient,
 };
 
 use crate::links::ClientLink;
@@ -266,7 +266,12 @@ pub(crate) async fn contend(cfg: ContenderConfig) {
         return;
     };
     let label = format!("chaos-{}-{}", cfg.id, cfg.backend);
-    let mut mutex = InterProcessMutex::new(client.clone(), &cfg.lock_path).with_label(&label);
+    let options = LockOptions::default().label(label);
+    let Ok(mut mutex) = ZkMutex::with_options(client.clone(), &cfg.lock_path, options.clone())
+    else {
+        append(&cfg.log, &format!("NOTE {} bad lock path\n", cfg.id));
+        return;
+    };
     // Expiries seen by the clients replaced so far.
     let mut replaced_epochs = 0u64;
     let mut fence = FenceClient {
@@ -295,8 +300,12 @@ pub(crate) async fn contend(cfg: ContenderConfig) {
                     client.close().await;
                     let Some(c) = connect(&cfg).await else { break };
                     client = c;
-                    mutex =
-                        InterProcessMutex::new(client.clone(), &cfg.lock_path).with_label(&label);
+                    let Ok(m) =
+                        ZkMutex::with_options(client.clone(), &cfg.lock_path, options.clone())
+                    else {
+                        break;
+                    };
+                    mutex = m;
                     continue;
                 }
                 tokio::time::sleep(Duration::from_millis(100)).await;

@@ -29,7 +29,7 @@
 //!   file, a running member's snapshot file torn (`chaos_corruption_three`).
 //!
 //! Workloads: lock contender processes (this test binary re-executed as a child, using the
-//! recipes crate's `InterProcessMutex`) run critical sections with a fenced counter increment
+//! recipes crate's `Mutex`) run critical sections with a fenced counter increment
 //! in ZooKeeper and two writes to an external resource behind a `Fence`. In-process clients
 //! own ephemerals, and a writer records every acknowledged create.
 //!

@@ -116,22 +116,6 @@ fn screenshot_dir() -> PathBuf {
     dir
 }
 
-/// The `lock-contender` binary of the recipes crate, beside the test executable.
-fn lock_contender() -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable");
-    let bin = exe
-        .ancestors()
-        .nth(2)
-        .expect("profile dir")
-        .join("lock-contender");
-    assert!(
-        bin.exists(),
-        "{} not found: `cargo build -p zooraft-recipes --bin lock-contender`",
-        bin.display()
-    );
-    bin
-}
-
 fn api(port: u16, path: &str) -> Value {
     let (status, body) = http(port, "GET", &format!("/console/api/{path}"), &[], None)
         .unwrap_or_else(|e| panic!("console API {path}: {e}"));
@@ -236,7 +220,7 @@ fn the_console_shows_the_ensemble_in_a_browser() {
     let ready = kazoo.expect("READY ");
     let ids: Vec<&str> = ready.split_whitespace().skip(1).collect();
     let (kazoo_a, kazoo_b) = (ids[0].to_string(), ids[1].to_string());
-    let mut rust_cmd = Command::new(lock_contender());
+    let mut rust_cmd = Command::new(zooraft_tests::lock_contender_binary());
     rust_cmd.args([
         "hold",
         &connect,

@@ -1,7 +1,7 @@
 //! A lock contender process for the recipes' end-to-end tests and for manual experiments.
 //!
 //! `lock-contender contend CONNECT PATH TASKS ITERATIONS LOG [COUNTER]`: TASKS tasks, each
-//! with its own `InterProcessMutex` handle on PATH, acquire ITERATIONS times each. Every
+//! with its own `Mutex` handle on PATH, acquire ITERATIONS times each. Every
 //! critical section appends one line to LOG (opened with O_APPEND):
 //! `rust <pid> <task> <token> <sequence> <start_ns> <end_ns> <node>`, times from
 //! CLOCK_MONOTONIC (the clock Java's `System.nanoTime` and Python's `time.monotonic_ns` read).
@@ -9,7 +9,7 @@
 //! a fenced write.
 //!
 //! `lock-contender rw CONNECT PATH TASKS ITERATIONS LOG`: like `contend` with an
-//! `InterProcessReadWriteLock`: even tasks write, odd tasks read; lines start with `rust-w`
+//! `RwLock`: even tasks write, odd tasks read; lines start with `rust-w`
 //! or `rust-r`.
 //!
 //! `lock-contender latch CONNECT PATH TASKS TERMS LOG`: TASKS participants, each with its own
@@ -20,7 +20,7 @@
 //! per participant; a term is one `lead` (lines `rust-selector ...`).
 //!
 //! `lock-contender semaphore CONNECT PATH MAX TASKS ITERATIONS LOG`: TASKS tasks, each with
-//! its own `InterProcessSemaphoreV2` (MAX leases) on PATH, take a lease ITERATIONS times and
+//! its own `Semaphore` (MAX leases) on PATH, take a lease ITERATIONS times and
 //! hold it 20 ms (lines `rust-lease ...`, with token 0: a lease has no fencing token).
 //!
 //! `lock-contender hold CONNECT PATH SESSION_MS RESOURCE`: acquires once and prints
@@ -28,7 +28,7 @@
 //! resource at RESOURCE (a fence) and prints its answer as `WRITE <answer>`; then it waits
 //! (at most 60 s) for the lock to be lost and prints `LOST <reason>`.
 //!
-//! `lock-contender cache-memory CONNECT PATH MODE`: measures what a `CuratorCache` of PATH
+//! `lock-contender cache-memory CONNECT PATH MODE`: measures what a `SubtreeCache` of PATH
 //! costs: the process's resident memory once connected, then once the cache (MODE `auto` or
 //! `one-shot`) is initialized, and prints
 //! `cache-memory mode=<mode> nodes=<n> rss_before=<bytes> rss_after=<bytes> bytes_per_node=<x>`.
@@ -42,7 +42,7 @@ use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use zooraft_recipes::{
-    CuratorCache, InterProcessMutex, LockGuard, WatchMode, ZkClient, ZookeeperClient,
+    LockGuard, LockOptions, Mutex, SubtreeCache, WatchMode, ZkClient, ZookeeperClient,
 };
 
 /// A client of the backend `LOCK_CONTENDER_BACKEND` names (zookeeper-client by default).
@@ -52,7 +52,6 @@ async fn connect_client(connect: &str, session: Duration) -> Result<Arc<dyn ZkCl
         "" | "zookeeper-client" => Ok(ZookeeperClient::connect(connect, session)
             .await
             .map_err(|e| e.to_string())?),
-        #[cfg(feature = "zookeeper-async")]
         "async" | "zookeeper-async" => {
             Ok(zooraft_recipes::AsyncZkClient::connect(connect, session)
                 .await
@@ -60,6 +59,14 @@ async fn connect_client(connect: &str, session: Duration) -> Result<Arc<dyn ZkCl
         }
         other => Err(format!("unknown LOCK_CONTENDER_BACKEND {other:?}")),
     }
+}
+
+/// The server's sequence number of a lock, latch or lease node: the digits after its
+/// last `-` or `_` (Curator's and kazoo's names end in a 10-digit sequence).
+fn sequence_of(node_path: &str) -> Option<i64> {
+    let name = node_path.rsplit('/').next()?;
+    let digits = name.get(name.len().checked_sub(10)?..)?;
+    digits.parse().ok()
 }
 
 fn monotonic_ns() -> u64 {
@@ -168,12 +175,7 @@ async fn critical_section(
     let hold = if kind == "rust-lease" { 20 } else { 2 };
     tokio::time::sleep(Duration::from_millis(hold)).await;
     let end = monotonic_ns();
-    let node = zooraft_recipes::names::sequence_of(
-        held.node_path,
-        &[
-            "lock-", "__lock__", "__READ__", "__WRIT__", "latch-", "lease-",
-        ],
-    );
+    let node = sequence_of(held.node_path);
     let line = format!(
         "{kind} {} {} {} {} {} {} {}\n",
         std::process::id(),
@@ -202,8 +204,10 @@ async fn contend(args: &[String]) -> Result<(), String> {
         let (client, log, path, counter) =
             (client.clone(), log.clone(), path.clone(), counter.clone());
         async move {
-            let mutex = InterProcessMutex::new(client.clone(), &path)
-                .with_label(&format!("contender-{}-{task}", std::process::id()));
+            let label = format!("contender-{}-{task}", std::process::id());
+            let mutex =
+                Mutex::with_options(client.clone(), &path, LockOptions::default().label(label))
+                    .map_err(|e| e.to_string())?;
             for _ in 0..iterations {
                 let guard = mutex.acquire().await.map_err(|e| e.to_string())?;
                 critical_section(
@@ -235,7 +239,7 @@ async fn read_write(args: &[String]) -> Result<(), String> {
     run_tasks(tasks, |task| {
         let (client, log, path) = (client.clone(), log.clone(), path.clone());
         async move {
-            let rw = zooraft_recipes::InterProcessReadWriteLock::new(client.clone(), &path);
+            let rw = zooraft_recipes::RwLock::new(client.clone(), &path);
             let (kind, lock) = if task % 2 == 0 {
                 ("rust-w", rw.write_lock())
             } else {
@@ -344,8 +348,14 @@ async fn semaphore(args: &[String]) -> Result<(), String> {
     run_tasks(tasks, |task| {
         let (client, log, path) = (client.clone(), log.clone(), path.clone());
         async move {
-            let sem = zooraft_recipes::InterProcessSemaphoreV2::new(client.clone(), &path, max)
-                .with_node_data(format!("rust-{}-{task}", std::process::id()).as_bytes());
+            let data = format!("rust-{}-{task}", std::process::id());
+            let sem = zooraft_recipes::Semaphore::with_options(
+                client.clone(),
+                &path,
+                zooraft_recipes::MaxLeases::Fixed(max),
+                LockOptions::default().node_data(data),
+            )
+            .map_err(|e| e.to_string())?;
             for _ in 0..iterations {
                 let lease = sem.acquire().await.map_err(|e| e.to_string())?;
                 critical_section("rust-lease", Held::lease(&lease), task, &log, None, &client)
@@ -366,7 +376,8 @@ async fn hold(args: &[String]) -> Result<(), String> {
     let session_ms: u64 = arg(args, 4);
     let resource: String = arg(args, 5);
     let client = connect_client(&connect, Duration::from_millis(session_ms)).await?;
-    let mutex = InterProcessMutex::new(client.clone(), &path).with_label("paused-holder");
+    let options = LockOptions::default().label("paused-holder");
+    let mutex = Mutex::with_options(client.clone(), &path, options).map_err(|e| e.to_string())?;
     let guard = mutex.acquire().await.map_err(|e| e.to_string())?;
     let token = guard.fencing_token().get();
     println!("ACQUIRED {token}");
@@ -423,7 +434,7 @@ async fn cache_memory(args: &[String]) -> Result<(), String> {
     // Warm up the client (its buffers) before the baseline.
     client.exists(path).await.map_err(|e| e.to_string())?;
     let before = rss_bytes()?;
-    let cache = CuratorCache::new(client.clone(), path)
+    let cache = SubtreeCache::new(client.clone(), path)
         .map_err(|e| e.to_string())?
         .with_mode(watch_mode);
     cache.start();
