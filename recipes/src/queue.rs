@@ -454,6 +454,9 @@ impl LockCore {
                         .await
                         .map(|(_, _, w)| Some(w)),
                     None => match self.client.get_children_watch(&self.path).await {
+                        // A lease released between our listing and this watch fires no
+                        // event for us: decide again on what the watch call saw.
+                        Ok((now, _)) if now.len() != listed => continue,
                         Ok((_, w)) => Ok(Some(w)),
                         Err(ErrorCode::Unimplemented) => Ok(None),
                         Err(e) => Err(e),

@@ -996,3 +996,57 @@ async fn close_ends_the_session(kind: ServerKind, backend: Backend) {
 }
 
 every_backend!(close_session, close_ends_the_session);
+
+/// A client whose first children watch on `leases` comes after another holder released its
+/// lease: the release happens between the acquirer's listing (every lease taken) and its
+/// watch, so the watch sees room but no event will ever come for that change.
+struct ReleaseBeforeWatch {
+    inner: Arc<dyn ZkClient>,
+    held: tokio::sync::Mutex<Option<zooraft_recipes::Lease>>,
+}
+
+#[async_trait]
+impl Forward for ReleaseBeforeWatch {
+    fn inner(&self) -> &Arc<dyn ZkClient> {
+        &self.inner
+    }
+    async fn get_children_watch(&self, path: &str) -> ZkResult<(Vec<String>, WatchReceiver)> {
+        if path.ends_with("/leases") {
+            if let Some(lease) = self.held.lock().await.take() {
+                lease.release().await.expect("release the other lease");
+            }
+        }
+        self.inner.get_children_watch(path).await
+    }
+}
+
+/// A lease released while an acquirer arms its watch is still seen: the acquirer decides
+/// again on what its watch call listed instead of waiting for an event that never comes
+/// (it held the semaphore's lock meanwhile, so every other acquirer, Curator's too, waited
+/// with it).
+async fn lease_released_before_the_watch_is_seen(kind: ServerKind, backend: Backend) {
+    let server = server(kind);
+    let holder = connect(backend, &server.connect_string(), Duration::from_secs(8)).await;
+    let path = "/semaphores/release-before-watch";
+    let first = Semaphore::new(holder.clone(), path, 1);
+    let lease = first.acquire().await.expect("the only lease");
+    let inner = connect(backend, &server.connect_string(), Duration::from_secs(8)).await;
+    let racing = Forwarding::client(ReleaseBeforeWatch {
+        inner: inner.clone(),
+        held: tokio::sync::Mutex::new(Some(lease)),
+    });
+    let second = Semaphore::new(racing.clone(), path, 1);
+    let got = second
+        .acquire_timeout(Duration::from_secs(20))
+        .await
+        .expect("acquire");
+    let got = got.expect("the released lease is granted without another change");
+    got.release().await.expect("release");
+    inner.close().await;
+    holder.close().await;
+}
+
+every_backend!(
+    lease_released_before_the_watch,
+    lease_released_before_the_watch_is_seen
+);

@@ -288,6 +288,12 @@ pub trait Forward: Send + Sync + 'static {
     async fn get_children(&self, path: &str) -> zooraft_recipes::ZkResult<Vec<String>> {
         self.inner().get_children(path).await
     }
+    async fn get_children_watch(
+        &self,
+        path: &str,
+    ) -> zooraft_recipes::ZkResult<(Vec<String>, zooraft_recipes::WatchReceiver)> {
+        self.inner().get_children_watch(path).await
+    }
     async fn exists_watch(
         &self,
         path: &str,
@@ -364,6 +370,12 @@ impl<T: Forward> ZkClient for Forwarding<T> {
     }
     async fn get_children(&self, path: &str) -> zooraft_recipes::ZkResult<Vec<String>> {
         self.0.get_children(path).await
+    }
+    async fn get_children_watch(
+        &self,
+        path: &str,
+    ) -> zooraft_recipes::ZkResult<(Vec<String>, zooraft_recipes::WatchReceiver)> {
+        self.0.get_children_watch(path).await
     }
     async fn exists_watch(
         &self,
