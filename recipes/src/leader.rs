@@ -138,10 +138,7 @@ impl LeaderLatch {
     /// # }
     /// ```
     pub fn new(client: Arc<dyn ZkClient>, path: &str, id: &str) -> LeaderLatch {
-        let config = Config {
-            node_data: Some(id.as_bytes().to_vec()),
-            ..Config::default()
-        };
+        let config = Config::participant(id);
         LeaderLatch::build(client, path.to_string(), id, config)
     }
 
@@ -275,10 +272,7 @@ impl LeaderSelector {
     /// # }
     /// ```
     pub fn new(client: Arc<dyn ZkClient>, path: &str, id: &str) -> LeaderSelector {
-        let config = Config {
-            node_data: Some(id.as_bytes().to_vec()),
-            ..Config::default()
-        };
+        let config = Config::participant(id);
         LeaderSelector::build(client, path.to_string(), config)
     }
 

@@ -148,6 +148,14 @@ impl Default for Config {
 }
 
 impl Config {
+    /// The defaults for an election participant: its node holds its id, as Curator's do.
+    pub(crate) fn participant(id: &str) -> Config {
+        Config {
+            node_data: Some(id.as_bytes().to_vec()),
+            ..Config::default()
+        }
+    }
+
     pub(crate) fn data(&self) -> Vec<u8> {
         self.node_data
             .clone()

@@ -201,11 +201,10 @@ impl ElectionOptions {
     /// The checked configuration of participant `id`'s node.
     pub(crate) fn config(&self, id: &str) -> Result<Config, Error> {
         Ok(Config {
-            node_data: Some(id.as_bytes().to_vec()),
             acl: self.acl.clone(),
             suspend_fraction: check_suspend_fraction(self.suspend_fraction)?,
             metrics: self.metrics.clone(),
-            ..Config::default()
+            ..Config::participant(id)
         })
     }
 }
