@@ -11,8 +11,10 @@
 //!   table (`opcodes.rs`), snapshot encoding, and ZooKeeper's dynamic configuration with the
 //!   reconfig op's checks (`reconfig.rs`). Depends on `jute` and nothing of the server.
 //! - `raft/` — raft-rs's driver and everything around it: the messages into the Raft thread
-//!   (`input.rs`), the loop (`driver.rs`, `ready.rs`, `leader.rs`, `read_index.rs`,
-//!   `serving.rs`, `snapshot_schedule.rs`), membership changes and leader transfer
+//!   (`input.rs`), the loop (`driver.rs`) and the concerns it owns, each on its own state
+//!   and handed what they share (`group.rs`): proposals (`batching.rs`, `proposed.rs`),
+//!   applying (`apply.rs`), the leader's duties (`leader.rs`), `read_index.rs`,
+//!   `serving.rs`, `snapshot_schedule.rs`, `liveness.rs`; membership changes and leader transfer
 //!   (`membership.rs`, `dynamic_file.rs`, `transfer.rs`), members whose data directory
 //!   forgot what they acknowledged (`trust.rs`, `recovery.rs`), the log writer, RocksDB storage
 //!   (`storage/`) and the peer transport. It reaches client connections only through the `raft::Connections`
@@ -39,14 +41,17 @@
 //!
 //! # The path of a write (setData)
 //!
-//! 1. `net/connection.rs` reads the frame, classifies the opcode (`state/opcodes.rs`), queues
-//!    a write item in the connection's pipeline (`net/pipeline.rs`) and submits an
-//!    `raft::Input::Command` to the Raft thread.
-//! 2. `raft/driver.rs` gathers the turn's commands; `raft/leader.rs` proposes them as one
-//!    batch (`state/command.rs`), or forwards them to the leader (`raft/transport.rs`).
-//! 3. `raft/ready.rs` stages the entry; `raft/log_writer.rs` fsyncs it (`raft/storage/`)
-//!    and raft-rs commits it once a quorum has it.
-//! 4. `raft/ready.rs` applies the committed batch: `state/mod.rs` (`apply_one`) changes
+//! 1. `net/connection.rs` reads the frame, classifies the opcode (`state/opcodes.rs`) and
+//!    queues a write item in the connection's pipeline (`net/pipeline.rs`);
+//!    `net/submit.rs` encodes the writes of one socket read and hands them to the Raft
+//!    thread together, as one `raft::Input::Commands`.
+//! 2. `raft/driver.rs` gathers the turn's commands (`raft/proposed.rs`, which keeps their
+//!    encoding); `raft/batching.rs` proposes them as one batch (`state/command.rs`), or
+//!    forwards them to the leader (`raft/transport.rs`).
+//! 3. The Ready cycle in `raft/driver.rs` stages the entry; `raft/log_writer.rs` fsyncs it
+//!    (`raft/storage/`) and raft-rs commits it once a quorum has it.
+//! 4. `raft/apply.rs` applies the committed batch (the leader's own without decoding it,
+//!    `raft/proposed.rs`): `state/mod.rs` (`apply_one`) changes
 //!    the tree (`state/tree/write.rs`), reporting to the apply round of
 //!    `net/delivery.rs`, which fires watches (`net/watch.rs`) and encodes the reply
 //!    (`net/reply.rs`).

@@ -10,7 +10,7 @@
 use std::path::PathBuf;
 
 use clap::Parser;
-use zooraft::config::{Config, Overrides};
+use zooraft::config::Overrides;
 use zooraft::server::Server;
 
 /// The top-level help after the flags (`--help` only).
@@ -282,7 +282,7 @@ fn man_pages(dir: &std::path::Path) -> anyhow::Result<()> {
 
 /// Runs a subcommand; its report goes to stdout.
 fn run_command(command: Command) -> std::process::ExitCode {
-    let config = |o: &Overrides| Config::load(o).map_err(|e| anyhow::anyhow!("{e}"));
+    let config = |o: &Overrides| o.load().map_err(|e| anyhow::anyhow!("{e}"));
     let mut out = std::io::stdout();
     let result = match command {
         Command::Import {
@@ -362,7 +362,7 @@ fn main() -> std::process::ExitCode {
     if let Some(command) = cli.command {
         return run_command(command);
     }
-    let config = match Config::load(&cli.overrides) {
+    let config = match cli.overrides.load() {
         Ok(c) => c,
         Err(e) => {
             eprintln!("zooraft: {e}");

@@ -57,10 +57,11 @@ pub struct Overrides {
     pub jaas_config: Option<PathBuf>,
 }
 
-impl Config {
-    /// Builds the configuration from flags, reading the zoo.cfg they name (if any) and the
-    /// `myid` file of an ensemble member.
-    pub fn load(o: &Overrides) -> Result<Config, ConfigError> {
+impl Overrides {
+    /// Builds the configuration from these flags, reading the zoo.cfg they name (if any)
+    /// and the `myid` file of an ensemble member.
+    pub fn load(&self) -> Result<Config, ConfigError> {
+        let o = self;
         let file = o.config.as_ref().or(o.config_positional.as_ref());
         let mut cfg = match file {
             Some(path) => {

@@ -109,7 +109,7 @@ fn decode_file(bytes: &[u8], options: TreeOptions) -> anyhow::Result<(Backup, St
 /// `GET /commands/snapshot` on the admin server (`admin.rs`): the member's state now, and
 /// the zxid it is at (the state is captured under the read lock, encoded off it).
 pub async fn snapshot_body(replica: &Replica) -> Option<(Bytes, i64)> {
-    let view = replica.state.read().snapshot_view();
+    let view = snapshot::SnapshotView::of(&replica.state.read());
     let zxid = view.last_zxid;
     let body = tokio::task::spawn_blocking(move || snapshot::encode(&view))
         .await
@@ -233,7 +233,7 @@ mod tests {
     #[test]
     fn a_backup_file_round_trips_and_damage_is_refused() {
         let sm = StateMachine::new(TreeOptions::default());
-        let payload = snapshot::encode(&sm.snapshot_view());
+        let payload = snapshot::encode(&snapshot::SnapshotView::of(&sm));
         let b = Backup {
             last_zxid: 0,
             digest: snapshot::tree_digest(&sm.tree),
@@ -261,7 +261,7 @@ mod tests {
     #[test]
     fn a_restore_takes_a_snapshot_or_a_backup_file_and_nothing_else() {
         let sm = StateMachine::new(TreeOptions::default());
-        let payload = snapshot::encode(&sm.snapshot_view());
+        let payload = snapshot::encode(&snapshot::SnapshotView::of(&sm));
         let file = encode_file(&Backup {
             last_zxid: 0,
             digest: snapshot::tree_digest(&sm.tree),

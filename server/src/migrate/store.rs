@@ -77,7 +77,7 @@ fn build_store(
 /// ([`build_store`]). Returns the Raft term the store starts in.
 pub fn write_new_store(config: &Config, state: &StateMachine) -> anyhow::Result<u64> {
     let term = ((state.last_zxid >> 32).max(1)) as u64;
-    let data = snapshot::encode(&state.snapshot_view());
+    let data = snapshot::encode(&snapshot::SnapshotView::of(state));
     build_store(config, |storage, conf| {
         let mut meta = SnapshotMetadata {
             index: 1,

@@ -4,45 +4,84 @@
 //! handles what arrived, runs the timers (Raft ticks, session deadlines, ReadIndex retries,
 //! cleanup of containers and TTL nodes), proposes what the leader gathered as one entry (a
 //! [`crate::state::command::Batch`]) or forwards it to the leader, and then handles every
-//! `Ready` (see `ready.rs` for the ordering contract). The loop reads top to bottom:
-//! [`Consensus::run`] → [`Consensus::turn`] → `handle` → `on_timers` → `flush_pending`
-//! → `process_ready`.
+//! `Ready` (the ordering contract is below). The loop reads top to bottom:
+//! [`Consensus::run`] → [`Consensus::turn`] → `handle` → `on_timers` → the turn's
+//! proposals (`batching.rs`) → `process_ready`.
 //!
-//! The concerns live beside this file, each on its own part of the state below:
-//! `ready.rs` (the Ready cycle and apply), `leader.rs` (batching, proposals, session
-//! expiry, cleanup), `read_index.rs` (sync bookkeeping), `serving.rs` (when this member
-//! serves clients; this file publishes what it decides), `snapshot_schedule.rs` (when to
+//! The driver owns the [`Group`] (raft-rs's node, the store, the layers around it) and each
+//! concern's state, and hands a concern the group with the call; no concern file uses this
+//! one. `leader.rs` (session expiry, cleanup), `batching.rs` (proposals), `apply.rs`
+//! (applying entries), `membership.rs` (reconfig), `recovery.rs` (trust), `transfer.rs`,
+//! `liveness.rs`, `read_index.rs` (sync bookkeeping), `serving.rs` (when this member serves
+//! clients; this file publishes what it decides), `snapshot_schedule.rs` (when to
 //! snapshot).
 //!
 //! Standalone is a one-voter group running exactly this code.
+//!
+//! # The ordering contract
+//!
+//! For each `Ready`, in this order (raft-rs's crate docs, `RawNode::ready`, with
+//! asynchronous persistence):
+//!
+//! 1. **Send** the leader's messages (`take_messages`). Only a leader has any here, and
+//!    they may leave before its own disk write (Raft thesis 10.2.1): the leader's entries
+//!    count towards a commit only once its own `on_persist_ready` says they are durable.
+//! 2. **Install** a snapshot from the leader, if the ready carries one: synchronously,
+//!    after everything staged before it is durable (`finish_snapshot_ready`).
+//! 3. **Apply** the committed entries. With asynchronous persistence raft-rs hands out as
+//!    committed only entries that are durable on this member (after `on_persist_ready`)
+//!    and on a quorum, so applying them now, before this ready's own writes are durable,
+//!    never applies an entry that could be lost.
+//! 4. **Persist**: stage the new entries and hard state in storage (readable through the
+//!    `Storage` trait at once, as `advance_append_async` requires) and hand the write to
+//!    the log writer, together with the messages that may leave only once it is durable
+//!    (`take_persisted_messages`: a follower's append acks, votes). The writer fsyncs once
+//!    for everything waiting, sends those messages, and reports [`Input::Persisted`], on
+//!    which the driver calls `on_persist_ready`. A standalone member with nothing in
+//!    flight at the writer and a small write does it on this thread instead, and calls
+//!    `on_persist_ready` itself after step 6 (`LogJobs::hand_over`, `log_writer.rs`).
+//! 5. Note the ReadIndex answers (`take_read_states`).
+//! 6. **Advance**: `advance_append_async(rd)` then `advance_apply()`. `advance_apply` right
+//!    after `advance_append_async` is correct because it only moves raft-rs's applied
+//!    index to the last committed entry this ready handed out, and step 3 applied all of
+//!    them synchronously, in this thread, before this call; it does not claim that this
+//!    ready's new entries are durable (only `on_persist_ready` does). With
+//!    `advance_append_async` no `LightReady` is returned: commits that follow from
+//!    persistence come in a later `Ready`.
+//!
+//! [`Input::Persisted`]: super::input::Input::Persisted
 
-use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use raft::{RawNode, ReadOnlyOption, SnapshotStatus, StateRole};
+use raft::{SnapshotStatus, StateRole};
 
+use super::apply::{resolve_reads, Applying};
+use super::batching::Batching;
 use super::clock::Clock;
 use super::connections::Connections;
-use super::expiry::ExpiryTracker;
+use super::group::Group;
 use super::input::{Input, Transfer};
-use super::log_writer::LogWrite;
+use super::leader::LeaderDuties;
+use super::log_writer::{LogJobs, LogWrite, PersistJob};
+use super::membership::{show_local_config, MembershipWork};
 use super::metrics::Measures;
 use super::proposed::Proposals;
+use super::publish::Publishing;
 use super::read_index::ReadIndex;
+use super::recovery::Recovery;
 use super::replica::Replica;
-use super::serving::{Observed, ServingAction, ServingPolicy};
+use super::serving::ServingPolicy;
+use super::snapshot_schedule::SnapshotSchedule;
 use super::snapshot_worker::SnapshotJob;
-use super::status::Role;
 use super::storage::RaftStorage;
-use super::test_hooks::TestHooks;
-use super::timing::{election_timeout, Timers, ELECTION_TICKS, HEARTBEAT_TICKS};
+use super::timing::{election_timeout, Timers, HEARTBEAT_TICKS};
+use super::transfer::Transfers;
 use super::transport::Peers;
 use super::trust::Trust;
-use crate::state::command::ClientWrite;
 
 /// How many inbox items one turn handles before servicing timers and readies.
 const MAX_INPUTS_PER_TURN: usize = 20_000;
@@ -60,117 +99,26 @@ pub struct Workers {
     pub threads: Vec<JoinHandle<()>>,
 }
 
-/// This member's place in the group (fixed while it runs).
-pub(super) struct Member {
-    pub me: u64,
-    /// A one-voter group: campaigns at once, never talks to peers.
-    pub standalone: bool,
-    /// A learner: never campaigns, never votes.
-    pub observer: bool,
-}
-
-/// Who leads, as this member last learned it from a `Ready`.
-pub(super) struct Leadership {
-    /// The leader's id; 0 while unknown.
-    pub leader: u64,
-    /// The role the last `Ready` reported. Becoming leader re-arms every session deadline
-    /// at the same moment this changes; see [`Consensus::leads`].
-    pub role: StateRole,
-    /// When the leader was last heard from (an observer never campaigns, so this is what
-    /// tells it the leader is gone).
-    pub last_contact: Instant,
-    /// Until when an operator's yield waits for a follower to answer (`transfer.rs`).
-    pub yield_until: Option<Instant>,
-}
-
-/// The ready numbers last handed to the log writer and last reported durable by it.
-#[derive(Default)]
-pub(super) struct LogJobs {
-    pub sent: u64,
-    pub persisted: u64,
-}
-
-/// How far the state machine has applied the log.
-pub(super) struct Applied {
-    pub index: u64,
-    pub term: u64,
-}
-
-/// The Raft loop's side of snapshotting.
-#[derive(Default)]
-pub(super) struct SnapshotSchedule {
-    /// Bytes of entries applied since the last snapshot was started.
-    pub bytes_since: u64,
-    /// The size of the last snapshot written.
-    pub last_bytes: u64,
-    /// A capture is with the worker; no other is started meanwhile.
-    pub in_progress: bool,
-    /// The capture with the worker replaces a damaged snapshot file (`scrub.rs`).
-    pub repairing: bool,
-}
-
-/// What only the leader does: decide expiries and clean up containers and TTL nodes.
-#[derive(Default)]
-pub(super) struct LeaderDuties {
-    /// Session deadlines. Every member tracks them as sessions are created and closed; only
-    /// the leader's, re-armed when it took over, decide anything.
-    pub expiry: ExpiryTracker,
-    /// Cleanup deletes proposed in this round (not proposed twice).
-    pub cleanup_inflight: HashSet<String>,
-    /// TTL nodes' ages on the monotonic clock (`ttl_clock.rs`).
-    pub ttl_clock: super::ttl_clock::TtlClock,
-}
-
-/// The leader's bookkeeping for membership changes (`membership.rs`).
-#[derive(Default)]
-pub(super) struct MembershipWork {
-    /// When `/zookeeper/config`'s first content was last proposed.
-    pub stated_at: Option<Instant>,
-    /// The configuration version the peer transport was last given.
-    pub peers_version: Option<i64>,
-    /// Reconfigs waiting for the previous one to be carried out, and since when.
-    pub held: VecDeque<(ClientWrite, Instant)>,
-    /// The log index of the last reconfig proposed (or of the last entry when this member
-    /// took over): the next reconfig waits until it is applied.
-    pub reconfig_index: u64,
-    /// Servers syncing before a reconfig names them (`joiners.rs`), and whether the
-    /// configuration names this member an observer (None: it does not name it).
-    pub joiners: super::joiners::Joiners,
-    pub listed_observer: Option<bool>,
-}
-
 /// See the module docs.
 pub struct Consensus {
-    /// raft-rs's node, over the same RocksDB store as `storage`.
-    pub(super) node: RawNode<RaftStorage>,
-    pub(super) storage: RaftStorage,
-    /// The state, status and inbox shared with the layers above.
-    pub(super) replica: Arc<Replica>,
-    /// The connections of this member: the only way to them.
-    pub(super) connections: Arc<dyn Connections>,
-    /// The other members (none when standalone).
-    pub(super) peers: Option<Arc<dyn Peers>>,
-    pub(super) clock: Arc<dyn Clock>,
+    /// What every concern works with (see `group.rs`).
+    pub(super) group: Group,
     inbox: Receiver<Input>,
-    pub(super) workers: Workers,
-    /// What the log writer has in hand (`ready.rs` writes inline only when nothing).
-    pub(super) log_jobs: LogJobs,
-    pub(super) member: Member,
-    pub(super) timers: Timers,
-    pub(super) leadership: Leadership,
-    pub(super) proposals: Proposals,
-    pub(super) reads: ReadIndex,
-    pub(super) duties: LeaderDuties,
-    pub(super) membership: MembershipWork,
-    /// Test-only holds and faults (inert but with feature `test-hooks` and the variable).
-    pub(super) hooks: TestHooks,
-    pub(super) applied: Applied,
-    pub(super) snapshots: SnapshotSchedule,
-    pub(super) serving: ServingPolicy,
-    /// Episode clocks and the proposals in flight, for the metrics.
-    pub(super) measures: Measures,
+    workers: Workers,
+    /// What the log writer has in hand (`log_writer.rs`).
+    log_jobs: LogJobs,
+    timers: Timers,
+    proposals: Proposals,
+    reads: ReadIndex,
+    duties: LeaderDuties,
+    membership: MembershipWork,
     /// Whether this member's store and its peers' may count toward quorums (`trust.rs`).
-    pub(super) trust: Trust,
+    recovery: Recovery,
+    transfers: Transfers,
+    snapshots: SnapshotSchedule,
+    serving: ServingPolicy,
+    /// Episode clocks and the proposals in flight, for the metrics.
+    measures: Measures,
 }
 
 /// What a driver is built from (see [`Consensus::new`]).
@@ -197,88 +145,49 @@ impl Consensus {
             clock,
             workers,
         } = parts;
-        let me = replica.me;
-        let snap = storage.snapshot_metadata();
-        let config = raft::Config {
-            id: me,
-            election_tick: ELECTION_TICKS,
-            heartbeat_tick: HEARTBEAT_TICKS,
-            applied: snap.index,
-            max_size_per_msg: 8 * 1024 * 1024,
-            max_inflight_msgs: 512,
-            check_quorum: true,
-            pre_vote: true,
-            read_only_option: ReadOnlyOption::Safe,
-            max_uncommitted_size: 1 << 30,
-            ..Default::default()
-        };
-        config.validate()?;
-        let logger = super::slog_bridge::logger(me);
-        let node = RawNode::new(&config, storage.clone(), &logger)?;
-        let committed_at_start = node.raft.raft_log.committed;
-        // Raft's own view: a reconfig may have made this member one (or not) since zoo.cfg.
-        let observer = node.raft.prs().conf().learners().contains(&me);
-        let settings = replica.config();
-        let tick = settings.raft_tick;
+        let group = Group::new(replica, connections, storage, peers, clock)?;
+        let committed_at_start = group.node.raft.raft_log.committed;
+        let (tick, applied) = (group.tick, group.applied.index);
+        let settings = group.replica.config();
         let touch_interval =
             Duration::from_millis((settings.tick_time_ms as u64 / 2).clamp(10, 1000));
-        let now = clock.now();
-        let mut identity = storage.identity();
+        let now = group.clock.now();
+        let mut identity = group.storage.identity();
         if settings.is_standalone() && !identity.trusted {
             // A one-voter group has nobody to forget anything for: its store is the group's.
             identity.trusted = true;
-            if let Err(e) = storage.set_identity(identity) {
+            if let Err(e) = group.storage.set_identity(identity) {
                 tracing::error!("cannot record this store's identity: {e}");
             }
         }
-        let trust = Trust::new(identity, now, election_timeout(tick), snap.index);
-        let hooks = TestHooks::from_env(&settings.data_dir);
-        let peers = hooks.wrap(peers);
+        let trust = Trust::new(identity, now, election_timeout(tick), applied);
+        let timers = Timers {
+            tick,
+            touch_interval,
+            next_tick: now + tick,
+            next_touch: now + touch_interval,
+            next_cleanup: now + settings.container_check_interval,
+            last_run: now,
+            campaign_until: None,
+        };
+        let serving = ServingPolicy::new(election_timeout(tick), settings.min_session_timeout_ms);
         let mut c = Consensus {
-            node,
-            storage,
-            member: Member {
-                me,
-                standalone: settings.is_standalone(),
-                observer,
-            },
-            timers: Timers {
-                tick,
-                touch_interval,
-                next_tick: now + tick,
-                next_touch: now + touch_interval,
-                next_cleanup: now + settings.container_check_interval,
-                last_run: now,
-                campaign_until: None,
-            },
-            leadership: Leadership {
-                leader: 0,
-                role: StateRole::Follower,
-                last_contact: now,
-                yield_until: None,
-            },
+            group,
+            timers,
             proposals: Proposals::default(),
             reads: ReadIndex::default(),
             duties: LeaderDuties::default(),
             membership: MembershipWork::default(),
-            hooks,
-            applied: Applied {
-                index: snap.index,
-                term: snap.term,
-            },
+            recovery: Recovery { trust },
+            transfers: Transfers::default(),
             snapshots: SnapshotSchedule::default(),
-            serving: ServingPolicy::new(election_timeout(tick), settings.min_session_timeout_ms),
-            measures: Measures::new(now, snap.index, committed_at_start),
-            trust,
+            serving,
+            measures: Measures::new(now, applied, committed_at_start),
             inbox,
             workers,
             log_jobs: LogJobs::default(),
-            replica,
-            connections,
-            peers,
-            clock,
         };
-        c.show_local_config();
+        show_local_config(&c.group);
         c.publish_status();
         Ok(c)
     }
@@ -291,11 +200,11 @@ impl Consensus {
             let keep = takeover
                 .as_ref()
                 .map_or(Duration::ZERO, |t| t.keep_clients_for);
-            self.timers.campaign_until = Some(self.clock.now() + keep);
+            self.timers.campaign_until = Some(self.group.clock.now() + keep);
         }
-        if self.member.standalone || campaign {
+        if self.group.member.standalone || campaign {
             // A one-voter group needs no election timeout: lead at once.
-            if let Err(e) = self.node.campaign() {
+            if let Err(e) = self.group.node.campaign() {
                 tracing::error!("campaign at start failed: {e}");
             }
         }
@@ -303,7 +212,7 @@ impl Consensus {
         let backlog = match takeover {
             Some(t) => {
                 self.serving
-                    .keep_clients_until(self.clock.now() + t.keep_clients_for);
+                    .keep_clients_until(self.group.clock.now() + t.keep_clients_for);
                 t.backlog
             }
             None => Vec::new(),
@@ -318,7 +227,7 @@ impl Consensus {
             let wait = self
                 .timers
                 .next_deadline()
-                .saturating_duration_since(self.clock.now());
+                .saturating_duration_since(self.group.clock.now());
             let woken_by = match self.inbox.recv_timeout(wait) {
                 Ok(input) => Some(input),
                 Err(RecvTimeoutError::Timeout) => None,
@@ -350,13 +259,19 @@ impl Consensus {
                 Err(_) => break,
             }
         }
-        let now = self.clock.now();
+        let now = self.group.clock.now();
         // One ReadIndex request for every waiter of this turn.
         if let Some(ctx) = self.reads.ask(now) {
-            self.node.read_index(ctx);
+            self.group.node.read_index(ctx);
         }
         self.on_timers(now);
-        self.flush_pending(now);
+        Batching {
+            group: &mut self.group,
+            proposals: &mut self.proposals,
+            membership: &mut self.membership,
+            measures: &mut self.measures,
+        }
+        .flush(now);
         self.process_ready();
         true
     }
@@ -365,9 +280,10 @@ impl Consensus {
     /// worker finish its snapshot, and waits for both: when this returns, and the node and
     /// storage are dropped with `self`, nothing uses the store any more.
     pub(super) fn shutdown(mut self) {
-        self.replica.status.serving.store(false, Ordering::Release);
-        self.replica.status.stopping.store(true, Ordering::Release);
-        self.connections.stop_serving();
+        let status = &self.group.replica.status;
+        status.serving.store(false, Ordering::Release);
+        status.stopping.store(true, Ordering::Release);
+        self.group.connections.stop_serving();
         // Closing their channels stops the workers once they finished what they were given.
         self.workers.log_writer = std::sync::mpsc::channel().0;
         self.workers.snapshots = std::sync::mpsc::channel().0;
@@ -380,36 +296,40 @@ impl Consensus {
             _ => None,
         });
         let finished: Vec<_> = finished.collect();
-        self.snapshot_at_shutdown(finished);
+        self.snapshots.snapshot_at_shutdown(&self.group, finished);
     }
 
     /// Handles one input; false on [`Input::Shutdown`].
     fn handle(&mut self, input: Input) -> bool {
-        let now = self.clock.now();
+        let g = &mut self.group;
+        let now = g.clock.now();
         match input {
             Input::Command(c) => self.proposals.push(c, now),
             Input::Commands(cs, encoded) => self.proposals.extend_encoded(cs, encoded, now),
-            Input::Forwarded(_) | Input::Raft(_) | Input::Touch(_) if self.hooks.peers_cut() => {}
+            Input::Forwarded(_) | Input::Raft(_) | Input::Touch(_) if g.hooks.peers_cut() => {}
             Input::Forwarded(cs) => self.proposals.extend(cs, now),
             Input::ReadIndex(waiter) => self.reads.request(waiter),
             Input::Raft(mut m) => {
-                if m.from == self.leadership.leader && m.from != 0 {
-                    self.leadership.last_contact = now;
+                if m.from == g.leadership.leader && m.from != 0 {
+                    g.leadership.last_contact = now;
                 }
-                if !self.screen(&mut m) {
+                if !self.recovery.screen(g, &mut m) {
                     return true;
                 }
                 let stepped = (m.get_msg_type(), m.from, m.term);
-                if let Err(e) = self.node.step(*m) {
+                if let Err(e) = g.node.step(*m) {
                     tracing::debug!("raft step: {e}");
                 }
-                if !self.trust.me.trusted {
-                    self.after_step(stepped);
+                if !self.recovery.trust.me.trusted {
+                    self.recovery.after_step(g, stepped);
                 }
             }
-            Input::PeerIdentity(from, said) => self.peer_identity(from, said),
+            Input::PeerIdentity(from, said) => {
+                self.recovery.peer_identity(g, from, said);
+                self.membership.maybe_joiner(g, &self.recovery.trust, from);
+            }
             Input::Touch(sessions) => {
-                if self.leads() {
+                if g.leads() {
                     for s in sessions {
                         self.duties.expiry.touch(s, now);
                     }
@@ -421,55 +341,48 @@ impl Consensus {
                 } else {
                     SnapshotStatus::Failure
                 };
-                self.node.report_snapshot(to, status);
+                g.node.report_snapshot(to, status);
             }
-            Input::Unreachable(id) => self.node.report_unreachable(id),
-            Input::PeerGone(id) => self.on_peer_gone(id),
+            Input::Unreachable(id) => g.node.report_unreachable(id),
+            Input::PeerGone(id) => {
+                self.membership.joiners.gone(id, now);
+                super::liveness::on_peer_gone(g, id);
+            }
             Input::Persisted(number) => {
-                self.log_jobs.persisted = self.log_jobs.persisted.max(number);
-                self.node.on_persist_ready(number);
+                self.log_jobs.persisted(number);
+                g.node.on_persist_ready(number);
             }
-            Input::SnapshotWritten(Some(written)) => self.snapshot_written(written),
-            Input::SnapshotWritten(None) => self.snapshot_failed(),
+            Input::SnapshotWritten(Some(written)) => self.snapshots.snapshot_written(g, written),
+            Input::SnapshotWritten(None) => self.snapshots.snapshot_failed(),
             Input::TransferLeader(what) => {
-                self.transfer_leadership(what);
+                self.transfers
+                    .transfer_leadership(g, &self.recovery.trust, what);
             }
             Input::Shutdown => return false,
         }
         true
     }
 
-    /// Whether this member leads, as far as deciding anything goes (expiring a session,
-    /// proposing a cleanup). Both must hold:
-    /// - raft-rs's own role: a message stepped in this turn may have deposed us before the
-    ///   next `Ready` updates `leadership.role` (a leader paused past its term would
-    ///   otherwise expire sessions that were alive on the other members);
-    /// - `leadership.role`: it turns to leader together with the re-arming of every session
-    ///   deadline, when the `Ready` reports our election. Until then this member's
-    ///   deadlines are a follower's, never touched, long stale.
-    pub(super) fn leads(&self) -> bool {
-        self.leadership.role == StateRole::Leader && self.node.raft.state == StateRole::Leader
-    }
-
     fn on_timers(&mut self, now: Instant) {
+        let g = &mut self.group;
         let gap = now.saturating_duration_since(self.timers.last_run);
         self.timers.last_run = now;
-        if gap > election_timeout(self.timers.tick) && self.leads() {
+        if gap > g.election_timeout() && g.leads() {
             // Nothing was heard while stalled, so no deadline that lapsed meanwhile says a
             // session died: every session gets a full timeout, as under a new leader.
             tracing::warn!("the Raft loop stalled for {gap:?}; session deadlines re-armed");
-            self.rearm_sessions(now);
+            self.duties.rearm_sessions(g, now);
         }
+        self.transfers.retry_yield(g, &self.recovery.trust, now);
         // A member whose store is untrusted must not campaign (`trust.rs`): its election
         // timer stands still.
-        self.retry_yield(now);
         let ticks = now >= self.timers.next_tick
-            && (self.node.raft.state == StateRole::Leader || self.may_vote());
+            && (g.node.raft.state == StateRole::Leader || self.recovery.may_vote(g));
         while now >= self.timers.next_tick {
             if ticks {
-                self.node.tick();
-                let leader = self.node.raft.leader_id != raft::INVALID_ID;
-                if self.timers.campaign_again(now, leader) && self.node.campaign().is_err() {
+                g.node.tick();
+                let leader = g.node.raft.leader_id != raft::INVALID_ID;
+                if self.timers.campaign_again(now, leader) && g.node.campaign().is_err() {
                     tracing::debug!("a takeover's campaign was not started");
                 }
             }
@@ -480,26 +393,30 @@ impl Consensus {
         }
         if now >= self.timers.next_touch {
             self.timers.next_touch = now + self.timers.touch_interval;
-            self.session_round(now);
-            self.hooks.refresh_cut(self.member.me);
-            self.membership_round(now);
-            self.recovery_round();
-            self.announce(false);
-            self.maybe_snapshot();
+            self.duties.session_round(g, &mut self.proposals, now);
+            g.hooks.refresh_cut(g.member.me);
+            let trust = &self.recovery.trust;
+            self.membership
+                .membership_round(g, trust, &mut self.proposals, now);
+            self.recovery.recovery_round(g, &self.membership.joiners);
+            self.recovery.announce(g, false);
+            self.snapshots.maybe_snapshot(g, &self.workers.snapshots);
             self.retry_reads(now);
-            self.replica.counters.store_memory(self.storage.memory());
+            let g = &mut self.group;
+            g.replica.counters.store_memory(g.storage.memory());
             self.publish_status();
-            if self.replica.status.disk_full.load(Ordering::Acquire)
-                && self.leads()
-                && !self.transferring()
+            let g = &mut self.group;
+            if g.replica.status.disk_full.load(Ordering::Acquire) && g.leads() && !g.transferring()
             {
                 // It cannot write its log: another member must lead (see `disk_space.rs`).
-                self.transfer_leadership(Transfer::Yield);
+                self.transfers
+                    .transfer_leadership(g, &self.recovery.trust, Transfer::Yield);
             }
         }
-        if self.leads() && now >= self.timers.next_cleanup {
-            self.timers.next_cleanup = now + self.replica.config().container_check_interval;
-            self.cleanup_round();
+        let g = &mut self.group;
+        if g.leads() && now >= self.timers.next_cleanup {
+            self.timers.next_cleanup = now + g.replica.config().container_check_interval;
+            self.duties.cleanup_round(g, &mut self.proposals);
         }
     }
 
@@ -508,93 +425,149 @@ impl Consensus {
     fn retry_reads(&mut self, now: Instant) {
         let after = self.timers.tick * (HEARTBEAT_TICKS as u32 * 2);
         for ctx in self.reads.due_for_retry(now, after) {
-            self.node.read_index(ctx);
+            self.group.node.read_index(ctx);
         }
     }
 
-    /// Publishes the Raft indexes, the role and whether this member serves (the serving
-    /// policy decides), and drops the clients when the policy says so.
-    pub(super) fn publish_status(&mut self) {
-        let now = self.clock.now();
-        let raft = &self.node.raft;
-        let status = &self.replica.status;
-        status.term.store(raft.term, Ordering::Relaxed);
-        status
-            .commit_index
-            .store(raft.raft_log.committed, Ordering::Relaxed);
-        status
-            .log_last_index
-            .store(raft.raft_log.last_index(), Ordering::Relaxed);
-        let observed = Observed {
-            role: self.leadership.role,
-            standalone: self.member.standalone,
-            observer: self.reports_observer(),
-            leader: self.leadership.leader,
-            heard_from_leader: now.saturating_duration_since(self.leadership.last_contact)
-                < election_timeout(self.timers.tick) * 2,
-            applied_index: self.applied.index,
-            applied_term: self.applied.term,
-            term: raft.term,
-            committed: raft.raft_log.committed,
-            trusted: self.trust.me.trusted,
-        };
-        let (role, serving) = self.serving.decide(&observed);
-        status.set_role(role);
-        self.publish_trust(serving);
-        if role == Role::Leader {
-            self.publish_followers();
+    /// Publishes the status for the layers above (`publish.rs`).
+    fn publish_status(&mut self) {
+        Publishing {
+            group: &self.group,
+            serving: &mut self.serving,
+            membership: &self.membership,
+            recovery: &mut self.recovery,
+            measures: &mut self.measures,
         }
-        let counters = &self.replica.counters;
-        let measures = &mut self.measures;
-        measures
-            .proposals
-            .committed(observed.committed, now, counters);
-        measures.serving(serving, role == Role::Leader, now, counters);
-        let me = self.member.me;
-        let was = self.replica.status.serving.swap(serving, Ordering::AcqRel);
-        if serving && !was {
-            tracing::info!(member = me, role = role.name(), "serving clients");
-        } else if !serving && was {
-            tracing::warn!(
-                member = me,
-                "not serving new clients: no leader or no quorum"
-            );
-        }
-        if self.serving.update(serving, now) == ServingAction::DropClients {
-            tracing::warn!(
-                member = me,
-                "dropping clients: still no leader or no quorum"
-            );
-            self.connections.stop_serving();
+        .status();
+    }
+
+    /// The parts applying borrows, for one call.
+    fn applying(&mut self) -> Applying<'_> {
+        Applying {
+            group: &mut self.group,
+            proposed: &mut self.proposals.proposed,
+            expiry: &mut self.duties.expiry,
+            recovery: &mut self.recovery,
+            snapshots: &mut self.snapshots,
+            measures: &mut self.measures,
         }
     }
 
-    /// The leader's view of its followers, for `mntr`.
-    fn publish_followers(&self) {
-        let raft = &self.node.raft;
-        let mut followers = 0;
-        let mut synced = 0;
-        let mut observers = 0;
-        let last = raft.raft_log.last_index();
-        let learners: HashSet<u64> = raft.prs().conf().learners().iter().copied().collect();
-        for (id, pr) in raft.prs().iter() {
-            if *id == self.member.me {
+    /// Handles every pending `Ready` (see the module docs for the order).
+    fn process_ready(&mut self) {
+        while self.group.node.has_ready() {
+            let mut rd = self.group.node.ready();
+            if let Some(ss) = rd.ss() {
+                self.on_soft_state(ss.leader_id, ss.raft_state);
+            }
+            // 1. The leader's messages.
+            self.group.send(rd.take_messages());
+            // 2. A snapshot from the leader.
+            if !rd.snapshot().is_empty() {
+                self.finish_snapshot_ready(rd);
                 continue;
             }
-            if learners.contains(id) {
-                observers += 1;
-                continue;
+            // 3. Committed entries.
+            let committed = rd.take_committed_entries();
+            self.applying().entries(committed);
+            // 4. New entries and hard state, and the messages that must follow them.
+            let g = &mut self.group;
+            if g.leadership.role != StateRole::Leader {
+                g.replica
+                    .counters
+                    .learner_proposals
+                    .fetch_add(rd.entries().len() as u64, Ordering::Relaxed);
             }
-            if pr.recent_active {
-                followers += 1;
-                if pr.matched + 64 >= last {
-                    synced += 1;
-                }
+            let entry_bytes: usize = rd.entries().iter().map(|e| e.data.len()).sum();
+            let write = g.storage.stage(rd.entries(), rd.hs());
+            let messages = rd.take_persisted_messages();
+            let mut persisted_now = None;
+            if write.is_some() || !messages.is_empty() {
+                let job = PersistJob {
+                    number: rd.number(),
+                    write,
+                    sync: rd.must_sync(),
+                    messages,
+                };
+                persisted_now = self.log_jobs.hand_over(
+                    &self.group,
+                    &self.workers.log_writer,
+                    job,
+                    entry_bytes,
+                );
             }
+            // 5. ReadIndex answers.
+            for rs in rd.take_read_states() {
+                self.reads.answered(rs.index, &rs.request_ctx);
+            }
+            // 6. Advance.
+            let g = &mut self.group;
+            g.node.advance_append_async(rd);
+            if let Some(number) = persisted_now {
+                g.node.on_persist_ready(number);
+            }
+            g.node.advance_apply();
+            resolve_reads(g, &mut self.reads);
+            self.snapshots.maybe_snapshot(g, &self.workers.snapshots);
         }
-        let status = &self.replica.status;
-        status.followers.store(followers, Ordering::Relaxed);
-        status.synced_followers.store(synced, Ordering::Relaxed);
-        status.observers.store(observers, Ordering::Relaxed);
+        self.publish_status();
+    }
+
+    /// A ready carrying a snapshot from the leader is completed synchronously: everything
+    /// staged before it is flushed first, the snapshot replaces the log durably, and only
+    /// then are raft-rs told it is persisted (`advance`) and the acks sent.
+    fn finish_snapshot_ready(&mut self, mut rd: raft::Ready) {
+        self.log_jobs.barrier(&self.workers.log_writer);
+        let snap = rd.snapshot().clone();
+        self.applying().snapshot(&snap);
+        let committed = rd.take_committed_entries();
+        self.applying().entries(committed);
+        self.group.storage.append(rd.entries(), rd.hs(), true);
+        self.group.send(rd.take_persisted_messages());
+        for rs in rd.take_read_states() {
+            self.reads.answered(rs.index, &rs.request_ctx);
+        }
+        let mut light = self.group.node.advance(rd);
+        self.group.send(light.take_messages());
+        let committed = light.take_committed_entries();
+        self.applying().entries(committed);
+        self.group.node.advance_apply();
+        resolve_reads(&self.group, &mut self.reads);
+    }
+
+    fn on_soft_state(&mut self, leader: u64, role: StateRole) {
+        let g = &mut self.group;
+        let was_leader = g.leadership.role == StateRole::Leader;
+        let now = g.clock.now();
+        if leader != g.leadership.leader {
+            tracing::info!(
+                member = g.member.me,
+                "leader is now {leader} (was {})",
+                g.leadership.leader
+            );
+            if g.leadership.leader != 0 {
+                // Writes in flight through the old leader may never be answered.
+                g.connections.leader_changed();
+            }
+            g.leadership.leader = leader;
+            g.leadership.last_contact = now;
+            // Noted here, as raft-rs tells it: a tenure of any length is on the timeline.
+            g.replica.changes.leader(leader, g.node.raft.term);
+            self.measures.leader_known(leader, now, &g.replica.counters);
+            self.serving.leader_changed();
+        }
+        g.leadership.role = role;
+        if role == StateRole::Leader && !was_leader {
+            // A new leader gives every session a full timeout (ZooKeeper does the same).
+            self.duties.rearm_sessions(g, now);
+            self.timers.next_cleanup = now + g.replica.config().container_check_interval;
+            // A fresh ensemble's `/zookeeper/config` right away (only queued here: no
+            // proposal may reach raft-rs in the middle of a Ready).
+            self.membership
+                .state_first_config_if_none(g, &mut self.proposals, now);
+            // A reconfig proposed now waits for everything the last leader committed.
+            self.membership.reconfig_index = g.last_index();
+        }
+        g.replica.status.leader.store(leader, Ordering::Relaxed);
     }
 }

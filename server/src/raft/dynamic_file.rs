@@ -83,7 +83,7 @@ mod tests {
             config: Some(cfg.clone()),
             ..Default::default()
         };
-        let loaded = crate::config::Config::load(&o).unwrap();
+        let loaded = o.load().unwrap();
         assert_eq!(loaded.members.keys().copied().collect::<Vec<_>>(), [1]);
     }
 }

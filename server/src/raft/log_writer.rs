@@ -9,7 +9,7 @@
 //! a commit only from that moment, so nothing is acknowledged before it is on disk. On a
 //! data directory below its free-space reserve it waits instead of writing (`disk_space.rs`).
 //!
-//! A standalone member under light load skips this thread (`ready.rs`, `write_inline`):
+//! A standalone member under light load skips this thread (`LogJobs::hand_over`):
 //! with nothing of its in flight here and a small write, the Raft thread writes it itself,
 //! two thread hand-offs fewer on the path of a lone write (a lock hand-over, for one).
 
@@ -19,6 +19,7 @@ use std::time::Instant;
 
 use raft::eraftpb::Message;
 
+use super::group::Group;
 use super::input::Input;
 use super::replica::Replica;
 use super::storage::{PendingWrite, RaftStorage};
@@ -108,6 +109,71 @@ pub fn run(
         }
         for done in barriers {
             let _ = done.send(());
+        }
+    }
+}
+
+/// The most entry bytes a ready may carry for the Raft thread to write them itself (a
+/// standalone member with an idle log writer; see [`LogJobs::hand_over`]): a few small
+/// writes.
+const INLINE_MAX_BYTES: usize = 4096;
+
+/// The Raft thread's side of the log writer: the ready numbers last handed to it and last
+/// reported durable by it.
+#[derive(Default)]
+pub(super) struct LogJobs {
+    sent: u64,
+    persisted: u64,
+}
+
+impl LogJobs {
+    /// The writer reported the ready `number` durable.
+    pub fn persisted(&mut self, number: u64) {
+        self.persisted = self.persisted.max(number);
+    }
+
+    /// Hands `job` to the log writer, or, on a standalone member with nothing in flight
+    /// there and little to write (light load, where a write's latency is its hand-offs),
+    /// writes it on this thread: then it returns the ready's number, now durable. Under
+    /// load the log writer keeps the disk busy while this thread applies and proposes.
+    /// Either way the writes reach the disk in ready order: inline only when every earlier
+    /// job is written.
+    pub fn hand_over(
+        &mut self,
+        g: &Group,
+        writer: &Sender<LogWrite>,
+        job: PersistJob,
+        entry_bytes: usize,
+    ) -> Option<u64> {
+        let status = &g.replica.status;
+        let inline = g.member.standalone
+            && job.messages.is_empty()
+            && entry_bytes <= INLINE_MAX_BYTES
+            && self.sent <= self.persisted
+            && super::disk_space::has_room(
+                g.storage.dir(),
+                g.replica.config().disk_reserve_bytes,
+                0,
+                status,
+            );
+        if inline {
+            let writes = job.write.into_iter().collect();
+            write(&g.storage, &g.replica, writes, job.sync, 1);
+            self.persisted = job.number;
+            return Some(job.number);
+        }
+        self.sent = job.number;
+        if writer.send(LogWrite::Job(job)).is_err() {
+            crate::critical::fatal("the log writer stopped");
+        }
+        None
+    }
+
+    /// Waits until the log writer has written everything handed to it so far.
+    pub fn barrier(&self, writer: &Sender<LogWrite>) {
+        let (tx, rx) = std::sync::mpsc::channel();
+        if writer.send(LogWrite::Barrier(tx)).is_ok() {
+            let _ = rx.recv();
         }
     }
 }

@@ -11,14 +11,18 @@
 //! | `changes.rs` | the leader and membership changes it saw, for the console's timeline |
 //! | `metrics.rs` | what it measures for `mntr`: fsyncs, elections, proposals, start-up |
 //! | `connections.rs` | the interface to this member's connections |
-//! | `driver.rs` | the loop: inputs, timers, proposals, readies |
-//! | `ready.rs` | the Ready cycle and its ordering contract; applying entries |
-//! | `leader.rs` | batching and proposals, session expiry, cleanup |
+//! | `driver.rs` | the loop: inputs, timers, the Ready cycle and its ordering contract; owns every concern's state |
+//! | `group.rs` | what every concern works with: raft-rs's node, the store, the layers around it, the leader |
+//! | `batching.rs` | a turn's commands proposed as one entry, or forwarded to the leader |
+//! | `apply.rs` | applying committed entries and snapshots from the leader |
+//! | `leader.rs` | session expiry and cleanup, decided by the leader |
+//! | `liveness.rs` | a leader whose connection closed is treated as gone at once |
 //! | `proposed.rs` | commands gathered for the log; own batches applied without decoding |
 //! | `read_index.rs` | `sync` through Raft's ReadIndex |
+//! | `publish.rs` | the status published after each round: indexes, role, serving |
 //! | `serving.rs` | when this member serves clients |
 //! | `snapshot_schedule.rs`, `snapshot_worker.rs` | when to snapshot; the thread that writes one |
-//! | `log_writer.rs` | the thread that fsyncs the log (group commit) |
+//! | `log_writer.rs` | the thread that fsyncs the log (group commit), and the Raft thread's side of it |
 //! | `storage/` | raft-rs's `Storage` over RocksDB: log, hard and conf state, snapshots |
 //! | `dynamic_file.rs` | `zoo.cfg.dynamic.<version>` and `dynamicConfigFile` |
 //! | `membership.rs` | reconfig: Raft's membership follows `/zookeeper/config` |
@@ -35,6 +39,8 @@
 //! | `expiry.rs` | session deadlines |
 //! | `clock.rs`, `timing.rs`, `slog_bridge.rs` | clocks; tick counts and the election timeout; raft-rs's logs into `tracing` |
 
+mod apply;
+mod batching;
 mod changes;
 mod clock;
 mod connections;
@@ -42,6 +48,7 @@ mod disk_space;
 mod driver;
 mod dynamic_file;
 mod expiry;
+mod group;
 mod input;
 mod joiners;
 mod leader;
@@ -50,8 +57,8 @@ mod log_writer;
 mod membership;
 mod metrics;
 mod proposed;
+mod publish;
 mod read_index;
-mod ready;
 mod recovery;
 mod replica;
 mod restores;

@@ -7,44 +7,36 @@ use std::sync::atomic::Ordering;
 use raft::eraftpb::{ConfChangeSingle, ConfChangeType, ConfChangeV2, Message, MessageType};
 use raft::StateRole;
 
-use super::driver::Consensus;
+use super::group::Group;
 use super::input::PeerIdentity;
+use super::joiners::Joiners;
 use super::storage::Identity;
-use super::trust::Verdict;
+use super::trust::{Trust, Verdict};
 
 /// How far behind the leader's log a recovering member may be and still be promoted.
 const CAUGHT_UP_SLACK: u64 = 64;
 /// How often an untrusted member tells its peers again what its store is.
 const ANNOUNCE_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
-impl Consensus {
-    fn my_last(&self) -> u64 {
-        self.node.raft.raft_log.last_index()
-    }
+/// The Raft loop's side of this member's and its peers' trust (see the module docs).
+pub(super) struct Recovery {
+    pub trust: Trust,
+}
 
-    /// The voters of this member's configuration (both sides of a joint one).
-    fn voter_ids(&self) -> Vec<u64> {
-        let cs = self.node.raft.prs().conf().to_conf_state();
-        let mut v = cs.voters;
-        v.extend(cs.voters_outgoing);
-        v.sort_unstable();
-        v.dedup();
-        v
-    }
-
+impl Recovery {
     /// Whether this member may vote or campaign now.
-    pub(super) fn may_vote(&self) -> bool {
-        let now = self.clock.now();
+    pub fn may_vote(&self, g: &Group) -> bool {
+        let now = g.clock.now();
         if self.trust.me.trusted && now >= self.trust.votes_from {
             return true;
         }
         self.trust
-            .may_vote(now, self.my_last(), self.member.me, &self.voter_ids())
+            .may_vote(now, g.last_index(), g.member.me, &g.voter_ids())
     }
 
     /// Screens a Raft message before it is stepped (see the module docs); false: drop it.
-    pub(super) fn screen(&mut self, m: &mut Message) -> bool {
-        let my_last = self.my_last();
+    pub fn screen(&mut self, g: &mut Group, m: &mut Message) -> bool {
+        let my_last = g.last_index();
         match m.get_msg_type() {
             MessageType::MsgRequestVote | MessageType::MsgRequestPreVote => {
                 self.trust.seen_log(m.from, m.index);
@@ -55,7 +47,7 @@ impl Consensus {
             }
             _ => {}
         }
-        let from_voter = self.node.raft.prs().conf().voters().contains(m.from);
+        let from_voter = g.node.raft.prs().conf().voters().contains(m.from);
         if !self.trust.admits_from_peer(m, my_last, from_voter) {
             tracing::debug!(
                 from = m.from,
@@ -64,19 +56,17 @@ impl Consensus {
             );
             return false;
         }
-        let now = self.clock.now();
-        let me = self.member.me;
+        let now = g.clock.now();
+        let me = g.member.me;
         match m.get_msg_type() {
             MessageType::MsgRequestVote | MessageType::MsgRequestPreVote => {
-                let grant = self
-                    .trust
-                    .may_vote_for(now, m, my_last, me, &self.voter_ids());
+                let grant = self.trust.may_vote_for(now, m, my_last, me, &g.voter_ids());
                 if !grant {
                     tracing::debug!(from = m.from, kind = ?m.get_msg_type(), "not voting yet");
                 }
                 grant
             }
-            MessageType::MsgTimeoutNow if !self.may_vote() => false,
+            MessageType::MsgTimeoutNow if !self.may_vote(g) => false,
             MessageType::MsgAppend
                 if !self.trust.me.trusted && self.trust.founding_vote == Some((m.term, m.from)) =>
             {
@@ -89,15 +79,18 @@ impl Consensus {
                      from now on",
                     m.from
                 );
-                self.set_identity(Identity {
-                    trusted: true,
-                    ..self.trust.me
-                });
+                self.set_identity(
+                    g,
+                    Identity {
+                        trusted: true,
+                        ..self.trust.me
+                    },
+                );
                 true
             }
-            MessageType::MsgHeartbeat if m.term >= self.node.raft.term && m.commit > my_last => {
+            MessageType::MsgHeartbeat if m.term >= g.node.raft.term && m.commit > my_last => {
                 if self.trust.me.trusted {
-                    self.lost_entries(m.from, m.commit, my_last);
+                    self.lost_entries(g, m.from, m.commit, my_last);
                 }
                 // Until the leader resets what it believes we hold, commit what we have.
                 m.commit = my_last;
@@ -111,44 +104,50 @@ impl Consensus {
     /// vote granted is remembered (the store is trusted once that candidate's first entries
     /// arrive), and a founding election won makes the store trusted (written before the
     /// leader's first messages leave, which happens when the turn's `Ready` is handled).
-    pub(super) fn after_step(&mut self, (kind, from, term): (MessageType, u64, u64)) {
-        let raft = &self.node.raft;
+    pub fn after_step(&mut self, g: &Group, (kind, from, term): (MessageType, u64, u64)) {
+        let raft = &g.node.raft;
         if kind == MessageType::MsgRequestVote && raft.term == term && raft.vote == from {
             self.trust.founding_vote = Some((term, from));
         }
         if raft.state == StateRole::Leader {
             tracing::info!(
-                member = self.member.me,
+                member = g.member.me,
                 "founding a new ensemble with members as empty as this one: this data \
                  directory is trusted from now on"
             );
-            self.set_identity(Identity {
-                trusted: true,
-                ..self.trust.me
-            });
+            self.set_identity(
+                g,
+                Identity {
+                    trusted: true,
+                    ..self.trust.me
+                },
+            );
         }
     }
 
     /// A seed whose commit index passed its snapshot has formed the ensemble with others:
     /// empty members must not vote it in any more.
-    fn seed_round(&mut self) {
-        if self.trust.me.seed && self.node.raft.raft_log.committed > self.trust.seed_index {
+    fn seed_round(&mut self, g: &Group) {
+        if self.trust.me.seed && g.node.raft.raft_log.committed > self.trust.seed_index {
             tracing::info!(
-                member = self.member.me,
+                member = g.member.me,
                 "the ensemble formed from this member's imported or restored state"
             );
-            self.set_identity(Identity {
-                seed: false,
-                ..self.trust.me
-            });
+            self.set_identity(
+                g,
+                Identity {
+                    seed: false,
+                    ..self.trust.me
+                },
+            );
         }
     }
 
     /// A leader counts on entries up to `commit` we no longer have: this store forgot
     /// what it acknowledged. Take a new incarnation, untrusted, and be caught up again.
-    fn lost_entries(&mut self, leader: u64, commit: u64, last: u64) {
+    fn lost_entries(&mut self, g: &Group, leader: u64, commit: u64, last: u64) {
         tracing::error!(
-            member = self.member.me,
+            member = g.member.me,
             leader,
             "leader {leader} says entries up to index {commit} are committed counting on this \
              member's acknowledgement, but its log ends at {last}: entries it acknowledged \
@@ -156,27 +155,27 @@ impl Consensus {
              directory restored from an older copy). It stops voting and counting toward \
              commits until the leader has caught it up again"
         );
-        self.set_identity(Identity::fresh(false));
+        self.set_identity(g, Identity::fresh(false));
     }
 
     /// Writes this store's identity, then tells the peers.
-    fn set_identity(&mut self, identity: Identity) {
-        if let Err(e) = self.storage.set_identity(identity) {
+    fn set_identity(&mut self, g: &Group, identity: Identity) {
+        if let Err(e) = g.storage.set_identity(identity) {
             crate::critical::fatal(format_args!("cannot record this store's identity: {e}"));
         }
         self.trust.me = identity;
-        self.announce(true);
+        self.announce(g, true);
     }
 
     /// Keeps what the hellos say of this member current (`tell_now`: tell every peer).
-    pub(super) fn announce(&self, tell_now: bool) {
-        if let Some(peers) = &self.peers {
+    pub fn announce(&self, g: &Group, tell_now: bool) {
+        if let Some(peers) = &g.peers {
             peers.announce(
                 PeerIdentity {
                     incarnation: self.trust.me.incarnation,
                     trusted: self.trust.me.trusted,
                     seed: self.trust.me.seed,
-                    last_index: self.my_last(),
+                    last_index: g.last_index(),
                 },
                 tell_now,
             );
@@ -184,14 +183,13 @@ impl Consensus {
     }
 
     /// A peer said what its store is.
-    pub(super) fn peer_identity(&mut self, from: u64, said: PeerIdentity) {
+    pub fn peer_identity(&mut self, g: &Group, from: u64, said: PeerIdentity) {
         let was = self.trust.untrusted_peer(from);
         self.trust.heard(from, said);
-        self.maybe_joiner(from);
         let now = self.trust.untrusted_peer(from);
         if now.is_some() && now != was {
             tracing::warn!(
-                member = self.member.me,
+                member = g.member.me,
                 peer = from,
                 incarnation = format!("{:016x}", said.incarnation),
                 "member {from}'s data directory is untrusted (new, or it lost entries): it \
@@ -202,55 +200,48 @@ impl Consensus {
 
     /// Every member, applying a committed conf change: a promotion of this incarnation
     /// makes this store trusted; every member remembers whom it promoted.
-    pub(super) fn applied_verdict(&mut self, context: &[u8]) {
+    pub fn applied_verdict(&mut self, g: &Group, context: &[u8]) {
         for verdict in Verdict::parse_all(context) {
-            tracing::info!(member = self.member.me, "applied {verdict:?}");
+            tracing::info!(member = g.member.me, "applied {verdict:?}");
             let Verdict::Promote(id, inc) = verdict else {
                 continue;
             };
             self.trust.promoted.insert(id, inc);
-            self.trust.promoted_at.insert(id, self.clock.now());
-            if id == self.member.me && inc == self.trust.me.incarnation && !self.trust.me.trusted {
+            self.trust.promoted_at.insert(id, g.clock.now());
+            if id == g.member.me && inc == self.trust.me.incarnation && !self.trust.me.trusted {
                 tracing::info!(
                     member = id,
                     "caught up and promoted: this data directory is trusted from now on"
                 );
                 // Its votes wait until any election its earlier life voted in is over.
                 self.trust.votes_from = self.trust.quarantine_until;
-                self.set_identity(Identity {
-                    trusted: true,
-                    ..self.trust.me
-                });
+                self.set_identity(
+                    g,
+                    Identity {
+                        trusted: true,
+                        ..self.trust.me
+                    },
+                );
             }
         }
     }
 
-    /// Whether `id` belongs among the voters (the committed configuration's, or zoo.cfg's
-    /// without reconfig); `None` if it is no member at all.
-    fn wanted_voter(&self, id: u64) -> Option<bool> {
-        let state = self.replica.state.read();
-        if let Some(c) = crate::state::reconfig::committed(&state.tree) {
-            return c.servers.get(&id).map(|s| !s.observer);
-        }
-        self.replica.config().members.get(&id).map(|m| !m.observer)
-    }
-
     /// Leader: moves each untrusted member one step on (demote, reset, promote), one
     /// conf change at a time. Run with the session round.
-    pub(super) fn recovery_round(&mut self) {
-        self.seed_round();
-        let now = self.clock.now();
+    pub fn recovery_round(&mut self, g: &mut Group, joiners: &Joiners) {
+        self.seed_round(g);
+        let now = g.clock.now();
         if !self.trust.me.trusted && now >= self.trust.next_announce {
             // An untrusted member has nothing else to send: say it again every second, so
             // a peer that restarted meanwhile (or refuses our certificate) hears of it.
             self.trust.next_announce = now + ANNOUNCE_EVERY;
-            self.announce(true);
+            self.announce(g, true);
         }
-        if !self.leads() || self.transferring() || self.member.standalone {
+        if !g.leads() || g.transferring() || g.member.standalone {
             return;
         }
-        let raft = &self.node.raft;
-        if raft.pending_conf_index > self.applied.index {
+        let raft = &g.node.raft;
+        if raft.pending_conf_index > g.applied.index {
             return;
         }
         let cs = raft.prs().conf().to_conf_state();
@@ -258,8 +249,8 @@ impl Consensus {
             return;
         }
         let last = raft.raft_log.last_index();
-        let caught_up = |c: &Consensus, id: u64| {
-            c.node
+        let caught_up = |g: &Group, id: u64| {
+            g.node
                 .raft
                 .prs()
                 .get(id)
@@ -269,15 +260,15 @@ impl Consensus {
         // whose word came after the leader's first round): a voter again once caught up.
         // (With reconfig, `membership.rs` promotes such a member.)
         let governed = {
-            let state = self.replica.state.read();
+            let state = g.replica.state.read();
             crate::state::reconfig::committed(&state.tree).is_some()
         };
         if !governed {
             for id in cs.learners.iter().copied() {
                 let trusted = self.trust.untrusted_peer(id).is_none();
-                if trusted && self.wanted_voter(id) == Some(true) && caught_up(self, id) {
+                if trusted && wanted_voter(g, id) == Some(true) && caught_up(g, id) {
                     let inc = self.trust.peers.get(&id).map_or(0, |p| p.incarnation);
-                    self.propose_verdict(Verdict::Promote(id, inc), ConfChangeType::AddNode);
+                    propose_verdict(g, Verdict::Promote(id, inc), ConfChangeType::AddNode);
                     return;
                 }
             }
@@ -288,7 +279,7 @@ impl Consensus {
                 let election = self.trust.election;
                 let since = *self.trust.untrusted_since.entry((id, inc)).or_insert(now);
                 if now.saturating_duration_since(since) >= election {
-                    self.propose_verdict(Verdict::Demote(id, inc), ConfChangeType::AddLearnerNode);
+                    propose_verdict(g, Verdict::Demote(id, inc), ConfChangeType::AddLearnerNode);
                     return;
                 }
                 continue;
@@ -297,13 +288,13 @@ impl Consensus {
                 continue;
             }
             // A joiner is caught up and trusted as an observer is, until a reconfig names it.
-            let voter = match self.wanted_voter(id) {
+            let voter = match wanted_voter(g, id) {
                 Some(voter) => voter,
-                None if self.membership.joiners.contains(id) => false,
+                None if joiners.contains(id) => false,
                 None => continue,
             };
             if self.trust.reset.insert((id, inc)) {
-                if let Some(pr) = self.node.raft.mut_prs().get_mut(id) {
+                if let Some(pr) = g.node.raft.mut_prs().get_mut(id) {
                     // What it held before is gone: find out what it holds now.
                     pr.matched = 0;
                     pr.become_probe();
@@ -312,7 +303,7 @@ impl Consensus {
                 tracing::info!(member = id, "catching up recovering member {id}");
                 continue;
             }
-            if caught_up(self, id) {
+            if caught_up(g, id) {
                 if voter && governed {
                     // `membership.rs` promotes it with the committed configuration's other
                     // changes, naming its incarnation.
@@ -323,34 +314,18 @@ impl Consensus {
                 } else {
                     ConfChangeType::AddLearnerNode
                 };
-                self.propose_verdict(Verdict::Promote(id, inc), change);
+                propose_verdict(g, Verdict::Promote(id, inc), change);
                 return;
             }
         }
     }
 
-    fn propose_verdict(&mut self, verdict: Verdict, change: ConfChangeType) {
-        let id = match verdict {
-            Verdict::Demote(id, _) | Verdict::Promote(id, _) => id,
-        };
-        let mut single = ConfChangeSingle::default();
-        single.set_change_type(change);
-        single.node_id = id;
-        let mut cc = ConfChangeV2::default();
-        cc.set_changes(vec![single].into());
-        cc.context = Verdict::context(&[verdict]).into();
-        tracing::info!(member = self.member.me, "proposing {verdict:?}");
-        if let Err(e) = self.node.propose_conf_change(Vec::new(), cc) {
-            tracing::warn!("{verdict:?} not proposed: {e}");
-        }
-    }
-
     /// Why this member does not serve, as far as trust explains it (`srvr`, `mntr`, the
     /// log), published with the status.
-    pub(super) fn publish_trust(&mut self, serving: bool) {
-        let me = self.member.me;
+    pub fn publish_trust(&mut self, g: &Group, serving: bool) {
+        let me = g.member.me;
         let reason = if !self.trust.me.trusted {
-            let leader = self.leadership.leader;
+            let leader = g.leadership.leader;
             // (No progress figures: the reason is logged whenever it changes.)
             let step = if leader == 0 {
                 "waiting for a leader, which needs a quorum of the other voters".to_string()
@@ -363,8 +338,8 @@ impl Consensus {
                  a leader elected without it has caught it up; {step}",
                 self.trust.me.incarnation
             ))
-        } else if !serving && self.leadership.role != StateRole::Leader {
-            let voters = self.voter_ids();
+        } else if !serving && g.leadership.role != StateRole::Leader {
+            let voters = g.voter_ids();
             let untrusted: Vec<u64> = voters
                 .iter()
                 .copied()
@@ -388,14 +363,40 @@ impl Consensus {
                 tracing::warn!(member = me, "{r}");
             }
             self.trust.reason = reason.clone();
-            *self.replica.status.held_back.lock() = reason;
+            *g.replica.status.held_back.lock() = reason;
         }
-        let status = &self.replica.status;
+        let status = &g.replica.status;
         status
             .data_trusted
             .store(self.trust.me.trusted, Ordering::Relaxed);
         status
             .untrusted_peers
             .store(self.trust.untrusted_count() as u64, Ordering::Relaxed);
+    }
+}
+
+/// Whether `id` belongs among the voters (the committed configuration's, or zoo.cfg's
+/// without reconfig); `None` if it is no member at all.
+fn wanted_voter(g: &Group, id: u64) -> Option<bool> {
+    let state = g.replica.state.read();
+    if let Some(c) = crate::state::reconfig::committed(&state.tree) {
+        return c.servers.get(&id).map(|s| !s.observer);
+    }
+    g.replica.config().members.get(&id).map(|m| !m.observer)
+}
+
+fn propose_verdict(g: &mut Group, verdict: Verdict, change: ConfChangeType) {
+    let id = match verdict {
+        Verdict::Demote(id, _) | Verdict::Promote(id, _) => id,
+    };
+    let mut single = ConfChangeSingle::default();
+    single.set_change_type(change);
+    single.node_id = id;
+    let mut cc = ConfChangeV2::default();
+    cc.set_changes(vec![single].into());
+    cc.context = Verdict::context(&[verdict]).into();
+    tracing::info!(member = g.member.me, "proposing {verdict:?}");
+    if let Err(e) = g.node.propose_conf_change(Vec::new(), cc) {
+        tracing::warn!("{verdict:?} not proposed: {e}");
     }
 }

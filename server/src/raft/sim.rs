@@ -463,7 +463,7 @@ impl Group {
             .nodes
             .iter()
             .map(|n| {
-                let r = &n.consensus.node.raft;
+                let r = &n.consensus.group.node.raft;
                 format!(
                     "{}: {:?} serving {} leader {} {:?} term {} vote {} last {} trusted {:?} paused {} held {:?}",
                     n.id,
@@ -750,7 +750,7 @@ fn a_yield_right_after_a_quorum_check_still_hands_over() {
     let mut g = Group::new(Settings::default());
     let leader = g.elect();
     let nobody_active = |g: &Group| {
-        let raft = &g.node(leader).consensus.node.raft;
+        let raft = &g.node(leader).consensus.group.node.raft;
         raft.prs()
             .iter()
             .all(|(id, pr)| *id == leader || !pr.recent_active)
@@ -1225,7 +1225,7 @@ fn empty_members_vote_the_imported_seed_in() {
         };
         meta.set_conf_state(super::initial_membership(&config));
         let mut snap = raft::eraftpb::Snapshot {
-            data: crate::state::snapshot::encode(&state.snapshot_view()),
+            data: crate::state::snapshot::encode(&crate::state::snapshot::SnapshotView::of(&state)),
             ..Default::default()
         };
         snap.set_metadata(meta);

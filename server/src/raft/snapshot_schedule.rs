@@ -9,13 +9,14 @@
 //!
 //! A clean stop names the snapshot the worker finished meanwhile and, when the log since the
 //! last snapshot is worth it, writes one more on the Raft thread before exiting
-//! ([`Consensus::snapshot_at_shutdown`]): the next start then loads instead of replaying.
+//! ([`SnapshotSchedule::snapshot_at_shutdown`]): the next start then loads instead of replaying.
 
 use std::sync::atomic::Ordering;
+use std::sync::mpsc::Sender;
 use std::time::Instant;
 
 use super::disk_space;
-use super::driver::Consensus;
+use super::group::Group;
 use super::input::SnapshotWritten;
 use super::snapshot_worker::{write_snapshot, SnapshotJob};
 use crate::allocator::resident_bytes;
@@ -39,59 +40,75 @@ const SHUTDOWN_SNAPSHOT_SHARE: u64 = 16;
 /// ... and at least this many bytes (less replays in a few milliseconds).
 const SHUTDOWN_SNAPSHOT_MIN_BYTES: u64 = 4 * 1024 * 1024;
 
-impl Consensus {
+/// The Raft loop's side of snapshotting.
+#[derive(Default)]
+pub(super) struct SnapshotSchedule {
+    /// Bytes of entries applied since the last snapshot was started.
+    pub bytes_since: u64,
+    /// The size of the last snapshot written.
+    last_bytes: u64,
+    /// A capture is with the worker; no other is started meanwhile.
+    in_progress: bool,
+    /// The capture with the worker replaces a damaged snapshot file (`scrub.rs`).
+    repairing: bool,
+}
+
+impl SnapshotSchedule {
     /// Captures the state for a snapshot when enough was applied since the last one, when
     /// raft-rs needs a newer one to send (a member added since the last was taken), or when
     /// the stored one was found damaged (then even at the index it has: the file is
     /// replaced by a sound one of the same state).
-    pub(super) fn maybe_snapshot(&mut self) {
-        if self.snapshots.in_progress {
+    pub fn maybe_snapshot(&mut self, g: &Group, worker: &Sender<SnapshotJob>) {
+        if self.in_progress {
             return;
         }
-        let every = self.replica.config().snapshot_entries;
-        let bytes_due = SNAPSHOT_AFTER_BYTES.max(self.last_snapshot_bytes() / 2);
-        let since = self.storage.entries_since_snapshot(self.applied.index);
-        let wanted = self.storage.take_snapshot_wanted() && since > 0;
-        let damaged = self.storage.take_snapshot_damaged();
-        if since < every && self.snapshots.bytes_since < bytes_due && !wanted && !damaged {
+        let every = g.replica.config().snapshot_entries;
+        let bytes_due = SNAPSHOT_AFTER_BYTES.max(self.last_snapshot_bytes(g) / 2);
+        let since = g.storage.entries_since_snapshot(g.applied.index);
+        let wanted = g.storage.take_snapshot_wanted() && since > 0;
+        let damaged = g.storage.take_snapshot_damaged();
+        if since < every && self.bytes_since < bytes_due && !wanted && !damaged {
             return;
         }
-        let job = self.capture();
-        self.snapshots.in_progress = self.workers.snapshots.send(job).is_ok();
-        self.snapshots.repairing = damaged && self.snapshots.in_progress;
+        let job = self.capture(g);
+        self.in_progress = worker.send(job).is_ok();
+        self.repairing = damaged && self.in_progress;
     }
 
     /// The worker could not store the capture (a full disk). A repair it carried is asked
     /// for again by the next scrub, or by the next follower that needs the snapshot.
-    pub(super) fn snapshot_failed(&mut self) {
-        self.snapshots.in_progress = false;
-        if std::mem::take(&mut self.snapshots.repairing) {
+    pub fn snapshot_failed(&mut self) {
+        self.in_progress = false;
+        if std::mem::take(&mut self.repairing) {
             tracing::warn!("the fresh snapshot could not be written; the damaged one stays");
         }
     }
 
     /// The size of the last snapshot: the one this run wrote, or the one it started from.
-    fn last_snapshot_bytes(&mut self) -> u64 {
-        if self.snapshots.last_bytes == 0 {
-            self.snapshots.last_bytes = self.storage.snapshot_len().unwrap_or(0);
+    fn last_snapshot_bytes(&mut self, g: &Group) -> u64 {
+        if self.last_bytes == 0 {
+            self.last_bytes = g.storage.snapshot_len().unwrap_or(0);
         }
-        self.snapshots.last_bytes
+        self.last_bytes
     }
 
     /// Captures the applied state (starting the count of bytes towards the next snapshot).
-    fn capture(&mut self) -> SnapshotJob {
-        self.snapshots.bytes_since = 0;
+    fn capture(&mut self, g: &Group) -> SnapshotJob {
+        self.bytes_since = 0;
         let resident_before = resident_bytes().unwrap_or(0);
         let started = Instant::now();
         let (view, zxid) = {
-            let state = self.replica.state.read();
-            (state.snapshot_view(), state.last_zxid)
+            let state = g.replica.state.read();
+            (
+                crate::state::snapshot::SnapshotView::of(&state),
+                state.last_zxid,
+            )
         };
         SnapshotJob {
-            index: self.applied.index,
-            term: self.applied.term,
+            index: g.applied.index,
+            term: g.applied.term,
             // Raft's membership as of the applied index (conf changes apply in order).
-            conf: self.node.raft.prs().conf().to_conf_state(),
+            conf: g.node.raft.prs().conf().to_conf_state(),
             view,
             zxid,
             captured_in: started.elapsed(),
@@ -105,32 +122,32 @@ impl Consensus {
     /// load: a byte of log replays about three times slower than a byte of snapshot loads,
     /// and writing a snapshot is faster still than loading it, so a stop that writes one
     /// saves the next start more than it costs. A crash restart still replays its log.
-    pub(super) fn snapshot_at_shutdown(&mut self, finished: Vec<Option<SnapshotWritten>>) {
+    pub fn snapshot_at_shutdown(&mut self, g: &Group, finished: Vec<Option<SnapshotWritten>>) {
         for written in finished {
             match written {
-                Some(w) => self.snapshot_written(w),
+                Some(w) => self.snapshot_written(g, w),
                 None => self.snapshot_failed(),
             }
         }
         let due =
-            SHUTDOWN_SNAPSHOT_MIN_BYTES.max(self.last_snapshot_bytes() / SHUTDOWN_SNAPSHOT_SHARE);
-        if self.snapshots.in_progress
-            || self.snapshots.bytes_since < due
-            || self.applied.index <= self.storage.snapshot_metadata().index
+            SHUTDOWN_SNAPSHOT_MIN_BYTES.max(self.last_snapshot_bytes(g) / SHUTDOWN_SNAPSHOT_SHARE);
+        if self.in_progress
+            || self.bytes_since < due
+            || g.applied.index <= g.storage.snapshot_metadata().index
         {
             return;
         }
-        let job = self.capture();
-        let reserve = self.replica.config().disk_reserve_bytes;
-        let (storage, status) = (&self.storage, &self.replica.status);
+        let job = self.capture(g);
+        let reserve = g.replica.config().disk_reserve_bytes;
+        let (storage, status) = (&g.storage, &g.replica.status);
         let room = |bytes: u64| disk_space::has_room(storage.dir(), reserve, bytes, status);
         if let Some(written) = write_snapshot(storage, job, &room) {
-            self.snapshot_written(written);
+            self.snapshot_written(g, written);
         }
     }
 
     /// The worker stored a snapshot: name it and compact the log behind it.
-    pub(super) fn snapshot_written(&mut self, written: SnapshotWritten) {
+    pub fn snapshot_written(&mut self, g: &Group, written: SnapshotWritten) {
         let SnapshotWritten {
             index,
             term,
@@ -141,24 +158,24 @@ impl Consensus {
             written_in,
             peak_extra,
         } = written;
-        self.snapshots.in_progress = false;
-        let repaired = std::mem::take(&mut self.snapshots.repairing);
+        self.in_progress = false;
+        let repaired = std::mem::take(&mut self.repairing);
         // Older: a snapshot from the leader was installed meanwhile. (The same index: a
         // repair of a damaged file, which this one replaced; it is named again.)
-        if index < self.storage.snapshot_metadata().index {
+        if index < g.storage.snapshot_metadata().index {
             return;
         }
-        let compact_to = index.saturating_sub(self.replica.config().snapshot_retain_entries);
-        self.storage.save_snapshot(index, term, &conf, compact_to);
-        self.snapshots.last_bytes = bytes;
-        let counters = &self.replica.counters;
+        let compact_to = index.saturating_sub(g.replica.config().snapshot_retain_entries);
+        g.storage.save_snapshot(index, term, &conf, compact_to);
+        self.last_bytes = bytes;
+        let counters = &g.replica.counters;
         // Counted once the sound file is named: a restart from now on loads it.
         if repaired {
             counters.snapshot_repairs.fetch_add(1, Ordering::Relaxed);
         }
         counters.snapshot_time.record_ms(captured_in + written_in);
         counters.snapshot_last(bytes, captured_in + written_in, peak_extra);
-        let status = &self.replica.status;
+        let status = &g.replica.status;
         status.snapshot_index.store(index, Ordering::Relaxed);
         status.snapshot_named(zxid);
         tracing::info!(

@@ -15,14 +15,13 @@
 //! Raft thread.
 
 use std::sync::atomic::Ordering;
+use std::time::Instant;
 
-use raft::StateRole;
-
-use super::driver::Consensus;
+use super::group::Group;
 use super::input::{Input, Transfer};
 use super::replica::Replica;
 use super::status::Role;
-use super::trust::QUARANTINE_TIMEOUTS;
+use super::trust::{Trust, QUARANTINE_TIMEOUTS};
 
 /// What became of an operator's transfer request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,35 +75,44 @@ pub fn ask(replica: &Replica, what: Transfer) -> Asked {
     }
 }
 
-impl Consensus {
+/// A yield that found nobody to hand over to, tried again until the deadline.
+#[derive(Default)]
+pub(super) struct Transfers {
+    /// Until when an operator's yield waits for a follower to answer.
+    yield_until: Option<Instant>,
+}
+
+impl Transfers {
     /// Starts a transfer; returns the transferee, or `None` when there is nobody to hand
     /// over to (not the leader, standalone, an observer asking, or no active voter).
-    pub(super) fn transfer_leadership(&mut self, what: Transfer) -> Option<u64> {
-        let me = self.member.me;
+    pub fn transfer_leadership(
+        &mut self,
+        g: &mut Group,
+        trust: &Trust,
+        what: Transfer,
+    ) -> Option<u64> {
+        let me = g.member.me;
         match what {
             Transfer::Yield => {
-                if !self.leads() {
+                if !g.leads() {
                     return None;
                 }
-                let Some(target) = self.best_transferee() else {
+                let Some(target) = Self::best_transferee(g, trust) else {
                     // raft-rs forgets which followers answered at every quorum check, so
                     // right after one nobody looks active; and a member just promoted back
                     // cannot campaign before its quarantine ends: wait for either.
-                    let wait = super::timing::election_timeout(self.timers.tick)
-                        * (QUARANTINE_TIMEOUTS + 1);
-                    self.leadership
-                        .yield_until
-                        .get_or_insert(self.clock.now() + wait);
+                    let wait = g.election_timeout() * (QUARANTINE_TIMEOUTS + 1);
+                    self.yield_until.get_or_insert(g.clock.now() + wait);
                     return None;
                 };
-                self.leadership.yield_until = None;
+                self.yield_until = None;
                 tracing::info!(member = me, "handing leadership over to {target}");
-                self.node.transfer_leader(target);
+                g.node.transfer_leader(target);
                 Some(target)
             }
             Transfer::To(target) => {
-                let leader = self.leadership.leader;
-                let voters = self.node.raft.prs().conf().to_conf_state().voters;
+                let leader = g.leadership.leader;
+                let voters = g.node.raft.prs().conf().to_conf_state().voters;
                 if leader == 0 || leader == target || !voters.contains(&target) {
                     tracing::info!(
                         member = me,
@@ -118,17 +126,17 @@ impl Consensus {
                 );
                 // raft-rs names the transferee as the message's sender; a follower passes
                 // the message on to the leader.
-                self.node.transfer_leader(target);
+                g.node.transfer_leader(target);
                 Some(target)
             }
             Transfer::Request => {
-                let leader = self.leadership.leader;
-                let voters = self.node.raft.prs().conf().to_conf_state().voters;
-                if leader == 0 || leader == me || self.member.standalone || !voters.contains(&me) {
+                let leader = g.leadership.leader;
+                let voters = g.node.raft.prs().conf().to_conf_state().voters;
+                if leader == 0 || leader == me || g.member.standalone || !voters.contains(&me) {
                     return None;
                 }
                 tracing::info!(member = me, "asking leader {leader} for leadership");
-                self.node.transfer_leader(me);
+                g.node.transfer_leader(me);
                 Some(me)
             }
         }
@@ -136,34 +144,29 @@ impl Consensus {
 
     /// Tries again a yield that found no follower to hand over to, until a quarantine and
     /// an election timeout after it was asked; dropped when this member no longer leads.
-    pub(super) fn retry_yield(&mut self, now: std::time::Instant) {
-        let Some(until) = self.leadership.yield_until else {
+    pub fn retry_yield(&mut self, g: &mut Group, trust: &Trust, now: Instant) {
+        let Some(until) = self.yield_until else {
             return;
         };
-        if now > until || !self.leads() {
-            self.leadership.yield_until = None;
-        } else if !self.transferring() {
-            self.transfer_leadership(Transfer::Yield);
+        if now > until || !g.leads() {
+            self.yield_until = None;
+        } else if !g.transferring() {
+            self.transfer_leadership(g, trust, Transfer::Yield);
         }
-    }
-
-    /// Whether the leader is handing over (raft-rs drops proposals meanwhile).
-    pub(super) fn transferring(&self) -> bool {
-        self.node.raft.state == StateRole::Leader && self.node.raft.lead_transferee.is_some()
     }
 
     /// The active voter, other than this member, whose log matches the leader's furthest,
     /// among those that could campaign now (see [`Trust::may_take_over`]).
     ///
     /// [`Trust::may_take_over`]: super::trust::Trust::may_take_over
-    fn best_transferee(&self) -> Option<u64> {
-        let me = self.member.me;
-        let now = self.clock.now();
-        let raft = &self.node.raft;
+    fn best_transferee(g: &Group, trust: &Trust) -> Option<u64> {
+        let me = g.member.me;
+        let now = g.clock.now();
+        let raft = &g.node.raft;
         let voters = raft.prs().conf().to_conf_state().voters;
         voters
             .into_iter()
-            .filter(|id| *id != me && self.trust.may_take_over(*id, now))
+            .filter(|id| *id != me && trust.may_take_over(*id, now))
             .filter_map(|id| raft.prs().get(id).map(|pr| (id, pr)))
             .filter(|(_, pr)| pr.recent_active)
             .max_by_key(|(id, pr)| (pr.matched, std::cmp::Reverse(*id)))

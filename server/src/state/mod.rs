@@ -221,7 +221,7 @@ impl StateMachine {
                 reconfig::state_first(&mut self.tree, time, text, &mut triggers);
                 obs.triggers(zxid, &triggers);
             }
-            Command::Restore { nonce, state } => self.restore(*nonce, state, zxid, obs),
+            Command::Restore { nonce, state } => restore::apply(self, *nonce, state, zxid, obs),
             Command::DeleteNode { path } => {
                 let mut triggers = Vec::new();
                 // A node that gained a child or was touched since the leader chose it stays.
@@ -529,7 +529,7 @@ mod tests {
                 write(3, 2, Request::Create(create("/kept", 0))),
             ],
         );
-        let bytes = snapshot::encode(&backup.snapshot_view());
+        let bytes = snapshot::encode(&snapshot::SnapshotView::of(&backup));
         // Now: sessions 1 and 2 open, /gone, this ensemble's membership.
         let mut sm = StateMachine::new(TreeOptions::default());
         run(

@@ -28,50 +28,49 @@ use super::snapshot;
 use super::tree::CONFIG;
 use super::{ApplyObserver, StateMachine};
 
-impl StateMachine {
-    /// Applies [`Command::Restore`](super::command::Command::Restore) at `zxid`.
-    pub(super) fn restore(
-        &mut self,
-        nonce: u64,
-        state: &Bytes,
-        zxid: i64,
-        obs: &mut impl ApplyObserver,
-    ) {
-        let restored = match snapshot::decode(state.clone(), self.tree.options) {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::error!("a committed restore does not decode ({e}); state unchanged");
-                return;
-            }
-        };
-        let config = self.tree.get(CONFIG).map(|n| {
-            let data = Bytes::copy_from_slice(n.data().unwrap_or_default());
-            (n.mzxid(), n.mtime(), data, n.version())
-        });
-        let open: Vec<i64> = self.sessions.keys().copied().collect();
-        self.tree = restored.tree;
-        self.sessions = restored.sessions;
-        // Nothing to trigger: every connection's session is about to end.
-        let mut triggers = Vec::new();
-        for session in &open {
-            if self.sessions.remove(session).is_some() {
-                self.tree.kill_session(zxid, *session, &mut triggers);
-            }
+/// Applies [`Command::Restore`](super::command::Command::Restore) to `machine` at `zxid`.
+pub(super) fn apply(
+    machine: &mut StateMachine,
+    nonce: u64,
+    state: &Bytes,
+    zxid: i64,
+    obs: &mut impl ApplyObserver,
+) {
+    let restored = match snapshot::decode(state.clone(), machine.tree.options) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!("a committed restore does not decode ({e}); state unchanged");
+            return;
         }
-        if let Some((mzxid, mtime, data, version)) = config {
-            self.tree
-                .replace_config(mzxid, mtime, data, version, &mut triggers);
+    };
+    let config = machine.tree.get(CONFIG).map(|n| {
+        let data = Bytes::copy_from_slice(n.data().unwrap_or_default());
+        (n.mzxid(), n.mtime(), data, n.version())
+    });
+    let open: Vec<i64> = machine.sessions.keys().copied().collect();
+    machine.tree = restored.tree;
+    machine.sessions = restored.sessions;
+    // Nothing to trigger: every connection's session is about to end.
+    let mut triggers = Vec::new();
+    for session in &open {
+        if machine.sessions.remove(session).is_some() {
+            machine.tree.kill_session(zxid, *session, &mut triggers);
         }
-        tracing::warn!(
-            zxid = format_args!("{zxid:#x}"),
-            sessions_expired = open.len(),
-            sessions_restored = self.sessions.len(),
-            nodes = self.tree.node_count(),
-            "restored the state from a snapshot"
-        );
-        for session in open {
-            obs.session_closed(session, zxid, CloseReason::Expired);
-        }
-        obs.restored(nonce, zxid, &self.sessions);
     }
+    if let Some((mzxid, mtime, data, version)) = config {
+        machine
+            .tree
+            .replace_config(mzxid, mtime, data, version, &mut triggers);
+    }
+    tracing::warn!(
+        zxid = format_args!("{zxid:#x}"),
+        sessions_expired = open.len(),
+        sessions_restored = machine.sessions.len(),
+        nodes = machine.tree.node_count(),
+        "restored the state from a snapshot"
+    );
+    for session in open {
+        obs.session_closed(session, zxid, CloseReason::Expired);
+    }
+    obs.restored(nonce, zxid, &machine.sessions);
 }

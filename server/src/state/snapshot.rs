@@ -72,18 +72,18 @@ pub struct SnapshotView {
     pub data_size: u64,
 }
 
-impl StateMachine {
+impl SnapshotView {
     /// Captures the state for a snapshot (cheap: no znode is copied).
-    pub fn snapshot_view(&self) -> SnapshotView {
+    pub fn of(state: &StateMachine) -> SnapshotView {
         SnapshotView {
-            last_zxid: self.last_zxid,
-            sessions: self
+            last_zxid: state.last_zxid,
+            sessions: state
                 .sessions
                 .iter()
                 .map(|(id, s)| (*id, s.clone()))
                 .collect(),
-            tree: self.tree.capture(),
-            data_size: self.tree.approximate_data_size(),
+            tree: state.tree.capture(),
+            data_size: state.tree.approximate_data_size(),
         }
     }
 }
@@ -582,7 +582,7 @@ mod tests {
     #[test]
     fn round_trip_preserves_everything() {
         let sm = sample();
-        let bytes = encode(&sm.snapshot_view());
+        let bytes = encode(&SnapshotView::of(&sm));
         let back = decode(
             bytes,
             TreeOptions {
@@ -633,7 +633,7 @@ mod tests {
 
     #[test]
     fn corruption_is_detected() {
-        let bytes = encode(&sample().snapshot_view());
+        let bytes = encode(&SnapshotView::of(&sample()));
         assert!(matches!(
             decode(Bytes::from_static(b"nope"), TreeOptions::default()),
             Err(SnapshotError::BadMagic)
@@ -653,7 +653,7 @@ mod tests {
 
     #[test]
     fn a_flipped_byte_anywhere_fails_the_checksum() {
-        let bytes = encode(&sample().snapshot_view());
+        let bytes = encode(&SnapshotView::of(&sample()));
         // Every position after the magic and version (those fail on their own).
         for pos in 8..bytes.len() {
             let mut v = bytes.to_vec();
@@ -670,7 +670,7 @@ mod tests {
 
     #[test]
     fn verify_finds_a_flip_or_a_tear_without_decoding() {
-        let bytes = encode(&sample().snapshot_view());
+        let bytes = encode(&SnapshotView::of(&sample()));
         assert!(verify(&bytes[..]).is_ok());
         for pos in [8, bytes.len() / 2, bytes.len() - 1] {
             let mut v = bytes.to_vec();
@@ -691,7 +691,7 @@ mod tests {
     #[test]
     fn version_1_without_a_checksum_still_loads() {
         let sm = sample();
-        let bytes = encode(&sm.snapshot_view());
+        let bytes = encode(&SnapshotView::of(&sm));
         let mut v1 = bytes[..bytes.len() - 4].to_vec();
         v1[4..8].copy_from_slice(&VERSION_UNCHECKED.to_be_bytes());
         let options = TreeOptions {
@@ -704,7 +704,7 @@ mod tests {
     #[test]
     fn a_bad_path_in_a_snapshot_is_refused() {
         // Version 1 has no checksum, so the damaged path reaches the path checks.
-        let bytes = encode(&sample().snapshot_view());
+        let bytes = encode(&SnapshotView::of(&sample()));
         let mut v1 = bytes[..bytes.len() - 4].to_vec();
         v1[4..8].copy_from_slice(&VERSION_UNCHECKED.to_be_bytes());
         // The record of "/a": its path's length (2), then the path.
@@ -740,7 +740,7 @@ mod tests {
             };
             sm.tree.create(&ctx, &op, &mut Vec::new(), None).unwrap();
         }
-        let bytes = encode(&sm.snapshot_view());
+        let bytes = encode(&SnapshotView::of(&sm));
         assert!(bytes.len() > 3 << 20, "spans several windows");
         for step in [7777, 1 << 20] {
             let src = Trickle { data: &bytes, step };

@@ -297,7 +297,8 @@ mod tests {
         assert_eq!((r.state.last_zxid, r.accepted_epoch, r.replayed), (0, 0, 0));
         let mut s = StateMachine::new(opts);
         s.last_zxid = 0x1_0000_0005;
-        j.snapshot(&s.snapshot_view()).unwrap();
+        j.snapshot(&crate::state::snapshot::SnapshotView::of(&s))
+            .unwrap();
         for z in 4..9 {
             j.append(&txn(0x1_0000_0000 + z, "/a").encode()).unwrap();
         }

@@ -377,7 +377,7 @@ impl Observer {
         }
         let long = self.journaled(|j| j.sync()).unwrap_or(false);
         if long {
-            let view = self.replica.state.read().snapshot_view();
+            let view = crate::state::snapshot::SnapshotView::of(&self.replica.state.read());
             self.journaled(|j| j.snapshot(&view));
         }
     }
@@ -512,7 +512,7 @@ impl Observer {
         let serving = self.replica.is_serving();
         // The old copy goes first: the log must never continue a tree it does not follow.
         self.journaled(|j| j.clear());
-        let view = state.snapshot_view();
+        let view = crate::state::snapshot::SnapshotView::of(&state);
         {
             let mut held = self.replica.state.write();
             *held = state;

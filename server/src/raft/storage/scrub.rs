@@ -256,7 +256,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let s = store(dir.path(), 2);
         assert!(matches!(s.scrub_snapshot(), SnapshotScrub::Nothing));
-        let view = StateMachine::new(TreeOptions::default()).snapshot_view();
+        let view =
+            crate::state::snapshot::SnapshotView::of(&StateMachine::new(TreeOptions::default()));
         let len = s
             .write_snapshot_with(2, 1, |sink| snapshot::encode_into(&view, sink).map(|_| ()))
             .unwrap();

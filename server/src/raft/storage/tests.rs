@@ -14,7 +14,7 @@ fn entry(index: u64, term: u64) -> Entry {
 /// A real snapshot (of an empty tree): what is sent to a follower is checked first.
 fn tree_snapshot() -> Vec<u8> {
     use crate::state::{snapshot, tree::TreeOptions, StateMachine};
-    let view = StateMachine::new(TreeOptions::default()).snapshot_view();
+    let view = crate::state::snapshot::SnapshotView::of(&StateMachine::new(TreeOptions::default()));
     let mut out = Vec::new();
     snapshot::encode_into(&view, &mut out).unwrap();
     out
@@ -312,7 +312,7 @@ fn a_torn_or_flipped_snapshot_file_is_refused() {
 
     let dir = tempfile::tempdir().unwrap();
     let s = two_committed_entries(dir.path());
-    let view = StateMachine::new(TreeOptions::default()).snapshot_view();
+    let view = crate::state::snapshot::SnapshotView::of(&StateMachine::new(TreeOptions::default()));
     let len = s
         .write_snapshot_with(2, 1, |sink| snapshot::encode_into(&view, sink).map(|_| ()))
         .unwrap();
