@@ -6,6 +6,11 @@
 //! Imports are read from `use` declarations and from `crate::`/`super::` paths in code,
 //! resolved to the file that defines the module they name (a path through a parent module
 //! to a child names the child's file). Test modules (`#[cfg(test)] mod tests`) are left out.
+//!
+//! An inherent `impl` of a type in another file than the type's is a dependency of the
+//! type's file on it: whoever uses the type uses those methods. So a type's methods spread
+//! over files that each import the type (a god object split by file) is a cycle, the
+//! one kind that `use` lines alone do not show. A trait's `impl ... for` a type is not.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -167,11 +172,27 @@ fn resolve(from: &Module, from_is_dir: bool, path: &str, modules: &BTreeSet<Modu
 }
 
 struct Crate {
-    /// File → the files it imports.
+    /// File → the files it imports (and, for a type's file, the files with inherent
+    /// `impl`s of the type).
     imports: BTreeMap<Module, BTreeSet<Module>>,
     /// Non-test lines per file.
     lines: BTreeMap<Module, usize>,
+    /// The types with inherent `impl`s in other files than their own.
+    split: BTreeSet<String>,
 }
+
+/// Types whose methods are still spread over several files, by crate folder: the `impl`
+/// rule leaves them out until each is given one owner per part (then it leaves this list;
+/// [`the_known_split_types_are_still_split`] fails for an entry that is mended but listed).
+/// - `RaftStorage`: `storage/{open,log,snapshots,identity,scrub}.rs` each extend it.
+/// - `DataTree`: `tree/{write,replay}.rs` extend it (the leader's decided writes and a
+///   follower's replay of them).
+/// - `LockCore`: recipes' `queue.rs` (the wait in line) extends `lock.rs`'s core.
+const SPLIT_TYPES_TO_MEND: &[(&str, &str)] = &[
+    ("server", "RaftStorage"),
+    ("server", "DataTree"),
+    ("recipes", "LockCore"),
+];
 
 fn read_crate() -> Crate {
     read_crate_at(&src_dir())
@@ -203,6 +224,8 @@ fn read_crate_at(src: &Path) -> Crate {
     let modules: BTreeSet<Module> = files.iter().map(|f| module_of(&src, f)).collect();
     let mut imports = BTreeMap::new();
     let mut lines = BTreeMap::new();
+    let mut defined: BTreeMap<String, BTreeSet<Module>> = BTreeMap::new();
+    let mut inherent = Vec::new();
     for file in &files {
         let module = module_of(&src, file);
         let is_dir = matches!(
@@ -217,9 +240,115 @@ fn read_crate_at(src: &Path) -> Crate {
             .map(|p| resolve(&module, is_dir, p, &modules))
             .filter(|m| *m != module)
             .collect();
+        for name in types_defined_in(&code) {
+            defined.entry(name).or_default().insert(module.clone());
+        }
+        inherent.push((module.clone(), inherent_impls_in(&code)));
         imports.insert(module, targets);
     }
-    Crate { imports, lines }
+    // A type's file depends on every other file with an inherent `impl` of it. A name
+    // defined in several files is taken to be the one the implementing file imports.
+    let crate_dir = src
+        .parent()
+        .and_then(Path::file_name)
+        .and_then(|n| n.to_str())
+        .unwrap_or_default()
+        .to_string();
+    let mut split = BTreeSet::new();
+    for (module, names) in inherent {
+        for name in names {
+            let Some(homes) = defined.get(&name) else {
+                continue; // a type of another crate (impossible for inherent impls) or a macro's
+            };
+            if homes.contains(&module) {
+                continue;
+            }
+            let imported = &imports[&module];
+            let home = match homes.len() {
+                1 => homes.iter().next(),
+                _ => homes.iter().find(|h| imported.contains(*h)),
+            };
+            let Some(home) = home.cloned() else { continue };
+            split.insert(name.clone());
+            let known = SPLIT_TYPES_TO_MEND.contains(&(crate_dir.as_str(), name.as_str()));
+            if !known {
+                imports.entry(home).or_default().insert(module.clone());
+            }
+        }
+    }
+    Crate {
+        imports,
+        lines,
+        split,
+    }
+}
+
+/// The names of the types (structs, enums, unions, traits, aliases) a file's code defines.
+fn types_defined_in(code: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    for line in code.lines() {
+        let words: Vec<&str> = line
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .filter(|w| !w.is_empty())
+            .collect();
+        for pair in words.windows(2) {
+            if matches!(pair[0], "struct" | "enum" | "union" | "trait" | "type")
+                && pair[1].starts_with(|c: char| c.is_ascii_uppercase())
+            {
+                names.push(pair[1].to_string());
+            }
+        }
+    }
+    names
+}
+
+/// The types a file's code gives inherent methods: `impl Name {`, `impl<T> Name<T> {`,
+/// `impl super::x::Name {` (not `impl Trait for Name`).
+fn inherent_impls_in(code: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut rest = code;
+    while let Some(i) = rest.find("impl") {
+        let before_ok = i == 0 || {
+            let b = rest.as_bytes()[i - 1];
+            !(b.is_ascii_alphanumeric() || b == b'_')
+        };
+        let tail = &rest[i + 4..];
+        rest = tail;
+        if !before_ok || !tail.starts_with(['<', ' ', '\n']) {
+            continue;
+        }
+        let Some(open) = tail.find('{') else { break };
+        let head = strip_generics(&tail[..open]);
+        if head.split_whitespace().any(|w| w == "for") || head.contains(';') {
+            continue;
+        }
+        let path = head.trim();
+        let name = path.rsplit("::").next().unwrap_or(path).trim();
+        if name.starts_with(|c: char| c.is_ascii_uppercase())
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        {
+            names.push(name.to_string());
+        }
+    }
+    names
+}
+
+/// `text` without what is inside angle brackets (generics), and without a where clause.
+fn strip_generics(text: &str) -> String {
+    let mut out = String::new();
+    let mut depth = 0usize;
+    for c in text.chars() {
+        match c {
+            '<' => depth += 1,
+            '>' if depth > 0 => depth -= 1,
+            _ if depth == 0 => out.push(c),
+            _ => {}
+        }
+    }
+    match out.find(" where") {
+        Some(i) => out[..i].to_string(),
+        None => out,
+    }
 }
 
 fn name(m: &Module) -> String {
@@ -351,4 +480,87 @@ fn no_file_has_more_than_600_lines_of_non_test_code() {
         .map(|(m, n)| format!("{}: {n}", name(m)))
         .collect();
     assert!(long.is_empty(), "{long:?}");
+}
+
+#[test]
+fn the_known_split_types_are_still_split() {
+    let mut crates = other_crates();
+    crates.push(src_dir());
+    let stale: Vec<String> = SPLIT_TYPES_TO_MEND
+        .iter()
+        .filter(|(dir, name)| {
+            let src = crates
+                .iter()
+                .find(|c| c.parent().and_then(Path::file_name) == Some(std::ffi::OsStr::new(dir)));
+            !src.is_some_and(|src| read_crate_at(src).split.contains(*name))
+        })
+        .map(|(dir, name)| format!("{dir}: {name}"))
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "mended (take them off SPLIT_TYPES_TO_MEND): {stale:?}"
+    );
+}
+
+/// A throwaway crate source folder with the given files, removed on drop.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(tag: &str, files: &[(&str, &str)]) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("layout-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        for (path, text) in files {
+            let file = dir.join(path);
+            std::fs::create_dir_all(file.parent().expect("a parent")).expect("mkdir");
+            std::fs::write(file, text).expect("write");
+        }
+        Scratch(dir)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+fn an_inherent_impl_in_another_file_is_a_cycle() {
+    let split = Scratch::new(
+        "split",
+        &[
+            ("lib.rs", "mod a;\nmod b;\n"),
+            (
+                "a.rs",
+                "pub struct Thing;\nimpl Thing {\n    fn one(&self) {}\n}\n",
+            ),
+            (
+                "b.rs",
+                "use crate::a::Thing;\nimpl<'x> Thing {\n    pub fn two(&self) {}\n}\n",
+            ),
+        ],
+    );
+    let cycle = first_cycle(&read_crate_at(&split.0));
+    assert!(
+        cycle
+            .as_deref()
+            .is_some_and(|c| c.contains('a') && c.contains('b')),
+        "{cycle:?}"
+    );
+    // A trait implemented for the type elsewhere, or an impl of a type the file defines
+    // itself, is no dependency of the type's file.
+    let fine = Scratch::new(
+        "fine",
+        &[
+            ("lib.rs", "mod a;\nmod b;\n"),
+            ("a.rs", "pub struct Thing;\nimpl Thing {\n    fn one(&self) {}\n}\n"),
+            (
+                "b.rs",
+                "use crate::a::Thing;\nstruct Other;\nimpl Other {}\n\
+                 impl std::fmt::Debug for Thing {\n    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result { Ok(()) }\n}\n\
+                 impl<T: Clone> From<T>\n    for Other\n{\n    fn from(_: T) -> Other { Other }\n}\n",
+            ),
+        ],
+    );
+    assert_eq!(first_cycle(&read_crate_at(&fine.0)), None);
 }
