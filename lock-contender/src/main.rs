@@ -42,7 +42,7 @@ use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use zooraft_recipes::{
-    LockGuard, LockOptions, Mutex, SubtreeCache, WatchMode, ZkClient, ZookeeperClient,
+    IntoClient, LockGuard, LockOptions, Mutex, SubtreeCache, WatchMode, ZkClient, ZookeeperClient,
 };
 
 /// A client of the backend `LOCK_CONTENDER_BACKEND` names (zookeeper-client by default).
@@ -51,11 +51,13 @@ async fn connect_client(connect: &str, session: Duration) -> Result<Arc<dyn ZkCl
     match backend.as_str() {
         "" | "zookeeper-client" => Ok(ZookeeperClient::connect(connect, session)
             .await
-            .map_err(|e| e.to_string())?),
+            .map_err(|e| e.to_string())?
+            .into_client()),
         "async" | "zookeeper-async" => {
             Ok(zooraft_recipes::AsyncZkClient::connect(connect, session)
                 .await
-                .map_err(|e| e.to_string())?)
+                .map_err(|e| e.to_string())?
+                .into_client())
         }
         other => Err(format!("unknown LOCK_CONTENDER_BACKEND {other:?}")),
     }

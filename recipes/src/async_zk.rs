@@ -46,6 +46,12 @@ use crate::wire::{AuthList, ConnectString, JuteConnection};
 
 /// A zookeeper-async client with everything the recipes need.
 ///
+/// A cheap handle: clones share one session (an `Arc` of the state inside), and every recipe
+/// constructor takes one by value ([`IntoClient`](crate::IntoClient)), so pass
+/// `client.clone()`. The session closes on [`close`](AsyncZkClient::close) (for every
+/// clone), or in the background when the last clone is dropped (and the last recipe made
+/// with it, which holds one too).
+///
 /// ```no_run
 /// use std::time::Duration;
 /// use zooraft_recipes::AsyncZkClient;
@@ -57,7 +63,13 @@ use crate::wire::{AuthList, ConnectString, JuteConnection};
 /// client.close().await;
 /// # Ok(()) }
 /// ```
+#[derive(Clone)]
 pub struct AsyncZkClient {
+    inner: Arc<Inner>,
+}
+
+/// What the clones of one [`AsyncZkClient`] share.
+struct Inner {
     zk: Arc<ZooKeeper>,
     side: JuteConnection,
     auth: AuthList,
@@ -68,7 +80,7 @@ pub struct AsyncZkClient {
 impl std::fmt::Debug for AsyncZkClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AsyncZkClient")
-            .field("state", &*self.state.borrow())
+            .field("state", &*self.inner.state.borrow())
             .finish()
     }
 }
@@ -85,7 +97,7 @@ impl AsyncZkClient {
     pub async fn connect(
         connect_string: &str,
         session_timeout: Duration,
-    ) -> Result<Arc<AsyncZkClient>, Error> {
+    ) -> Result<AsyncZkClient, Error> {
         let target = ConnectString::parse(connect_string).ok_or_else(|| Error::Connect {
             address: connect_string.to_string(),
             cause: Cause::message("not host:port[,host:port...][/chroot]"),
@@ -105,26 +117,29 @@ impl AsyncZkClient {
         let listener_state = state.clone();
         zk.add_listener(move |s: ZkState| on_state(&listener_state, s));
         let auth = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let client = Arc::new(AsyncZkClient {
-            zk: Arc::new(zk),
-            side: JuteConnection::new(target, session_timeout, auth.clone()),
-            auth,
-            state,
-            closed: std::sync::atomic::AtomicBool::new(false),
-        });
+        let client = AsyncZkClient {
+            inner: Arc::new(Inner {
+                zk: Arc::new(zk),
+                side: JuteConnection::new(target, session_timeout, auth.clone()),
+                auth,
+                state,
+                closed: std::sync::atomic::AtomicBool::new(false),
+            }),
+        };
+        let inner = &client.inner;
         // The Connected event may have fired before the listener was added: a request that
         // succeeds proves the session is up.
-        let probe = tokio::time::timeout(session_timeout, client.zk.exists("/", false)).await;
+        let probe = tokio::time::timeout(session_timeout, inner.zk.exists("/", false)).await;
         match probe {
             Ok(Ok(_)) => {
                 // zookeeper-async does not tell the negotiated timeout; the side session asks
                 // for the same one and is clamped the same way.
-                if let Ok(t) = client.side.negotiated_timeout().await {
-                    client.state.send_modify(|s| s.timeout = s.timeout.min(t));
+                if let Ok(t) = inner.side.negotiated_timeout().await {
+                    inner.state.send_modify(|s| s.timeout = s.timeout.min(t));
                 }
                 // The side session is opened again when a request needs it.
-                client.side.close().await;
-                client.state.send_if_modified(|s| {
+                inner.side.close().await;
+                inner.state.send_if_modified(|s| {
                     if s.connection == Connection::Disconnected {
                         *s = SessionState::new(
                             Connection::Connected,
@@ -159,24 +174,42 @@ impl AsyncZkClient {
     /// The zookeeper-async handle, for operations the recipes do not wrap.
     ///
     /// ```no_run
-    /// # async fn f(client: std::sync::Arc<zooraft_recipes::AsyncZkClient>) {
+    /// # async fn f(client: zooraft_recipes::AsyncZkClient) {
     /// let kids = client.zookeeper().get_children("/", false).await;
     /// # }
     /// ```
     pub fn zookeeper(&self) -> &ZooKeeper {
-        &self.zk
+        &self.inner.zk
     }
 
-    /// Closes the session (its ephemeral nodes, and so its locks, go with it). Dropping the
-    /// last handle closes it too, in the background. zookeeper-async returns once
+    /// Closes the session, for every clone (its ephemeral nodes, and so its locks, go with
+    /// it). Dropping the last clone closes it too, in the background. zookeeper-async returns once
     /// closeSession is sent, without waiting for its reply: the nodes go a moment later.
     ///
     /// ```no_run
-    /// # async fn f(client: std::sync::Arc<zooraft_recipes::AsyncZkClient>) {
+    /// # async fn f(client: zooraft_recipes::AsyncZkClient) {
     /// client.close().await;
     /// # }
     /// ```
     pub async fn close(&self) {
+        self.inner.close().await
+    }
+
+    /// Adds an identity (`addauth`) to the session, and to the side session that sends
+    /// multi and container creates: both act as the same user.
+    ///
+    /// ```no_run
+    /// # async fn f(client: zooraft_recipes::AsyncZkClient) -> Result<(), zooraft_recipes::Error> {
+    /// client.add_auth("digest", b"billing:secret").await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn add_auth(&self, scheme: &str, auth: &[u8]) -> Result<(), Error> {
+        self.inner.add_auth(scheme, auth).await
+    }
+}
+
+impl Inner {
+    async fn close(&self) {
         if self.closed.swap(true, std::sync::atomic::Ordering::SeqCst) {
             return;
         }
@@ -187,15 +220,7 @@ impl AsyncZkClient {
         });
     }
 
-    /// Adds an identity (`addauth`) to the session, and to the side session that sends
-    /// multi and container creates: both act as the same user.
-    ///
-    /// ```no_run
-    /// # async fn f(client: std::sync::Arc<zooraft_recipes::AsyncZkClient>) -> Result<(), zooraft_recipes::Error> {
-    /// client.add_auth("digest", b"billing:secret").await?;
-    /// # Ok(()) }
-    /// ```
-    pub async fn add_auth(&self, scheme: &str, auth: &[u8]) -> Result<(), Error> {
+    async fn add_auth(&self, scheme: &str, auth: &[u8]) -> Result<(), Error> {
         self.zk
             .add_auth(scheme, auth.to_vec())
             .await
@@ -228,7 +253,7 @@ impl AsyncZkClient {
     }
 }
 
-impl Drop for AsyncZkClient {
+impl Drop for Inner {
     fn drop(&mut self) {
         // zookeeper-async keeps its I/O task (and so the session) alive after the handle is
         // dropped; close the session instead of leaving it to ping forever.
@@ -404,50 +429,58 @@ impl ZkClient for AsyncZkClient {
     ) -> ZkResult<(String, Stat)> {
         if mode.is_container() {
             let req = CreateRequest {
-                path: self.side.server_path(path),
+                path: self.inner.side.server_path(path),
                 data: Some(bytes::Bytes::copy_from_slice(data)),
                 acl: jute_acl(acl),
                 flags: mode.flags(),
             };
-            return match self.side_call(Request::CreateContainer(req)).await? {
-                Response::Create2(p, s) => Ok((self.side.client_path(p), s)),
-                Response::Create(p) => Ok((self.side.client_path(p), Stat::default())),
+            return match self.inner.side_call(Request::CreateContainer(req)).await? {
+                Response::Create2(p, s) => Ok((self.inner.side.client_path(p), s)),
+                Response::Create(p) => Ok((self.inner.side.client_path(p), Stat::default())),
                 _ => Err(ErrorCode::MarshallingError),
             };
         }
         let (p, s) = self
+            .inner
             .zk
             .create2(path, data.to_vec(), async_acl(acl), async_mode(mode))
             .await
             .map_err(code)?;
         let s = stat(s);
-        self.learn_session(&s);
+        self.inner.learn_session(&s);
         Ok((p, s))
     }
 
     async fn delete(&self, path: &str, version: i32) -> ZkResult<()> {
         let v = if version == -1 { None } else { Some(version) };
-        self.zk.delete(path, v).await.map_err(code)
+        self.inner.zk.delete(path, v).await.map_err(code)
     }
 
     async fn set_data(&self, path: &str, data: &[u8], version: i32) -> ZkResult<Stat> {
         let v = if version == -1 { None } else { Some(version) };
-        let s = self.zk.set_data(path, data.to_vec(), v).await;
+        let s = self.inner.zk.set_data(path, data.to_vec(), v).await;
         Ok(stat(s.map_err(code)?))
     }
 
     async fn exists(&self, path: &str) -> ZkResult<Option<Stat>> {
-        Ok(self.zk.exists(path, false).await.map_err(code)?.map(stat))
+        Ok(self
+            .inner
+            .zk
+            .exists(path, false)
+            .await
+            .map_err(code)?
+            .map(stat))
     }
 
     async fn get_data(&self, path: &str) -> ZkResult<(Vec<u8>, Stat)> {
-        let (d, s) = self.zk.get_data(path, false).await.map_err(code)?;
+        let (d, s) = self.inner.zk.get_data(path, false).await.map_err(code)?;
         Ok((d, stat(s)))
     }
 
     async fn get_data_watch(&self, path: &str) -> ZkResult<(Vec<u8>, Stat, WatchReceiver)> {
         let (tx, rx) = oneshot::channel();
         let (d, s) = self
+            .inner
             .zk
             .get_data_w(path, move |ev: zookeeper_async::WatchedEvent| {
                 let _ = tx.send(event_type(ev.event_type));
@@ -460,6 +493,7 @@ impl ZkClient for AsyncZkClient {
     async fn exists_watch(&self, path: &str) -> ZkResult<(Option<Stat>, WatchReceiver)> {
         let (tx, rx) = oneshot::channel();
         let s = self
+            .inner
             .zk
             .exists_w(path, move |ev: zookeeper_async::WatchedEvent| {
                 let _ = tx.send(event_type(ev.event_type));
@@ -470,12 +504,13 @@ impl ZkClient for AsyncZkClient {
     }
 
     async fn get_children(&self, path: &str) -> ZkResult<Vec<String>> {
-        self.zk.get_children(path, false).await.map_err(code)
+        self.inner.zk.get_children(path, false).await.map_err(code)
     }
 
     async fn get_children_watch(&self, path: &str) -> ZkResult<(Vec<String>, WatchReceiver)> {
         let (tx, rx) = oneshot::channel();
         let children = self
+            .inner
             .zk
             .get_children_w(path, move |ev: zookeeper_async::WatchedEvent| {
                 let _ = tx.send(event_type(ev.event_type));
@@ -487,7 +522,7 @@ impl ZkClient for AsyncZkClient {
 
     async fn sync(&self, path: &str) -> ZkResult<()> {
         // A write that cannot succeed (no node has data version -2), ordered like a sync.
-        match self.zk.set_data(path, Vec::new(), Some(-2)).await {
+        match self.inner.zk.set_data(path, Vec::new(), Some(-2)).await {
             Ok(_) => Ok(()),
             Err(e) => match code(e) {
                 ErrorCode::BadVersion | ErrorCode::NoNode | ErrorCode::NoAuth => Ok(()),
@@ -501,15 +536,15 @@ impl ZkClient for AsyncZkClient {
     }
 
     async fn multi(&self, ops: &[Op]) -> ZkResult<Vec<OpResult>> {
-        let req = Request::Multi(ops.iter().map(|o| multi_op(&self.side, o)).collect());
-        let Response::Multi(results) = self.side_call(req).await? else {
+        let req = Request::Multi(ops.iter().map(|o| multi_op(&self.inner.side, o)).collect());
+        let Response::Multi(results) = self.inner.side_call(req).await? else {
             return Err(ErrorCode::MarshallingError);
         };
         Ok(results
             .into_iter()
             .map(|r| match r {
-                MultiResult::Create(p) => OpResult::Create(self.side.client_path(p)),
-                MultiResult::Create2(p, _) => OpResult::Create(self.side.client_path(p)),
+                MultiResult::Create(p) => OpResult::Create(self.inner.side.client_path(p)),
+                MultiResult::Create2(p, _) => OpResult::Create(self.inner.side.client_path(p)),
                 MultiResult::Delete => OpResult::Delete,
                 MultiResult::SetData(s) => OpResult::SetData(s),
                 MultiResult::Check => OpResult::Check,
@@ -522,6 +557,6 @@ impl ZkClient for AsyncZkClient {
     }
 
     fn session(&self) -> watch::Receiver<SessionState> {
-        self.state.subscribe()
+        self.inner.state.subscribe()
     }
 }

@@ -22,8 +22,8 @@ use tokio::time::Instant;
 
 use crate::cleanup::{session_gone, spawn_delete, wait_connected, Doomed};
 use crate::client::{
-    is_transient, Connection, CreateMode, ErrorCode, EventType, SessionState, WatchReceiver,
-    ZkClient,
+    is_transient, Connection, CreateMode, ErrorCode, EventType, IntoClient, SessionState,
+    WatchReceiver, ZkClient,
 };
 use crate::counters::ensure_parents;
 use crate::error::Error;
@@ -208,7 +208,8 @@ impl std::fmt::Debug for Barrier {
 
 impl Barrier {
     /// A barrier at `path`.
-    pub fn new(client: Arc<dyn ZkClient>, path: &str) -> Result<Barrier, Error> {
+    pub fn new(client: impl IntoClient, path: &str) -> Result<Barrier, Error> {
+        let client = client.into_client();
         Ok(Barrier {
             client,
             path: checked_path(path)?,
@@ -349,10 +350,11 @@ impl DoubleBarrier {
     /// A member of the barrier at `path` that opens when `member_qty` (at least 1) members
     /// have entered.
     pub fn new(
-        client: Arc<dyn ZkClient>,
+        client: impl IntoClient,
         path: &str,
         member_qty: usize,
     ) -> Result<DoubleBarrier, Error> {
+        let client = client.into_client();
         if member_qty == 0 {
             return Err(Error::InvalidOption(
                 "a double barrier needs at least one member".into(),

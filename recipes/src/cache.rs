@@ -21,7 +21,7 @@ use tokio::sync::mpsc;
 use crate::cache_state::{child, Shared};
 pub use crate::cache_state::{CacheEvent, ChildData, WatchMode};
 use crate::cache_sync::Syncer;
-use crate::client::ZkClient;
+use crate::client::{IntoClient, ZkClient};
 use crate::error::Error;
 use crate::names::checked_path;
 
@@ -70,7 +70,8 @@ impl std::fmt::Debug for SubtreeCache {
 
 impl SubtreeCache {
     /// A cache of `path` and its subtree (not started: see [`start`](Self::start)).
-    pub fn new(client: Arc<dyn ZkClient>, path: &str) -> Result<SubtreeCache, Error> {
+    pub fn new(client: impl IntoClient, path: &str) -> Result<SubtreeCache, Error> {
+        let client = client.into_client();
         Ok(SubtreeCache {
             client,
             shared: Arc::new(Shared::new(checked_path(path)?)),

@@ -11,7 +11,16 @@
 //! [`tokio::sync::watch`] channel of [`SessionState`]: whether the connection is up, which
 //! session (an `epoch` that changes whenever the client starts a new session) and the
 //! session timeout. The lost-lock signal and protection mode are built on it.
+//!
+//! Recipe constructors take any client through [`IntoClient`]: a client handle by value (the
+//! usual case: `Mutex::new(client.clone(), path)`), an `Arc` of a client, or an
+//! `Arc<dyn ZkClient>`. The three impls do not overlap because no `Arc` implements
+//! [`ZkClient`], and no crate but this one can make one do so (`Arc` is not a fundamental
+//! type, so the orphan rule forbids `impl ZkClient for Arc<Theirs>` elsewhere). That is also
+//! why `Arc<T>` is not itself a `ZkClient`: the blanket impl over `T: ZkClient` would then
+//! cover it twice.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -209,13 +218,13 @@ impl OpResult {
 ///
 /// Implemented for [`ZookeeperClient`](crate::ZookeeperClient) (zookeeper-client, the primary
 /// backend) and, with the `zookeeper-async` feature, for `AsyncZkClient`. Any other client
-/// can implement it; the trait is object safe and the recipes hold an `Arc<dyn ZkClient>`.
+/// can implement it; the trait is object safe and the recipes hold an `Arc<dyn ZkClient>`
+/// (made from whatever the constructor was given, see [`IntoClient`]).
 ///
 /// ```no_run
-/// use std::sync::Arc;
 /// use zooraft_recipes::{ZookeeperClient, ZkClient};
 /// # async fn f() -> Result<(), zooraft_recipes::Error> {
-/// let client: Arc<dyn ZkClient> = ZookeeperClient::connect("127.0.0.1:2181", std::time::Duration::from_secs(10)).await?;
+/// let client = ZookeeperClient::connect("127.0.0.1:2181", std::time::Duration::from_secs(10)).await?;
 /// let children = client.get_children("/").await?;
 /// println!("{children:?}");
 /// # Ok(()) }
@@ -414,6 +423,10 @@ pub trait ZkClient: Send + Sync + 'static {
 
     /// The session state channel; its current value is the state now.
     ///
+    /// Every call (on every clone of a handle) must subscribe to the same channel for as long
+    /// as the session lives: the recipes recognise the clients of one session by it (the locks
+    /// held through one session share one heartbeat).
+    ///
     /// ```no_run
     /// # use zooraft_recipes::ZkClient;
     /// # async fn f(client: std::sync::Arc<dyn ZkClient>) -> Result<(), zooraft_recipes::Error> {
@@ -434,4 +447,45 @@ pub(crate) fn is_transient(e: ErrorCode) -> bool {
             | ErrorCode::RequestTimeout
             | ErrorCode::Throttled
     )
+}
+
+/// Anything a recipe constructor accepts as its client.
+///
+/// Implemented for every [`ZkClient`] by value (so `Mutex::new(client.clone(), path)` with a
+/// [`ZookeeperClient`](crate::ZookeeperClient) or `AsyncZkClient` handle), for `Arc<T>` of
+/// one, and for `Arc<dyn ZkClient>`, so code that shares its client through an `Arc` passes
+/// it as before. A recipe keeps the client until it is dropped.
+///
+/// ```
+/// use std::sync::Arc;
+/// use zooraft_recipes::{IntoClient, ZkClient};
+///
+/// fn shared(client: impl IntoClient) -> Arc<dyn ZkClient> {
+///     client.into_client()
+/// }
+/// # fn check<T: ZkClient>(t: T, a: Arc<T>, d: Arc<dyn ZkClient>) {
+/// # let _ = (shared(t), shared(a), shared(d));
+/// # }
+/// ```
+pub trait IntoClient {
+    /// The client, shared the way the recipes hold it.
+    fn into_client(self) -> Arc<dyn ZkClient>;
+}
+
+impl<T: ZkClient> IntoClient for T {
+    fn into_client(self) -> Arc<dyn ZkClient> {
+        Arc::new(self)
+    }
+}
+
+impl<T: ZkClient> IntoClient for Arc<T> {
+    fn into_client(self) -> Arc<dyn ZkClient> {
+        self
+    }
+}
+
+impl IntoClient for Arc<dyn ZkClient> {
+    fn into_client(self) -> Arc<dyn ZkClient> {
+        self
+    }
 }

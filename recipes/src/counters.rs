@@ -17,7 +17,7 @@
 
 use std::sync::Arc;
 
-use crate::client::{CreateMode, ErrorCode, Stat, ZkClient};
+use crate::client::{CreateMode, ErrorCode, IntoClient, Stat, ZkClient};
 use crate::error::Error;
 use crate::names::{ancestors_and_self, checked_path};
 
@@ -106,7 +106,8 @@ impl std::fmt::Debug for SharedCount {
 
 impl SharedCount {
     /// A count at `path`, created with `seed` by [`start`](Self::start) if it does not exist.
-    pub fn new(client: Arc<dyn ZkClient>, path: &str, seed: i32) -> Result<SharedCount, Error> {
+    pub fn new(client: impl IntoClient, path: &str, seed: i32) -> Result<SharedCount, Error> {
+        let client = client.into_client();
         Ok(SharedCount {
             client,
             path: checked_path(path)?,
@@ -222,7 +223,8 @@ const DEFAULT_RETRIES: u32 = 100;
 
 impl AtomicCounter {
     /// A counter at `path` (read as 0 until first written).
-    pub fn new(client: Arc<dyn ZkClient>, path: &str) -> Result<AtomicCounter, Error> {
+    pub fn new(client: impl IntoClient, path: &str) -> Result<AtomicCounter, Error> {
+        let client = client.into_client();
         Ok(AtomicCounter {
             client,
             path: checked_path(path)?,

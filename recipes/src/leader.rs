@@ -16,7 +16,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::client::{Op, OpResult, Stat, ZkClient};
+use crate::client::{IntoClient, Op, OpResult, Stat, ZkClient};
 use crate::error::{Error, LostReason};
 use crate::fence::FencingToken;
 use crate::guard::LockGuard;
@@ -133,11 +133,12 @@ impl LeaderLatch {
     /// election at `path`.
     ///
     /// ```no_run
-    /// # fn f(client: std::sync::Arc<zooraft_recipes::ZookeeperClient>) {
+    /// # fn f(client: zooraft_recipes::ZookeeperClient) {
     /// let latch = zooraft_recipes::LeaderLatch::new(client, "/election/billing", "rust-1");
     /// # }
     /// ```
-    pub fn new(client: Arc<dyn ZkClient>, path: &str, id: &str) -> LeaderLatch {
+    pub fn new(client: impl IntoClient, path: &str, id: &str) -> LeaderLatch {
+        let client = client.into_client();
         let config = Config::participant(id);
         LeaderLatch::build(client, path.to_string(), id, config)
     }
@@ -146,18 +147,19 @@ impl LeaderLatch {
     /// invalid path or an option out of range.
     ///
     /// ```no_run
-    /// # fn f(client: std::sync::Arc<zooraft_recipes::ZookeeperClient>) -> Result<(), zooraft_recipes::Error> {
+    /// # fn f(client: zooraft_recipes::ZookeeperClient) -> Result<(), zooraft_recipes::Error> {
     /// use zooraft_recipes::{ElectionOptions, LeaderLatch};
     /// let options = ElectionOptions::default().suspend_fraction(0.3);
     /// let latch = LeaderLatch::with_options(client, "/election/billing", "rust-1", options)?;
     /// # Ok(()) }
     /// ```
     pub fn with_options(
-        client: Arc<dyn ZkClient>,
+        client: impl IntoClient,
         path: &str,
         id: &str,
         options: ElectionOptions,
     ) -> Result<LeaderLatch, Error> {
+        let client = client.into_client();
         let config = options.config(id)?;
         Ok(LeaderLatch::build(client, checked_path(path)?, id, config))
     }
@@ -267,11 +269,12 @@ impl LeaderSelector {
     /// A participant with id `id` (stored in its node) in the election at `path`.
     ///
     /// ```no_run
-    /// # fn f(client: std::sync::Arc<zooraft_recipes::ZookeeperClient>) {
+    /// # fn f(client: zooraft_recipes::ZookeeperClient) {
     /// let selector = zooraft_recipes::LeaderSelector::new(client, "/election/indexer", "rust-1");
     /// # }
     /// ```
-    pub fn new(client: Arc<dyn ZkClient>, path: &str, id: &str) -> LeaderSelector {
+    pub fn new(client: impl IntoClient, path: &str, id: &str) -> LeaderSelector {
+        let client = client.into_client();
         let config = Config::participant(id);
         LeaderSelector::build(client, path.to_string(), config)
     }
@@ -280,17 +283,18 @@ impl LeaderSelector {
     /// invalid path or an option out of range.
     ///
     /// ```no_run
-    /// # fn f(client: std::sync::Arc<zooraft_recipes::ZookeeperClient>) -> Result<(), zooraft_recipes::Error> {
+    /// # fn f(client: zooraft_recipes::ZookeeperClient) -> Result<(), zooraft_recipes::Error> {
     /// use zooraft_recipes::{ElectionOptions, LeaderSelector};
     /// let selector = LeaderSelector::with_options(client, "/election/indexer", "rust-1", ElectionOptions::default())?;
     /// # Ok(()) }
     /// ```
     pub fn with_options(
-        client: Arc<dyn ZkClient>,
+        client: impl IntoClient,
         path: &str,
         id: &str,
         options: ElectionOptions,
     ) -> Result<LeaderSelector, Error> {
+        let client = client.into_client();
         let config = options.config(id)?;
         Ok(LeaderSelector::build(client, checked_path(path)?, config))
     }

@@ -100,8 +100,8 @@ pub use async_zk::AsyncZkClient;
 pub use barrier::{Barrier, DoubleBarrier};
 pub use cache::{CacheEvent, ChildData, SubtreeCache, WatchMode};
 pub use client::{
-    perms, Acl, Connection, CreateMode, ErrorCode, EventType, Id, NodeEvent, Op, OpResult,
-    PersistentWatch, SessionState, Stat, WatchReceiver, ZkClient, ZkResult,
+    perms, Acl, Connection, CreateMode, ErrorCode, EventType, Id, IntoClient, NodeEvent, Op,
+    OpResult, PersistentWatch, SessionState, Stat, WatchReceiver, ZkClient, ZkResult,
 };
 pub use counters::{AtomicCounter, AtomicOutcome, SharedCount, VersionedCount};
 pub use error::{Cause, Error, LostReason};

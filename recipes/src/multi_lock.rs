@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::client::ZkClient;
+use crate::client::IntoClient;
 use crate::error::{Error, LostReason};
 use crate::fence::FencingToken;
 use crate::guard::LockGuard;
@@ -60,7 +60,8 @@ impl std::fmt::Debug for MultiLock {
 impl MultiLock {
     /// A multi-lock over `paths`, taken in this order. Fails on an empty list, an invalid
     /// path, or a path given twice (it would wait for itself).
-    pub fn new(client: std::sync::Arc<dyn ZkClient>, paths: &[&str]) -> Result<Self, Error> {
+    pub fn new(client: impl IntoClient, paths: &[&str]) -> Result<Self, Error> {
+        let client = client.into_client();
         MultiLock::with_options(client, paths, LockOptions::default())
     }
 
@@ -68,17 +69,18 @@ impl MultiLock {
     /// [`Mutex::with_options`]).
     ///
     /// ```no_run
-    /// # fn f(client: std::sync::Arc<zooraft_recipes::ZookeeperClient>) -> Result<(), zooraft_recipes::Error> {
+    /// # fn f(client: zooraft_recipes::ZookeeperClient) -> Result<(), zooraft_recipes::Error> {
     /// use zooraft_recipes::{LockOptions, MultiLock};
     /// let accounts = ["/locks/account-1", "/locks/account-2"];
     /// let both = MultiLock::with_options(client, &accounts, LockOptions::default().label("transfer"))?;
     /// # Ok(()) }
     /// ```
     pub fn with_options(
-        client: std::sync::Arc<dyn ZkClient>,
+        client: impl IntoClient,
         paths: &[&str],
         options: LockOptions,
     ) -> Result<Self, Error> {
+        let client = client.into_client();
         let mutexes = paths
             .iter()
             .map(|p| Mutex::with_options(client.clone(), p, options.clone()))

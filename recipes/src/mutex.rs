@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::client::{ErrorCode, ZkClient};
+use crate::client::{ErrorCode, IntoClient, ZkClient};
 use crate::error::Error;
 use crate::fence::FencingToken;
 use crate::guard::LockGuard;
@@ -69,11 +69,12 @@ impl Mutex {
     /// needed). Nothing is sent until the first acquire.
     ///
     /// ```no_run
-    /// # async fn f(client: std::sync::Arc<zooraft_recipes::ZookeeperClient>) {
+    /// # async fn f(client: zooraft_recipes::ZookeeperClient) {
     /// let mutex = zooraft_recipes::Mutex::new(client, "/locks/orders");
     /// # }
     /// ```
-    pub fn new(client: Arc<dyn ZkClient>, path: &str) -> Mutex {
+    pub fn new(client: impl IntoClient, path: &str) -> Mutex {
+        let client = client.into_client();
         Mutex {
             core: Arc::new(LockCore::new(
                 client,
@@ -89,16 +90,17 @@ impl Mutex {
     /// [`Error::InvalidPath`] or [`Error::InvalidOption`] before anything is sent.
     ///
     /// ```no_run
-    /// # async fn f(client: std::sync::Arc<zooraft_recipes::ZookeeperClient>) -> Result<(), zooraft_recipes::Error> {
+    /// # async fn f(client: zooraft_recipes::ZookeeperClient) -> Result<(), zooraft_recipes::Error> {
     /// use zooraft_recipes::{LockOptions, Mutex};
     /// let mutex = Mutex::with_options(client, "/locks/orders", LockOptions::default().label("billing"))?;
     /// # Ok(()) }
     /// ```
     pub fn with_options(
-        client: Arc<dyn ZkClient>,
+        client: impl IntoClient,
         path: &str,
         options: LockOptions,
     ) -> Result<Mutex, Error> {
+        let client = client.into_client();
         let config = options.config()?;
         Ok(Mutex {
             core: Arc::new(LockCore::new(

@@ -22,7 +22,7 @@ use crate::names::Owner;
 /// checks the whole set.
 ///
 /// ```no_run
-/// # async fn f(client: std::sync::Arc<zooraft_recipes::ZookeeperClient>) -> Result<(), zooraft_recipes::Error> {
+/// # async fn f(client: zooraft_recipes::ZookeeperClient) -> Result<(), zooraft_recipes::Error> {
 /// use zooraft_recipes::{LockOptions, Mutex};
 /// let options = LockOptions::default().label("billing").suspend_fraction(0.3);
 /// let mutex = Mutex::with_options(client, "/locks/orders", options)?;
@@ -141,7 +141,7 @@ impl LockOptions {
 /// as Curator's participants' do.
 ///
 /// ```no_run
-/// # fn f(client: std::sync::Arc<zooraft_recipes::ZookeeperClient>) -> Result<(), zooraft_recipes::Error> {
+/// # fn f(client: zooraft_recipes::ZookeeperClient) -> Result<(), zooraft_recipes::Error> {
 /// use zooraft_recipes::{ElectionOptions, LeaderLatch};
 /// let options = ElectionOptions::default().suspend_fraction(0.3);
 /// let latch = LeaderLatch::with_options(client, "/election/billing", "rust-1", options)?;

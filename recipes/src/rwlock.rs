@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 
-use crate::client::ZkClient;
+use crate::client::{IntoClient, ZkClient};
 use crate::error::Error;
 use crate::lock::{Config, Kind, LockCore};
 use crate::mutex::Mutex;
@@ -48,11 +48,12 @@ impl RwLock {
     /// A handle on the read-write lock at `path`.
     ///
     /// ```no_run
-    /// # async fn f(client: std::sync::Arc<zooraft_recipes::ZookeeperClient>) {
+    /// # async fn f(client: zooraft_recipes::ZookeeperClient) {
     /// let rw = zooraft_recipes::RwLock::new(client, "/locks/catalog");
     /// # }
     /// ```
-    pub fn new(client: Arc<dyn ZkClient>, path: &str) -> RwLock {
+    pub fn new(client: impl IntoClient, path: &str) -> RwLock {
+        let client = client.into_client();
         Self::build(client, path, Config::default())
     }
 
@@ -60,16 +61,17 @@ impl RwLock {
     /// them; see [`Mutex::with_options`]).
     ///
     /// ```no_run
-    /// # fn f(client: std::sync::Arc<zooraft_recipes::ZookeeperClient>) -> Result<(), zooraft_recipes::Error> {
+    /// # fn f(client: zooraft_recipes::ZookeeperClient) -> Result<(), zooraft_recipes::Error> {
     /// use zooraft_recipes::{LockOptions, RwLock};
     /// let rw = RwLock::with_options(client, "/locks/catalog", LockOptions::default().label("indexer"))?;
     /// # Ok(()) }
     /// ```
     pub fn with_options(
-        client: Arc<dyn ZkClient>,
+        client: impl IntoClient,
         path: &str,
         options: LockOptions,
     ) -> Result<RwLock, Error> {
+        let client = client.into_client();
         let config = options.config()?;
         Ok(Self::build(client, &checked_path(path)?, config))
     }

@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::client::ZkClient;
+use crate::client::{IntoClient, ZkClient};
 use crate::error::{Error, LostReason};
 use crate::guard::LockGuard;
 pub use crate::lock::MaxLeases;
@@ -125,11 +125,12 @@ impl Semaphore {
     /// A semaphore at `path` granting at most `max_leases` leases.
     ///
     /// ```no_run
-    /// # fn f(client: std::sync::Arc<zooraft_recipes::ZookeeperClient>) {
+    /// # fn f(client: zooraft_recipes::ZookeeperClient) {
     /// let sem = zooraft_recipes::Semaphore::new(client, "/semaphores/exports", 3);
     /// # }
     /// ```
-    pub fn new(client: Arc<dyn ZkClient>, path: &str, max_leases: usize) -> Semaphore {
+    pub fn new(client: impl IntoClient, path: &str, max_leases: usize) -> Semaphore {
+        let client = client.into_client();
         Self::with(client, path, MaxLeases::Fixed(max_leases))
     }
 
@@ -137,11 +138,12 @@ impl Semaphore {
     /// `SharedCount`: a 4-byte big-endian int), read again whenever an acquirer waits.
     ///
     /// ```no_run
-    /// # fn f(client: std::sync::Arc<zooraft_recipes::ZookeeperClient>) {
+    /// # fn f(client: zooraft_recipes::ZookeeperClient) {
     /// let sem = zooraft_recipes::Semaphore::with_shared_count(client, "/semaphores/exports", "/semaphores/exports-max");
     /// # }
     /// ```
-    pub fn with_shared_count(client: Arc<dyn ZkClient>, path: &str, count_path: &str) -> Semaphore {
+    pub fn with_shared_count(client: impl IntoClient, path: &str, count_path: &str) -> Semaphore {
+        let client = client.into_client();
         Self::with(client, path, MaxLeases::Shared(count_path.to_string()))
     }
 
@@ -151,18 +153,19 @@ impl Semaphore {
     /// option out of range.
     ///
     /// ```no_run
-    /// # fn f(client: std::sync::Arc<zooraft_recipes::ZookeeperClient>) -> Result<(), zooraft_recipes::Error> {
+    /// # fn f(client: zooraft_recipes::ZookeeperClient) -> Result<(), zooraft_recipes::Error> {
     /// use zooraft_recipes::{LockOptions, MaxLeases, Semaphore};
     /// let options = LockOptions::default().node_data(&b"worker-7"[..]);
     /// let sem = Semaphore::with_options(client, "/semaphores/exports", MaxLeases::Fixed(3), options)?;
     /// # Ok(()) }
     /// ```
     pub fn with_options(
-        client: Arc<dyn ZkClient>,
+        client: impl IntoClient,
         path: &str,
         max: MaxLeases,
         options: LockOptions,
     ) -> Result<Semaphore, Error> {
+        let client = client.into_client();
         let path = checked_path(path)?;
         match &max {
             MaxLeases::Fixed(0) => {

@@ -24,6 +24,11 @@ const CLOSE_WAIT: Duration = Duration::from_secs(5);
 
 /// A zookeeper-client (`zookeeper_client::Client`) handle for the recipes.
 ///
+/// A cheap handle: clones share one session (an `Arc` of the state inside), and every recipe
+/// constructor takes one by value ([`IntoClient`](crate::IntoClient)), so pass
+/// `client.clone()`. The session closes on [`close`](ZkClient::close) (for every clone), or
+/// when the last clone is dropped (and the last recipe made with it, which holds one too).
+///
 /// ```no_run
 /// use std::time::Duration;
 /// use zooraft_recipes::{Mutex, ZookeeperClient};
@@ -33,7 +38,13 @@ const CLOSE_WAIT: Duration = Duration::from_secs(5);
 /// guard.release().await?;
 /// # Ok(()) }
 /// ```
+#[derive(Clone)]
 pub struct ZookeeperClient {
+    inner: Arc<Inner>,
+}
+
+/// What the clones of one [`ZookeeperClient`] share.
+struct Inner {
     /// `None` once closed (dropping the last `zkc::Client` closes the session).
     client: std::sync::Mutex<Option<zkc::Client>>,
     state: Arc<watch::Sender<SessionState>>,
@@ -43,7 +54,7 @@ pub struct ZookeeperClient {
 impl std::fmt::Debug for ZookeeperClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ZookeeperClient")
-            .field("state", &*self.state.borrow())
+            .field("state", &*self.inner.state.borrow())
             .finish()
     }
 }
@@ -59,7 +70,7 @@ impl ZookeeperClient {
     pub async fn connect(
         connect_string: &str,
         session_timeout: Duration,
-    ) -> Result<Arc<ZookeeperClient>, Error> {
+    ) -> Result<ZookeeperClient, Error> {
         Self::connect_with(
             zkc::Client::connector().with_session_timeout(session_timeout),
             connect_string,
@@ -81,7 +92,7 @@ impl ZookeeperClient {
     pub async fn connect_with(
         connector: zkc::Connector,
         connect_string: &str,
-    ) -> Result<Arc<ZookeeperClient>, Error> {
+    ) -> Result<ZookeeperClient, Error> {
         let client = connector
             .connect(connect_string)
             .await
@@ -100,7 +111,7 @@ impl ZookeeperClient {
     /// let client = zooraft_recipes::ZookeeperClient::from_client(raw);
     /// # Ok(()) }
     /// ```
-    pub fn from_client(client: zkc::Client) -> Arc<ZookeeperClient> {
+    pub fn from_client(client: zkc::Client) -> ZookeeperClient {
         let state = Arc::new(watch::Sender::new(SessionState::new(
             map_state(client.state()),
             0,
@@ -131,22 +142,25 @@ impl ZookeeperClient {
                 }
             }
         });
-        Arc::new(ZookeeperClient {
-            client: std::sync::Mutex::new(Some(client)),
-            state,
-            task,
-        })
+        ZookeeperClient {
+            inner: Arc::new(Inner {
+                client: std::sync::Mutex::new(Some(client)),
+                state,
+                task,
+            }),
+        }
     }
 
     /// The zookeeper-client handle, for everything else (`None` once closed).
     ///
     /// ```no_run
-    /// # async fn f(client: std::sync::Arc<zooraft_recipes::ZookeeperClient>) {
+    /// # async fn f(client: zooraft_recipes::ZookeeperClient) {
     /// let id = client.client().map(|c| c.session_id());
     /// # }
     /// ```
     pub fn client(&self) -> Option<zkc::Client> {
-        self.client
+        self.inner
+            .client
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
@@ -158,7 +172,7 @@ impl ZookeeperClient {
     }
 }
 
-impl Drop for ZookeeperClient {
+impl Drop for Inner {
     fn drop(&mut self) {
         self.task.abort();
     }
@@ -394,11 +408,16 @@ impl ZkClient for ZookeeperClient {
     }
 
     async fn close(&self) {
-        let taken = self.client.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let taken = self
+            .inner
+            .client
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
         let Some(client) = taken else { return };
         // Closed from now on: what happens to our nodes while the session ends (their
         // deletion, its watch events) is the close, not a lost lock of another kind.
-        self.state.send_modify(|s| {
+        self.inner.state.send_modify(|s| {
             if s.connection != Connection::Expired {
                 *s = SessionState::new(Connection::Closed, s.epoch, s.session_id, s.timeout)
             }
@@ -470,6 +489,6 @@ impl ZkClient for ZookeeperClient {
     }
 
     fn session(&self) -> watch::Receiver<SessionState> {
-        self.state.subscribe()
+        self.inner.state.subscribe()
     }
 }

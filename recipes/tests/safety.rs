@@ -10,8 +10,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use zooraft_recipes::{
     perms, Acl, AcquireOutcome, Connection, CreateMode, ElectionOptions, Error, ErrorCode, Id,
-    LeaderLatch, LeaderSelector, LockMetrics, LockOptions, LostReason, MaxLeases, MultiLock, Mutex,
-    RwLock, Semaphore, SessionState, Stat, WatchReceiver, ZkClient, ZkResult, ZookeeperClient,
+    IntoClient, LeaderLatch, LeaderSelector, LockMetrics, LockOptions, LostReason, MaxLeases,
+    MultiLock, Mutex, RwLock, Semaphore, SessionState, Stat, WatchReceiver, ZkClient, ZkResult,
+    ZookeeperClient,
 };
 use zooraft_tests::proxy::Proxy;
 use zooraft_tests::ServerKind;
@@ -751,13 +752,14 @@ async fn authed(backend: Backend, connect_string: &str) -> Arc<dyn ZkClient> {
             connect_string,
         )
         .await
-        .expect("connect"),
+        .expect("connect")
+        .into_client(),
         Backend::ZookeeperAsync => {
             let c = zooraft_recipes::AsyncZkClient::connect(connect_string, Duration::from_secs(8))
                 .await
                 .expect("connect");
             c.add_auth("digest", b"billing:secret").await.expect("auth");
-            c
+            c.into_client()
         }
     }
 }

@@ -4,7 +4,6 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use zooraft_recipes::{
@@ -15,7 +14,7 @@ use zooraft_tests::ServerKind;
 
 use common::{children, client, connect, server, Backend};
 
-async fn zk_client(connect: &str) -> Arc<ZookeeperClient> {
+async fn zk_client(connect: &str) -> ZookeeperClient {
     ZookeeperClient::connect(connect, Duration::from_secs(8))
         .await
         .expect("connect zookeeper-client")
@@ -61,7 +60,7 @@ async fn mixed_clients_share_one_lock(kind: ServerKind) {
         .await
         .expect("set via zookeeper-async");
     assert_eq!((s2.version, s2.data_length), (2, 1));
-    for c in [&*zc as &dyn ZkClient, &*za] {
+    for c in [&zc as &dyn ZkClient, &*za] {
         assert!(matches!(
             c.set_data("/mixed-data", b"c", 1).await,
             Err(ErrorCode::BadVersion)

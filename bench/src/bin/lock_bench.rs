@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use zooraft_bench::floor;
-use zooraft_recipes::{AsyncZkClient, LockOptions, Mutex, ZkClient, ZookeeperClient};
+use zooraft_recipes::{AsyncZkClient, IntoClient, LockOptions, Mutex, ZkClient, ZookeeperClient};
 
 struct Options {
     contenders: usize,
@@ -121,10 +121,12 @@ async fn run(addr: &str, o: &Options) -> Result<Figures, String> {
             AsyncZkClient::connect(addr, session)
                 .await
                 .map_err(|e| format!("{addr}: {e}"))?
+                .into_client()
         } else {
             ZookeeperClient::connect(addr, session)
                 .await
                 .map_err(|e| format!("{addr}: {e}"))?
+                .into_client()
         };
         clients.push(client);
     }

@@ -99,7 +99,6 @@ impl LockSystem for ZkSystem {
         .await
         .map_err(|_| anyhow!("{}: no session within 30 s", self.name))?
         .with_context(|| format!("{}: connecting to {connect}", self.name))?;
-        let client: Arc<dyn ZkClient> = client;
         let options = LockOptions::default().label("locks-bench");
         let mutex = Mutex::with_options(client.clone(), &self.path, options)?;
         Ok(Box::new(ZkContender {
@@ -112,7 +111,7 @@ impl LockSystem for ZkSystem {
 }
 
 struct ZkContender {
-    client: Arc<dyn ZkClient>,
+    client: ZookeeperClient,
     mutex: Mutex,
     guard: Option<LockGuard>,
     proxy: Option<Proxy>,

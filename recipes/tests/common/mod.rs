@@ -9,7 +9,7 @@ use std::time::Duration;
 use std::path::Path;
 
 use tokio::process::Command;
-use zooraft_recipes::{Connection, ZkClient, ZookeeperClient};
+use zooraft_recipes::{Connection, IntoClient, ZkClient, ZookeeperClient};
 use zooraft_tests::{ServerKind, TestServer};
 
 /// Every scenario must finish within this.
@@ -39,10 +39,12 @@ pub async fn connect(backend: Backend, connect: &str, timeout: Duration) -> Arc<
     match backend {
         Backend::ZookeeperClient => ZookeeperClient::connect(connect, timeout)
             .await
-            .expect("connect zookeeper-client"),
+            .expect("connect zookeeper-client")
+            .into_client(),
         Backend::ZookeeperAsync => zooraft_recipes::AsyncZkClient::connect(connect, timeout)
             .await
-            .expect("connect zookeeper-async"),
+            .expect("connect zookeeper-async")
+            .into_client(),
     }
 }
 

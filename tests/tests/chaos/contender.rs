@@ -13,8 +13,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use zooraft_recipes::{
-    AsyncZkClient, Connection, ErrorCode, Fence, FencingToken, LockOptions, Mutex as ZkMutex,
-    ZkClient, ZookeeperClient,
+    AsyncZkClient, Connection, ErrorCode, Fence, FencingToken, IntoClient, LockOptions,
+    Mutex as ZkMutex, ZkClient, ZookeeperClient,
 };
 
 use crate::links::ClientLink;
@@ -241,10 +241,10 @@ async fn connect(cfg: &ContenderConfig) -> Option<Arc<dyn ZkClient>> {
         let client: Result<Arc<dyn ZkClient>, zooraft_recipes::Error> = match cfg.backend.as_str() {
             "zookeeper-async" => AsyncZkClient::connect(&cfg.connect, cfg.session)
                 .await
-                .map(|c| c as Arc<dyn ZkClient>),
+                .map(IntoClient::into_client),
             _ => ZookeeperClient::connect(&cfg.connect, cfg.session)
                 .await
-                .map(|c| c as Arc<dyn ZkClient>),
+                .map(IntoClient::into_client),
         };
         match client {
             Ok(c) => return Some(c),
