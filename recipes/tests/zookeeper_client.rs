@@ -4,6 +4,7 @@
 
 mod common;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use zooraft_recipes::{
@@ -140,4 +141,119 @@ both_servers!(
     zookeeper_client_protection_apache,
     zookeeper_client_protection_zooraft,
     zookeeper_client_protection
+);
+
+/// Waits (on watches) until `path` does not exist.
+async fn gone(observer: &Arc<dyn ZkClient>, path: &str) {
+    loop {
+        let (stat, watch) = observer.exists_watch(path).await.expect("exists");
+        if stat.is_none() {
+            return;
+        }
+        let _ = watch.await;
+    }
+}
+
+/// A client handle by value, an `Arc` of one and an `Arc<dyn ZkClient>` all make a `Mutex`,
+/// and the three locks (one session) take turns.
+async fn every_client_form_makes_a_mutex(kind: ServerKind) {
+    let server = server(kind);
+    let zc = zk_client(&server.connect_string()).await;
+    let path = "/locks/forms";
+    let by_value = Mutex::new(zc.clone(), path);
+    let arc: Arc<ZookeeperClient> = Arc::new(zc.clone());
+    let by_arc = Mutex::new(arc, path);
+    let dynamic: Arc<dyn ZkClient> = Arc::new(zc.clone());
+    let by_dyn = Mutex::with_options(dynamic, path, LockOptions::default()).expect("options");
+    let session = zc.session().borrow().session_id;
+    let mut tokens = Vec::new();
+    for mutex in [&by_value, &by_arc, &by_dyn] {
+        let guard = mutex.acquire().await.expect("acquire");
+        let (_, stat) = zc.get_data(guard.node_path()).await.expect("lock node");
+        assert_eq!(Some(stat.ephemeral_owner), session);
+        tokens.push(guard.fencing_token());
+        guard.release().await.expect("release");
+    }
+    assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
+    zc.close().await;
+}
+
+both_servers!(
+    every_client_form_makes_a_mutex_apache,
+    every_client_form_makes_a_mutex_zooraft,
+    every_client_form_makes_a_mutex
+);
+
+/// Clones of a handle share its session: dropping one leaves it open, dropping the last
+/// one (a recipe's included) closes it, and the server deletes its ephemeral nodes.
+async fn last_clone_closes_the_session<C: ZkClient + Clone>(observer: Arc<dyn ZkClient>, c: C) {
+    let path = "/handles/ephemeral";
+    match observer
+        .create("/handles", b"", CreateMode::Persistent)
+        .await
+    {
+        Ok(_) | Err(ErrorCode::NodeExists) => {}
+        Err(e) => panic!("parent: {e}"),
+    }
+    c.create(path, b"", CreateMode::Ephemeral)
+        .await
+        .expect("ephemeral");
+    let session = c.session().borrow().session_id;
+    let mutex = Mutex::new(c.clone(), "/locks/handles");
+    let other = c.clone();
+    drop(c);
+    // Still open: a request through the other clone succeeds after the drop, and the node is
+    // still the session's.
+    other
+        .sync(path)
+        .await
+        .expect("the session survives one drop");
+    let (_, stat) = observer.get_data(path).await.expect("node still there");
+    assert_eq!(Some(stat.ephemeral_owner), session);
+    drop(other);
+    // The mutex holds the last clone: the session is still open, and serves the lock.
+    mutex
+        .acquire()
+        .await
+        .expect("acquire through the recipe's clone")
+        .release()
+        .await
+        .expect("release");
+    assert!(observer.exists(path).await.expect("exists").is_some());
+    drop(mutex);
+    tokio::time::timeout(Duration::from_secs(20), gone(&observer, path))
+        .await
+        .expect("the session closes with its last clone");
+    observer.close().await;
+}
+
+async fn last_zookeeper_client_clone_closes(kind: ServerKind) {
+    let server = server(kind);
+    let observer = client(&server.connect_string()).await;
+    let zc = zk_client(&server.connect_string()).await;
+    last_clone_closes_the_session(observer, zc).await;
+}
+
+both_servers!(
+    last_zookeeper_client_clone_closes_apache,
+    last_zookeeper_client_clone_closes_zooraft,
+    last_zookeeper_client_clone_closes
+);
+
+#[cfg(feature = "zookeeper-async")]
+async fn last_async_zk_client_clone_closes(kind: ServerKind) {
+    let server = server(kind);
+    let observer = client(&server.connect_string()).await;
+    let za =
+        zooraft_recipes::AsyncZkClient::connect(&server.connect_string(), Duration::from_secs(8))
+            .await
+            .expect("connect zookeeper-async");
+    last_clone_closes_the_session(observer, za).await;
+}
+
+#[cfg(feature = "zookeeper-async")]
+both_servers!(
+    last_async_zk_client_clone_closes_apache,
+    last_async_zk_client_clone_closes_zooraft,
+    last_async_zk_client_clone_closes
 );
