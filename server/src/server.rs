@@ -10,7 +10,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::config::Config;
-use crate::net::Shared;
+use crate::net::ClientPort;
 use crate::raft::{self, Input, Peers, RaftStorage, Replica};
 use crate::state::snapshot;
 use crate::state::tree::TreeOptions;
@@ -30,7 +30,7 @@ enum Orderer {
 
 /// A running member.
 pub struct Server {
-    shared: Arc<Shared>,
+    shared: Arc<ClientPort>,
     pub client_addr: SocketAddr,
     raft_thread: Option<JoinHandle<()>>,
     shutdown: watch::Sender<bool>,
@@ -205,7 +205,7 @@ impl Server {
         let replica = Arc::new(Replica::new(config, state, tx));
         // What the member starts from stands for ZooKeeper's snapshot at start.
         replica.status.snapshot_named(replica.last_zxid());
-        let shared = Arc::new(Shared::new(
+        let shared = Arc::new(ClientPort::new(
             replica.clone(),
             crate::ops::four_letter::answer,
         ));

@@ -23,6 +23,7 @@ use parking_lot::Mutex;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::auth::{ConnAuth, ConnParts, Verdict};
+use super::client_port::ClientPort;
 use super::conn_events::{ConnEvent, ConnEvents};
 use super::conn_stats::ConnStats;
 use super::end::End;
@@ -32,7 +33,6 @@ use super::pipeline::{Answering, Item, Pipeline};
 use super::read_only::{self, Refusal};
 use super::registry::ConnEntry;
 use super::session_log::What;
-use super::shared::Shared;
 use super::stream::{self, read_at_least, write_loop, ReadHalf, ReadRoom, WriteHalf};
 use super::submit::Submitter;
 use super::watch::WatchSlot;
@@ -50,7 +50,7 @@ const MAX_OUTSTANDING: usize = 10_000;
 /// already established (a TLS client certificate's `x509` id), beside the client's `ip`;
 /// `secure`: the connection is TLS.
 pub async fn serve(
-    shared: Arc<Shared>,
+    shared: Arc<ClientPort>,
     mut rd: ReadHalf,
     wr: WriteHalf,
     peer: SocketAddr,
@@ -108,7 +108,7 @@ pub async fn serve(
 }
 
 async fn run(
-    shared: &Arc<Shared>,
+    shared: &Arc<ClientPort>,
     conn: ConnId,
     peer: SocketAddr,
     (ids, guard, secure): (Vec<jute::Id>, ConnAuth, bool),
@@ -219,7 +219,7 @@ fn disconnected(end: &End) -> What {
 }
 
 struct Connection {
-    shared: Arc<Shared>,
+    shared: Arc<ClientPort>,
     conn: ConnId,
     session: i64,
     outbox: Arc<Outbox>,
@@ -247,7 +247,7 @@ struct Connection {
 /// Whether a connection's reads wait for a ReadIndex round (`linearizableReads`): in a
 /// Raft ensemble, for a read-write session. A standalone server is always current, and
 /// an observer of ZooKeeper (`migrateFromZooKeeper`) serves ZooKeeper's semantics.
-fn linearizable_reads(shared: &Shared, read_only: bool) -> bool {
+fn linearizable_reads(shared: &ClientPort, read_only: bool) -> bool {
     let config = shared.replica.config();
     config.linearizable_reads
         && !config.is_standalone()

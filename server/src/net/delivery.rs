@@ -10,7 +10,7 @@
 //!
 //! The outboxes a round writes replies to hold their writers' wake-ups until the round
 //! finishes (`outbox.rs`): one wake-up and one `write` per connection per round. The reply
-//! buffer is kept from round to round ([`Shared::reply_buf`]), so a round allocates nothing
+//! buffer is kept from round to round ([`ClientPort::reply_buf`]), so a round allocates nothing
 //! for its replies once the previous round's are sent.
 
 use std::sync::Arc;
@@ -18,6 +18,7 @@ use std::sync::Arc;
 use bytes::BytesMut;
 use parking_lot::{Mutex, MutexGuard};
 
+use super::client_port::ClientPort;
 use super::conn_events::ConnEvent;
 use super::metrics::Metrics;
 use super::outbox::Outbox;
@@ -25,7 +26,6 @@ use super::pipeline::{Answering, Pipeline};
 use super::registry::{Registry, SessionGrant};
 use super::reply;
 use super::session_log::{SessionLog, What};
-use super::shared::Shared;
 use super::watch::{WatchManager, WatchSlot};
 use crate::raft::{ApplyRound, Connections};
 use crate::state::command::{ClientWrite, CloseReason, ConnId, Origin};
@@ -35,7 +35,7 @@ use crate::state::{ApplyObserver, SessionInfo, StateMachine, WriteResult};
 /// The room a round's reply buffer starts with (it grows if a round needs more).
 const REPLY_BUF: usize = 64 * 1024;
 
-impl Connections for Shared {
+impl Connections for ClientPort {
     fn apply_round(&self) -> Box<dyn ApplyRound + '_> {
         Box::new(Delivery {
             me: self.replica.me,

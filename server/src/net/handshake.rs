@@ -6,13 +6,13 @@ use bytes::{Bytes, BytesMut};
 use jute::{ConnectRequest, ConnectResponse, Reader, Record};
 use std::sync::atomic::Ordering;
 
+use super::client_port::ClientPort;
 use super::conn_events::ConnEvent;
 use super::end::End;
 use super::outbox::Outbox;
 use super::read_only::{self, Admission};
 use super::session_ids::new_password;
 use super::session_log::What;
-use super::shared::Shared;
 use super::stream::{read_frame, ReadHalf};
 use crate::raft::Input;
 use crate::state::command::{Command, ConnId, Origin};
@@ -33,7 +33,7 @@ pub(super) struct Session {
 /// The handshake: a new session through the log, or a resumed one checked against the
 /// replicated session table. Answers the client; `Err` ends the connection.
 pub(super) async fn handshake(
-    shared: &Shared,
+    shared: &ClientPort,
     conn: ConnId,
     rd: &mut ReadHalf,
     buf: &mut BytesMut,
@@ -164,7 +164,7 @@ pub(super) async fn handshake(
 /// The handshake of a client that asked for read-only mode, on a member that cannot serve
 /// writes (see `read_only.rs`).
 fn read_only_handshake(
-    shared: &Shared,
+    shared: &ClientPort,
     req: &ConnectRequest,
     timeout: i32,
     outbox: &Outbox,

@@ -18,11 +18,12 @@
 //! | `registry.rs` | the connections by id and by session |
 //! | `session_log.rs` | what this member saw of each session, for the console |
 //! | `delivery.rs` | what the Raft thread's apply loop hands to connections |
-//! | `shared.rs` | what connections share (and the lock order) |
+//! | `client_port.rs` | `ClientPort`: what the client port's connections share, with each other and the Raft thread (and the lock order) |
 //! | `conn_events.rs`, `conn_stats.rs` | what a connection's task is told; its counters |
 //! | `metrics.rs`, `session_ids.rs` | request counters; session ids and passwords |
 
 mod auth;
+mod client_port;
 mod conn_events;
 mod conn_stats;
 mod connection;
@@ -39,19 +40,18 @@ mod reply;
 mod secure;
 mod session_ids;
 mod session_log;
-mod shared;
 mod stream;
 mod submit;
 mod watch;
 
 pub use auth::Auth;
+pub use client_port::ClientPort;
 pub use metrics::{AuthFailure, BUCKETS_US};
 pub use secure::{bind_client_ports, Listen};
 pub use session_log::{
     Event as SessionEvent, What as SessionWhat, PER_SESSION as SESSION_LOG_PER_SESSION,
     RETAIN_MS as SESSION_LOG_RETAIN_MS,
 };
-pub use shared::Shared;
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -82,7 +82,7 @@ impl Drop for Slot {
 
 /// Accepts client connections until `shutdown` turns true.
 pub async fn accept_clients(
-    shared: Arc<Shared>,
+    shared: Arc<ClientPort>,
     listener: TcpListener,
     listen: Listen,
     mut shutdown: tokio::sync::watch::Receiver<bool>,

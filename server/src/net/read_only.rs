@@ -20,10 +20,10 @@
 use bytes::Bytes;
 use jute::{ConnectRequest, ErrorCode};
 
+use super::client_port::ClientPort;
 use super::outbox::Outbox;
 use super::reply;
 use super::session_ids::new_password;
-use super::shared::Shared;
 use crate::state::opcodes::OpClass;
 
 /// A local session made by a read-only member, unknown to the replicated table.
@@ -49,7 +49,7 @@ pub enum Admission {
 }
 
 /// Decides on a read-only client's handshake (see the module docs).
-pub fn admit(shared: &Shared, req: &ConnectRequest) -> Admission {
+pub fn admit(shared: &ClientPort, req: &ConnectRequest) -> Admission {
     let local_sessions = shared.replica.config().local_sessions;
     if req.session_id != 0 {
         // This member keeps no table of the local sessions it made: a resume is of a global
@@ -97,7 +97,7 @@ pub fn refusal(class: OpClass) -> Refusal {
 /// The answer to a handshake when no session can be made: a reply header (xid 0, the
 /// member's last zxid, NOTREADONLY) where the client expects a ConnectResponse, as
 /// ZooKeeper sends it.
-pub fn refuse_session(shared: &Shared, outbox: &Outbox) {
+pub fn refuse_session(shared: &ClientPort, outbox: &Outbox) {
     reply::push_error(
         outbox,
         0,
@@ -108,7 +108,7 @@ pub fn refuse_session(shared: &Shared, outbox: &Outbox) {
 
 /// Answers a refused request in place (nothing of a read-only session is ever queued behind
 /// a write, so this keeps the replies in order).
-pub fn answer(shared: &Shared, outbox: &Outbox, xid: i32, refusal: &Refusal) {
+pub fn answer(shared: &ClientPort, outbox: &Outbox, xid: i32, refusal: &Refusal) {
     let zxid = shared.replica.last_zxid();
     let code = match refusal {
         Refusal::Close => ErrorCode::Ok,

@@ -17,9 +17,9 @@ use jute::Id;
 use tokio::net::{TcpListener, TcpStream};
 
 use super::auth::{Auth, ConnAuth};
+use super::client_port::ClientPort;
 use super::connection;
 use super::metrics::AuthFailure;
-use super::shared::Shared;
 use crate::config::Config;
 use crate::tls::{self, Acceptor};
 
@@ -55,7 +55,7 @@ const TLS_HANDSHAKE_RECORD: u8 = 0x16;
 /// largest state of everything awaited inline in it: the TLS paths (their timers, the
 /// handshake) and the connection itself are each boxed, so that an idle plain session holds
 /// a few hundred bytes of task rather than several kilobytes (memory per session).
-pub async fn serve(shared: Arc<Shared>, stream: TcpStream, peer: SocketAddr, listen: &Listen) {
+pub async fn serve(shared: Arc<ClientPort>, stream: TcpStream, peer: SocketAddr, listen: &Listen) {
     let _ = stream.set_nodelay(true);
     match &listen.mode {
         Mode::Plain => plain(shared, stream, peer, listen).await,
@@ -66,7 +66,7 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, peer: SocketAddr, lis
 
 /// A connection on a TLS port (`unified`: plain bytes are served plain).
 async fn secure(
-    shared: Arc<Shared>,
+    shared: Arc<ClientPort>,
     stream: TcpStream,
     peer: SocketAddr,
     listen: &Listen,
@@ -111,7 +111,7 @@ async fn secure(
     .await;
 }
 
-async fn plain(shared: Arc<Shared>, stream: TcpStream, peer: SocketAddr, listen: &Listen) {
+async fn plain(shared: Arc<ClientPort>, stream: TcpStream, peer: SocketAddr, listen: &Listen) {
     let (rd, wr) = stream.into_split();
     let guard = ConnAuth::new(listen.auth.clone(), peer.ip());
     Box::pin(connection::serve(
@@ -125,7 +125,7 @@ async fn plain(shared: Arc<Shared>, stream: TcpStream, peer: SocketAddr, listen:
     .await;
 }
 
-fn refused(shared: &Shared, peer: SocketAddr, why: &str) {
+fn refused(shared: &ClientPort, peer: SocketAddr, why: &str) {
     let m = &shared.metrics;
     m.tls_handshake_failed.fetch_add(1, Ordering::Relaxed);
     m.unsuccessful_handshakes.fetch_add(1, Ordering::Relaxed);

@@ -12,7 +12,7 @@
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 use super::view::View;
-use crate::net::{AuthFailure, Shared};
+use crate::net::{AuthFailure, ClientPort};
 use crate::raft::Role;
 use crate::stats::{Summary, SummaryView};
 
@@ -88,7 +88,7 @@ fn text(key: &'static str, help: &'static str, v: impl Into<String>) -> Figure {
 }
 
 /// Reads every figure now, in `mntr`'s order.
-pub fn gather(shared: &Shared, version: &str) -> Vec<Figure> {
+pub fn gather(shared: &ClientPort, version: &str) -> Vec<Figure> {
     let v = View::gather(shared);
     let m = &shared.metrics;
     let t = &m.traffic;

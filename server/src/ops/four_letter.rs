@@ -10,7 +10,7 @@ use std::time::UNIX_EPOCH;
 
 use super::catalogue::{self, Value};
 use super::view::View;
-use crate::net::Shared;
+use crate::net::ClientPort;
 use crate::raft::{Asked, Role, Transfer};
 use crate::state::snapshot::tree_digest;
 use crate::stats::QUANTILES;
@@ -22,7 +22,7 @@ const NOT_SERVING: &str = "This ZooKeeper instance is not currently serving requ
 
 /// ZooKeeper's refusal, and after it why this member is held back when a data directory
 /// that lost what it acknowledged (its own or a peer's) explains it (`raft/trust.rs`).
-fn not_serving(shared: &Shared) -> String {
+fn not_serving(shared: &ClientPort) -> String {
     match shared.replica.status.held_back.lock().as_deref() {
         Some(why) => format!("{NOT_SERVING}zooraft: {why}\n"),
         None => NOT_SERVING.to_string(),
@@ -34,7 +34,7 @@ pub(super) fn full_version() -> String {
 }
 
 /// Answers one four-letter word.
-pub fn answer(shared: &Shared, word: &[u8; 4], peer: SocketAddr) -> String {
+pub fn answer(shared: &ClientPort, word: &[u8; 4], peer: SocketAddr) -> String {
     let word = String::from_utf8_lossy(word).to_string();
     if !crate::config::ALL_FOUR_LETTER_WORDS.contains(&word.as_str()) {
         tracing::info!(%peer, "unknown four-letter word {word:?}");
@@ -128,7 +128,7 @@ pub fn answer(shared: &Shared, word: &[u8; 4], peer: SocketAddr) -> String {
 }
 
 /// `crst`: every connection's figures from zero.
-pub(super) fn reset_connection_stats(shared: &Shared) {
+pub(super) fn reset_connection_stats(shared: &ClientPort) {
     shared.registry.for_each(|_, e| {
         let s = &e.stats;
         s.received.store(0, Ordering::Relaxed);
@@ -141,7 +141,7 @@ pub(super) fn reset_connection_stats(shared: &Shared) {
 }
 
 /// `srst`: the server's figures from zero.
-pub(super) fn reset_server_stats(shared: &Shared) {
+pub(super) fn reset_server_stats(shared: &ClientPort) {
     shared.metrics.reset();
     shared.replica.counters.reset();
     shared.watches.lock().fired.reset();
@@ -149,7 +149,7 @@ pub(super) fn reset_server_stats(shared: &Shared) {
 
 /// `ydld` (the leader yields) and `rqld` (this member asks to lead): see
 /// `raft::transfer`.
-fn leadership(shared: &Shared, word: &str) -> String {
+fn leadership(shared: &ClientPort, word: &str) -> String {
     let what = if word == "ydld" {
         Transfer::Yield
     } else {
@@ -162,7 +162,7 @@ fn leadership(shared: &Shared, word: &str) -> String {
 }
 
 /// Each connection's session, read once for a whole report (not once per watch).
-pub(super) fn sessions_by_conn(shared: &Shared) -> std::collections::HashMap<u64, i64> {
+pub(super) fn sessions_by_conn(shared: &ClientPort) -> std::collections::HashMap<u64, i64> {
     let mut sessions = std::collections::HashMap::with_capacity(shared.registry.len());
     shared.registry.for_each(|id, e| {
         sessions.insert(id, e.session);
@@ -203,7 +203,7 @@ fn java_avg(v: f64) -> String {
     }
 }
 
-fn srvr(shared: &Shared, with_clients: bool) -> String {
+fn srvr(shared: &ClientPort, with_clients: bool) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "Zookeeper version: {}", full_version());
     if with_clients {
@@ -236,7 +236,7 @@ fn srvr(shared: &Shared, with_clients: bool) -> String {
     out
 }
 
-fn mntr(shared: &Shared) -> String {
+fn mntr(shared: &ClientPort) -> String {
     let mut out = String::new();
     for f in catalogue::gather(shared, &full_version()) {
         let key = f.key;
@@ -268,7 +268,7 @@ fn mntr(shared: &Shared) -> String {
     out
 }
 
-fn conf(shared: &Shared) -> String {
+fn conf(shared: &ClientPort) -> String {
     let c = shared.replica.config();
     let mut out = String::new();
     let _ = writeln!(out, "clientPort={}", c.client_port);
@@ -305,7 +305,7 @@ fn conf(shared: &Shared) -> String {
     out
 }
 
-fn cons(shared: &Shared) -> String {
+fn cons(shared: &ClientPort) -> String {
     let mut out = String::new();
     shared.registry.for_each(|_, e| {
         let s = &e.stats;
@@ -382,7 +382,7 @@ fn auth_ids(out: &mut String, ids: &[jute::Id]) {
     }
 }
 
-fn dump(shared: &Shared) -> String {
+fn dump(shared: &ClientPort) -> String {
     let state = shared.replica.state.read();
     let mut out = String::from("SessionTracker dump:\n");
     let _ = writeln!(out, "Global Sessions({}):", state.sessions.len());

@@ -14,12 +14,12 @@ use tokio::sync::watch;
 use super::catalogue::{self, Kind, Value};
 use super::four_letter::VERSION;
 use super::http;
-use crate::net::{Shared, BUCKETS_US};
+use crate::net::{ClientPort, BUCKETS_US};
 use crate::state::opcodes::OpFamily;
 use crate::stats::QUANTILES;
 
 /// Renders the metrics in Prometheus' text format.
-pub fn render(shared: &Shared) -> String {
+pub fn render(shared: &ClientPort) -> String {
     let mut out = String::new();
     for f in catalogue::gather(shared, VERSION) {
         let (name, help) = (f.key, f.help);
@@ -83,7 +83,11 @@ pub fn render(shared: &Shared) -> String {
 }
 
 /// Serves the endpoint until shutdown: any path, any method, answers with the metrics.
-pub async fn serve(shared: Arc<Shared>, listener: TcpListener, shutdown: watch::Receiver<bool>) {
+pub async fn serve(
+    shared: Arc<ClientPort>,
+    listener: TcpListener,
+    shutdown: watch::Receiver<bool>,
+) {
     let handler: http::Handler = Arc::new(move |_request, _peer| {
         let shared = shared.clone();
         Box::pin(async move {

@@ -4,7 +4,7 @@
 
 use std::sync::atomic::Ordering;
 
-use crate::net::Shared;
+use crate::net::ClientPort;
 use crate::raft::Role;
 
 /// See the module docs.
@@ -47,7 +47,7 @@ pub struct View {
 
 impl View {
     /// Reads every figure now.
-    pub fn gather(shared: &Shared) -> View {
+    pub fn gather(shared: &ClientPort) -> View {
         let replica = &shared.replica;
         let status = &replica.status;
         let m = &shared.metrics;

@@ -1,5 +1,5 @@
 //! The one narrow interface through which the Raft layer reaches the connections on this
-//! member. The network layer implements it (`net::Shared`); the Raft thread holds it as
+//! member. The network layer implements it (`net::ClientPort`); the Raft thread holds it as
 //! `Arc<dyn Connections>` and knows nothing else of connections, pipelines or watches.
 //!
 //! The trait is declared here, by the layer that calls it, so the Raft layer imports

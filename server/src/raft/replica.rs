@@ -3,7 +3,7 @@
 //! the inbox of the Raft thread.
 //!
 //! Lock order, wherever more than one lock is held (the locks of the layers above are
-//! declared with theirs): `state` → `net::Shared::watches` → a connection's pipeline →
+//! declared with theirs): `state` → `net::ClientPort::watches` → a connection's pipeline →
 //! the registry's maps. The apply loop holds `state` (write) and then the watches, so
 //! that watch events are queued before any reply that shows the change; see
 //! `net::shared` for why a local read may take its pipeline before the watches. No lock

@@ -44,7 +44,7 @@ pub struct ClientWrite {
     pub xid: i32,
     pub op: i32,
     pub origin: Origin,
-    /// Shared, not copied: every write of a session carries the same ids, and a batch's
+    /// ClientPort, not copied: every write of a session carries the same ids, and a batch's
     /// decoder hands the same allocation to every command that encodes them identically.
     pub auth: AuthIds,
     /// The request body exactly as the client sent it (after the request header).

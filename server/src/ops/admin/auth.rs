@@ -20,7 +20,7 @@ use hyper::StatusCode;
 use jute::{perms, Id};
 
 use super::super::http::PeerSubject;
-use crate::net::{Auth, Shared};
+use crate::net::{Auth, ClientPort};
 use crate::state::acl;
 
 /// Why a request was refused, with ZooKeeper's status and message.
@@ -56,7 +56,7 @@ pub(super) struct Caller<'a> {
 }
 
 /// ZooKeeper 3.9's rule for `snapshot` and `restore`: authenticated ids holding ALL on `/`.
-pub(super) fn root_all(shared: &Shared, auth: &Auth, caller: &Caller) -> Result<(), Refusal> {
+pub(super) fn root_all(shared: &ClientPort, auth: &Auth, caller: &Caller) -> Result<(), Refusal> {
     let header = caller
         .headers
         .get(AUTHORIZATION)

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use serde_json::{json, Value};
 
 use super::reports::{self, Fields};
-use crate::net::Shared;
+use crate::net::ClientPort;
 
 /// ZooKeeper's answer from a member that is not serving.
 pub const NOT_SERVING: &str = "This ZooKeeper instance is not currently serving requests";
@@ -23,7 +23,7 @@ pub const CHANGING: [&str; 3] = ["connection_stat_reset", "set_trace_mask", "sta
 
 /// What a command is given: the member and the request's query parameters.
 pub struct Asked<'a> {
-    pub shared: &'a Shared,
+    pub shared: &'a ClientPort,
     pub query: &'a [(String, String)],
 }
 

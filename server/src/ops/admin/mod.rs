@@ -39,7 +39,7 @@ use super::console;
 pub use super::http::Mode;
 use super::http::{self, Body, PeerSubject};
 use crate::migrate;
-use crate::net::{Auth, Shared};
+use crate::net::{Auth, ClientPort};
 use crate::raft::{ask_transfer, Asked, Transfer};
 use crate::tls::{Acceptor, ClientAuth, TlsSettings};
 
@@ -82,7 +82,7 @@ pub fn mode(config: &crate::config::Config) -> Result<Mode, crate::tls::TlsError
 
 /// Serves the AdminServer until shutdown.
 pub async fn serve(
-    shared: Arc<Shared>,
+    shared: Arc<ClientPort>,
     listener: TcpListener,
     mode: http::Mode,
     shutdown: watch::Receiver<bool>,
@@ -145,7 +145,7 @@ fn query_pairs(query: Option<&str>) -> Vec<(String, String)> {
 }
 
 async fn respond(
-    shared: &Shared,
+    shared: &ClientPort,
     admin: &Admin,
     request: Request<Incoming>,
     peer: SocketAddr,
@@ -225,7 +225,7 @@ fn refused(name: &str, refusal: auth::Refusal) -> Response<Body> {
 /// The browser console ([`console`]): the super user is one who sent the super digest's
 /// credentials (never anyone when no super digest is set, unlike the commands above).
 async fn console_answer(
-    shared: &Shared,
+    shared: &ClientPort,
     admin: &Admin,
     request: &Request<Incoming>,
     peer: SocketAddr,
@@ -265,7 +265,7 @@ async fn console_answer(
 }
 
 /// `/ready`: 200 while serving, 503 otherwise, with the role and whether there is a leader.
-fn ready(shared: &Shared) -> Response<Body> {
+fn ready(shared: &ClientPort) -> Response<Body> {
     let replica = &shared.replica;
     let serving = replica.is_serving();
     let has_leader = replica
@@ -298,7 +298,7 @@ fn index(base: &str) -> Response<Body> {
 }
 
 /// The online backup: the snapshot stream, its zxid in a header.
-async fn snapshot(shared: &Shared) -> Response<Body> {
+async fn snapshot(shared: &ClientPort) -> Response<Body> {
     match migrate::snapshot_body(&shared.replica).await {
         Some((body, zxid)) => {
             let mut r = http::answer(StatusCode::OK, "application/octet-stream", body);
@@ -315,7 +315,7 @@ async fn snapshot(shared: &Shared) -> Response<Body> {
 }
 
 /// A leader transfer: `command`, `error` and the words' `message`.
-fn transfer(shared: &Shared, command: &str, what: Transfer) -> Response<Body> {
+fn transfer(shared: &ClientPort, command: &str, what: Transfer) -> Response<Body> {
     let (status, error, message) = match ask_transfer(&shared.replica, what) {
         Asked::Started(text) => (StatusCode::OK, None, text),
         Asked::Refused(text) => (StatusCode::OK, Some(text.trim().to_string()), text),

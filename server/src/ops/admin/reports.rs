@@ -17,7 +17,7 @@ use serde_json::{json, Map, Value};
 use super::super::catalogue::{self, Figure, Value as Fig};
 use super::super::four_letter::{dir_size, full_version, sessions_by_conn};
 use super::super::view::View;
-use crate::net::Shared;
+use crate::net::ClientPort;
 use crate::raft::Role;
 use crate::state::reconfig::{self, DynamicConfig, ServerSpec};
 use crate::stats::QUANTILES;
@@ -40,7 +40,7 @@ fn now_ms() -> u64 {
 }
 
 /// `monitor`: every `mntr` figure under its key without `zk_`.
-pub fn monitor(shared: &Shared) -> Fields {
+pub fn monitor(shared: &ClientPort) -> Fields {
     let mut out = Map::new();
     for Figure { key, value, .. } in catalogue::gather(shared, &full_version()) {
         match value {
@@ -81,7 +81,7 @@ fn figure(figures: &[Figure], key: &str, default: i64) -> i64 {
 }
 
 /// `server_stats` (`srvr`); `stats` adds the connections.
-pub fn server_stats(shared: &Shared) -> Fields {
+pub fn server_stats(shared: &ClientPort) -> Fields {
     let v = View::gather(shared);
     let figures = catalogue::gather(shared, &full_version());
     let f = |key: &str, default: i64| figure(&figures, key, default);
@@ -127,7 +127,7 @@ pub fn server_stats(shared: &Shared) -> Fields {
 }
 
 /// `connections` (`cons`): one object per client connection, TLS ones apart.
-pub fn connections(shared: &Shared) -> Fields {
+pub fn connections(shared: &ClientPort) -> Fields {
     let (mut list, mut secure) = (Vec::new(), Vec::new());
     shared.registry.for_each(|_, e| {
         let s = &e.stats;
@@ -164,7 +164,7 @@ pub fn connections(shared: &Shared) -> Fields {
 
 /// `dump`: sessions by deadline (see the module docs; the leader's, or a standalone
 /// server's, as in ZooKeeper, where a follower lists none) and ephemeral paths by session.
-pub fn dump(shared: &Shared) -> Fields {
+pub fn dump(shared: &ClientPort) -> Fields {
     let tick = u64::from(shared.replica.config().tick_time_ms.max(1));
     let tracks_deadlines =
         shared.replica.config().is_standalone() || shared.replica.status.role() == Role::Leader;
@@ -191,7 +191,7 @@ pub fn dump(shared: &Shared) -> Fields {
 }
 
 /// `watches` (`wchc`): the data watches' paths by session.
-pub fn watches(shared: &Shared) -> Fields {
+pub fn watches(shared: &ClientPort) -> Fields {
     let by_conn = shared.watches.lock().by_connection();
     let sessions = sessions_by_conn(shared);
     let session = |conn| sessions.get(&conn).copied().unwrap_or(0);
@@ -203,7 +203,7 @@ pub fn watches(shared: &Shared) -> Fields {
 }
 
 /// `watches_by_path` (`wchp`): sessions by watched path.
-pub fn watches_by_path(shared: &Shared) -> Fields {
+pub fn watches_by_path(shared: &ClientPort) -> Fields {
     let by_path = shared.watches.lock().by_path();
     let sessions = sessions_by_conn(shared);
     let map: Fields = by_path
@@ -220,13 +220,13 @@ pub fn watches_by_path(shared: &Shared) -> Fields {
 }
 
 /// The membership as committed (or as zoo.cfg has it before anything was).
-fn membership(shared: &Shared) -> DynamicConfig {
+fn membership(shared: &ClientPort) -> DynamicConfig {
     let committed = reconfig::committed(&shared.replica.state.read().tree);
     committed.unwrap_or_else(|| crate::raft::initial_config(shared.replica.config(), 0))
 }
 
 /// `voting_view`: every member of the current configuration (nothing when standalone).
-pub fn voting_view(shared: &Shared) -> Fields {
+pub fn voting_view(shared: &ClientPort) -> Fields {
     let config = shared.replica.config();
     let mut view = Map::new();
     if !config.is_standalone() {
@@ -268,7 +268,7 @@ fn addresses(host: &str, port: u16) -> Value {
 }
 
 /// `zabstate`: ZAB's phase for Raft's role (see the module docs).
-pub fn zabstate(shared: &Shared) -> Fields {
+pub fn zabstate(shared: &ClientPort) -> Fields {
     let config = shared.replica.config();
     if config.is_standalone() {
         return object(json!({"voting": false, "zabstate": ""}));
@@ -304,7 +304,7 @@ pub fn zabstate(shared: &Shared) -> Fields {
 }
 
 /// `leader`: who leads, as this member knows it.
-pub fn leader(shared: &Shared) -> Result<Fields, String> {
+pub fn leader(shared: &ClientPort) -> Result<Fields, String> {
     let config = shared.replica.config();
     if config.is_standalone() {
         // ZooKeeper's answer for a server that is not a quorum peer.

@@ -25,7 +25,7 @@ use super::super::http::Body;
 use super::reports::Fields;
 use super::{commands, json_answer};
 use crate::migrate;
-use crate::net::Shared;
+use crate::net::ClientPort;
 use crate::raft::RestoreError;
 use crate::state::tree::TreeOptions;
 
@@ -67,7 +67,7 @@ fn answer(status: StatusCode, name: &str, result: Result<i64, String>) -> Respon
 
 /// Serves an authorized `restore` request.
 pub(super) async fn restore(
-    shared: &Shared,
+    shared: &ClientPort,
     gate: &Gate,
     name: &str,
     request: Request<Incoming>,

@@ -16,7 +16,7 @@ use jute::{ReplyHeader, RequestHeader};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::net::Shared;
+use crate::net::ClientPort;
 use crate::raft::Input;
 use crate::state::command::{CloseReason, Command};
 
@@ -76,7 +76,7 @@ async fn reply_to(s: &mut TcpStream, xid: i32) -> Result<ReplyHeader, ActionErro
 
 /// Deletes `path` (any version) as the super user whose credentials are `credentials`
 /// (`super:<password>`), through this member's client port.
-pub async fn delete(shared: &Shared, path: &str, credentials: &str) -> Result<(), ActionError> {
+pub async fn delete(shared: &ClientPort, path: &str, credentials: &str) -> Result<(), ActionError> {
     let config = shared.replica.config();
     let host = match config.client_address {
         a if a.is_unspecified() => std::net::IpAddr::from([127, 0, 0, 1]),
@@ -158,7 +158,7 @@ pub async fn delete(shared: &Shared, path: &str, credentials: &str) -> Result<()
 }
 
 /// Proposes the expiry of `session` (forwarded to the leader by a follower).
-pub fn close_session(shared: &Shared, session: i64) -> Result<(), ActionError> {
+pub fn close_session(shared: &ClientPort, session: i64) -> Result<(), ActionError> {
     if !shared.replica.state.read().sessions.contains_key(&session) {
         return Err(ActionError::NoSuchSession);
     }

@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::super::view::View;
-use crate::net::Shared;
+use crate::net::ClientPort;
 use crate::state::reconfig;
 
 /// How long a member has to answer.
@@ -138,7 +138,7 @@ pub fn admin_target(spec: &reconfig::ServerSpec, p: &Probe) -> Option<(String, u
 }
 
 /// This member's figures.
-pub fn local(shared: &Shared) -> Value {
+pub fn local(shared: &ClientPort) -> Value {
     let v = View::gather(shared);
     let config = shared.replica.config();
     let security = &config.security;
@@ -172,7 +172,9 @@ pub fn local(shared: &Shared) -> Value {
 }
 
 /// Every member of the committed membership (none when standalone), each as probed.
-pub async fn probe_members(shared: &Shared) -> Vec<(reconfig::ServerSpec, Result<Probe, String>)> {
+pub async fn probe_members(
+    shared: &ClientPort,
+) -> Vec<(reconfig::ServerSpec, Result<Probe, String>)> {
     let config = shared.replica.config();
     let membership = if config.is_standalone() {
         None
@@ -197,7 +199,7 @@ pub async fn probe_members(shared: &Shared) -> Vec<(reconfig::ServerSpec, Result
 }
 
 /// The whole page: this member, then every member of the membership as probed.
-pub async fn report(shared: &Shared) -> Value {
+pub async fn report(shared: &ClientPort) -> Value {
     let me = local(shared);
     let config = shared.replica.config();
     let probed = probe_members(shared).await;

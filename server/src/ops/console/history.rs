@@ -19,7 +19,7 @@ use tokio::sync::watch;
 
 use super::super::catalogue::{self, Figure, Value as Fig};
 use super::super::four_letter::full_version;
-use crate::net::Shared;
+use crate::net::ClientPort;
 use crate::raft::Change;
 use crate::stats::{quantiles_between, Summary};
 
@@ -74,7 +74,7 @@ pub struct History {
 }
 
 /// The summaries whose interval percentiles are charted, as the catalogue names them.
-fn histograms(shared: &Shared) -> [(&'static str, &Summary); 3] {
+fn histograms(shared: &ClientPort) -> [(&'static str, &Summary); 3] {
     [
         ("readlatency", &shared.metrics.read_latency),
         ("updatelatency", &shared.metrics.update_latency),
@@ -134,7 +134,7 @@ fn sample(
 
 impl History {
     /// Takes a sample now.
-    pub fn sample(&self, shared: &Shared) {
+    pub fn sample(&self, shared: &ClientPort) {
         let figures = catalogue::gather(shared, &full_version());
         let hist = histograms(shared)
             .into_iter()
@@ -158,7 +158,7 @@ impl History {
 
 /// The leader and membership changes of the last hour, oldest first, as the page draws
 /// them (a membership names the one before it, when this member saw that one too).
-pub fn timeline(shared: &Shared) -> Value {
+pub fn timeline(shared: &ClientPort) -> Value {
     timeline_of(&shared.replica.changes.since(0), now_ms() - HOUR_MS)
 }
 
@@ -200,7 +200,7 @@ fn timeline_of(seen: &[crate::raft::Seen], since_ms: i64) -> Value {
 /// read lock and reads `/proc`), so a slow one holds no runtime thread, and a failed one
 /// is logged and the next tick tries again instead of the history ending.
 pub async fn run(
-    shared: std::sync::Arc<Shared>,
+    shared: std::sync::Arc<ClientPort>,
     history: std::sync::Arc<History>,
     mut shutdown: watch::Receiver<bool>,
 ) {

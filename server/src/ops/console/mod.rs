@@ -35,7 +35,7 @@ use serde_json::json;
 use tokio::sync::watch;
 
 use super::http::{self, Body};
-use crate::net::Shared;
+use crate::net::ClientPort;
 use reply::{error, json_answer, with_headers, ASSETS};
 
 /// The console's URL prefix.
@@ -44,7 +44,7 @@ pub const PREFIX: &str = "/console";
 pub use history::History;
 
 /// Starts keeping the last hour's samples and changes ([`history`]) until shutdown.
-pub fn start_history(shared: Arc<Shared>, shutdown: watch::Receiver<bool>) -> Arc<History> {
+pub fn start_history(shared: Arc<ClientPort>, shutdown: watch::Receiver<bool>) -> Arc<History> {
     let history = Arc::new(History::default());
     tokio::spawn(history::run(shared, history.clone(), shutdown));
     history
@@ -83,7 +83,7 @@ fn number(query: &[(String, String)], key: &str, default: usize) -> usize {
 
 /// Answers a request under [`PREFIX`] (`path` is the whole request path).
 pub async fn respond(
-    shared: &Shared,
+    shared: &ClientPort,
     history: &History,
     method: &Method,
     path: &str,
@@ -107,7 +107,7 @@ pub async fn respond(
 }
 
 async fn api_answer(
-    shared: &Shared,
+    shared: &ClientPort,
     history: &History,
     method: &Method,
     api: &str,
@@ -204,7 +204,7 @@ async fn api_answer(
 }
 
 /// The sessions watching `path` (data, child or persistent watches) on this member.
-fn watchers_of(shared: &Shared, path: &str) -> Vec<i64> {
+fn watchers_of(shared: &ClientPort, path: &str) -> Vec<i64> {
     let conns: Vec<u64> = shared
         .watches
         .lock()
@@ -228,7 +228,7 @@ fn watchers_of(shared: &Shared, path: &str) -> Vec<i64> {
 
 /// A super-user action.
 async fn act(
-    shared: &Shared,
+    shared: &ClientPort,
     action: &str,
     query: &[(String, String)],
     viewer: &Viewer,

@@ -17,7 +17,7 @@ use hyper_util::rt::TokioIo;
 use serde_json::Value;
 
 use super::ensemble::{admin_target, probe_members};
-use crate::net::Shared;
+use crate::net::ClientPort;
 
 /// How long one member has for the probe and the request together.
 pub const REMOTE_TIMEOUT: Duration = Duration::from_millis(1500);
@@ -32,7 +32,7 @@ pub struct Answer {
 
 /// Asks every other member of the membership for `/console/api/<path>` (`path` with its
 /// query, already escaped), all at once; the answers in membership order.
-pub async fn ask_others(shared: &Shared, path: &str) -> Vec<Answer> {
+pub async fn ask_others(shared: &ClientPort, path: &str) -> Vec<Answer> {
     let me = shared.replica.config().my_id;
     let probed = probe_members(shared).await;
     let asks: Vec<_> = probed

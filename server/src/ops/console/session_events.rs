@@ -10,7 +10,7 @@
 use serde_json::{json, Value};
 
 use super::remote;
-use crate::net::{SessionEvent, SessionWhat, Shared};
+use crate::net::{ClientPort, SessionEvent, SessionWhat};
 
 fn zxid(z: i64) -> String {
     format!("0x{z:x}")
@@ -53,7 +53,7 @@ fn event(e: &SessionEvent, member: u64) -> Value {
 }
 
 /// What this member saw of `session` (another member's page asks for it).
-pub fn here(shared: &Shared, session: i64) -> Value {
+pub fn here(shared: &ClientPort, session: i64) -> Value {
     let me = shared.replica.me;
     let events: Vec<Value> = shared
         .session_log
@@ -65,7 +65,7 @@ pub fn here(shared: &Shared, session: i64) -> Value {
 }
 
 /// What every member saw of `session`, in time order.
-pub async fn gathered(shared: &Shared, session: i64) -> Value {
+pub async fn gathered(shared: &ClientPort, session: i64) -> Value {
     let mine = here(shared, session);
     let mut events: Vec<Value> = mine["events"].as_array().cloned().unwrap_or_default();
     let mut unanswered = Vec::new();

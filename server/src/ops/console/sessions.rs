@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use serde_json::{json, Value};
 
 use super::remote;
-use crate::net::Shared;
+use crate::net::ClientPort;
 
 /// Ephemeral paths listed per session, at most (the count is always whole).
 const EPHEMERALS_SHOWN: usize = 20;
@@ -28,7 +28,7 @@ pub struct Local {
 }
 
 /// This member's connections, by session.
-pub fn local(shared: &Shared) -> BTreeMap<i64, Local> {
+pub fn local(shared: &ClientPort) -> BTreeMap<i64, Local> {
     let mut watches_by_conn: BTreeMap<u64, usize> = BTreeMap::new();
     for (conn, paths) in shared.watches.lock().by_connection() {
         watches_by_conn.insert(conn, paths.len());
@@ -75,7 +75,7 @@ pub fn local(shared: &Shared) -> BTreeMap<i64, Local> {
 }
 
 /// Client addresses of this member's sessions (for the Locks page).
-pub fn addresses(shared: &Shared) -> BTreeMap<i64, String> {
+pub fn addresses(shared: &ClientPort) -> BTreeMap<i64, String> {
     let mut out = BTreeMap::new();
     shared.registry.for_each(|_, e| {
         out.insert(e.session, e.peer.to_string());
@@ -97,7 +97,7 @@ fn figures(l: &Local) -> Value {
 
 /// This member's connected sessions with ids from `from` to `to` (for another member's
 /// Sessions page), at most [`HERE_MAX`].
-pub fn here(shared: &Shared, from: i64, to: i64) -> Value {
+pub fn here(shared: &ClientPort, from: i64, to: i64) -> Value {
     let sessions: serde_json::Map<String, Value> = local(shared)
         .range(from..=to.max(from))
         .take(HERE_MAX)
@@ -112,7 +112,7 @@ const HERE_MAX: usize = 1000;
 /// Every session, in id order, from `offset`, at most `limit`. A session connected to
 /// another member gets that member's figures for it (`remote.rs`: bounded in time and
 /// size; a member that does not answer is named under `unanswered`).
-pub async fn report(shared: &Shared, offset: usize, limit: usize) -> Value {
+pub async fn report(shared: &ClientPort, offset: usize, limit: usize) -> Value {
     let here = local(shared);
     let me = shared.replica.me;
     let (total, mut list, elsewhere) = {

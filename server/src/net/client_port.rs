@@ -32,10 +32,10 @@ use crate::state::command::ConnId;
 
 /// Answers a four-letter word sent on the client port. The operator surface, a layer above
 /// this one, provides it when the member starts.
-pub type FourLetterWords = fn(&Shared, &[u8; 4], std::net::SocketAddr) -> String;
+pub type FourLetterWords = fn(&ClientPort, &[u8; 4], std::net::SocketAddr) -> String;
 
 /// See the module docs.
-pub struct Shared {
+pub struct ClientPort {
     pub replica: Arc<Replica>,
     /// The watches of this member's connections (lock order: after the state).
     pub watches: Mutex<WatchManager>,
@@ -53,7 +53,7 @@ pub struct Shared {
     conn_prefix: u64,
 }
 
-impl Shared {
+impl ClientPort {
     /// Before a client resumes `session`: `Some(true)` once this member has applied
     /// everything the leader had committed when asked (and, observing a ZooKeeper
     /// ensemble, the leader holds the session and has moved it here), `Some(false)` if the
@@ -84,8 +84,8 @@ impl Shared {
             .map(|s| s.passwd.as_slice() == passwd)
     }
 
-    pub fn new(replica: Arc<Replica>, four_letter_words: FourLetterWords) -> Shared {
-        Shared {
+    pub fn new(replica: Arc<Replica>, four_letter_words: FourLetterWords) -> ClientPort {
+        ClientPort {
             four_letter_words,
             session_ids: SessionIds::new(replica.me),
             session_log: SessionLog::default(),
