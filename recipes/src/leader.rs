@@ -20,10 +20,11 @@ use crate::client::{IntoClient, Op, OpResult, Stat, ZkClient};
 use crate::error::{Error, LostReason};
 use crate::fence::FencingToken;
 use crate::guard::LockGuard;
-use crate::lock::{Config, Kind, LockCore};
+use crate::lock::LockCore;
 use crate::mutex::{Mutex, Participant};
 use crate::names::checked_path;
-use crate::options::ElectionOptions;
+use crate::options::{Config, ElectionOptions};
+use crate::rules::Kind;
 
 /// Leadership won through a [`LeaderLatch`] or a [`LeaderSelector`]: the participant leads
 /// until it releases (or drops) this, or until [`lost`](Self::lost) fires.

@@ -88,6 +88,7 @@ mod mutex;
 mod names;
 mod options;
 mod queue;
+mod rules;
 mod rwlock;
 mod semaphore;
 #[cfg(feature = "zookeeper-async")]

@@ -1,9 +1,11 @@
 //! The lock core shared by every recipe (mutex, read-write lock, leader latch, semaphore
-//! lease; Curator's `LockInternals`): which node kinds there are and who holds, a handle's
-//! local turn, acquiring with distinct outcomes, holding (the monitor, the token) and
-//! releasing (a guaranteed delete, and a node whose delete failed for good remembered).
+//! lease; Curator's `LockInternals`): a handle's local turn, acquiring with distinct
+//! outcomes, holding (the monitor, the token) and releasing (a guaranteed delete, and a
+//! node whose delete failed for good remembered).
 //!
-//! Creating the node and waiting in line is in [`queue`](crate::queue): create a protected
+//! Which node kinds there are and who holds is in [`rules`](crate::rules); a handle's
+//! checked configuration (`Config`) in [`options`](crate::options). Creating the node and
+//! waiting in line is in [`queue`](crate::queue): create a protected
 //! ephemeral-sequential node, list the contenders in sequence order, hold the lock if the
 //! rules say so, otherwise watch the one node whose deletion can change that and wait.
 
@@ -15,162 +17,13 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::cleanup::{guaranteed_delete, session_gone, DeleteOutcome};
-use crate::client::{Acl, Connection, ErrorCode, SessionState, Stat, ZkClient};
+use crate::client::{Connection, ErrorCode, SessionState, Stat, ZkClient};
 use crate::error::{Error, LostReason};
 use crate::fence::FencingToken;
-use crate::metrics::{AcquireOutcome, LockMetrics};
+use crate::metrics::AcquireOutcome;
 use crate::monitor::Monitor;
-use crate::names::{
-    Contender, Owner, LATCH_MARKERS, LATCH_NAME, LEASE_MARKERS, LEASE_NAME, MUTEX_LOCK_NAME,
-    MUTEX_MARKERS, READ_LOCK_NAME, RW_MARKERS, WRITE_LOCK_NAME,
-};
-
-/// Which recipe a lock core implements.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
-    Mutex,
-    Read,
-    Write,
-    /// A leader latch participant: granted like a mutex.
-    Latch,
-    /// A semaphore lease: granted while the leases number at most the maximum.
-    Lease,
-}
-
-impl Kind {
-    pub(crate) fn lock_name(self) -> &'static str {
-        match self {
-            Kind::Mutex => MUTEX_LOCK_NAME,
-            Kind::Read => READ_LOCK_NAME,
-            Kind::Write => WRITE_LOCK_NAME,
-            Kind::Latch => LATCH_NAME,
-            Kind::Lease => LEASE_NAME,
-        }
-    }
-
-    pub(crate) fn markers(self) -> &'static [&'static str] {
-        match self {
-            Kind::Mutex => MUTEX_MARKERS,
-            Kind::Read | Kind::Write => RW_MARKERS,
-            Kind::Latch => LATCH_MARKERS,
-            Kind::Lease => LEASE_MARKERS,
-        }
-    }
-}
-
-/// True for a read-write lock node written by a writer (its last marker is `__WRIT__`).
-pub(crate) fn is_write_node(name: &str) -> bool {
-    match (name.rfind(WRITE_LOCK_NAME), name.rfind(READ_LOCK_NAME)) {
-        (Some(w), Some(r)) => w > r,
-        (Some(_), None) => true,
-        _ => false,
-    }
-}
-
-/// What a contender at `idx` does.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Decision {
-    Granted,
-    /// Wait for this node to go.
-    Watch(String),
-    /// Wait for the children to change (a semaphore with every lease taken).
-    WatchChildren,
-}
-
-/// Curator's `getsTheLock`: a mutex or a writer holds when it is first; a reader holds when
-/// no writer is before it, and otherwise watches the first writer.
-pub(crate) fn decide(kind: Kind, sorted: &[Contender], idx: usize) -> Decision {
-    match kind {
-        // A lease is decided by counting (see `LockCore::decide_lease`), never by order.
-        Kind::Lease => Decision::Granted,
-        Kind::Mutex | Kind::Write | Kind::Latch => {
-            if idx == 0 {
-                Decision::Granted
-            } else {
-                Decision::Watch(sorted[idx - 1].name.clone())
-            }
-        }
-        Kind::Read => match sorted[..idx].iter().find(|c| is_write_node(&c.name)) {
-            None => Decision::Granted,
-            Some(w) => Decision::Watch(w.name.clone()),
-        },
-    }
-}
-
-/// Options of a lock handle.
-#[derive(Clone)]
-pub(crate) struct Config {
-    pub owner: Owner,
-    /// The lock node's data, instead of the owner line (Curator's `lockNodeBytes`).
-    pub node_data: Option<Vec<u8>>,
-    /// The ACL of the lock nodes and the containers above them (empty: open).
-    pub acl: Vec<Acl>,
-    pub suspend_fraction: f64,
-    pub metrics: Option<Arc<dyn LockMetrics>>,
-    /// For a lease: how many leases may be held at once.
-    pub max_leases: MaxLeases,
-}
-
-/// How many leases a [`Semaphore`](crate::Semaphore) grants at once.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum MaxLeases {
-    /// A fixed number (at least one).
-    Fixed(usize),
-    /// The number stored in the node at this path (Curator's `SharedCount`: a 4-byte
-    /// big-endian int), read again whenever an acquirer waits.
-    Shared(String),
-}
-
-impl std::fmt::Debug for Config {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Config")
-            .field("owner", &self.owner)
-            .field("node_data", &self.node_data)
-            .field("acl", &self.acl)
-            .field("suspend_fraction", &self.suspend_fraction)
-            .field("metrics", &self.metrics.is_some())
-            .field("max_leases", &self.max_leases)
-            .finish()
-    }
-}
-
-impl Default for Config {
-    fn default() -> Config {
-        Config {
-            owner: Owner::current(""),
-            node_data: None,
-            acl: Vec::new(),
-            suspend_fraction: DEFAULT_SUSPEND_FRACTION,
-            metrics: None,
-            max_leases: MaxLeases::Fixed(1),
-        }
-    }
-}
-
-impl Config {
-    /// The defaults for an election participant: its node holds its id, as Curator's do.
-    pub(crate) fn participant(id: &str) -> Config {
-        Config {
-            node_data: Some(id.as_bytes().to_vec()),
-            ..Config::default()
-        }
-    }
-
-    pub(crate) fn data(&self) -> Vec<u8> {
-        self.node_data
-            .clone()
-            .unwrap_or_else(|| self.owner.to_bytes())
-    }
-}
-
-/// The default fraction of the session timeout without an answer after which a held lock
-/// counts as lost.
-pub(crate) const DEFAULT_SUSPEND_FRACTION: f64 = 0.5;
-/// The largest fraction accepted: past it, the holder may still believe in its lock when the
-/// server, whose clock started earlier, has already expired the session.
-pub(crate) const MAX_SUSPEND_FRACTION: f64 = 0.8;
-/// The smallest fraction accepted (below it, a lock is lost at the first slow reply).
-pub(crate) const MIN_SUSPEND_FRACTION: f64 = 0.05;
+use crate::options::Config;
+use crate::rules::Kind;
 
 /// A lock node we created.
 #[derive(Debug, Clone)]
@@ -523,53 +376,5 @@ impl LockCore {
                 .unwrap_or_else(|e| e.into_inner())
                 .take(),
         );
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn c(name: &str, seq: i64) -> Contender {
-        Contender {
-            name: name.into(),
-            sequence: seq,
-        }
-    }
-
-    #[test]
-    fn mutex_watches_its_predecessor() {
-        let s = vec![c("a-lock-1", 1), c("b-lock-2", 2), c("c-lock-3", 3)];
-        assert_eq!(decide(Kind::Mutex, &s, 0), Decision::Granted);
-        assert_eq!(
-            decide(Kind::Mutex, &s, 2),
-            Decision::Watch("b-lock-2".into())
-        );
-    }
-
-    #[test]
-    fn readers_share_until_a_writer() {
-        let s = vec![
-            c("a-__READ__1", 1),
-            c("b-__READ__2", 2),
-            c("c-__WRIT__3", 3),
-            c("d-__READ__4", 4),
-            c("e-__WRIT__5", 5),
-        ];
-        assert_eq!(decide(Kind::Read, &s, 1), Decision::Granted);
-        assert_eq!(
-            decide(Kind::Read, &s, 3),
-            Decision::Watch("c-__WRIT__3".into())
-        );
-        assert_eq!(
-            decide(Kind::Write, &s, 2),
-            Decision::Watch("b-__READ__2".into())
-        );
-        assert_eq!(
-            decide(Kind::Write, &s, 4),
-            Decision::Watch("d-__READ__4".into())
-        );
-        assert!(is_write_node("_c_x-__WRIT__0000000001"));
-        assert!(!is_write_node("_c_x-__READ__0000000001"));
     }
 }

@@ -10,9 +10,10 @@ use crate::client::{ErrorCode, IntoClient, ZkClient};
 use crate::error::Error;
 use crate::fence::FencingToken;
 use crate::guard::LockGuard;
-use crate::lock::{decide, Config, Decision, Holding, Kind, LockCore};
+use crate::lock::{Holding, LockCore};
 use crate::names::{checked_path, join, sorted_contenders, Owner};
-use crate::options::LockOptions;
+use crate::options::{Config, LockOptions};
+use crate::rules::{decide, is_write_node, Decision, Kind};
 
 /// A fair, herd-free lock across processes, compatible with Curator's `InterProcessMutex` on
 /// the same path.
@@ -286,7 +287,7 @@ pub(crate) async fn participants(
         let exclusive = match kind {
             Kind::Mutex | Kind::Latch => true,
             Kind::Lease => false,
-            Kind::Read | Kind::Write => crate::lock::is_write_node(&c.name),
+            Kind::Read | Kind::Write => is_write_node(&c.name),
         };
         let node_kind = match kind {
             Kind::Mutex | Kind::Latch | Kind::Lease => kind,

@@ -6,12 +6,14 @@
 //! [`MultiLock`](crate::MultiLock)) and the [`Semaphore`](crate::Semaphore);
 //! [`ElectionOptions`] the elections ([`LeaderLatch`](crate::LeaderLatch),
 //! [`LeaderSelector`](crate::LeaderSelector)), whose node data is the participant's id.
+//!
+//! Either is checked into a `Config`, what a lock handle keeps (with, for a semaphore, its
+//! [`MaxLeases`]).
 
 use std::sync::Arc;
 
 use crate::client::Acl;
 use crate::error::Error;
-use crate::lock::{Config, DEFAULT_SUSPEND_FRACTION, MAX_SUSPEND_FRACTION, MIN_SUSPEND_FRACTION};
 use crate::metrics::LockMetrics;
 use crate::names::Owner;
 
@@ -208,6 +210,81 @@ impl ElectionOptions {
         })
     }
 }
+
+/// Options of a lock handle.
+#[derive(Clone)]
+pub(crate) struct Config {
+    pub owner: Owner,
+    /// The lock node's data, instead of the owner line (Curator's `lockNodeBytes`).
+    pub node_data: Option<Vec<u8>>,
+    /// The ACL of the lock nodes and the containers above them (empty: open).
+    pub acl: Vec<Acl>,
+    pub suspend_fraction: f64,
+    pub metrics: Option<Arc<dyn LockMetrics>>,
+    /// For a lease: how many leases may be held at once.
+    pub max_leases: MaxLeases,
+}
+
+/// How many leases a [`Semaphore`](crate::Semaphore) grants at once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MaxLeases {
+    /// A fixed number (at least one).
+    Fixed(usize),
+    /// The number stored in the node at this path (Curator's `SharedCount`: a 4-byte
+    /// big-endian int), read again whenever an acquirer waits.
+    Shared(String),
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("owner", &self.owner)
+            .field("node_data", &self.node_data)
+            .field("acl", &self.acl)
+            .field("suspend_fraction", &self.suspend_fraction)
+            .field("metrics", &self.metrics.is_some())
+            .field("max_leases", &self.max_leases)
+            .finish()
+    }
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            owner: Owner::current(""),
+            node_data: None,
+            acl: Vec::new(),
+            suspend_fraction: DEFAULT_SUSPEND_FRACTION,
+            metrics: None,
+            max_leases: MaxLeases::Fixed(1),
+        }
+    }
+}
+
+impl Config {
+    /// The defaults for an election participant: its node holds its id, as Curator's do.
+    pub(crate) fn participant(id: &str) -> Config {
+        Config {
+            node_data: Some(id.as_bytes().to_vec()),
+            ..Config::default()
+        }
+    }
+
+    pub(crate) fn data(&self) -> Vec<u8> {
+        self.node_data
+            .clone()
+            .unwrap_or_else(|| self.owner.to_bytes())
+    }
+}
+
+/// The default fraction of the session timeout without an answer after which a held lock
+/// counts as lost.
+pub(crate) const DEFAULT_SUSPEND_FRACTION: f64 = 0.5;
+/// The largest fraction accepted: past it, the holder may still believe in its lock when the
+/// server, whose clock started earlier, has already expired the session.
+pub(crate) const MAX_SUSPEND_FRACTION: f64 = 0.8;
+/// The smallest fraction accepted (below it, a lock is lost at the first slow reply).
+pub(crate) const MIN_SUSPEND_FRACTION: f64 = 0.05;
 
 /// Checks a suspend fraction.
 fn check_suspend_fraction(fraction: f64) -> Result<f64, Error> {

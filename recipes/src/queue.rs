@@ -15,11 +15,13 @@ use tokio::time::Instant;
 use crate::cleanup::{spawn_delete, wait_connected, Doomed};
 use crate::client::{is_transient, CreateMode, ErrorCode, SessionState, Stat, ZkClient};
 use crate::error::Error;
-use crate::lock::{decide, session_error, Decision, Holding, Kind, LockCore, MaxLeases, NodeInfo};
+use crate::lock::{session_error, Holding, LockCore, NodeInfo};
 use crate::names::{
     ancestors_and_self, join, node_name, protected_prefix, protection_of, sequence_of,
     sorted_contenders, READ_LOCK_NAME, RW_MARKERS,
 };
+use crate::options::MaxLeases;
+use crate::rules::{decide, Decision, Kind};
 
 /// How long a timed-out or failed acquire waits for its node's delete before returning
 /// (the delete goes on in the background after that).

@@ -14,10 +14,11 @@ use std::sync::Arc;
 
 use crate::client::{IntoClient, ZkClient};
 use crate::error::Error;
-use crate::lock::{Config, Kind, LockCore};
+use crate::lock::LockCore;
 use crate::mutex::Mutex;
 use crate::names::checked_path;
-use crate::options::LockOptions;
+use crate::options::{Config, LockOptions};
+use crate::rules::Kind;
 
 /// A read-write lock across processes, compatible with Curator's
 /// `InterProcessReadWriteLock` on the same path.

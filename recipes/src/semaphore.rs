@@ -25,11 +25,12 @@ use tokio::time::Instant;
 use crate::client::{IntoClient, ZkClient};
 use crate::error::{Error, LostReason};
 use crate::guard::LockGuard;
-pub use crate::lock::MaxLeases;
-use crate::lock::{Config, Kind, LockCore};
+use crate::lock::LockCore;
 use crate::mutex::{Mutex, Participant};
 use crate::names::{checked_path, join};
-use crate::options::LockOptions;
+pub use crate::options::MaxLeases;
+use crate::options::{Config, LockOptions};
+use crate::rules::Kind;
 
 /// A lease of an [`Semaphore`]: held until released or dropped (dropping
 /// releases in the background).
