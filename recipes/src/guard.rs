@@ -8,7 +8,8 @@ use crate::cleanup::DeleteOutcome;
 use crate::client::{ErrorCode, Op, OpResult, Stat};
 use crate::error::{Error, LostReason};
 use crate::fence::FencingToken;
-use crate::lock::{Holding, LockCore};
+use crate::holding::Holding;
+use crate::lock::LockCore;
 
 /// A held lock. Release it with [`release`](LockGuard::release); dropping it releases in
 /// the background (the delete is retried until it succeeds or the session is gone).

@@ -79,6 +79,7 @@ mod error;
 mod fence;
 mod guard;
 mod heartbeat;
+mod holding;
 mod leader;
 mod lock;
 mod metrics;

@@ -4,12 +4,13 @@
 //! node whose delete failed for good remembered).
 //!
 //! Which node kinds there are and who holds is in [`rules`](crate::rules); a handle's
-//! checked configuration (`Config`) in [`options`](crate::options). Creating the node and
-//! waiting in line is in [`queue`](crate::queue): create a protected
-//! ephemeral-sequential node, list the contenders in sequence order, hold the lock if the
-//! rules say so, otherwise watch the one node whose deletion can change that and wait.
+//! checked configuration (`Config`) in [`options`](crate::options); the held lock
+//! (`Holding`) in [`holding`](crate::holding). Creating the node and waiting in line is in
+//! [`queue`](crate::queue): create a protected ephemeral-sequential node, list the
+//! contenders in sequence order, hold the lock if the rules say so, otherwise watch the one
+//! node whose deletion can change that and wait.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex as StdMutex};
 
 use tokio::sync::{oneshot, watch, OwnedMutexGuard};
@@ -17,56 +18,14 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::cleanup::{guaranteed_delete, session_gone, DeleteOutcome};
-use crate::client::{Connection, ErrorCode, SessionState, Stat, ZkClient};
-use crate::error::{Error, LostReason};
+use crate::client::{Connection, ErrorCode, SessionState, ZkClient};
+use crate::error::Error;
 use crate::fence::FencingToken;
+use crate::holding::{Holding, NodeInfo};
 use crate::metrics::AcquireOutcome;
 use crate::monitor::Monitor;
 use crate::options::Config;
 use crate::rules::Kind;
-
-/// A lock node we created.
-#[derive(Debug, Clone)]
-pub(crate) struct NodeInfo {
-    pub path: String,
-    pub name: String,
-    pub stat: Stat,
-    pub epoch: u64,
-}
-
-/// A held lock: one node, held once or more (explicit reentrancy through
-/// [`LockGuard::reenter`](crate::LockGuard::reenter)).
-pub(crate) struct Holding {
-    pub path: String,
-    pub name: String,
-    pub token: FencingToken,
-    pub epoch: u64,
-    pub count: AtomicUsize,
-    pub lost: watch::Receiver<Option<LostReason>>,
-    stop: StdMutex<Option<oneshot::Sender<()>>>,
-    /// The handle's local turn: kept until the node is deleted, so no other task of the
-    /// handle (or of its clones) can hold the lock meanwhile.
-    permit: StdMutex<Option<OwnedMutexGuard<()>>>,
-    released: AtomicBool,
-    since: Instant,
-}
-
-impl Holding {
-    /// Why the lock can no longer be trusted, if it cannot. A monitor that ended without a
-    /// verdict (its task panicked or was dropped) is a verdict too.
-    pub fn lost_reason(&self) -> Option<LostReason> {
-        if let Some(r) = *self.lost.borrow() {
-            return Some(r);
-        }
-        if self.released.load(Ordering::SeqCst) {
-            return Some(LostReason::Released);
-        }
-        if self.lost.has_changed().is_err() {
-            return Some(LostReason::MonitorStopped);
-        }
-        None
-    }
-}
 
 /// One lock handle's shared state (shared by the handle's clones).
 pub(crate) struct LockCore {
@@ -281,18 +240,7 @@ impl LockCore {
             metrics: self.config.metrics.clone(),
         };
         tokio::spawn(monitor.run(stop_rx));
-        Arc::new(Holding {
-            token,
-            path: node.path,
-            name: node.name,
-            epoch: node.epoch,
-            count: AtomicUsize::new(1),
-            lost: lost_rx,
-            stop: StdMutex::new(Some(stop_tx)),
-            permit: StdMutex::new(Some(permit)),
-            released: AtomicBool::new(false),
-            since: Instant::now(),
-        })
+        Arc::new(Holding::new(node, token, lost_rx, stop_tx, permit))
     }
 
     /// Gives back one acquisition. When the count reaches zero, the monitor stops and the
@@ -307,16 +255,7 @@ impl LockCore {
         if before > 1 {
             return None;
         }
-        holding.released.store(true, Ordering::SeqCst);
-        if let Some(stop) = holding
-            .stop
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()
-        {
-            let _ = stop.send(());
-        }
-        let held = holding.since.elapsed();
+        let held = holding.end();
         if let Some(m) = &self.config.metrics {
             m.released(&self.path, held);
         }
@@ -369,12 +308,6 @@ impl LockCore {
             *self.orphan.lock().unwrap_or_else(|e| e.into_inner()) =
                 Some((holding.path.clone(), holding.epoch));
         }
-        drop(
-            holding
-                .permit
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .take(),
-        );
+        holding.give_back_turn();
     }
 }

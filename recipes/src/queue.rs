@@ -15,7 +15,8 @@ use tokio::time::Instant;
 use crate::cleanup::{spawn_delete, wait_connected, Doomed};
 use crate::client::{is_transient, CreateMode, ErrorCode, SessionState, Stat, ZkClient};
 use crate::error::Error;
-use crate::lock::{session_error, Holding, LockCore, NodeInfo};
+use crate::holding::{Holding, NodeInfo};
+use crate::lock::{session_error, LockCore};
 use crate::names::{
     ancestors_and_self, join, node_name, protected_prefix, protection_of, sequence_of,
     sorted_contenders, READ_LOCK_NAME, RW_MARKERS,
