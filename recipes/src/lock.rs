@@ -3,12 +3,14 @@
 //! outcomes, holding (the monitor, the token) and releasing (a guaranteed delete, and a
 //! node whose delete failed for good remembered).
 //!
-//! Which node kinds there are and who holds is in [`rules`](crate::rules); a handle's
-//! checked configuration (`Config`) in [`options`](crate::options); the held lock
-//! (`Holding`) in [`holding`](crate::holding). Creating the node and waiting in line is in
-//! [`queue`](crate::queue): create a protected ephemeral-sequential node, list the
-//! contenders in sequence order, hold the lock if the rules say so, otherwise watch the one
-//! node whose deletion can change that and wait.
+//! The parts it puts together, each in its own file:
+//! - [`rules`](crate::rules): the node kinds and who holds (`Kind`, `decide`);
+//! - [`options`](crate::options): a handle's checked configuration (`Config`);
+//! - [`queue`](crate::queue): creating the node and waiting in line (`Queue`): create a
+//!   protected ephemeral-sequential node, list the contenders in sequence order, hold the
+//!   lock if the rules say so, otherwise watch the one node whose deletion can change that
+//!   and wait;
+//! - [`holding`](crate::holding): the held lock (`Holding`) and the node it holds.
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex as StdMutex};
@@ -17,7 +19,7 @@ use tokio::sync::{oneshot, watch, OwnedMutexGuard};
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use crate::cleanup::{guaranteed_delete, session_gone, DeleteOutcome};
+use crate::cleanup::{guaranteed_delete, DeleteOutcome};
 use crate::client::{Connection, ErrorCode, SessionState, ZkClient};
 use crate::error::Error;
 use crate::fence::FencingToken;
@@ -25,6 +27,7 @@ use crate::holding::{Holding, NodeInfo};
 use crate::metrics::AcquireOutcome;
 use crate::monitor::Monitor;
 use crate::options::Config;
+use crate::queue::{session_error, Queue};
 use crate::rules::Kind;
 
 /// One lock handle's shared state (shared by the handle's clones).
@@ -40,17 +43,6 @@ pub(crate) struct LockCore {
     orphan: StdMutex<Option<(String, u64)>>,
     /// For the write lock of a read-write lock: its read lock (for a downgrade).
     pub read_sibling: Option<Arc<LockCore>>,
-}
-
-/// The error that ends an acquire because its session is gone (or the client closed).
-pub(crate) fn session_error(state: &SessionState, epoch: u64) -> Option<Error> {
-    if state.connection == Connection::Closed {
-        Some(Error::Closed)
-    } else if session_gone(state, epoch) {
-        Some(Error::SessionExpired)
-    } else {
-        None
-    }
 }
 
 /// What an acquire that stopped waiting reports: the session's fate, the connection being
@@ -177,8 +169,20 @@ impl LockCore {
         if !self.finish_orphan(deadline).await? {
             return stopped(&rx.borrow(), epoch).map(|()| None);
         }
-        let Some(node) = self
-            .attempt(&mut rx, epoch, deadline, wait, via_write)
+        let queue = Queue {
+            client: &self.client,
+            path: &self.path,
+            kind: self.kind,
+            config: &self.config,
+        };
+        let Some(node) = queue
+            .attempt(
+                &mut rx,
+                epoch,
+                deadline,
+                wait,
+                via_write.map(|w| w.name.as_str()),
+            )
             .await?
         else {
             return stopped(&rx.borrow(), epoch).map(|()| None);

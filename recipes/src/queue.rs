@@ -1,5 +1,7 @@
 //! Creating our node and waiting in line: the half of the lock algorithm between "acquire
-//! was called" and "the node is first" (Curator's `LockInternals.attemptLock`).
+//! was called" and "the node is first" (Curator's `LockInternals.attemptLock`), done by a
+//! [`Queue`]: the lock's path, kind and configuration, and the client to wait with. The
+//! lock core ([`lock`](crate::lock)) makes one per acquire and holds the node it returns.
 //!
 //! Every node created here is owned by a [`Pending`] until it becomes a held lock, so a
 //! timeout, an error or a dropped future deletes it (in the background if need be). A create
@@ -12,16 +14,17 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::cleanup::{spawn_delete, wait_connected, Doomed};
-use crate::client::{is_transient, CreateMode, ErrorCode, SessionState, Stat, ZkClient};
+use crate::cleanup::{session_gone, spawn_delete, wait_connected, Doomed};
+use crate::client::{
+    is_transient, Connection, CreateMode, ErrorCode, SessionState, Stat, ZkClient,
+};
 use crate::error::Error;
-use crate::holding::{Holding, NodeInfo};
-use crate::lock::{session_error, LockCore};
+use crate::holding::NodeInfo;
 use crate::names::{
     ancestors_and_self, join, node_name, protected_prefix, protection_of, sequence_of,
     sorted_contenders, READ_LOCK_NAME, RW_MARKERS,
 };
-use crate::options::MaxLeases;
+use crate::options::{Config, MaxLeases};
 use crate::rules::{decide, Decision, Kind};
 
 /// How long a timed-out or failed acquire waits for its node's delete before returning
@@ -77,6 +80,17 @@ impl Drop for Pending {
     }
 }
 
+/// The error that ends an acquire because its session is gone (or the client closed).
+pub(crate) fn session_error(state: &SessionState, epoch: u64) -> Option<Error> {
+    if state.connection == Connection::Closed {
+        Some(Error::Closed)
+    } else if session_gone(state, epoch) {
+        Some(Error::SessionExpired)
+    } else {
+        None
+    }
+}
+
 fn deadline_passed(deadline: Option<Instant>) -> bool {
     deadline.is_some_and(|d| Instant::now() >= d)
 }
@@ -88,7 +102,16 @@ async fn sleep_until_opt(deadline: Option<Instant>) {
     }
 }
 
-impl LockCore {
+/// One lock's line, as one acquire waits in it: where the contenders queue, by which rule,
+/// with what node data and ACL, through which client.
+pub(crate) struct Queue<'a> {
+    pub client: &'a Arc<dyn ZkClient>,
+    pub path: &'a str,
+    pub kind: Kind,
+    pub config: &'a Config,
+}
+
+impl Queue<'_> {
     /// How many leases the semaphore grants now.
     async fn max_leases(&self) -> Result<usize, Error> {
         match &self.config.max_leases {
@@ -107,22 +130,19 @@ impl LockCore {
     }
 
     /// The node to create for one attempt: its path and mode. The read lock taken by the
-    /// holder of the write lock gets a plain ephemeral node carrying the writer's sequence,
-    /// so it keeps the writer's place in the queue after a downgrade.
-    fn node_to_create(
-        &self,
-        prefix: &str,
-        via_write: Option<&Arc<Holding>>,
-    ) -> (String, CreateMode, bool) {
+    /// holder of the write lock (`via_write`: the name of the writer's node) gets a plain
+    /// ephemeral node carrying the writer's sequence, so it keeps the writer's place in the
+    /// queue after a downgrade.
+    fn node_to_create(&self, prefix: &str, via_write: Option<&str>) -> (String, CreateMode, bool) {
         if let Some(w) = via_write {
-            if let Some(seq) = sequence_of(&w.name, RW_MARKERS) {
+            if let Some(seq) = sequence_of(w, RW_MARKERS) {
                 let name = format!("{prefix}{READ_LOCK_NAME}{seq:010}");
-                return (join(&self.path, &name), CreateMode::Ephemeral, true);
+                return (join(self.path, &name), CreateMode::Ephemeral, true);
             }
         }
         let name = format!("{prefix}{}", self.kind.lock_name());
         (
-            join(&self.path, &name),
+            join(self.path, &name),
             CreateMode::EphemeralSequential,
             false,
         )
@@ -130,7 +150,7 @@ impl LockCore {
 
     /// Creates every missing ancestor of the lock path, and the path, as containers.
     async fn ensure_parents(&self) -> Result<(), ErrorCode> {
-        for p in ancestors_and_self(&self.path) {
+        for p in ancestors_and_self(self.path) {
             match self
                 .client
                 .create_acl(&p, &[], CreateMode::Container, &self.config.acl)
@@ -146,11 +166,11 @@ impl LockCore {
     /// Looks for the child of the lock path that carries `prefix`, after a `sync`: the
     /// member we read from must have applied every create of ours the leader has.
     async fn find_protected(&self, prefix: &str) -> Result<Option<(String, Stat)>, ErrorCode> {
-        match self.client.sync(&self.path).await {
+        match self.client.sync(self.path).await {
             Ok(()) | Err(ErrorCode::NoNode) => {}
             Err(e) => return Err(e),
         }
-        let children = match self.client.get_children(&self.path).await {
+        let children = match self.client.get_children(self.path).await {
             Ok(c) => c,
             Err(ErrorCode::NoNode) => return Ok(None),
             Err(e) => return Err(e),
@@ -158,7 +178,7 @@ impl LockCore {
         let Some(name) = children.into_iter().find(|c| c.starts_with(prefix)) else {
             return Ok(None);
         };
-        match self.client.exists(&join(&self.path, &name)).await? {
+        match self.client.exists(&join(self.path, &name)).await? {
             Some(stat) => Ok(Some((name, stat))),
             None => Ok(None),
         }
@@ -173,7 +193,7 @@ impl LockCore {
         rx: &mut watch::Receiver<SessionState>,
         epoch: u64,
         deadline: Option<Instant>,
-        via_write: Option<&Arc<Holding>>,
+        via_write: Option<&str>,
     ) -> Result<Option<NodeInfo>, Error> {
         let data = self.config.data();
         'fresh: loop {
@@ -187,7 +207,7 @@ impl LockCore {
             let prefix = protected_prefix(&uuid);
             let (create_path, mode, plain) = self.node_to_create(&prefix, via_write);
             let doomed = Doomed::Prefix {
-                base: self.path.clone(),
+                base: self.path.to_string(),
                 prefix: prefix.clone(),
             };
             let mut unknown = false;
@@ -214,7 +234,7 @@ impl LockCore {
                             let ours = stat.ephemeral_owner != 0
                                 && now.epoch == epoch
                                 && now.session_id.is_none_or(|s| s == stat.ephemeral_owner);
-                            let path = join(&self.path, &name);
+                            let path = join(self.path, &name);
                             if !ours {
                                 tracing::info!("protected node {path} belongs to another session");
                                 spawn_delete(self.client.clone(), Doomed::Path(path), now.epoch);
@@ -302,14 +322,15 @@ impl LockCore {
     }
 
     /// One acquisition: create, then wait in line. `None` when the deadline passed (or,
-    /// without `wait`, when another holds the lock); the node is gone by then.
+    /// without `wait`, when another holds the lock); the node is gone by then. `via_write`:
+    /// the name of the write lock's node, for the read lock its holder takes.
     pub(crate) async fn attempt(
         &self,
         rx: &mut watch::Receiver<SessionState>,
         epoch: u64,
         deadline: Option<Instant>,
         wait: bool,
-        via_write: Option<&Arc<Holding>>,
+        via_write: Option<&str>,
     ) -> Result<Option<NodeInfo>, Error> {
         let mut pending = Pending {
             client: self.client.clone(),
@@ -334,7 +355,7 @@ impl LockCore {
                     pending.rebase(&state);
                     return Err(e);
                 }
-                let children = match self.client.get_children(&self.path).await {
+                let children = match self.client.get_children(self.path).await {
                     Ok(c) => c,
                     Err(ErrorCode::NoNode) => Vec::new(),
                     Err(e) if is_transient(e) || e == ErrorCode::SessionExpired => {
@@ -364,7 +385,7 @@ impl LockCore {
                         .collect();
                     if !twins.is_empty() {
                         for twin in twins {
-                            let path = join(&self.path, &twin);
+                            let path = join(self.path, &twin);
                             tracing::info!("deleting {path}: a second node of ours, from a create whose reply was lost");
                             match self.client.delete(&path, -1).await {
                                 Ok(()) | Err(ErrorCode::NoNode) => {}
@@ -453,10 +474,10 @@ impl LockCore {
                 let armed = match &pred {
                     Some(p) => self
                         .client
-                        .get_data_watch(&join(&self.path, p))
+                        .get_data_watch(&join(self.path, p))
                         .await
                         .map(|(_, _, w)| Some(w)),
-                    None => match self.client.get_children_watch(&self.path).await {
+                    None => match self.client.get_children_watch(self.path).await {
                         // A lease released between our listing and this watch fires no
                         // event for us: decide again on what the watch call saw.
                         Ok((now, _)) if now.len() != listed => continue,

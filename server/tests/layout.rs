@@ -187,12 +187,7 @@ struct Crate {
 /// - `RaftStorage`: `storage/{open,log,snapshots,identity,scrub}.rs` each extend it.
 /// - `DataTree`: `tree/{write,replay}.rs` extend it (the leader's decided writes and a
 ///   follower's replay of them).
-/// - `LockCore`: recipes' `queue.rs` (the wait in line) extends `lock.rs`'s core.
-const SPLIT_TYPES_TO_MEND: &[(&str, &str)] = &[
-    ("server", "RaftStorage"),
-    ("server", "DataTree"),
-    ("recipes", "LockCore"),
-];
+const SPLIT_TYPES_TO_MEND: &[(&str, &str)] = &[("server", "RaftStorage"), ("server", "DataTree")];
 
 fn read_crate() -> Crate {
     read_crate_at(&src_dir())
