@@ -75,6 +75,7 @@ mod cleanup;
 mod client;
 mod codes;
 mod counters;
+mod double_barrier;
 mod error;
 mod fence;
 mod guard;
@@ -99,13 +100,14 @@ mod zk_client;
 
 #[cfg(feature = "zookeeper-async")]
 pub use async_zk::AsyncZkClient;
-pub use barrier::{Barrier, DoubleBarrier};
+pub use barrier::Barrier;
 pub use cache::{CacheEvent, ChildData, SubtreeCache, WatchMode};
 pub use client::{
     perms, Acl, Connection, CreateMode, ErrorCode, EventType, Id, IntoClient, NodeEvent, Op,
     OpResult, PersistentWatch, SessionState, Stat, WatchReceiver, ZkClient, ZkResult,
 };
 pub use counters::{AtomicCounter, AtomicOutcome, SharedCount, VersionedCount};
+pub use double_barrier::DoubleBarrier;
 pub use error::{Cause, Error, LostReason};
 pub use fence::{Fence, FencingToken, StaleToken};
 pub use guard::LockGuard;

@@ -1,7 +1,8 @@
 //! The server's layout rules, checked on its source (the crate docs' "Layout" section):
 //! no two files import each other, directly or through others (in every crate of the
 //! workspace, too); each layer uses only the layers below it; and no file grows past 600
-//! lines of non-test code.
+//! lines of non-test code (in every crate too, but for the listed long files of the test
+//! kit and the bench).
 //!
 //! Imports are read from `use` declarations and from `crate::`/`super::` paths in code,
 //! resolved to the file that defines the module they name (a path through a parent module
@@ -475,6 +476,49 @@ fn no_file_has_more_than_600_lines_of_non_test_code() {
         .map(|(m, n)| format!("{}: {n}", name(m)))
         .collect();
     assert!(long.is_empty(), "{long:?}");
+}
+
+/// Files of the other crates still over 600 lines of non-test code, by crate folder and
+/// module: the test kit's and the bench's, to be split when the kit becomes one crate for
+/// both (issue 29). [`no_file_of_any_crate_has_more_than_600_lines`] fails for an entry
+/// that is no longer long, so the list only shrinks.
+const LONG_FILES_TO_SPLIT: &[(&str, &str)] = &[
+    ("bench", "bin/migration_bench"),
+    ("bench", "load"),
+    ("tests", "conformance/ctx"),
+    ("tests", "raw_client"),
+    ("tests", "server"),
+];
+
+#[test]
+fn no_file_of_any_crate_has_more_than_600_lines() {
+    let mut long = Vec::new();
+    let mut listed = Vec::new();
+    for src in other_crates() {
+        let dir = src
+            .parent()
+            .and_then(Path::file_name)
+            .and_then(|n| n.to_str())
+            .unwrap_or_default()
+            .to_string();
+        for (m, n) in read_crate_at(&src).lines {
+            let known = LONG_FILES_TO_SPLIT.contains(&(dir.as_str(), name(&m).as_str()));
+            if n > 600 && !known {
+                long.push(format!("{dir}/{}: {n}", name(&m)));
+            } else if n > 600 {
+                listed.push((dir.clone(), name(&m)));
+            }
+        }
+    }
+    assert!(long.is_empty(), "over 600 lines: {long:?}");
+    let short: Vec<_> = LONG_FILES_TO_SPLIT
+        .iter()
+        .filter(|(d, m)| !listed.iter().any(|(ld, lm)| ld == d && lm == m))
+        .collect();
+    assert!(
+        short.is_empty(),
+        "no longer long (take them off LONG_FILES_TO_SPLIT): {short:?}"
+    );
 }
 
 #[test]
