@@ -184,9 +184,29 @@ both_servers!(
     every_client_form_makes_a_mutex
 );
 
+/// The session timeout of the handles whose closing is tested: long, so that only a close
+/// (not an expiry) removes their ephemeral node within [`CLOSE_BOUND`].
+const LONG_SESSION: Duration = Duration::from_secs(40);
+/// How long the last clone's close may take to show at the server.
+const CLOSE_BOUND: Duration = Duration::from_secs(20);
+
+/// A server that grants [`LONG_SESSION`] (the usual test server caps sessions at 10 s).
+fn long_session_server(kind: ServerKind) -> zooraft_tests::TestServer {
+    zooraft_tests::TestServer::builder(kind)
+        .tick_time_ms(500)
+        .config("maxSessionTimeout", "60000")
+        .start()
+}
+
 /// Clones of a handle share its session: dropping one leaves it open, dropping the last
 /// one (a recipe's included) closes it, and the server deletes its ephemeral nodes.
 async fn last_clone_closes_the_session<C: ZkClient + Clone>(observer: Arc<dyn ZkClient>, c: C) {
+    // An expiry would also delete the node, but only after the session timeout.
+    let timeout = c.session().borrow().timeout;
+    assert!(
+        timeout > CLOSE_BOUND,
+        "negotiated {timeout:?}: an expiry could pass for a close"
+    );
     let path = "/handles/ephemeral";
     match observer
         .create("/handles", b"", CreateMode::Persistent)
@@ -221,16 +241,18 @@ async fn last_clone_closes_the_session<C: ZkClient + Clone>(observer: Arc<dyn Zk
         .expect("release");
     assert!(observer.exists(path).await.expect("exists").is_some());
     drop(mutex);
-    tokio::time::timeout(Duration::from_secs(20), gone(&observer, path))
+    tokio::time::timeout(CLOSE_BOUND, gone(&observer, path))
         .await
         .expect("the session closes with its last clone");
     observer.close().await;
 }
 
 async fn last_zookeeper_client_clone_closes(kind: ServerKind) {
-    let server = server(kind);
+    let server = long_session_server(kind);
     let observer = client(&server.connect_string()).await;
-    let zc = zk_client(&server.connect_string()).await;
+    let zc = ZookeeperClient::connect(&server.connect_string(), LONG_SESSION)
+        .await
+        .expect("connect zookeeper-client");
     last_clone_closes_the_session(observer, zc).await;
 }
 
@@ -242,12 +264,11 @@ both_servers!(
 
 #[cfg(feature = "zookeeper-async")]
 async fn last_async_zk_client_clone_closes(kind: ServerKind) {
-    let server = server(kind);
+    let server = long_session_server(kind);
     let observer = client(&server.connect_string()).await;
-    let za =
-        zooraft_recipes::AsyncZkClient::connect(&server.connect_string(), Duration::from_secs(8))
-            .await
-            .expect("connect zookeeper-async");
+    let za = zooraft_recipes::AsyncZkClient::connect(&server.connect_string(), LONG_SESSION)
+        .await
+        .expect("connect zookeeper-async");
     last_clone_closes_the_session(observer, za).await;
 }
 
