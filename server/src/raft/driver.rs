@@ -162,7 +162,6 @@ impl Consensus {
         }
         let trust = Trust::new(identity, now, election_timeout(tick), applied);
         let timers = Timers {
-            tick,
             touch_interval,
             next_tick: now + tick,
             next_touch: now + touch_interval,
@@ -386,9 +385,9 @@ impl Consensus {
                     tracing::debug!("a takeover's campaign was not started");
                 }
             }
-            self.timers.next_tick += self.timers.tick;
+            self.timers.next_tick += g.tick;
             if self.timers.next_tick < now {
-                self.timers.next_tick = now + self.timers.tick;
+                self.timers.next_tick = now + g.tick;
             }
         }
         if now >= self.timers.next_touch {
@@ -423,7 +422,7 @@ impl Consensus {
     /// ReadIndex requests can be dropped silently by raft-rs (no leader yet, or a leader
     /// that has not committed in its term); ask again until answered.
     fn retry_reads(&mut self, now: Instant) {
-        let after = self.timers.tick * (HEARTBEAT_TICKS as u32 * 2);
+        let after = self.group.tick * (HEARTBEAT_TICKS as u32 * 2);
         for ctx in self.reads.due_for_retry(now, after) {
             self.group.node.read_index(ctx);
         }

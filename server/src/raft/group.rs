@@ -67,7 +67,8 @@ pub(super) struct Group {
     pub member: Member,
     pub leadership: Leadership,
     pub applied: Applied,
-    /// The Raft tick (fixed while the member runs).
+    /// One Raft tick (`raftTickMs`; raft-rs elects after `ELECTION_TICKS` of them), fixed
+    /// while the member runs.
     pub tick: Duration,
     /// Test-only holds and faults (inert but with feature `test-hooks` and the variable).
     pub hooks: TestHooks,

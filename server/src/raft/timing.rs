@@ -16,9 +16,8 @@ pub fn election_timeout(tick: Duration) -> Duration {
 }
 
 /// The loop's timers. All deadlines are on the driver's clock.
+/// (The tick length itself is the group's, `Group::tick`.)
 pub(super) struct Timers {
-    /// One Raft tick (`raftTickMs`; raft-rs elects after `ELECTION_TICKS` of them).
-    pub tick: Duration,
     /// How often session activity is collected and the status published.
     pub touch_interval: Duration,
     pub next_tick: Instant,
@@ -58,7 +57,6 @@ mod tests {
     fn a_takeover_campaigns_until_a_leader_is_known_or_its_grace_ends() {
         let now = Instant::now();
         let mut t = Timers {
-            tick: Duration::from_millis(100),
             touch_interval: Duration::from_millis(500),
             next_tick: now,
             next_touch: now,
