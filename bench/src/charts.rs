@@ -21,21 +21,21 @@ const SIZE: (u32, u32) = (960, 540);
 
 fn color(kind: ServerKind) -> RGBColor {
     match kind {
-        ServerKind::ZooKeeper => ZK_COLOR,
+        ServerKind::Apache => ZK_COLOR,
         ServerKind::Zooraft => ZR_COLOR,
     }
 }
 
 fn label(kind: ServerKind) -> &'static str {
     match kind {
-        ServerKind::ZooKeeper => "Apache ZooKeeper 3.8",
+        ServerKind::Apache => "Apache ZooKeeper 3.8",
         ServerKind::Zooraft => "zooraft",
     }
 }
 
 fn outcome(row: &Row, kind: ServerKind) -> Option<&crate::load::WorkloadResult> {
     match kind {
-        ServerKind::ZooKeeper => row.zookeeper.as_ref(),
+        ServerKind::Apache => row.zookeeper.as_ref(),
         ServerKind::Zooraft => row.zooraft.as_ref(),
     }
     .and_then(Outcome::measured)
@@ -93,7 +93,7 @@ pub fn write_all(
         .iter()
         .flat_map(|s| {
             [
-                (ServerKind::ZooKeeper, s.zookeeper.as_ref()),
+                (ServerKind::Apache, s.zookeeper.as_ref()),
                 (ServerKind::Zooraft, s.zooraft.as_ref()),
             ]
         })
@@ -154,7 +154,7 @@ fn legend<'a, 'b: 'a, CT: plotters::coord::CoordTranslate>(
 fn throughput(path: &Path, rows: &[Row], names: &[String]) -> Drawn {
     let ymax = rows
         .iter()
-        .flat_map(|r| [ServerKind::ZooKeeper, ServerKind::Zooraft].map(|k| outcome(r, k)))
+        .flat_map(|r| [ServerKind::Apache, ServerKind::Zooraft].map(|k| outcome(r, k)))
         .flatten()
         .map(|w| w.ops_per_sec)
         .fold(1.0, f64::max)
@@ -184,7 +184,7 @@ fn throughput(path: &Path, rows: &[Row], names: &[String]) -> Drawn {
         .y_label_formatter(&|v| format!("{v:.0}"))
         .y_desc("ops/s")
         .draw()?;
-    for (side, kind) in [(-1.0, ServerKind::ZooKeeper), (1.0, ServerKind::Zooraft)] {
+    for (side, kind) in [(-1.0, ServerKind::Apache), (1.0, ServerKind::Zooraft)] {
         let c = color(kind);
         let bars: Vec<(f64, f64)> = rows
             .iter()
@@ -210,13 +210,13 @@ fn throughput(path: &Path, rows: &[Row], names: &[String]) -> Drawn {
 
 /// Latency CDF of one row: quantile against latency (log scale), one line per server.
 fn latency_cdf(path: &Path, row: &Row, name: &str) -> Drawn {
-    let xmax = [ServerKind::ZooKeeper, ServerKind::Zooraft]
+    let xmax = [ServerKind::Apache, ServerKind::Zooraft]
         .iter()
         .filter_map(|&k| outcome(row, k))
         .flat_map(|w| w.cdf.iter().map(|&(_, us)| us as f64))
         .fold(10.0, f64::max)
         * 1.2;
-    let xmin = [ServerKind::ZooKeeper, ServerKind::Zooraft]
+    let xmin = [ServerKind::Apache, ServerKind::Zooraft]
         .iter()
         .filter_map(|&k| outcome(row, k))
         .flat_map(|w| w.cdf.iter().map(|&(_, us)| us as f64))
@@ -240,7 +240,7 @@ fn latency_cdf(path: &Path, row: &Row, name: &str) -> Drawn {
         .x_desc("latency (µs, log scale)")
         .y_desc("fraction of ops at or below")
         .draw()?;
-    for kind in [ServerKind::ZooKeeper, ServerKind::Zooraft] {
+    for kind in [ServerKind::Apache, ServerKind::Zooraft] {
         let Some(w) = outcome(row, kind) else {
             continue;
         };

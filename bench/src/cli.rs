@@ -434,7 +434,7 @@ mod tests {
         assert_eq!(a.load.connections, vec![1, 8, 64]);
         assert_eq!(a.load.depth, 4);
         assert_eq!(a.load.workloads.0, vec![Workload::Get, Workload::Lock]);
-        assert_eq!(a.only, Some(ServerKind::ZooKeeper));
+        assert_eq!(a.only, Some(ServerKind::Apache));
         assert_eq!(a.zooraft_bin, Some(PathBuf::from("/tmp/zr")));
         assert_eq!(a.zk_jvm_arg, vec!["-XX:+UseParallelGC", "-Xss1m"]);
         assert_eq!(a.load.read_pct, 95);

@@ -30,7 +30,7 @@ pub fn read(kind: ServerKind, pid: u32) -> Option<MemoryReading> {
     let rss = rss_bytes(pid)?;
     let live_heap = match kind {
         ServerKind::Zooraft => None,
-        ServerKind::ZooKeeper => match jvm_live_heap(pid) {
+        ServerKind::Apache => match jvm_live_heap(pid) {
             Ok(h) => Some(h),
             Err(e) => {
                 tracing::warn!("ZooKeeper's live heap unknown ({e}); its RSS stands in");

@@ -40,7 +40,7 @@ pub struct Round {
 impl Round {
     pub fn set(&mut self, kind: ServerKind, outcome: Outcome) {
         match kind {
-            ServerKind::ZooKeeper => self.zookeeper = Some(outcome),
+            ServerKind::Apache => self.zookeeper = Some(outcome),
             ServerKind::Zooraft => self.zooraft = Some(outcome),
         }
         self.ratio = ratio(
@@ -51,7 +51,7 @@ impl Round {
 
     fn get(&self, kind: ServerKind) -> Option<&Outcome> {
         match kind {
-            ServerKind::ZooKeeper => self.zookeeper.as_ref(),
+            ServerKind::Apache => self.zookeeper.as_ref(),
             ServerKind::Zooraft => self.zooraft.as_ref(),
         }
     }
@@ -108,7 +108,7 @@ impl Row {
     /// Adds a finished round and recomputes the row's summary.
     pub fn push(&mut self, round: Round) {
         self.rounds.push(round);
-        self.zookeeper = self.representative(ServerKind::ZooKeeper);
+        self.zookeeper = self.representative(ServerKind::Apache);
         self.zooraft = self.representative(ServerKind::Zooraft);
         let ratios: Vec<f64> = self.rounds.iter().filter_map(|r| r.ratio).collect();
         self.ratio = median(&ratios);
@@ -151,7 +151,7 @@ impl Row {
     fn outcomes(&self) -> impl Iterator<Item = (ServerKind, &Outcome)> {
         self.rounds.iter().flat_map(|r| {
             [
-                (ServerKind::ZooKeeper, r.zookeeper.as_ref()),
+                (ServerKind::Apache, r.zookeeper.as_ref()),
                 (ServerKind::Zooraft, r.zooraft.as_ref()),
             ]
             .into_iter()
@@ -345,7 +345,7 @@ pub fn detail_markdown(rows: &[Row]) -> String {
     let mut failures = Vec::new();
     for r in rows {
         for (round, rd) in r.rounds.iter().enumerate() {
-            for kind in [ServerKind::ZooKeeper, ServerKind::Zooraft] {
+            for kind in [ServerKind::Apache, ServerKind::Zooraft] {
                 match rd.get(kind) {
                     None => {}
                     Some(Outcome::Failed(e)) => failures.push(format!(
@@ -466,7 +466,7 @@ mod tests {
         let mut row = Row::new(Workload::Get, 8, 4);
         let mut round = Round::default();
         round.set(
-            ServerKind::ZooKeeper,
+            ServerKind::Apache,
             measured("zookeeper", 10_000.0, &[("NoNode (-101)", 3)]),
         );
         round.set(ServerKind::Zooraft, measured("zooraft", 30_000.0, &[]));
@@ -509,7 +509,7 @@ mod tests {
             a.server_cpu_us_per_op = Some(100.0);
             let mut b = result("zooraft", zr, &[]);
             b.server_cpu_us_per_op = Some(20.0);
-            round.set(ServerKind::ZooKeeper, Outcome::Measured(Box::new(a)));
+            round.set(ServerKind::Apache, Outcome::Measured(Box::new(a)));
             round.set(ServerKind::Zooraft, Outcome::Measured(Box::new(b)));
             row.push(round);
         }
@@ -532,7 +532,7 @@ mod tests {
         row.variant = variant.map(str::to_string);
         let mut round = Round::default();
         round.set(
-            ServerKind::ZooKeeper,
+            ServerKind::Apache,
             Outcome::Measured(Box::new(result("zookeeper", zk, &[]))),
         );
         round.set(

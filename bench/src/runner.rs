@@ -145,7 +145,7 @@ pub fn compare(args: &CompareArgs) -> anyhow::Result<Finished> {
     let began = Instant::now();
     let kinds: Vec<ServerKind> = match args.only {
         Some(k) => vec![k],
-        None => vec![ServerKind::ZooKeeper, ServerKind::Zooraft],
+        None => vec![ServerKind::Apache, ServerKind::Zooraft],
     };
     // Find zooraft before starting anything, so a missing binary is the first thing said.
     let zooraft_bin = if kinds.contains(&ServerKind::Zooraft) {

@@ -1,102 +1,48 @@
-//! Starting and stopping the two servers under comparison, on equal terms.
+//! Starting the two servers under comparison, on equal terms.
 //!
-//! Both get the same zoo.cfg keys (tickTime, dataDir, clientPort, clientPortAddress), a
-//! data directory under the same root (so the same filesystem and disk), fsync as their
-//! defaults have it (ZooKeeper's `forceSync=yes`), and the same log level. ZooKeeper runs
-//! from Debian's jar with a fixed heap, admin server off and the 4lw whitelist open; it is
-//! ready when `srvr` reports a Mode. zooraft runs as `zooraft --config zoo.cfg` and is
-//! waited on the same way.
+//! Both get the same zoo.cfg keys (tickTime, dataDir, clientPort, clientPortAddress, no
+//! per-address connection limit, AdminServer off), a directory under the same data root
+//! (so the same filesystem and disk), fsync as their defaults have it (ZooKeeper's
+//! `forceSync=yes`), and the same log level. ZooKeeper runs from Debian's jar with a fixed
+//! heap and the JVM's default collector; both are ready when `srvr` reports a Mode.
 //!
-//! The bench has its own launcher rather than the test harness's: a missing binary or a
-//! server that dies must be a clear error message here, not a panic, and the bench needs a
-//! choice of data root, heap and log level that tests do not.
+//! The launching itself is the kit's ([`zooraft_kit::TestServer`], the one the end-to-end
+//! tests start their servers with), through its `try_` calls: a missing binary or a server
+//! that dies is an error message here, not a panic. This module holds what the bench
+//! chooses that tests do not: the data root, the heap, the log level, the release binary,
+//! the longer start and stop bounds of servers holding millions of znodes.
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-/// Debian's ZooKeeper jar; its manifest names every dependency.
-pub const ZOOKEEPER_JAR: &str = "/usr/share/java/zookeeper.jar";
-/// The slf4j binding used for ZooKeeper's logs (to the server's log file).
-const SLF4J_SIMPLE_JAR: &str = "/usr/share/java/slf4j-simple.jar";
-/// How long a server may take to start serving.
+pub use zooraft_kit::{
+    four_letter_word, try_free_port, LaunchError, ServerKind, TestServer, ZOOKEEPER_JAR,
+};
+
 /// How long a server may take to serve after its start (ZooKeeper at 10M znodes on a busy
 /// machine took about a minute).
 const START_TIMEOUT: Duration = Duration::from_secs(300);
-/// How long a restart lets the server stop on its own: zooraft snapshots its log on the
-/// way out, which at 10M znodes writes a few GB.
+/// How long a stop lets the server exit on its own: zooraft snapshots its log on the way
+/// out, which at 10M znodes writes a few GB.
 const STOP_GRACE: Duration = Duration::from_secs(120);
+/// ZooKeeper's connection factory that can serve TLS.
+const NETTY_FACTORY: &str = "org.apache.zookeeper.server.NettyServerCnxnFactory";
 
-/// Which server.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ServerKind {
-    ZooKeeper,
-    Zooraft,
-}
-
-impl ServerKind {
-    pub fn name(self) -> &'static str {
-        match self {
-            ServerKind::ZooKeeper => "zookeeper",
-            ServerKind::Zooraft => "zooraft",
-        }
-    }
-}
-
-impl std::str::FromStr for ServerKind {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "zookeeper" | "zk" | "apache" => Ok(ServerKind::ZooKeeper),
-            "zooraft" | "zr" => Ok(ServerKind::Zooraft),
-            other => Err(format!(
-                "unknown server {other:?} (expected zookeeper or zooraft)"
-            )),
-        }
-    }
-}
-
-/// Why a server could not be started.
+/// The zooraft binary was not found where the bench looks.
 #[derive(Debug, thiserror::Error)]
-pub enum LaunchError {
-    #[error(
-        "zooraft binary not found (looked for: {}); build it with \
-         `cargo build --release -p zooraft`, pass --zooraft-bin PATH, or run with --only zookeeper",
-        looked.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
-    )]
-    ZooraftMissing { looked: Vec<PathBuf> },
-    #[error("{0} is missing: install Debian's `zookeeper` package")]
-    ZooKeeperMissing(PathBuf),
-    #[error("cannot start {what}: {source}")]
-    Spawn {
-        what: String,
-        source: std::io::Error,
-    },
-    #[error("{0}")]
-    Io(#[from] std::io::Error),
-    #[error("{kind} exited during start-up ({status}); log tail:\n{log}")]
-    Exited {
-        kind: &'static str,
-        status: String,
-        log: String,
-    },
-    #[error("{kind} did not serve on port {port} within {timeout:?}; log tail:\n{log}")]
-    NotReady {
-        kind: &'static str,
-        port: u16,
-        timeout: Duration,
-        log: String,
-    },
+#[error(
+    "zooraft binary not found (looked for: {}); build it with \
+     `cargo build --release -p zooraft`, pass --zooraft-bin PATH, or run with --only zookeeper",
+    looked.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+)]
+pub struct ZooraftMissing {
+    pub looked: Vec<PathBuf>,
 }
 
 /// How to launch the servers.
 #[derive(Debug, Clone)]
 pub struct LaunchOptions {
-    /// Both servers' data directories are created under this directory.
+    /// Both servers' directories are created under this directory.
     pub data_root: PathBuf,
     /// ZooKeeper's JVM heap (`-Xms`/`-Xmx`), e.g. `2g`.
     pub zk_heap: String,
@@ -116,11 +62,6 @@ pub struct LaunchOptions {
     pub snap_count: Option<u64>,
 }
 
-/// Netty jars that Debian's zookeeper.jar manifest leaves out but ZooKeeper's TLS needs.
-const NETTY_TLS_JARS: &str = "/usr/share/java/netty-codec.jar:/usr/share/java/netty-resolver.jar";
-/// ZooKeeper's connection factory that can serve TLS.
-const NETTY_FACTORY: &str = "org.apache.zookeeper.server.NettyServerCnxnFactory";
-
 /// What makes one server differ from a plain standalone one.
 #[derive(Debug, Clone, Default)]
 pub struct MemberSpec {
@@ -128,352 +69,78 @@ pub struct MemberSpec {
     pub port: u16,
     /// Its `myid`, for an ensemble member (ZooKeeper then runs `QuorumPeerMain`).
     pub myid: Option<u64>,
-    /// Extra zoo.cfg lines (`key=value`), e.g. `server.N` lines or TLS settings.
+    /// Extra zoo.cfg lines (`key=value`), e.g. `server.N` lines or TLS settings
+    /// (`secureClientPort`, which ZooKeeper serves with its Netty connection factory).
     pub config: Vec<String>,
-    /// A TLS client port (ZooKeeper then runs its Netty connection factory).
-    pub secure_port: Option<u16>,
 }
 
-/// A running server, killed (and its data removed, unless kept) when dropped.
-pub struct Server {
+/// Starts a standalone server of `kind` on a free loopback port and waits until it serves.
+pub fn start(kind: ServerKind, opts: &LaunchOptions) -> Result<TestServer, LaunchError> {
+    start_member(kind, opts, MemberSpec::default(), true)
+}
+
+/// Starts a server of `kind` as `spec` describes; with `wait`, returns once it serves
+/// (an ensemble member cannot serve before a quorum is up: start them all, then
+/// [`TestServer::try_wait_ready`] on each).
+pub fn start_member(
     kind: ServerKind,
-    child: Option<Child>,
-    /// Removed on drop (None when kept).
-    _dir: Option<tempfile::TempDir>,
-    /// The directory holding zoo.cfg, the data directory and the log.
-    root: PathBuf,
-    port: u16,
-    secure_port: Option<u16>,
-    quorum: bool,
-    opts: LaunchOptions,
-}
-
-impl Server {
-    /// Starts a standalone server of `kind` on a free loopback port and waits until it serves.
-    pub fn start(kind: ServerKind, opts: &LaunchOptions) -> Result<Server, LaunchError> {
-        Self::start_member(kind, opts, MemberSpec::default(), true)
+    opts: &LaunchOptions,
+    spec: MemberSpec,
+    wait: bool,
+) -> Result<TestServer, LaunchError> {
+    let mut b = TestServer::builder(kind)
+        .data_root(&opts.data_root)
+        .tick_time_ms(opts.tick_time_ms)
+        .heap(&opts.zk_heap)
+        .log_level(&opts.log_level)
+        .test_hooks(false)
+        .start_timeout(START_TIMEOUT)
+        .stop_grace(STOP_GRACE)
+        // Every load session comes from 127.0.0.1, and ZooKeeper's default of 60 per
+        // address would refuse a --connections 64 sweep (the kit gives ZooKeeper this;
+        // zooraft gets it too, so both are configured alike).
+        .config("maxClientCnxns", "0");
+    for arg in &opts.zk_jvm_args {
+        b = b.jvm_arg(arg);
     }
-
-    /// Starts a server of `kind` as `spec` describes; with `wait`, returns once it serves
-    /// (an ensemble member cannot serve before a quorum is up: start them all, then
-    /// [`wait_ready`](Self::wait_ready) on each).
-    pub fn start_member(
-        kind: ServerKind,
-        opts: &LaunchOptions,
-        spec: MemberSpec,
-        wait: bool,
-    ) -> Result<Server, LaunchError> {
-        std::fs::create_dir_all(&opts.data_root)?;
-        let dir = tempfile::Builder::new()
-            .prefix(&format!("zooraft-bench-{}-", kind.name()))
-            .tempdir_in(&opts.data_root)?;
-        let root = dir.path().to_path_buf();
-        let data = root.join("data");
-        std::fs::create_dir_all(&data)?;
-        if let Some(id) = spec.myid {
-            std::fs::write(data.join("myid"), format!("{id}\n"))?;
-        }
-        let port = if spec.port == 0 {
-            free_port()?
-        } else {
-            spec.port
+    if let Some(bin) = &opts.zooraft_bin {
+        b = b.binary(bin);
+    }
+    if spec.port != 0 {
+        b = b.port(spec.port);
+    }
+    if let Some(id) = spec.myid {
+        b = b.myid(id);
+    }
+    if let Some(n) = opts.snap_count {
+        b = match kind {
+            ServerKind::Apache => b.config("snapCount", &n.to_string()),
+            ServerKind::Zooraft => b.config("snapshotEntries", &n.to_string()),
         };
-        // maxClientCnxns=0 for both: every load session comes from 127.0.0.1, and
-        // ZooKeeper's default of 60 per address would refuse a --connections 64 sweep.
-        let mut cfg = format!(
-            "tickTime={}\ndataDir={}\nclientPort={port}\nclientPortAddress=127.0.0.1\nmaxClientCnxns=0\n",
-            opts.tick_time_ms,
-            data.display()
+    }
+    let lines = opts.extra_config.iter().chain(&spec.config);
+    for line in lines {
+        let (key, value) = line.split_once('=').unwrap_or((line.as_str(), ""));
+        if kind == ServerKind::Apache && key == "secureClientPort" {
+            b = b.config("serverCnxnFactory", NETTY_FACTORY);
+        }
+        b = b.config(key, value);
+    }
+    if opts.keep_data {
+        b = b.keep_data();
+    }
+    if !wait {
+        b = b.no_wait();
+    }
+    let server = b.try_start()?;
+    if opts.keep_data {
+        tracing::info!(
+            "{} data and log kept in {}",
+            kind.name(),
+            server.dir().display()
         );
-        // Neither runs its AdminServer (both would take port 8080).
-        cfg.push_str("admin.enableServer=false\n");
-        if kind == ServerKind::ZooKeeper {
-            cfg.push_str("4lw.commands.whitelist=*\n");
-            if spec.secure_port.is_some() {
-                cfg.push_str(&format!("serverCnxnFactory={NETTY_FACTORY}\n"));
-            }
-        }
-        if let Some(n) = opts.snap_count {
-            cfg.push_str(&match kind {
-                ServerKind::ZooKeeper => format!("snapCount={n}\n"),
-                ServerKind::Zooraft => format!("snapshotEntries={n}\n"),
-            });
-        }
-        for line in opts.extra_config.iter().chain(&spec.config) {
-            cfg.push_str(line);
-            cfg.push('\n');
-        }
-        std::fs::write(root.join("zoo.cfg"), cfg)?;
-        let mut dir = Some(dir);
-        if opts.keep_data {
-            if let Some(d) = dir.take() {
-                let kept = d.keep();
-                tracing::info!("{} data and log kept in {}", kind.name(), kept.display());
-            }
-        }
-        let mut server = Server {
-            kind,
-            child: None,
-            _dir: dir,
-            root,
-            port,
-            secure_port: spec.secure_port,
-            quorum: spec.myid.is_some(),
-            opts: opts.clone(),
-        };
-        server.spawn()?;
-        if wait {
-            server.wait_ready()?;
-        }
-        Ok(server)
     }
-
-    fn spawn(&mut self) -> Result<(), LaunchError> {
-        let cfg_path = self.root.join("zoo.cfg");
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.root.join("server.log"))?;
-        let log_err = log.try_clone()?;
-        let opts = &self.opts;
-        let mut cmd = match self.kind {
-            ServerKind::ZooKeeper => {
-                if !Path::new(ZOOKEEPER_JAR).exists() {
-                    return Err(LaunchError::ZooKeeperMissing(ZOOKEEPER_JAR.into()));
-                }
-                let main = if self.quorum {
-                    "org.apache.zookeeper.server.quorum.QuorumPeerMain"
-                } else {
-                    "org.apache.zookeeper.server.ZooKeeperServerMain"
-                };
-                let mut c = Command::new("java");
-                c.arg(format!("-Xms{}", opts.zk_heap))
-                    .arg(format!("-Xmx{}", opts.zk_heap))
-                    .arg("-Dzookeeper.admin.enableServer=false")
-                    .arg(format!(
-                        "-Dorg.slf4j.simpleLogger.defaultLogLevel={}",
-                        opts.log_level
-                    ))
-                    .args(&opts.zk_jvm_args)
-                    .arg("-cp")
-                    .arg(format!(
-                        "{ZOOKEEPER_JAR}:{SLF4J_SIMPLE_JAR}:{NETTY_TLS_JARS}"
-                    ))
-                    .arg(main)
-                    .arg(&cfg_path);
-                c
-            }
-            ServerKind::Zooraft => {
-                let bin = match &opts.zooraft_bin {
-                    Some(b) if b.is_file() => b.clone(),
-                    Some(b) => {
-                        return Err(LaunchError::ZooraftMissing {
-                            looked: vec![b.clone()],
-                        })
-                    }
-                    None => resolve_zooraft_bin(None)?,
-                };
-                let mut c = Command::new(bin);
-                c.arg("--config").arg(&cfg_path);
-                c.env("RUST_LOG", &opts.log_level);
-                c
-            }
-        };
-        cmd.stdin(Stdio::null()).stdout(log).stderr(log_err);
-        let child = cmd.spawn().map_err(|source| LaunchError::Spawn {
-            what: self.kind.name().to_string(),
-            source,
-        })?;
-        self.child = Some(child);
-        Ok(())
-    }
-
-    /// Stops the server (SIGTERM, up to `STOP_GRACE` to finish what it does on the way
-    /// out), starts it again on the same data, and returns the time from the new process's
-    /// start to its first `srvr` with a Mode (it serves).
-    pub fn restart(&mut self) -> Result<Duration, LaunchError> {
-        self.stop_within(STOP_GRACE);
-        self.start_timed()
-    }
-
-    /// Kills the server (SIGKILL: whatever it had not written is lost, and a restart has
-    /// to replay its log), starts it again on the same data and returns the time to serving
-    /// as [`Server::restart`] does.
-    pub fn crash_restart(&mut self) -> Result<Duration, LaunchError> {
-        self.kill9();
-        self.start_timed()
-    }
-
-    fn start_timed(&mut self) -> Result<Duration, LaunchError> {
-        let t = Instant::now();
-        self.spawn()?;
-        self.wait_ready()?;
-        Ok(t.elapsed())
-    }
-
-    /// SIGKILL, no goodbye (for failover measurements). Returns when the process is gone.
-    pub fn kill9(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-
-    /// Whether the process is running (not killed or stopped by us).
-    pub fn is_running(&self) -> bool {
-        self.child.is_some()
-    }
-
-    /// The Mode `srvr` reports (`standalone`, `leader`, `follower`), if it serves.
-    pub fn mode(&self) -> Option<String> {
-        let answer = four_letter_word(self.addr(), "srvr").ok()?;
-        answer
-            .lines()
-            .find_map(|l| l.strip_prefix("Mode: "))
-            .map(|m| m.trim().to_string())
-    }
-
-    /// The TLS client port, if the server has one.
-    pub fn secure_addr(&self) -> Option<SocketAddr> {
-        self.secure_port
-            .map(|p| SocketAddr::from(([127, 0, 0, 1], p)))
-    }
-
-    /// The server's data directory.
-    pub fn data_dir(&self) -> PathBuf {
-        self.root.join("data")
-    }
-
-    pub fn kind(&self) -> ServerKind {
-        self.kind
-    }
-
-    pub fn addr(&self) -> SocketAddr {
-        SocketAddr::from(([127, 0, 0, 1], self.port))
-    }
-
-    pub fn pid(&self) -> Option<u32> {
-        self.child.as_ref().map(Child::id)
-    }
-
-    fn log_tail(&self) -> String {
-        let text = std::fs::read_to_string(self.root.join("server.log")).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        lines[lines.len().saturating_sub(40)..].join("\n")
-    }
-
-    /// Waits (bounded) until the server answers `srvr` with a Mode.
-    pub fn wait_ready(&mut self) -> Result<(), LaunchError> {
-        let deadline = Instant::now() + START_TIMEOUT;
-        loop {
-            if let Ok(answer) = four_letter_word(self.addr(), "srvr") {
-                if answer.contains("Mode: ") {
-                    return Ok(());
-                }
-            }
-            if let Some(child) = self.child.as_mut() {
-                if let Ok(Some(status)) = child.try_wait() {
-                    self.child = None;
-                    return Err(LaunchError::Exited {
-                        kind: self.kind.name(),
-                        status: status.to_string(),
-                        log: self.log_tail(),
-                    });
-                }
-            }
-            if Instant::now() > deadline {
-                return Err(LaunchError::NotReady {
-                    kind: self.kind.name(),
-                    port: self.port,
-                    timeout: START_TIMEOUT,
-                    log: self.log_tail(),
-                });
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    /// SIGTERM, then SIGKILL if the server is still there after 10 s.
-    pub fn stop(&mut self) {
-        self.stop_within(Duration::from_secs(10));
-    }
-
-    /// SIGTERM, then SIGKILL if the server is still there after `grace`.
-    fn stop_within(&mut self, grace: Duration) {
-        if let Some(child) = self.child.take() {
-            terminate(child, grace);
-        }
-    }
-}
-
-/// Stops a child process: SIGTERM, then SIGKILL if it is still there after `grace`.
-pub fn terminate(mut child: Child, grace: Duration) {
-    // SAFETY: kill(2) on our own child's pid; no memory is involved.
-    unsafe {
-        libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
-    }
-    let deadline = Instant::now() + grace;
-    while Instant::now() < deadline {
-        if let Ok(Some(_)) = child.try_wait() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-/// A free TCP port on 127.0.0.1 (bound, then released for the server to take).
-///
-/// Not from the kernel's ephemeral range while there is room below it: a port from there can
-/// become the source port of one of the load's outgoing connections before the server binds
-/// it ("Address already in use"). A per-process counter hands each port out once; the start
-/// is spread by process id so that benches running side by side mostly stay apart.
-pub fn free_port() -> std::io::Result<u16> {
-    use std::sync::atomic::{AtomicU32, Ordering};
-    static NEXT: AtomicU32 = AtomicU32::new(0);
-    const FIRST: u32 = 10_000;
-    let ephemeral = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-        .ok()
-        .and_then(|s| {
-            s.split_whitespace()
-                .next()
-                .and_then(|p| p.parse::<u32>().ok())
-        })
-        .unwrap_or(32_768)
-        .min(u32::from(u16::MAX));
-    if ephemeral > FIRST + 1_000 {
-        let span = ephemeral - FIRST;
-        let start = std::process::id().wrapping_mul(104_729);
-        for _ in 0..span {
-            let n = NEXT.fetch_add(1, Ordering::Relaxed);
-            let port = (FIRST + start.wrapping_add(n) % span) as u16;
-            if TcpListener::bind(("127.0.0.1", port)).is_ok() {
-                return Ok(port);
-            }
-        }
-    }
-    let l = TcpListener::bind("127.0.0.1:0")?;
-    Ok(l.local_addr()?.port())
-}
-
-/// Sends a four-letter word and returns the whole answer.
-pub fn four_letter_word(addr: SocketAddr, word: &str) -> std::io::Result<String> {
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
-    s.set_read_timeout(Some(Duration::from_secs(5)))?;
-    s.write_all(word.as_bytes())?;
-    let mut out = String::new();
-    s.read_to_string(&mut out)?;
-    Ok(out)
+    Ok(server)
 }
 
 /// Where the zooraft binary may be, in order: `explicit` (if given, the only candidate),
@@ -502,7 +169,7 @@ pub fn zooraft_candidates(
 }
 
 /// The first existing candidate of [`zooraft_candidates`] for this process.
-pub fn resolve_zooraft_bin(explicit: Option<&Path>) -> Result<PathBuf, LaunchError> {
+pub fn resolve_zooraft_bin(explicit: Option<&Path>) -> Result<PathBuf, ZooraftMissing> {
     let exe_dir = std::env::current_exe()
         .ok()
         .and_then(|p| p.parent().map(Path::to_path_buf));
@@ -516,7 +183,7 @@ pub fn resolve_zooraft_bin(explicit: Option<&Path>) -> Result<PathBuf, LaunchErr
         .iter()
         .find(|p| p.is_file())
         .cloned()
-        .ok_or(LaunchError::ZooraftMissing { looked })
+        .ok_or(ZooraftMissing { looked })
 }
 
 /// The filesystem type under `path` (`ext4`, `tmpfs`, ...), for the report: fsync on
@@ -593,30 +260,25 @@ mod tests {
             zk_heap: "64m".into(),
             zk_jvm_args: vec![],
             log_level: "warn".into(),
-            zooraft_bin: Some(missing),
+            zooraft_bin: Some(missing.clone()),
             tick_time_ms: 2000,
             keep_data: false,
             extra_config: vec![],
             snap_count: None,
         };
-        let err = Server::start(ServerKind::Zooraft, &opts)
+        let err = start(ServerKind::Zooraft, &opts)
             .err()
             .expect("no binary, no server");
-        assert!(matches!(err, LaunchError::ZooraftMissing { .. }), "{err}");
+        assert!(
+            matches!(err, LaunchError::ZooraftMissing(ref p) if p == &missing),
+            "{err}"
+        );
 
         std::fs::write(dir.path().join("zooraft"), b"").expect("touch");
         assert_eq!(
             resolve_zooraft_bin(Some(&dir.path().join("zooraft"))).expect("found"),
             dir.path().join("zooraft")
         );
-    }
-
-    #[test]
-    fn server_names_parse() {
-        assert_eq!("ZooKeeper".parse::<ServerKind>(), Ok(ServerKind::ZooKeeper));
-        assert_eq!("zk".parse::<ServerKind>(), Ok(ServerKind::ZooKeeper));
-        assert_eq!("zooraft".parse::<ServerKind>(), Ok(ServerKind::Zooraft));
-        assert!("etcd".parse::<ServerKind>().is_err());
     }
 
     #[test]

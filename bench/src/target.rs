@@ -9,12 +9,19 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use crate::server::{free_port, LaunchError, LaunchOptions, MemberSpec, Server, ServerKind};
+/// A free loopback port, or the launch error that says none could be had.
+fn free_port() -> Result<u16, LaunchError> {
+    try_free_port().map_err(LaunchError::io("find a free loopback port"))
+}
+
+use crate::server::{
+    start_member, try_free_port, LaunchError, LaunchOptions, MemberSpec, ServerKind, TestServer,
+};
 
 /// One server or an ensemble; every member is stopped when this is dropped.
 pub struct Target {
     kind: ServerKind,
-    pub members: Vec<Server>,
+    pub members: Vec<TestServer>,
 }
 
 impl Target {
@@ -30,17 +37,13 @@ impl Target {
         let size = size.max(1);
         let mut specs: Vec<MemberSpec> = Vec::with_capacity(size);
         for _ in 0..size {
-            let secure_port = match tls {
-                Some(_) => Some(free_port()?),
-                None => None,
+            let config = match tls {
+                Some(lines) => lines(free_port()?),
+                None => Vec::new(),
             };
             specs.push(MemberSpec {
                 port: free_port()?,
-                secure_port,
-                config: match (tls, secure_port) {
-                    (Some(lines), Some(p)) => lines(p),
-                    _ => Vec::new(),
-                },
+                config,
                 myid: None,
             });
         }
@@ -62,10 +65,10 @@ impl Target {
         }
         let mut members = Vec::with_capacity(size);
         for spec in specs {
-            members.push(Server::start_member(kind, opts, spec, size == 1)?);
+            members.push(start_member(kind, opts, spec, size == 1)?);
         }
         for m in &mut members {
-            m.wait_ready()?;
+            m.try_wait_ready()?;
         }
         Ok(Target { kind, members })
     }
@@ -79,7 +82,7 @@ impl Target {
         self.members
             .iter()
             .filter(|m| m.is_running())
-            .map(Server::addr)
+            .map(TestServer::addr)
             .collect()
     }
 
@@ -88,13 +91,13 @@ impl Target {
         self.members
             .iter()
             .filter(|m| m.is_running())
-            .filter_map(Server::secure_addr)
+            .filter_map(TestServer::secure_addr)
             .collect()
     }
 
     /// Every running member's pid, for CPU figures.
     pub fn pids(&self) -> Vec<u32> {
-        self.members.iter().filter_map(Server::pid).collect()
+        self.members.iter().filter_map(TestServer::pid).collect()
     }
 
     /// A standalone server's pid (None for an ensemble).

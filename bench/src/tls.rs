@@ -11,17 +11,17 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Arc;
 
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use tokio::net::TcpStream;
+use zooraft_kit::pki::{Ca, PkiError};
 
 /// Why the certificates or the TLS client could not be made.
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
-    #[error("openssl {args}: {message} (install Debian's openssl)")]
-    Openssl { args: String, message: String },
+    #[error(transparent)]
+    Pki(#[from] PkiError),
     #[error("reading {path}: {source}")]
     Read {
         path: PathBuf,
@@ -41,29 +41,6 @@ pub struct Pki {
     pub client_key: PathBuf,
 }
 
-const EXTENSIONS: &str = "basicConstraints=CA:FALSE\n\
-    keyUsage=digitalSignature,keyEncipherment\n\
-    extendedKeyUsage=serverAuth,clientAuth\n\
-    subjectAltName=IP:127.0.0.1,DNS:localhost\n";
-
-fn openssl(dir: &Path, args: &[&str]) -> Result<(), TlsError> {
-    let out = Command::new("openssl")
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .map_err(|e| TlsError::Openssl {
-            args: args.join(" "),
-            message: e.to_string(),
-        })?;
-    if !out.status.success() {
-        return Err(TlsError::Openssl {
-            args: args.join(" "),
-            message: String::from_utf8_lossy(&out.stderr).trim().to_string(),
-        });
-    }
-    Ok(())
-}
-
 fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
     std::fs::read(path).map_err(|source| TlsError::Read {
         path: path.to_path_buf(),
@@ -73,87 +50,21 @@ fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
 
 impl Pki {
     /// A CA and a server and a client certificate it signed (RSA 2048, valid for
-    /// 127.0.0.1 and localhost), under `dir`.
+    /// 127.0.0.1 and localhost), under `dir`: the kit's PKI, which the TLS tests use.
     pub fn make(dir: &Path) -> Result<Pki, TlsError> {
-        std::fs::create_dir_all(dir).map_err(|source| TlsError::Read {
-            path: dir.to_path_buf(),
-            source,
-        })?;
-        let write = |name: &str, text: &[u8]| {
-            std::fs::write(dir.join(name), text).map_err(|source| TlsError::Read {
-                path: dir.join(name),
-                source,
-            })
-        };
-        write("ext.cnf", EXTENSIONS.as_bytes())?;
-        openssl(
-            dir,
-            &[
-                "req",
-                "-x509",
-                "-newkey",
-                "rsa:2048",
-                "-nodes",
-                "-keyout",
-                "ca.key",
-                "-out",
-                "ca.pem",
-                "-days",
-                "3650",
-                "-subj",
-                "/CN=zooraft-bench-ca",
-            ],
-        )?;
-        for (serial, name) in [("2", "server"), ("3", "client")] {
-            let (key, csr, cert) = (
-                format!("{name}.key"),
-                format!("{name}.csr"),
-                format!("{name}.pem"),
-            );
-            let subject = format!("/CN={name}");
-            openssl(
-                dir,
-                &[
-                    "req", "-newkey", "rsa:2048", "-nodes", "-keyout", &key, "-out", &csr, "-subj",
-                    &subject,
-                ],
-            )?;
-            openssl(
-                dir,
-                &[
-                    "x509",
-                    "-req",
-                    "-in",
-                    &csr,
-                    "-CA",
-                    "ca.pem",
-                    "-CAkey",
-                    "ca.key",
-                    "-set_serial",
-                    serial,
-                    "-out",
-                    &cert,
-                    "-days",
-                    "365",
-                    "-extfile",
-                    "ext.cnf",
-                ],
-            )?;
-        }
-        let mut store = read(&dir.join("server.key"))?;
-        store.extend(read(&dir.join("server.pem"))?);
-        store.extend(read(&dir.join("ca.pem"))?);
-        write("server-store.pem", &store)?;
+        let ca = Ca::try_new(dir, "zooraft-bench-ca")?;
+        let server = ca.try_issue("server", "/CN=server")?;
+        let client = ca.try_issue("client", "/CN=client")?;
         Ok(Pki {
-            ca: dir.join("ca.pem"),
-            server_store: dir.join("server-store.pem"),
-            client_cert: dir.join("client.pem"),
-            client_key: dir.join("client.key"),
+            ca: ca.cert.clone(),
+            server_store: server.pem_store,
+            client_cert: client.cert,
+            client_key: client.key,
         })
     }
 
     /// zoo.cfg lines for a TLS client port on `secure_port`, the same for both servers
-    /// (ZooKeeper also needs its Netty factory: [`crate::server`] adds it).
+    /// (ZooKeeper also needs its Netty factory: [`crate::server::start_member`] adds it).
     pub fn server_config(&self, secure_port: u16) -> Vec<String> {
         vec![
             format!("secureClientPort={secure_port}"),

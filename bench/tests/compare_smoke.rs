@@ -13,7 +13,7 @@ fn compare(dir: &Path) -> Command {
     c.arg("compare")
         .args(["--pause", "0s", "--zk-heap", "256m", "--keys", "20"])
         .arg("--zooraft-bin")
-        .arg(zooraft_tests::server::zooraft_binary())
+        .arg(zooraft_kit::zooraft_binary())
         .arg("--data-root")
         .arg(dir)
         .arg("--json")

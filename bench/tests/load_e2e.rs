@@ -9,7 +9,7 @@ use jute::{GetChildrenRequest, OpCode, Request, Response};
 use zooraft_bench::load::{run_workload, LoadSpec};
 use zooraft_bench::session::{Framing, Session};
 use zooraft_bench::workload::Workload;
-use zooraft_tests::{ServerKind, TestServer};
+use zooraft_kit::{ServerKind, TestServer};
 
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()

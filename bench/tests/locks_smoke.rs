@@ -41,7 +41,7 @@ fn locks_compares_every_system_and_counts_what_faults_break() {
         .args(["-c", "3", "--fault-contenders", "3", "--duration", "600ms"])
         .args(["--ttl", "1s", "--zk-heap", "256m"])
         .arg("--zooraft-bin")
-        .arg(zooraft_tests::server::zooraft_binary())
+        .arg(zooraft_kit::zooraft_binary())
         .arg("--data-root")
         .arg(dir.path())
         .arg("--json")

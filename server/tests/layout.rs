@@ -487,7 +487,6 @@ const LONG_FILES_TO_SPLIT: &[(&str, &str)] = &[
     ("bench", "load"),
     ("tests", "conformance/ctx"),
     ("tests", "raw_client"),
-    ("tests", "server"),
 ];
 
 #[test]

@@ -12,7 +12,7 @@
 use std::time::{Duration, Instant};
 
 use crate::proxy::Proxy;
-use crate::server::{free_port, ServerKind, TestServer, TestServerBuilder};
+use crate::{free_port, ServerKind, TestServer, TestServerBuilder};
 
 /// How long an ensemble may take to elect a leader and serve.
 const READY_TIMEOUT: Duration = Duration::from_secs(60);

@@ -1,9 +1,9 @@
 //! Disk and clock faults for the end-to-end tests (`tests/disk_faults.rs`, `tests/clock_jumps.rs`).
 //!
-//! - [`TmpfsMount`]: a small tmpfs as a member's data directory (a disk that fills up),
-//!   unmounted when dropped, so a failing test leaves no mount behind; [`fill`] takes
-//!   its free space away and [`Filler::release`] gives it back.
-//! - [`fault_shim`](crate::server::fault_shim) (beside the binary it goes with): the
+//! - [`fill`] takes a disk's free space away (a member's data directory on a small tmpfs,
+//!   [`TestServerBuilder::tmpfs_data`](crate::TestServerBuilder::tmpfs_data)) and
+//!   [`Filler::release`] gives it back.
+//! - [`fault_shim`](crate::fault_shim) (beside the binary it goes with): the
 //!   workspace's `zooraft-faultshim` library, for `LD_PRELOAD`: while a trigger file
 //!   exists, `fsync`/`fdatasync` fail with EIO in that process.
 //! - [`flip_bytes`]: seeded byte flips in a stopped member's store files; [`flip_live_table`]
@@ -13,47 +13,6 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-/// A tmpfs mounted over a directory; unmounted on drop.
-#[derive(Debug)]
-pub struct TmpfsMount {
-    path: PathBuf,
-}
-
-impl TmpfsMount {
-    /// Mounts a tmpfs of `bytes` at `path` (an existing, empty directory). Needs root.
-    pub fn mount(path: &Path, bytes: u64) -> TmpfsMount {
-        let out = Command::new("mount")
-            .args(["-t", "tmpfs", "-o"])
-            .arg(format!("size={bytes}"))
-            .arg("tmpfs")
-            .arg(path)
-            .output()
-            .expect("run mount");
-        assert!(
-            out.status.success(),
-            "mounting a tmpfs at {} failed (the disk-fault tests need root): {}",
-            path.display(),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        TmpfsMount {
-            path: path.to_path_buf(),
-        }
-    }
-}
-
-impl Drop for TmpfsMount {
-    fn drop(&mut self) {
-        let ok = Command::new("umount")
-            .arg(&self.path)
-            .status()
-            .is_ok_and(|s| s.success());
-        if !ok {
-            // Still busy (a process not reaped yet): detach it, the kernel frees it later.
-            let _ = Command::new("umount").arg("-l").arg(&self.path).status();
-        }
-    }
-}
 
 /// Free bytes on the filesystem holding `dir` (`df`).
 pub fn free_bytes(dir: &Path) -> u64 {

@@ -1,11 +1,12 @@
-//! The end-to-end test harness: starts real servers on loopback and cleans up after them.
+//! The end-to-end tests' library: what only the tests need, on top of the kit they share
+//! with the bench.
 //!
 //! Every end-to-end test (conformance, client interop, chaos, recipes) starts its servers
-//! through [`TestServer`], so there is one place that knows how to launch Apache ZooKeeper
-//! 3.8 (Debian's `zookeeper` package) and the `zooraft` binary, how to pick a free port,
-//! how to tell that a server is ready (`srvr` reports a Mode), and how to stop it. A
-//! `TestServer` kills its process and removes its data directory when dropped, so a failing
-//! test leaves nothing behind.
+//! through [`TestServer`], from `zooraft_kit` (launchers, ports, PKI, the proxy, the KDC,
+//! the lossy filesystem), which the bench starts its servers with too; its modules are
+//! re-exported here under the paths the tests use (`zooraft_tests::proxy`, ...). This
+//! crate adds ensembles, the conformance framework, the real clients' programs, the
+//! checkers and the fault injections that only tests use.
 
 pub mod admin;
 pub mod checks;
@@ -14,29 +15,27 @@ pub mod ensemble;
 pub mod faults;
 pub mod java;
 pub mod kazoo_migrate;
-pub mod kdc;
 pub mod linear;
 pub mod live_migration;
 pub mod load;
-pub mod lossyfs;
 pub mod patroni;
-pub mod pki;
-pub mod proxy;
 pub mod raw_client;
 pub mod registers;
 pub mod rt;
 pub mod scripts;
-pub mod server;
 pub mod tls_probe;
 pub mod tree_dump;
 pub mod zc;
 pub mod zkcli;
 
-pub use ensemble::TestEnsemble;
-pub use server::{
-    four_letter_word, free_port, lock_contender_binary, workspace_binary, zooraft_binary,
-    zooraft_cmd, ServerKind, TestServer, TestServerBuilder,
+// The kit both the tests and the bench use, under the names the tests have always used.
+pub use zooraft_kit::{
+    fault_shim, four_letter_word, free_port, lock_contender_binary, workspace_binary,
+    zooraft_binary, zooraft_cmd, ServerKind, TestServer, TestServerBuilder,
 };
+pub use zooraft_kit::{kdc, lossyfs, pki, proxy, server};
+
+pub use ensemble::TestEnsemble;
 
 /// The test suite's own files (`java/`, `python/`), found at run time.
 ///

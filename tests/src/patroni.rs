@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::server::free_port;
+use crate::free_port;
 
 /// The PostgreSQL superuser's password (TCP connections from 127.0.0.1 use md5).
 pub const SUPERUSER_PASSWORD: &str = "patroni-test-superuser";

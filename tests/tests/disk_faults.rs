@@ -242,7 +242,7 @@ async fn write_until(hosts: String, stop: Arc<AtomicBool>) -> Vec<String> {
 fn eio_on_fsync(leader_fails: bool) {
     let triggers = tempfile::tempdir().expect("tempdir");
     let trigger = |i: usize| -> PathBuf { triggers.path().join(format!("eio-{i}")) };
-    let shim = zooraft_tests::server::fault_shim();
+    let shim = zooraft_tests::fault_shim();
     let mut e = TestEnsemble::start_with(3, &[], &|i, b| {
         b.env("LD_PRELOAD", &shim.display().to_string())
             .env("ZOORAFT_FAULT_EIO_FILE", &trigger(i).display().to_string())

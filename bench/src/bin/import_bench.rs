@@ -108,7 +108,7 @@ fn import(zooraft: &Path, from: &Path, work: &Path) -> anyhow::Result<(f64, f64)
 
 /// Starts Apache ZooKeeper on `data`; (seconds until it serves, peak RSS in MB).
 fn zookeeper(data: &Path, work: &Path) -> anyhow::Result<(f64, f64)> {
-    let port = zooraft_bench::server::free_port()?;
+    let port = zooraft_bench::server::try_free_port()?;
     let cfg = work.join("zoo.cfg");
     std::fs::write(
         &cfg,

@@ -62,7 +62,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, ensure, Context, Result};
 use bytes::Bytes;
 use jute::{Acl, CreateMode, CreateRequest, ErrorCode, ExistsRequest, Request, SetDataRequest};
-use zooraft_bench::server::{four_letter_word, free_port, resolve_zooraft_bin};
+use zooraft_bench::server::{four_letter_word, resolve_zooraft_bin, try_free_port};
 use zooraft_bench::session::{error_label, Session};
 use zooraft_bench::zk_snapshot;
 
@@ -196,9 +196,9 @@ impl Layout {
         for id in 1..=voters + observers {
             members.push(Member {
                 id,
-                quorum: free_port()?,
-                election: free_port()?,
-                client: free_port()?,
+                quorum: try_free_port()?,
+                election: try_free_port()?,
+                client: try_free_port()?,
                 observer: id > voters,
             });
         }
@@ -390,7 +390,7 @@ impl Proc {
     /// SIGTERM, then SIGKILL after `grace`.
     fn stop(&mut self, grace: Duration) {
         if let Some(child) = self.child.take() {
-            zooraft_bench::server::terminate(child, grace);
+            zooraft_kit::terminate(child, grace);
         }
     }
 }

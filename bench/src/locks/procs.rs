@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
 
-use crate::server::free_port;
+use crate::server::try_free_port;
 
 /// How long a server may take to serve after it starts.
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -80,7 +80,7 @@ pub fn start_redis(
     ready: impl Fn(SocketAddr) -> anyhow::Result<bool>,
 ) -> anyhow::Result<Proc> {
     let dir = tempfile::Builder::new().prefix("redis-").tempdir_in(root)?;
-    let port = free_port()?;
+    let port = try_free_port()?;
     let mut args: Vec<String> = [
         "--port",
         &port.to_string(),
@@ -127,8 +127,8 @@ pub fn start_etcd(
     ready: impl Fn(SocketAddr) -> anyhow::Result<bool>,
 ) -> anyhow::Result<Proc> {
     let dir = tempfile::Builder::new().prefix("etcd-").tempdir_in(root)?;
-    let client = free_port()?;
-    let peer = free_port()?;
+    let client = try_free_port()?;
+    let peer = try_free_port()?;
     let c = format!("http://127.0.0.1:{client}");
     let pu = format!("http://127.0.0.1:{peer}");
     let args: Vec<String> = vec![

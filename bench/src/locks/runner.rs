@@ -73,7 +73,7 @@ fn start(
     match kind {
         LockSystemKind::Zooraft => zk(ServerKind::Zooraft, 1),
         LockSystemKind::Zooraft3 => zk(ServerKind::Zooraft, 3),
-        LockSystemKind::Zookeeper => zk(ServerKind::ZooKeeper, 1),
+        LockSystemKind::Zookeeper => zk(ServerKind::Apache, 1),
         LockSystemKind::Redis => {
             let sys = RedisSystem::start(root, replica, args.ttl)?;
             let failover = sys.failover().map(FaultPlan::Inject);

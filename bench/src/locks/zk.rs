@@ -34,8 +34,8 @@ impl ZkSystem {
         let name = match (target.kind(), size) {
             (ServerKind::Zooraft, 1) => "zooraft".to_string(),
             (ServerKind::Zooraft, n) => format!("zooraft ({n} members)"),
-            (ServerKind::ZooKeeper, 1) => "zookeeper 3.8".to_string(),
-            (ServerKind::ZooKeeper, n) => format!("zookeeper 3.8 ({n} members)"),
+            (ServerKind::Apache, 1) => "zookeeper 3.8".to_string(),
+            (ServerKind::Apache, n) => format!("zookeeper 3.8 ({n} members)"),
         };
         ZkSystem {
             name,
@@ -179,7 +179,7 @@ impl Injector for LeaderKill {
                 .leader(Duration::from_secs(10))
                 .ok_or_else(|| anyhow!("no member says it leads"))?;
             let addr = t.members[leader].addr();
-            t.members[leader].kill9();
+            t.members[leader].kill();
             Ok(format!(
                 "killed the leader (member {}, {addr}) with SIGKILL",
                 leader + 1

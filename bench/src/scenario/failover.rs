@@ -117,7 +117,7 @@ pub fn run(
         .map(|(_, a)| *a)
         .collect();
     let killed_at = Instant::now();
-    target.members[leader].kill9();
+    target.members[leader].kill();
     let first = rt.block_on(async {
         let mut probes = JoinSet::new();
         let mut next = Instant::now();

@@ -179,7 +179,7 @@ impl ScenarioResult {
     ) -> ScenarioResult {
         let mut figures: Vec<Figure> = Vec::new();
         for (kind, out) in [
-            (ServerKind::ZooKeeper, &zookeeper),
+            (ServerKind::Apache, &zookeeper),
             (ServerKind::Zooraft, &zooraft),
         ] {
             for m in out.iter().flat_map(|o| &o.measures) {
@@ -199,7 +199,7 @@ impl ScenarioResult {
                     }
                 };
                 match kind {
-                    ServerKind::ZooKeeper => figures[i].zookeeper = Some(m.value),
+                    ServerKind::Apache => figures[i].zookeeper = Some(m.value),
                     ServerKind::Zooraft => figures[i].zooraft = Some(m.value),
                 }
             }

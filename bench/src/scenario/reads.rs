@@ -38,7 +38,7 @@ pub fn run(
     rt: &tokio::runtime::Runtime,
 ) -> anyhow::Result<KindOutcome> {
     let modes: &[Mode] = match kind {
-        ServerKind::ZooKeeper => &[DEFAULT],
+        ServerKind::Apache => &[DEFAULT],
         ServerKind::Zooraft => &[DEFAULT, LINEARIZABLE],
     };
     let mut out = KindOutcome::default();

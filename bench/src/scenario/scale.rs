@@ -107,7 +107,7 @@ pub fn run(
     }
     let mut target = Target::start(kind, 1, launch, None)?;
     // ZooKeeper keeps every snapshot it writes: keep its newest few, as an operator would.
-    let purger = (kind == ServerKind::ZooKeeper)
+    let purger = (kind == ServerKind::Apache)
         .then(|| super::zk_purge::Purger::start(&target.members[0].data_dir()));
     std::thread::sleep(Duration::from_secs(1));
     let empty = memory_of(kind, &target)?;
@@ -126,7 +126,9 @@ pub fn run(
         // a forced full GC.
         std::thread::sleep(QUIET_BEFORE_MEMORY);
         let mem = memory_of(kind, &target)?;
-        let restart = target.members[0].restart()?;
+        // A graceful stop (zooraft snapshots on the way out), then the time to serving.
+        target.members[0].stop();
+        let restart = target.members[0].try_restart()?;
         std::thread::sleep(Duration::from_secs(1));
         let mem_restarted = memory_of(kind, &target)?;
         let label = fmt_count(n);
@@ -160,7 +162,7 @@ pub fn run(
             (n - out.scale.last().map_or(0, |p| p.znodes)) as f64 / fill_s.max(1e-9),
             false,
         ));
-        if kind == ServerKind::ZooKeeper {
+        if kind == ServerKind::Apache {
             out.notes
                 .push(format!("RSS at {label}: {} MiB", mem.rss >> 20));
         }
@@ -173,7 +175,8 @@ pub fn run(
     if !params.snapshot_load.is_zero() {
         snapshot_under_load(kind, &target, filled, params, rt, &mut out)?;
     }
-    let crash = target.members[0].crash_restart()?;
+    // kill -9: whatever was not written is lost and the restart replays the log.
+    let crash = target.members[0].try_restart()?;
     out.measures.push(Measure::new(
         format!("restart to serving after kill -9 at {}", fmt_count(filled)),
         "s",
@@ -397,7 +400,7 @@ fn snapshot_under_load(
         inside.len(),
         ops.len()
     ));
-    if kind == ServerKind::ZooKeeper {
+    if kind == ServerKind::Apache {
         out.notes.push(
             "ZooKeeper's snapshot extra memory is not reported: its RSS grows into its fixed \
              heap (-Xms) whatever it does, and its live heap cannot be sampled during a snapshot \

@@ -6,6 +6,33 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// Why a certificate or a store could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum PkiError {
+    #[error("openssl {args}: {message} (install Debian's openssl)")]
+    Openssl { args: String, message: String },
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+fn io_at(path: &Path) -> impl FnOnce(std::io::Error) -> PkiError + '_ {
+    move |source| PkiError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+fn write(path: &Path, text: impl AsRef<[u8]>) -> Result<(), PkiError> {
+    std::fs::write(path, text).map_err(io_at(path))
+}
+
+fn read(path: &Path) -> Result<String, PkiError> {
+    std::fs::read_to_string(path).map_err(io_at(path))
+}
+
 /// The password of every PKCS12 key store made here.
 pub const P12_PASSWORD: &str = "secret";
 
@@ -29,17 +56,22 @@ pub struct Issued {
     pub p12_store: PathBuf,
 }
 
-fn openssl(dir: &Path, args: &[&str]) {
+fn openssl(dir: &Path, args: &[&str]) -> Result<(), PkiError> {
+    let failed = |message: String| PkiError::Openssl {
+        args: args.join(" "),
+        message,
+    };
     let out = Command::new("openssl")
         .current_dir(dir)
         .args(args)
         .output()
-        .expect("run openssl (install Debian's openssl)");
-    assert!(
-        out.status.success(),
-        "openssl {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .map_err(|e| failed(e.to_string()))?;
+    if !out.status.success() {
+        return Err(failed(
+            String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        ));
+    }
+    Ok(())
 }
 
 const EXTENSIONS: &str = "basicConstraints=CA:FALSE\n\
@@ -48,10 +80,15 @@ const EXTENSIONS: &str = "basicConstraints=CA:FALSE\n\
     subjectAltName=IP:127.0.0.1,DNS:localhost\n";
 
 impl Ca {
-    /// A new CA (`CN=<name>`) under `dir/<name>`.
+    /// A new CA (`CN=<name>`) under `dir/<name>`; panics with the reason if it cannot be made.
     pub fn new(dir: &Path, name: &str) -> Ca {
+        Self::try_new(dir, name).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// A new CA (`CN=<name>`) under `dir/<name>`.
+    pub fn try_new(dir: &Path, name: &str) -> Result<Ca, PkiError> {
         let dir = dir.join(name);
-        std::fs::create_dir_all(&dir).expect("create CA folder");
+        std::fs::create_dir_all(&dir).map_err(io_at(&dir))?;
         openssl(
             &dir,
             &[
@@ -61,19 +98,26 @@ impl Ca {
             .into_iter()
             .chain([format!("/CN={name}").as_str()])
             .collect::<Vec<_>>(),
-        );
-        std::fs::write(dir.join("ext.cnf"), EXTENSIONS).expect("write ext.cnf");
-        Ca {
+        )?;
+        write(&dir.join("ext.cnf"), EXTENSIONS)?;
+        Ok(Ca {
             cert: dir.join("ca.pem"),
             dir,
             name: name.into(),
             serial: std::cell::Cell::new(1),
-        }
+        })
+    }
+
+    /// A certificate for `subject` (openssl form, `/CN=client1/O=Acme`) valid for a year;
+    /// panics with the reason if it cannot be made.
+    pub fn issue(&self, file: &str, subject: &str) -> Issued {
+        self.try_issue(file, subject)
+            .unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// A certificate for `subject` (openssl form, `/CN=client1/O=Acme`) valid for a year.
-    pub fn issue(&self, file: &str, subject: &str) -> Issued {
-        self.issue_dated(file, subject, None)
+    pub fn try_issue(&self, file: &str, subject: &str) -> Result<Issued, PkiError> {
+        self.issue_with(file, subject, None, "ext.cnf")
     }
 
     /// Like [`issue`](Self::issue), valid for the hosts `san` names (openssl form,
@@ -81,17 +125,16 @@ impl Ca {
     pub fn issue_for_hosts(&self, file: &str, subject: &str, san: &str) -> Issued {
         let ext = EXTENSIONS.replace("IP:127.0.0.1,DNS:localhost", san);
         let ext_file = format!("{file}-ext.cnf");
-        std::fs::write(self.dir.join(&ext_file), ext).expect("write extensions");
-        self.issue_with(file, subject, None, &ext_file)
+        write(&self.dir.join(&ext_file), ext)
+            .and_then(|()| self.issue_with(file, subject, None, &ext_file))
+            .unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// A certificate whose validity ended in 2021 (expired).
     pub fn issue_expired(&self, file: &str, subject: &str) -> Issued {
-        self.issue_dated(file, subject, Some(("20200101000000Z", "20210101000000Z")))
-    }
-
-    fn issue_dated(&self, file: &str, subject: &str, dates: Option<(&str, &str)>) -> Issued {
+        let dates = Some(("20200101000000Z", "20210101000000Z"));
         self.issue_with(file, subject, dates, "ext.cnf")
+            .unwrap_or_else(|e| panic!("{e}"))
     }
 
     fn issue_with(
@@ -100,7 +143,7 @@ impl Ca {
         subject: &str,
         dates: Option<(&str, &str)>,
         ext_file: &str,
-    ) -> Issued {
+    ) -> Result<Issued, PkiError> {
         let d = &self.dir;
         let key = format!("{file}.key");
         let csr = format!("{file}.csr");
@@ -111,7 +154,7 @@ impl Ca {
                 "req", "-newkey", "rsa:2048", "-nodes", "-keyout", &key, "-out", &csr, "-subj",
                 subject,
             ],
-        );
+        )?;
         let serial = self.serial.get() + 1;
         self.serial.set(serial);
         match dates {
@@ -135,18 +178,17 @@ impl Ca {
                     "-extfile",
                     ext_file,
                 ],
-            ),
+            )?,
             Some((start, end)) => {
                 // `openssl ca` is the one that takes explicit dates.
-                std::fs::write(d.join("index.txt"), "").expect("write index");
-                std::fs::write(d.join("serial.txt"), format!("{serial:04X}\n"))
-                    .expect("write serial");
+                write(&d.join("index.txt"), "")?;
+                write(&d.join("serial.txt"), format!("{serial:04X}\n"))?;
                 let conf = format!(
                     "[ca]\ndefault_ca=test\n[test]\ndatabase=index.txt\nserial=serial.txt\nnew_certs_dir=.\n\
                      default_md=sha256\npolicy=any\nunique_subject=no\ncopy_extensions=none\n\
                      [any]\ncommonName=supplied\norganizationName=optional\n[ext]\n{EXTENSIONS}"
                 );
-                std::fs::write(d.join("ca.cnf"), conf).expect("write ca.cnf");
+                write(&d.join("ca.cnf"), conf)?;
                 openssl(
                     d,
                     &[
@@ -170,14 +212,14 @@ impl Ca {
                         "-enddate",
                         end,
                     ],
-                );
+                )?;
             }
         }
         let pem_store = d.join(format!("{file}-store.pem"));
-        let mut text = std::fs::read_to_string(d.join(&key)).expect("read key");
-        text.push_str(&std::fs::read_to_string(d.join(&cert)).expect("read cert"));
-        text.push_str(&std::fs::read_to_string(&self.cert).expect("read CA"));
-        std::fs::write(&pem_store, text).expect("write PEM store");
+        let mut text = read(&d.join(&key))?;
+        text.push_str(&read(&d.join(&cert))?);
+        text.push_str(&read(&self.cert)?);
+        write(&pem_store, text)?;
         let p12 = format!("{file}.p12");
         openssl(
             d,
@@ -197,13 +239,13 @@ impl Ca {
                 "-passout",
                 &format!("pass:{P12_PASSWORD}"),
             ],
-        );
-        Issued {
+        )?;
+        Ok(Issued {
             key: d.join(key),
             cert: d.join(cert),
             pem_store,
             p12_store: d.join(p12),
-        }
+        })
     }
 
     /// The CA as a PKCS12 trust store with no password and no MAC.
@@ -224,7 +266,8 @@ impl Ca {
                 "-certpbe",
                 "NONE",
             ],
-        );
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
         self.dir.join("trust.p12")
     }
 }
@@ -252,8 +295,6 @@ pub fn server_tls_config(
     .collect()
 }
 
-/// The JVM flags that make a Java client (zkCli.sh, Curator) talk TLS through Netty with
-/// `store` (PKCS12) as its identity (if any) and `trust` (PEM) as its CA.
 /// The zoo.cfg keys of quorum TLS (`sslQuorum`) with PEM stores: `store`'s key and
 /// certificate, and `ca` as the trust store. Both kinds of server read them.
 pub fn quorum_keys(store: &Issued, ca: &Ca) -> Vec<(String, String)> {
@@ -275,6 +316,8 @@ pub fn quorum_keys(store: &Issued, ca: &Ca) -> Vec<(String, String)> {
     .collect()
 }
 
+/// The JVM flags that make a Java client (zkCli.sh, Curator) talk TLS through Netty with
+/// `store` (PKCS12) as its identity (if any) and `trust` (PEM) as its CA.
 pub fn java_client_flags(store: Option<&Issued>, trust: &Path) -> String {
     let mut f = format!(
         "-Dzookeeper.clientCnxnSocket=org.apache.zookeeper.ClientCnxnSocketNetty \
