@@ -188,7 +188,7 @@ struct Crate {
 /// - `RaftStorage`: `storage/{open,log,snapshots,identity,scrub}.rs` each extend it.
 /// - `DataTree`: `tree/{write,replay}.rs` extend it (the leader's decided writes and a
 ///   follower's replay of them).
-const SPLIT_TYPES_TO_MEND: &[(&str, &str)] = &[("server", "RaftStorage"), ("server", "DataTree")];
+const SPLIT_TYPES_TO_MEND: &[(&str, &str)] = &[("server", "DataTree")];
 
 fn read_crate() -> Crate {
     read_crate_at(&src_dir())

@@ -22,8 +22,6 @@
 //! Written synced (`state` column family, key `identity`) before the member acts on it:
 //! a store is created untrusted in the same batch that creates it.
 
-use super::*;
-
 pub(super) const KEY_IDENTITY: &[u8] = b"identity";
 /// Layout: version (u8) = 1, incarnation (u64 BE), flags (u8: bit 0 trusted, bit 1 seed).
 const IDENTITY_VERSION: u8 = 1;
@@ -67,18 +65,16 @@ impl Identity {
         b
     }
 
-    pub(super) fn decode(b: &[u8]) -> Result<Identity, StorageOpenError> {
+    /// The identity `encode` wrote, or what is wrong with the bytes.
+    pub(super) fn decode(b: &[u8]) -> Result<Identity, String> {
         if b.len() != IDENTITY_LEN || b[0] != IDENTITY_VERSION {
-            return Err(corrupt(
-                "identity",
-                format!("{} bytes, version {:?}", b.len(), b.first()),
-            ));
+            return Err(format!("{} bytes, version {:?}", b.len(), b.first()));
         }
         let mut n = [0u8; 8];
         n.copy_from_slice(&b[1..9]);
         let incarnation = u64::from_be_bytes(n);
         if incarnation == 0 {
-            return Err(corrupt("identity", "incarnation 0"));
+            return Err("incarnation 0".into());
         }
         Ok(Identity {
             incarnation,
@@ -88,27 +84,11 @@ impl Identity {
     }
 }
 
-impl RaftStorage {
-    /// This store's incarnation and whether it is trusted.
-    pub fn identity(&self) -> Identity {
-        self.meta.read().identity
-    }
-
-    /// Records a new identity durably (synced) before returning: the caller acts on it
-    /// (votes, acknowledges) only afterwards.
-    pub fn set_identity(&self, identity: Identity) -> Result<(), rocksdb::Error> {
-        let mut wo = WriteOptions::default();
-        wo.set_sync(true);
-        self.db
-            .put_cf_opt(self.cf(CF_STATE), KEY_IDENTITY, identity.encode(), &wo)?;
-        self.meta.write().identity = identity;
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::raft::storage::{store::CF_STATE, RaftStorage};
+    use raft::eraftpb::ConfState;
 
     #[test]
     fn an_identity_reads_back_as_written_and_bad_bytes_are_refused() {
@@ -156,7 +136,9 @@ mod tests {
         assert!(!s.identity().trusted);
         assert_ne!(s.identity().incarnation, first.incarnation);
         // A store of an earlier build has no identity: it is trusted.
-        s.db.delete_cf(s.cf(CF_STATE), KEY_IDENTITY)
+        s.store
+            .db
+            .delete_cf(s.store.cf(CF_STATE), KEY_IDENTITY)
             .expect("delete");
         drop(s);
         let conf = ConfState {

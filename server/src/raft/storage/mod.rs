@@ -39,22 +39,21 @@
 //! already served, so the log must still reach it.) A torn write at the very end of RocksDB's WAL (a crash during
 //! an unacknowledged write) is tolerated; corruption anywhere else is an error.
 //!
-//! Files: `open.rs` (opening and validation), `log.rs` (entries and hard state),
+//! Files: `store.rs` (the database and the in-memory state every part works on, the
+//! layout's keys), `open.rs` (opening and validation), `log.rs` (entries and hard state),
 //! `identity.rs` (which incarnation of the member the store is, and whether it is trusted),
-//! `snapshots.rs` and `snapshot_files.rs` (snapshots), `scrub.rs` (reading it all back to find damage), and here the shared records and raft-rs's `Storage`.
+//! `snapshots.rs` and `snapshot_files.rs` (snapshots), `scrub.rs` (reading it all back to
+//! find damage). Each part is functions over the [`Store`](store::Store) it is handed;
+//! here, [`RaftStorage`] (the handle the rest of the server holds) delegates to them, and
+//! raft-rs's `Storage`.
 
-use std::collections::VecDeque;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::io;
+use std::path::Path;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use parking_lot::RwLock;
-use protobuf::Message as _;
 use raft::eraftpb::{ConfState, Entry, HardState, Snapshot, SnapshotMetadata};
 use raft::{GetEntriesContext, RaftState, StorageError};
-use rocksdb::{
-    ColumnFamilyDescriptor, DBRecoveryMode, IteratorMode, Options, WriteBatch, WriteOptions, DB,
-};
 
 mod identity;
 mod log;
@@ -62,213 +61,188 @@ mod open;
 mod scrub;
 mod snapshot_files;
 mod snapshots;
+mod store;
 
 pub use identity::Identity;
-pub use scrub::{SnapshotScrub, TableScrubError};
-pub use snapshot_files::PACE as SNAPSHOT_PACE;
-use snapshots::{read_snapshot, snapshot_key};
-
-/// Format 4 names snapshot files (`snapshot_file`); format 3 (snapshots in chunks only) is
-/// still opened, and becomes 4 with the first snapshot file named, so that an earlier build
-/// refuses the store as incompatible instead of finding its snapshot missing.
-const FORMAT_VERSION: u32 = 4;
-const FORMAT_CHUNK_SNAPSHOTS: u32 = 3;
-const CF_LOG: &str = "log";
-const CF_STATE: &str = "state";
-const CF_SNAPSHOT: &str = "snapshot";
-/// The chunk number of an earlier-layout snapshot's end mark.
-const END_MARK: u32 = u32::MAX;
-const KEY_FORMAT: &[u8] = b"format";
-const KEY_HARD_STATE: &[u8] = b"hard_state";
-const KEY_CONF_STATE: &[u8] = b"conf_state";
-const KEY_SNAPSHOT_META: &[u8] = b"snapshot_meta";
-const KEY_SNAPSHOT_FILE: &[u8] = b"snapshot_file";
-const KEY_TRUNCATED: &[u8] = b"truncated";
-const KEY_APPLIED: &[u8] = b"applied";
-
-/// Recent entries kept in memory. They are needed there only until they are applied and
-/// sent to every follower (a few milliseconds under load): an entry dropped from the cache
-/// is read back from RocksDB by a follower that lags further. A standalone member drops
-/// each entry once applied. At 64 MiB the cache held a
-/// sixth of the server's memory at 1M znodes (67 bytes per znode created by the bench's
-/// fill), all of it entries long applied and replicated.
-const CACHE_MAX_ENTRIES: usize = 16_384;
-const CACHE_MAX_BYTES: usize = 8 * 1024 * 1024;
-
-/// Why the data directory cannot be used.
-#[derive(Debug, thiserror::Error)]
-pub enum StorageOpenError {
-    #[error("RocksDB error: {0}")]
-    Rocks(#[from] rocksdb::Error),
-    #[error("data directory was written by an incompatible zooraft (format {found}, this build reads {expected})")]
-    IncompatibleFormat { found: String, expected: u32 },
-    #[error("corrupt {what}: {detail}")]
-    Corrupt { what: &'static str, detail: String },
-}
-
-fn corrupt(what: &'static str, detail: impl std::fmt::Display) -> StorageOpenError {
-    StorageOpenError::Corrupt {
-        what,
-        detail: detail.to_string(),
-    }
-}
-
-fn key(index: u64) -> [u8; 8] {
-    index.to_be_bytes()
-}
-
-struct Meta {
-    hard_state: HardState,
-    /// Entries up to here are on disk; the cache never drops one beyond it (raft-rs may
-    /// read a staged entry before it is written).
-    durable_index: u64,
-    conf_state: ConfState,
-    snapshot_meta: SnapshotMetadata,
-    /// The length of the named snapshot's file; `None`: no snapshot, or one of the earlier
-    /// layout (chunks in the `snapshot` column family).
-    snapshot_file: Option<u64>,
-    /// The entry just before the first stored one (its term is kept for raft-rs).
-    truncated_index: u64,
-    truncated_term: u64,
-    last_index: u64,
-    /// The applied index the state machine reported, and the one last staged for writing.
-    applied: u64,
-    applied_staged: u64,
-    /// Contiguous entries ending at `last_index`.
-    cache: VecDeque<Entry>,
-    cache_bytes: usize,
-    /// This store's incarnation and whether it is trusted (`identity.rs`).
-    identity: Identity,
-}
-
-impl Meta {
-    fn first_index(&self) -> u64 {
-        self.truncated_index + 1
-    }
-
-    fn cache_first(&self) -> Option<u64> {
-        self.cache.front().map(|e| e.index)
-    }
-
-    /// A group of one voter and no learners: nobody ever reads an entry it has applied.
-    fn alone(&self) -> bool {
-        let c = &self.conf_state;
-        c.voters.len() == 1
-            && c.learners.is_empty()
-            && c.voters_outgoing.is_empty()
-            && c.learners_next.is_empty()
-    }
-
-    fn trim_cache(&mut self) {
-        if self.alone() {
-            // Standalone, an entry is needed only until it is applied (the last one stays:
-            // raft-rs asks for its term on every append).
-            let done = self.applied.min(self.durable_index);
-            while self.cache.len() > 1 && self.cache.front().is_some_and(|e| e.index <= done) {
-                if let Some(e) = self.cache.pop_front() {
-                    self.cache_bytes -= e.data.len() + 32;
-                }
-            }
-        }
-        while self.cache.len() > CACHE_MAX_ENTRIES || self.cache_bytes > CACHE_MAX_BYTES {
-            if self
-                .cache
-                .front()
-                .is_some_and(|e| e.index > self.durable_index)
-            {
-                break;
-            }
-            match self.cache.pop_front() {
-                Some(e) => self.cache_bytes -= e.data.len() + 32,
-                None => break,
-            }
-        }
-    }
-}
-
-/// Updates staged in memory, to be written by [`RaftStorage::write`]. Encoded only there
-/// (on the log writer's thread, not the Raft thread's); the entries are clones whose data
-/// is shared, not copied.
-pub struct PendingWrite {
-    /// Stored entries from this index on are replaced (deleted first).
-    truncate_from: Option<u64>,
-    entries: Vec<Entry>,
-    hard_state: Option<HardState>,
-    applied: Option<u64>,
-}
+pub use log::PendingWrite;
+pub use scrub::{SnapshotScrub, TableScrubError, TablesRead};
+pub use snapshot_files::{SnapshotSink, PACE as SNAPSHOT_PACE};
+pub use snapshots::SnapshotSource;
+pub use store::StorageOpenError;
+use store::{Store, CF_LOG, CF_SNAPSHOT, CF_STATE};
 
 /// The Raft log and state; cheap to clone (shared).
 #[derive(Clone)]
 pub struct RaftStorage {
-    db: Arc<DB>,
-    meta: Arc<RwLock<Meta>>,
-
-    /// The last snapshot read back, for sending to several followers in a row.
-    snapshot_cache: Arc<parking_lot::Mutex<Option<(u64, bytes::Bytes)>>>,
-    /// raft-rs asked for a snapshot the stored one cannot serve (see `snapshot`): the Raft
-    /// loop takes a fresh one.
-    snapshot_wanted: Arc<AtomicBool>,
-    /// The stored snapshot file was found damaged (`scrub.rs`): the Raft loop writes a
-    /// fresh one from the tree.
-    snapshot_damaged: Arc<AtomicBool>,
-}
-
-fn decode<M: protobuf::Message>(what: &'static str, bytes: &[u8]) -> Result<M, StorageOpenError> {
-    let mut m = M::new();
-    m.merge_from_bytes(bytes).map_err(|e| corrupt(what, e))?;
-    Ok(m)
-}
-
-/// A failed write to the log is fatal: a member that cannot persist must not vote or ack.
-fn fatal(what: &str, e: impl std::fmt::Display) -> ! {
-    crate::critical::fatal(format_args!("storage failure while {what}: {e}"))
+    store: Store,
 }
 
 impl RaftStorage {
-    fn cf(&self, name: &str) -> &rocksdb::ColumnFamily {
-        match self.db.cf_handle(name) {
-            Some(cf) => cf,
-            None => fatal("looking up a column family", name),
-        }
+    /// Opens (or creates) the store under `dir`. A new store starts with `initial_conf` (the
+    /// static membership from zoo.cfg), as every member of a new ensemble must.
+    pub fn open(dir: &Path, initial_conf: ConfState) -> Result<RaftStorage, StorageOpenError> {
+        open::open(dir, initial_conf).map(|store| RaftStorage { store })
+    }
+
+    /// [`Self::open`], and the stored snapshot (if any) handed to `load` on the calling
+    /// thread while another opens RocksDB and reads and checks the log (see `open.rs`).
+    pub fn open_loading<T: Send>(
+        dir: &Path,
+        initial_conf: ConfState,
+        load: Option<impl FnMut(SnapshotSource) -> T + Send>,
+    ) -> Result<(RaftStorage, Option<T>), StorageOpenError> {
+        open::open_loading(dir, initial_conf, load).map(|(store, t)| (RaftStorage { store }, t))
     }
 
     /// The data directory.
     pub fn dir(&self) -> &Path {
-        self.db.path()
+        self.store.dir()
     }
 
     pub fn hard_state(&self) -> HardState {
-        self.meta.read().hard_state.clone()
+        self.store.hard_state()
     }
 
     pub fn conf_state(&self) -> ConfState {
-        self.meta.read().conf_state.clone()
+        self.store.conf_state()
     }
 
     pub fn snapshot_metadata(&self) -> SnapshotMetadata {
-        self.meta.read().snapshot_meta.clone()
+        self.store.snapshot_metadata()
     }
 
     /// The state machine applied entries up to `index`; it is stored with the next write.
     pub fn set_applied(&self, index: u64) {
-        let mut m = self.meta.write();
+        let mut m = self.store.meta.write();
         m.applied = m.applied.max(index);
         m.trim_cache();
     }
 
     /// Asks the Raft loop for a snapshot soon (a store that starts without one).
     pub fn want_snapshot(&self) {
-        self.snapshot_wanted.store(true, Ordering::Relaxed);
+        self.store.snapshot_wanted.store(true, Ordering::Relaxed);
     }
 
     /// Whether raft-rs asked for a snapshot newer than the stored one (cleared by asking).
     pub fn take_snapshot_wanted(&self) -> bool {
-        self.snapshot_wanted.swap(false, Ordering::Relaxed)
+        self.store.snapshot_wanted.swap(false, Ordering::Relaxed)
     }
 
     /// Entries applied since the last snapshot was taken (what a new snapshot would cover).
     pub fn entries_since_snapshot(&self, applied: u64) -> u64 {
-        applied.saturating_sub(self.meta.read().snapshot_meta.index)
+        applied.saturating_sub(self.store.meta.read().snapshot_meta.index)
+    }
+
+    /// Persists new entries (replacing any conflicting suffix) and the hard state in one
+    /// batch; `sync` makes it one fsync ([`Self::stage`] and [`Self::write`] at once).
+    pub fn append(&self, entries: &[Entry], hard_state: Option<&HardState>, sync: bool) {
+        log::append(&self.store, entries, hard_state, sync)
+    }
+
+    /// Makes new entries and the hard state visible to raft-rs at once, in memory, and
+    /// returns the write that makes them durable (raft-rs's asynchronous ready: readable
+    /// first, persisted later, in order).
+    pub fn stage(&self, entries: &[Entry], hard_state: Option<&HardState>) -> Option<PendingWrite> {
+        log::stage(&self.store, entries, hard_state)
+    }
+
+    /// Writes staged updates, in the order they were staged, as one batch with at most one
+    /// fsync (group commit).
+    pub fn write(&self, writes: Vec<PendingWrite>, sync: bool) {
+        log::write(&self.store, writes, sync)
+    }
+
+    /// This store's incarnation and whether it is trusted.
+    pub fn identity(&self) -> Identity {
+        self.store.meta.read().identity
+    }
+
+    /// Records a new identity durably (synced) before returning: the caller acts on it
+    /// (votes, acknowledges) only afterwards.
+    pub fn set_identity(&self, identity: Identity) -> Result<(), rocksdb::Error> {
+        let mut wo = rocksdb::WriteOptions::default();
+        wo.set_sync(true);
+        let state = self.store.cf(CF_STATE);
+        let key = identity::KEY_IDENTITY;
+        self.store
+            .db
+            .put_cf_opt(state, key, identity.encode(), &wo)?;
+        self.store.meta.write().identity = identity;
+        Ok(())
+    }
+
+    /// The directory of snapshot files. (The store's tests' view.)
+    #[cfg(test)]
+    pub fn snapshots_dir(&self) -> std::path::PathBuf {
+        self.store.snapshots_dir()
+    }
+
+    /// Stores the snapshot at (`index`, `term`) durably as `write` streams it into the
+    /// sink; its size. It counts only once [`Self::save_snapshot`] (or
+    /// [`Self::install_snapshot`]) names it. A failed write leaves nothing behind.
+    pub fn write_snapshot_with(
+        &self,
+        index: u64,
+        term: u64,
+        write: impl FnOnce(&mut SnapshotSink) -> io::Result<()>,
+    ) -> io::Result<u64> {
+        snapshots::write_snapshot_with(&self.store, index, term, write)
+    }
+
+    /// Stores a snapshot held in memory (one received from the leader). (The store's tests' view.)
+    #[cfg(test)]
+    pub fn write_snapshot(&self, index: u64, term: u64, data: &[u8]) -> io::Result<u64> {
+        snapshots::write_snapshot(&self.store, index, term, data)
+    }
+
+    /// The length of the named snapshot file (None for none, or one of the earlier layout).
+    pub fn snapshot_len(&self) -> Option<u64> {
+        self.store.meta.read().snapshot_file
+    }
+
+    /// The stored state machine snapshot, if any, as a stream.
+    pub fn snapshot_reader(&self) -> Option<SnapshotSource> {
+        snapshots::snapshot_reader(&self.store)
+    }
+
+    /// The stored snapshot whole (raft-rs sends a snapshot in one message). (The store's tests' view.)
+    #[cfg(test)]
+    pub fn snapshot_data(&self) -> Option<bytes::Bytes> {
+        snapshots::snapshot_data(&self.store)
+    }
+
+    /// Names a durable snapshot of our own state machine taken at `index` and drops the log
+    /// up to `compact_to` (at most `index`).
+    pub fn save_snapshot(&self, index: u64, term: u64, conf: &ConfState, compact_to: u64) {
+        snapshots::save_snapshot(&self.store, index, term, conf, compact_to)
+    }
+
+    /// Installs a snapshot received from the leader: replaces the log, the membership and
+    /// the stored state machine.
+    pub fn install_snapshot(&self, snap: &Snapshot) {
+        snapshots::install_snapshot(&self.store, snap)
+    }
+
+    /// Reads every key of every column family back from the store (see `scrub.rs`);
+    /// `stop` is asked every few thousand keys.
+    pub fn scrub_tables(&self, stop: &dyn Fn() -> bool) -> Result<TablesRead, TableScrubError> {
+        scrub::scrub_tables(&self.store, stop)
+    }
+
+    /// Streams the named snapshot file through its checksum (see `scrub.rs`).
+    pub fn scrub_snapshot(&self) -> SnapshotScrub {
+        scrub::scrub_snapshot(&self.store)
+    }
+
+    /// The stored snapshot was found damaged: the Raft loop writes a fresh one from the
+    /// tree. Logged once per damage.
+    pub fn snapshot_damaged(&self, why: &str) {
+        self.store.snapshot_damaged(why)
+    }
+
+    /// Whether the stored snapshot was found damaged since last asked (cleared by asking).
+    pub fn take_snapshot_damaged(&self) -> bool {
+        self.store.snapshot_damaged.swap(false, Ordering::Relaxed)
     }
 }
 
@@ -284,50 +258,9 @@ fn is_member(cs: &ConfState, id: u64) -> bool {
     .any(|ids| ids.contains(&id))
 }
 
-/// raft-rs's `max_size` for a range of entries: at least one entry, then as many as fit.
-pub(super) struct SizeBudget {
-    max: Option<u64>,
-    used: u64,
-    taken: usize,
-    spent: bool,
-}
-
-impl SizeBudget {
-    fn new(max: Option<u64>) -> Self {
-        SizeBudget {
-            max,
-            used: 0,
-            taken: 0,
-            spent: false,
-        }
-    }
-
-    /// Whether `e` fits (the first entry always does); counts it if so.
-    pub(super) fn take(&mut self, e: &Entry) -> bool {
-        if self.spent {
-            return false;
-        }
-        if let Some(max) = self.max {
-            let size = self.used + u64::from(e.compute_size());
-            if self.taken > 0 && size > max {
-                self.spent = true;
-                return false;
-            }
-            self.used = size;
-        }
-        self.taken += 1;
-        true
-    }
-
-    /// Whether an entry no longer fitted.
-    fn spent(&self) -> bool {
-        self.spent
-    }
-}
-
 impl raft::Storage for RaftStorage {
     fn initial_state(&self) -> raft::Result<RaftState> {
-        let m = self.meta.read();
+        let m = self.store.meta.read();
         Ok(RaftState::new(m.hard_state.clone(), m.conf_state.clone()))
     }
 
@@ -338,85 +271,19 @@ impl raft::Storage for RaftStorage {
         max_size: impl Into<Option<u64>>,
         _context: GetEntriesContext,
     ) -> raft::Result<Vec<Entry>> {
-        let max_size = max_size.into();
-        let m = self.meta.read();
-        if low < m.first_index() {
-            return Err(raft::Error::Store(StorageError::Compacted));
-        }
-        if high > m.last_index + 1 {
-            return Err(raft::Error::Store(StorageError::Unavailable));
-        }
-        if low >= high {
-            return Ok(Vec::new());
-        }
-        drop(m);
-        // The entries before the cache are in the database (the cache drops only durable
-        // ones); from the cache's first on, they are in the cache, the newest perhaps not
-        // yet written. A range may span both (a new leader catching up a member that lags
-        // by more than the cache holds). The log writer trims the cache meanwhile, so the
-        // split is looked up again after each read from the database.
-        let mut budget = SizeBudget::new(max_size);
-        let mut out = Vec::new();
-        let mut next = low;
-        while next < high && !budget.spent() {
-            let m = self.meta.read();
-            match m.cache_first() {
-                Some(first) if next >= first => {
-                    let start = (next - first) as usize;
-                    let end = (high - first) as usize;
-                    if end > m.cache.len() {
-                        return Err(raft::Error::Store(StorageError::Unavailable));
-                    }
-                    for e in m.cache.range(start..end) {
-                        if !budget.take(e) {
-                            break;
-                        }
-                        out.push(e.clone());
-                    }
-                    next = high;
-                }
-                first => {
-                    let upto = first.map_or(high, |f| f.min(high));
-                    drop(m);
-                    self.read_entries(next, upto, &mut budget, &mut out)?;
-                    next = upto;
-                }
-            }
-        }
-        Ok(out)
+        log::entries(&self.store, low, high, max_size)
     }
 
     fn term(&self, idx: u64) -> raft::Result<u64> {
-        let m = self.meta.read();
-        if idx == m.truncated_index {
-            return Ok(m.truncated_term);
-        }
-        if idx == m.snapshot_meta.index && idx > m.truncated_index && idx > m.last_index {
-            return Ok(m.snapshot_meta.term);
-        }
-        if idx < m.first_index() {
-            return Err(raft::Error::Store(StorageError::Compacted));
-        }
-        if idx > m.last_index {
-            return Err(raft::Error::Store(StorageError::Unavailable));
-        }
-        if let Some(first) = m.cache_first() {
-            if idx >= first {
-                return Ok(m.cache[(idx - first) as usize].term);
-            }
-        }
-        drop(m);
-        let mut one = Vec::with_capacity(1);
-        self.read_entries(idx, idx + 1, &mut SizeBudget::new(None), &mut one)?;
-        Ok(one[0].term)
+        log::term(&self.store, idx)
     }
 
     fn first_index(&self) -> raft::Result<u64> {
-        Ok(self.meta.read().first_index())
+        Ok(self.store.meta.read().first_index())
     }
 
     fn last_index(&self) -> raft::Result<u64> {
-        Ok(self.meta.read().last_index)
+        Ok(self.store.meta.read().last_index)
     }
 
     fn snapshot(&self, request_index: u64, to: u64) -> raft::Result<Snapshot> {
@@ -425,13 +292,13 @@ impl raft::Storage for RaftStorage {
         // raft-rs on the member refuses to restore it: a newer snapshot is needed.
         if meta.index < request_index || meta.index == 0 || !is_member(meta.get_conf_state(), to) {
             // The Raft loop takes a fresh snapshot soon after this is seen.
-            self.snapshot_wanted.store(true, Ordering::Relaxed);
+            self.want_snapshot();
             return Err(raft::Error::Store(
                 StorageError::SnapshotTemporarilyUnavailable,
             ));
         }
         // A damaged file is never sent: the Raft loop writes a fresh one meanwhile.
-        let Some(data) = self.snapshot_data_for_sending() else {
+        let Some(data) = snapshots::snapshot_data_for_sending(&self.store) else {
             return Err(raft::Error::Store(
                 StorageError::SnapshotTemporarilyUnavailable,
             ));
@@ -464,7 +331,7 @@ impl RaftStorage {
     /// while it flushes, so it never keeps a closed store open; once the store is closed it
     /// does nothing.
     pub fn memtable_flusher(&self) -> impl Fn() + Send + 'static {
-        let db = Arc::downgrade(&self.db);
+        let db = Arc::downgrade(&self.store.db);
         move || {
             let Some(db) = db.upgrade() else { return };
             for name in [CF_LOG, CF_STATE, CF_SNAPSHOT] {
@@ -482,9 +349,10 @@ impl RaftStorage {
     pub fn memory(&self) -> StoreMemory {
         let mut m = StoreMemory::default();
         for name in [CF_LOG, CF_STATE, CF_SNAPSHOT] {
-            let cf = self.cf(name);
+            let cf = self.store.cf(name);
             let value = |property: &str| {
-                self.db
+                self.store
+                    .db
                     .property_int_value_cf(cf, property)
                     .ok()
                     .flatten()

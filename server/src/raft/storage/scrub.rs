@@ -15,7 +15,7 @@
 use std::io::{self, Read};
 
 use super::snapshot_files;
-use super::*;
+use super::store::{Store, CF_LOG, CF_SNAPSHOT, CF_STATE};
 use crate::state::snapshot::{self, SnapshotError};
 
 /// Keys read between two looks at whether the scrub should stop.
@@ -51,89 +51,74 @@ pub enum SnapshotScrub {
     Damaged { index: u64, why: String },
 }
 
-impl RaftStorage {
-    /// Reads every key of every column family back from the store (see the module docs).
-    /// `stop` is asked every few thousand keys.
-    pub fn scrub_tables(&self, stop: &dyn Fn() -> bool) -> Result<TablesRead, TableScrubError> {
-        let mut read = TablesRead::default();
-        for name in [CF_LOG, CF_STATE, CF_SNAPSHOT] {
-            let mut opts = rocksdb::ReadOptions::default();
-            opts.fill_cache(false);
-            opts.set_verify_checksums(true);
-            opts.set_ignore_range_deletions(true);
-            opts.set_readahead_size(2 << 20);
-            let mut it = self.db.raw_iterator_cf_opt(self.cf(name), opts);
-            it.seek_to_first();
-            while it.valid() {
-                read.keys += 1;
-                read.bytes +=
-                    (it.key().map_or(0, <[u8]>::len) + it.value().map_or(0, <[u8]>::len)) as u64;
-                if read.keys % STOP_CHECK_EVERY == 0 && stop() {
-                    return Err(TableScrubError::Stopped);
-                }
-                it.next();
+/// Reads every key of every column family back from the store (see the module docs).
+/// `stop` is asked every few thousand keys.
+pub(super) fn scrub_tables(
+    s: &Store,
+    stop: &dyn Fn() -> bool,
+) -> Result<TablesRead, TableScrubError> {
+    let mut read = TablesRead::default();
+    for name in [CF_LOG, CF_STATE, CF_SNAPSHOT] {
+        let mut opts = rocksdb::ReadOptions::default();
+        opts.fill_cache(false);
+        opts.set_verify_checksums(true);
+        opts.set_ignore_range_deletions(true);
+        opts.set_readahead_size(2 << 20);
+        let mut it = s.db.raw_iterator_cf_opt(s.cf(name), opts);
+        it.seek_to_first();
+        while it.valid() {
+            read.keys += 1;
+            read.bytes +=
+                (it.key().map_or(0, <[u8]>::len) + it.value().map_or(0, <[u8]>::len)) as u64;
+            if read.keys % STOP_CHECK_EVERY == 0 && stop() {
+                return Err(TableScrubError::Stopped);
             }
-            it.status().map_err(TableScrubError::Damaged)?;
+            it.next();
         }
-        Ok(read)
+        it.status().map_err(TableScrubError::Damaged)?;
     }
+    Ok(read)
+}
 
-    /// Streams the named snapshot file through its checksum (see the module docs).
-    pub fn scrub_snapshot(&self) -> SnapshotScrub {
-        let named = || {
-            let m = self.meta.read();
-            (m.snapshot_meta.index, m.snapshot_meta.term, m.snapshot_file)
-        };
-        let (index, term, Some(len)) = named() else {
-            return SnapshotScrub::Nothing;
-        };
-        if index == 0 {
-            return SnapshotScrub::Nothing;
-        }
-        let path = self
-            .snapshots_dir()
-            .join(snapshot_files::file_name(index, term));
-        let found = std::fs::File::open(&path)
-            .map_err(SnapshotError::Io)
-            .and_then(|f| {
-                let mut counted = Counted { inner: f, bytes: 0 };
-                snapshot::verify(&mut counted)?;
-                Ok(counted.bytes)
-            });
-        // A snapshot named meanwhile replaced (and deleted) the one read.
-        if named() != (index, term, Some(len)) {
-            return SnapshotScrub::Nothing;
-        }
-        match found {
-            Ok(bytes) if bytes == len => SnapshotScrub::Sound { bytes },
-            Ok(bytes) => SnapshotScrub::Damaged {
-                index,
-                why: format!(
-                    "{} holds {bytes} bytes, the store says {len}",
-                    path.display()
-                ),
-            },
-            Err(e) => SnapshotScrub::Damaged {
-                index,
-                why: format!("{}: {e}", path.display()),
-            },
-        }
+/// Streams the named snapshot file through its checksum (see the module docs).
+pub(super) fn scrub_snapshot(s: &Store) -> SnapshotScrub {
+    let named = || {
+        let m = s.meta.read();
+        (m.snapshot_meta.index, m.snapshot_meta.term, m.snapshot_file)
+    };
+    let (index, term, Some(len)) = named() else {
+        return SnapshotScrub::Nothing;
+    };
+    if index == 0 {
+        return SnapshotScrub::Nothing;
     }
-
-    /// The stored snapshot was found damaged (by the scrub, or before sending it to a
-    /// follower): the Raft loop writes a fresh one from the tree. Logged once per damage.
-    pub fn snapshot_damaged(&self, why: &str) {
-        *self.snapshot_cache.lock() = None;
-        if !self.snapshot_damaged.swap(true, Ordering::Relaxed) {
-            tracing::error!(
-                "the stored snapshot is damaged ({why}); writing a fresh one from the tree"
-            );
-        }
+    let path = s
+        .snapshots_dir()
+        .join(snapshot_files::file_name(index, term));
+    let found = std::fs::File::open(&path)
+        .map_err(SnapshotError::Io)
+        .and_then(|f| {
+            let mut counted = Counted { inner: f, bytes: 0 };
+            snapshot::verify(&mut counted)?;
+            Ok(counted.bytes)
+        });
+    // A snapshot named meanwhile replaced (and deleted) the one read.
+    if named() != (index, term, Some(len)) {
+        return SnapshotScrub::Nothing;
     }
-
-    /// Whether the stored snapshot was found damaged since last asked (cleared by asking).
-    pub fn take_snapshot_damaged(&self) -> bool {
-        self.snapshot_damaged.swap(false, Ordering::Relaxed)
+    match found {
+        Ok(bytes) if bytes == len => SnapshotScrub::Sound { bytes },
+        Ok(bytes) => SnapshotScrub::Damaged {
+            index,
+            why: format!(
+                "{} holds {bytes} bytes, the store says {len}",
+                path.display()
+            ),
+        },
+        Err(e) => SnapshotScrub::Damaged {
+            index,
+            why: format!("{}: {e}", path.display()),
+        },
     }
 }
 
@@ -154,6 +139,7 @@ impl<R: Read> Read for Counted<R> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::raft::storage::{snapshots, RaftStorage};
     use crate::state::tree::TreeOptions;
     use crate::state::StateMachine;
     use raft::eraftpb::{ConfState, Entry, HardState};
@@ -213,7 +199,7 @@ mod tests {
         // In the memtable only: read back, nothing to find.
         let before = s.scrub_tables(&never).unwrap();
         assert!(before.keys >= 500, "{before:?}");
-        s.db.flush_cf(s.cf(CF_LOG)).unwrap();
+        s.store.db.flush_cf(s.store.cf(CF_LOG)).unwrap();
         let after = s.scrub_tables(&never).unwrap();
         assert_eq!(after.keys, before.keys);
         let sst = tables(dir.path()).pop().expect("a table after the flush");
@@ -231,7 +217,7 @@ mod tests {
     fn the_table_scrub_reads_deleted_log_entries_too() {
         let dir = tempfile::tempdir().unwrap();
         let s = store(dir.path(), 300);
-        s.db.flush_cf(s.cf(CF_LOG)).unwrap();
+        s.store.db.flush_cf(s.store.cf(CF_LOG)).unwrap();
         // The log behind a snapshot is deleted by a range deletion; its blocks stay in
         // the table until a compaction, and a flip in them is found all the same.
         s.write_snapshot(300, 1, b"tree").unwrap();
@@ -283,7 +269,7 @@ mod tests {
             SnapshotScrub::Damaged { index: 2, .. }
         ));
         assert!(!s.take_snapshot_damaged());
-        assert!(s.snapshot_data_for_sending().is_none());
+        assert!(snapshots::snapshot_data_for_sending(&s.store).is_none());
         assert!(s.take_snapshot_damaged(), "the repair is asked for");
         assert!(!s.take_snapshot_damaged(), "asking clears it");
         use raft::Storage;

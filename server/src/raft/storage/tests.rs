@@ -1,6 +1,9 @@
+use super::snapshots::snapshot_key;
+use super::store::*;
 use super::*;
-
+use protobuf::Message as _;
 use raft::Storage;
+use rocksdb::IteratorMode;
 
 fn entry(index: u64, term: u64) -> Entry {
     Entry {
@@ -102,7 +105,9 @@ fn incompatible_format_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
     {
         let s = RaftStorage::open(dir.path(), conf()).unwrap();
-        s.db.put_cf(s.cf(CF_STATE), KEY_FORMAT, 99u32.to_be_bytes())
+        s.store
+            .db
+            .put_cf(s.store.cf(CF_STATE), KEY_FORMAT, 99u32.to_be_bytes())
             .unwrap();
     }
     let err = RaftStorage::open(dir.path(), conf()).err().unwrap();
@@ -122,7 +127,7 @@ fn a_missing_committed_entry_is_a_clear_error() {
             ..Default::default()
         };
         s.append(&[entry(1, 1), entry(2, 1), entry(3, 1)], Some(&hs), true);
-        s.db.delete_cf(s.cf(CF_LOG), key(2)).unwrap();
+        s.store.db.delete_cf(s.store.cf(CF_LOG), key(2)).unwrap();
     }
     let err = RaftStorage::open(dir.path(), conf()).err().unwrap();
     assert!(err.to_string().contains("gap"), "{err}");
@@ -134,7 +139,7 @@ fn a_missing_committed_entry_is_a_clear_error() {
             ..Default::default()
         };
         s.append(&[entry(1, 1), entry(2, 1), entry(3, 1)], Some(&hs), true);
-        s.db.delete_cf(s.cf(CF_LOG), key(3)).unwrap();
+        s.store.db.delete_cf(s.store.cf(CF_LOG), key(3)).unwrap();
     }
     let err = RaftStorage::open(dir.path(), conf()).err().unwrap();
     assert!(
@@ -149,16 +154,20 @@ const SNAPSHOT_CHUNK: usize = 4 << 20;
 /// Stores and names a snapshot as earlier builds did: chunks in the `snapshot` column
 /// family, an end mark, `snapshot_meta` without a file record.
 fn store_chunks(s: &RaftStorage, index: u64, term: u64, data: &[u8]) {
-    let cf = s.cf(CF_SNAPSHOT);
+    let cf = s.store.cf(CF_SNAPSHOT);
     let mut count = 0u32;
     for chunk in data.chunks(SNAPSHOT_CHUNK) {
-        s.db.put_cf(cf, snapshot_key(index, term, count), chunk)
+        s.store
+            .db
+            .put_cf(cf, snapshot_key(index, term, count), chunk)
             .unwrap();
         count += 1;
     }
     let mut end = count.to_be_bytes().to_vec();
     end.extend_from_slice(&(data.len() as u64).to_be_bytes());
-    s.db.put_cf(cf, snapshot_key(index, term, END_MARK), end)
+    s.store
+        .db
+        .put_cf(cf, snapshot_key(index, term, END_MARK), end)
         .unwrap();
     let mut meta = SnapshotMetadata {
         index,
@@ -166,17 +175,21 @@ fn store_chunks(s: &RaftStorage, index: u64, term: u64, data: &[u8]) {
         ..Default::default()
     };
     meta.set_conf_state(conf());
-    let state = s.cf(CF_STATE);
-    s.db.put_cf(state, KEY_SNAPSHOT_META, meta.write_to_bytes().unwrap())
+    let state = s.store.cf(CF_STATE);
+    s.store
+        .db
+        .put_cf(state, KEY_SNAPSHOT_META, meta.write_to_bytes().unwrap())
         .unwrap();
     let mut truncated = index.to_be_bytes().to_vec();
     truncated.extend_from_slice(&term.to_be_bytes());
-    s.db.put_cf(state, KEY_TRUNCATED, truncated).unwrap();
+    s.store.db.put_cf(state, KEY_TRUNCATED, truncated).unwrap();
 }
 
 /// Counts the stored chunks (end marks included) of every snapshot.
 fn stored_chunks(s: &RaftStorage) -> Vec<(u64, u32)> {
-    s.db.iterator_cf(s.cf(CF_SNAPSHOT), IteratorMode::Start)
+    s.store
+        .db
+        .iterator_cf(s.store.cf(CF_SNAPSHOT), IteratorMode::Start)
         .map(|kv| {
             let (k, _) = kv.unwrap();
             let index = u64::from_be_bytes(k[..8].try_into().unwrap());
@@ -253,12 +266,14 @@ fn a_snapshot_of_the_earlier_layout_is_read_then_replaced_by_a_file() {
     {
         let s = two_committed_entries(dir.path());
         store_chunks(&s, 2, 1, &big);
-        s.db.put_cf(
-            s.cf(CF_STATE),
-            KEY_FORMAT,
-            FORMAT_CHUNK_SNAPSHOTS.to_be_bytes(),
-        )
-        .unwrap();
+        s.store
+            .db
+            .put_cf(
+                s.store.cf(CF_STATE),
+                KEY_FORMAT,
+                FORMAT_CHUNK_SNAPSHOTS.to_be_bytes(),
+            )
+            .unwrap();
     }
     let (s, loaded) = RaftStorage::open_loading(dir.path(), conf(), Some(read_all)).unwrap();
     assert_eq!(loaded.unwrap(), big);
@@ -272,7 +287,12 @@ fn a_snapshot_of_the_earlier_layout_is_read_then_replaced_by_a_file() {
     s.write_snapshot(3, 1, b"newer").unwrap();
     s.save_snapshot(3, 1, &conf(), 3);
     assert!(stored_chunks(&s).is_empty(), "{:?}", stored_chunks(&s));
-    let format = s.db.get_cf(s.cf(CF_STATE), KEY_FORMAT).unwrap().unwrap();
+    let format = s
+        .store
+        .db
+        .get_cf(s.store.cf(CF_STATE), KEY_FORMAT)
+        .unwrap()
+        .unwrap();
     assert_eq!(
         format,
         FORMAT_VERSION.to_be_bytes(),
@@ -359,7 +379,9 @@ fn a_damaged_snapshot_is_a_clear_error() {
         let s = two_committed_entries(dir.path());
         let data = vec![7u8; SNAPSHOT_CHUNK + 1];
         store_chunks(&s, 2, 1, &data);
-        s.db.delete_cf(s.cf(CF_SNAPSHOT), snapshot_key(2, 1, 1))
+        s.store
+            .db
+            .delete_cf(s.store.cf(CF_SNAPSHOT), snapshot_key(2, 1, 1))
             .unwrap();
     }
     let err = RaftStorage::open(dir.path(), conf()).err().unwrap();
@@ -380,9 +402,12 @@ fn the_applied_index_is_stored_and_a_log_short_of_it_is_a_clear_error() {
     }
     {
         let s = RaftStorage::open(dir.path(), conf()).unwrap();
-        assert_eq!(s.meta.read().applied, 2);
+        assert_eq!(s.store.meta.read().applied, 2);
         // The tail that had been applied disappears (a damaged store).
-        s.db.delete_range_cf(s.cf(CF_LOG), key(2), key(5)).unwrap();
+        s.store
+            .db
+            .delete_range_cf(s.store.cf(CF_LOG), key(2), key(5))
+            .unwrap();
     }
     let err = RaftStorage::open(dir.path(), conf()).err().unwrap();
     assert!(
@@ -459,7 +484,7 @@ fn a_standalone_member_drops_applied_entries_from_the_cache() {
         let all: Vec<Entry> = (1..=5).map(|i| entry(i, 1)).collect();
         s.append(&all, None, true);
         s.set_applied(3);
-        let cached: Vec<u64> = s.meta.read().cache.iter().map(|e| e.index).collect();
+        let cached: Vec<u64> = s.store.meta.read().cache.iter().map(|e| e.index).collect();
         assert_eq!(cached, kept);
         // Dropped from memory, still in the log.
         let got = s
@@ -468,7 +493,13 @@ fn a_standalone_member_drops_applied_entries_from_the_cache() {
         assert_eq!(got.len(), 5);
         // The last entry stays cached even once applied.
         s.set_applied(5);
-        assert!(s.meta.read().cache.back().is_some_and(|e| e.index == 5));
+        assert!(s
+            .store
+            .meta
+            .read()
+            .cache
+            .back()
+            .is_some_and(|e| e.index == 5));
     }
 }
 
@@ -492,7 +523,7 @@ fn a_range_spans_the_database_and_the_unwritten_cache() {
     // 12 MiB written: the cache (8 MiB) keeps only the newest.
     let written: Vec<Entry> = (1..=12).map(big).collect();
     s.append(&written, None, true);
-    let first_cached = s.meta.read().cache_first().unwrap();
+    let first_cached = s.store.meta.read().cache_first().unwrap();
     assert!(first_cached > 1, "the cache dropped the oldest entries");
     // Staged only: in the cache, not in the database.
     let pending = s.stage(&[entry(13, 2), entry(14, 2)], None);
