@@ -486,7 +486,6 @@ const LONG_FILES_TO_SPLIT: &[(&str, &str)] = &[
     ("bench", "bin/migration_bench"),
     ("bench", "load"),
     ("tests", "conformance/ctx"),
-    ("tests", "raw_client"),
 ];
 
 #[test]

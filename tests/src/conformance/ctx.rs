@@ -7,7 +7,6 @@
 //! lines is decided by the scenario's code, not by thread timing, so two servers that
 //! behave alike produce identical normalized transcripts.
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -15,6 +14,9 @@ use bytes::Bytes;
 use jute::{OpCode, Request};
 
 use super::describe;
+use super::sessions::{Sess, Sessions};
+use super::setup;
+pub use super::setup::TEST_USERS;
 use super::transcript::{LineBuf, Transcript};
 use crate::raw_client::{ConnectOptions, Handshake, Incoming, RawClient, RawError, Reply};
 
@@ -39,25 +41,6 @@ pub const WAIT: Duration = Duration::from_secs(5);
 /// other).
 const AFTER_WRITE: Duration = Duration::from_millis(3);
 
-/// Digest users the scenarios may use; cleanup authenticates as all of them so it can
-/// delete nodes whose ACLs name them (`cleaner` is only ever used as an escape hatch in
-/// restrictive ACLs, so cleanup can remove what scenarios leave behind).
-pub const TEST_USERS: &[&str] = &["alice:secret", "bob:secret", "cleaner:secret"];
-
-/// One labelled session.
-#[derive(Debug, Default)]
-struct Sess {
-    client: Option<RawClient>,
-    id: i64,
-    passwd: Bytes,
-    requested_timeout: i32,
-    /// The session id the last handshake asked for (0: a new session).
-    requested_session: i64,
-    last_zxid: i64,
-    /// False once the session is known closed or expired.
-    alive: bool,
-}
-
 /// The scenario context.
 #[derive(Debug)]
 pub struct Ctx {
@@ -65,7 +48,7 @@ pub struct Ctx {
     sort_acls: bool,
     addr: SocketAddr,
     root: String,
-    sessions: BTreeMap<String, Sess>,
+    sessions: Sessions,
     transcript: Transcript,
 }
 
@@ -95,7 +78,7 @@ impl Ctx {
             sort_acls: false,
             addr,
             root,
-            sessions: BTreeMap::new(),
+            sessions: Sessions::default(),
             transcript: Transcript::default(),
         }
     }
@@ -168,26 +151,21 @@ impl Ctx {
 
     /// The session id `label` was given (0 if none).
     pub fn session_id(&self, label: &str) -> i64 {
-        self.sessions.get(label).map(|s| s.id).unwrap_or(0)
+        self.sessions.id(label)
     }
 
     pub fn passwd(&self, label: &str) -> Bytes {
-        self.sessions
-            .get(label)
-            .map(|s| s.passwd.clone())
-            .unwrap_or_default()
+        self.sessions.passwd(label)
     }
 
     /// The last positive reply zxid `label` saw (what a client sends as lastZxidSeen).
     pub fn last_zxid(&self, label: &str) -> i64 {
-        self.sessions.get(label).map(|s| s.last_zxid).unwrap_or(0)
+        self.sessions.last_zxid(label)
     }
 
     /// Marks a session as gone, so cleanup does not try to close it.
     pub fn forget(&mut self, label: &str) {
-        if let Some(s) = self.sessions.get_mut(label) {
-            s.alive = false;
-        }
+        self.sessions.forget(label);
     }
 
     /// From now on, ACL lists in getACL replies are recorded sorted: an `auth` ACL expands
@@ -199,36 +177,19 @@ impl Ctx {
     fn record_incoming(&mut self, label: &str, inc: &Incoming) {
         let mut l = LineBuf::new(format!("{label} <- "));
         if self.sort_acls {
-            describe::incoming(&sorted_acls(inc), &mut l);
+            describe::incoming(&describe::sorted_acls(inc), &mut l);
         } else {
             describe::incoming(inc, &mut l);
         }
         self.rec(&l);
         if let Incoming::Handshake(h) = inc {
-            let r = &h.response;
-            if r.session_id != 0 {
-                self.transcript
-                    .labels
-                    .entry(r.session_id)
-                    .or_insert_with(|| label.to_string());
-            }
-            if let Some(sess) = self.sessions.get_mut(label) {
-                if r.timeout > 0 && r.session_id != 0 {
-                    sess.id = r.session_id;
-                    sess.passwd = r.passwd.clone();
-                    sess.alive = true;
-                } else if sess.requested_session != 0 && sess.requested_session == sess.id {
-                    sess.alive = false;
-                }
+            let id = h.response.session_id;
+            if id != 0 {
+                let labels = &mut self.transcript.labels;
+                labels.entry(id).or_insert_with(|| label.to_string());
             }
         }
-        if let Incoming::Reply(r) = inc {
-            if r.zxid > 0 && r.xid != jute::xid::PING {
-                if let Some(s) = self.sessions.get_mut(label) {
-                    s.last_zxid = r.zxid;
-                }
-            }
-        }
+        self.sessions.learn(label, inc);
     }
 
     // ---- sessions ----------------------------------------------------------------------
@@ -289,7 +250,7 @@ impl Ctx {
             .send_connect(&opts)
             .await
             .map_err(|e| raw_fail(label, "send handshake", e))?;
-        let sess = self.sessions.entry(label.to_string()).or_default();
+        let sess = self.sessions.entry(label);
         sess.requested_timeout = opts.timeout_ms;
         sess.requested_session = opts.session_id;
         sess.client = Some(client);
@@ -302,7 +263,7 @@ impl Ctx {
         let client = RawClient::open(self.addr)
             .await
             .map_err(|e| raw_fail(label, "tcp connect", e))?;
-        let sess = self.sessions.entry(label.to_string()).or_default();
+        let sess = self.sessions.entry(label);
         sess.client = Some(client);
         Ok(())
     }
@@ -743,104 +704,16 @@ impl Ctx {
 
     /// Creates the scenario's root with a throw-away session.
     pub async fn create_root(&self) -> Result<(), String> {
-        let (mut c, _) = RawClient::connect(self.addr, &ConnectOptions::default(), WAIT)
-            .await
-            .map_err(|e| format!("setup connect: {e}"))?;
-        let r = c
-            .call(&super::req::create(&self.root, b"", 0), WAIT)
-            .await
-            .map_err(|e| format!("setup create {}: {e}", self.root))?;
-        if r.err != 0 {
-            return Err(format!("setup create {}: err {}", self.root, r.err));
-        }
-        let _ = c.call(&Request::CloseSession, WAIT).await;
-        Ok(())
+        setup::create_root(self.addr, &self.root, WAIT).await
     }
 
     /// Closes every session the scenario left open (so no expiry happens later, during
     /// another scenario) and deletes the scenario's subtree.
     pub async fn cleanup(&mut self) {
         let short = Duration::from_secs(3);
-        let labels: Vec<String> = self.sessions.keys().cloned().collect();
-        let mut closed_ids = Vec::new();
-        for label in labels {
-            let Some(s) = self.sessions.get_mut(&label) else {
-                continue;
-            };
-            if !s.alive || s.id == 0 || closed_ids.contains(&s.id) {
-                s.client = None;
-                continue;
-            }
-            let mut client = s.client.take().filter(|c| !c.is_closed());
-            if client.is_none() {
-                let opts = ConnectOptions::resume(s.id, s.passwd.clone(), 0);
-                if let Ok((c, hs)) = RawClient::connect(self.addr, &opts, short).await {
-                    if hs.response.timeout > 0 {
-                        client = Some(c);
-                    }
-                }
-            }
-            if let Some(mut c) = client {
-                let _ = c.call(&Request::CloseSession, short).await;
-            }
-            closed_ids.push(s.id);
-            s.alive = false;
-        }
-        if self.root.is_empty() {
-            return;
-        }
-        let Ok((mut c, _)) = RawClient::connect(self.addr, &ConnectOptions::default(), short).await
-        else {
-            return;
-        };
-        for user in TEST_USERS {
-            if c.auth("digest", user.as_bytes()).await.is_ok() {
-                let _ = c.wait_reply(jute::xid::AUTH, short).await;
-            }
-        }
-        delete_tree(&mut c, &self.root, short).await;
-        let _ = c.call(&Request::CloseSession, short).await;
-    }
-}
-
-/// A copy of `inc` with the ACL list of a getACL reply sorted.
-fn sorted_acls(inc: &Incoming) -> Incoming {
-    let mut inc = inc.clone();
-    if let Incoming::Reply(r) = &mut inc {
-        if let crate::raw_client::Body::Decoded(jute::Response::GetAcl(acl, _)) = &mut r.body {
-            acl.sort_by(|a, b| {
-                (&a.id.scheme, &a.id.id, a.perms).cmp(&(&b.id.scheme, &b.id.id, b.perms))
-            });
-        }
-    }
-    inc
-}
-
-/// Deletes `path` and everything below it (best effort, depth first).
-async fn delete_tree(c: &mut RawClient, path: &str, wait: Duration) {
-    let mut stack = vec![(path.to_string(), false)];
-    let mut guard = 0;
-    while let Some((p, expanded)) = stack.pop() {
-        guard += 1;
-        if guard > 10_000 {
-            return;
-        }
-        if !expanded {
-            stack.push((p.clone(), true));
-            if let Ok(r) = c.call(&super::req::get_children(&p, false), wait).await {
-                if let Some(jute::Response::GetChildren(children)) = r.response() {
-                    for ch in children {
-                        let child = if p == "/" {
-                            format!("/{ch}")
-                        } else {
-                            format!("{p}/{ch}")
-                        };
-                        stack.push((child, false));
-                    }
-                }
-            }
-        } else {
-            let _ = c.call(&super::req::delete(&p, -1), wait).await;
+        self.sessions.close_all(self.addr, short).await;
+        if !self.root.is_empty() {
+            setup::delete_root(self.addr, &self.root, short).await;
         }
     }
 }

@@ -237,3 +237,16 @@ pub fn long_hex(b: &[u8]) -> String {
         format!("{}..", hex(&b[..512]))
     }
 }
+
+/// A copy of `inc` with the ACL list of a getACL reply sorted.
+pub fn sorted_acls(inc: &Incoming) -> Incoming {
+    let mut inc = inc.clone();
+    if let Incoming::Reply(r) = &mut inc {
+        if let Body::Decoded(jute::Response::GetAcl(acl, _)) = &mut r.body {
+            acl.sort_by(|a, b| {
+                (&a.id.scheme, &a.id.id, a.perms).cmp(&(&b.id.scheme, &b.id.id, b.perms))
+            });
+        }
+    }
+    inc
+}

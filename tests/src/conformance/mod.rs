@@ -19,6 +19,8 @@ pub mod describe;
 pub mod req;
 pub mod runner;
 pub mod scenarios;
+mod sessions;
+mod setup;
 pub mod transcript;
 
 pub use ctx::{Ctx, Fail, Res};
