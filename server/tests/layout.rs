@@ -178,17 +178,7 @@ struct Crate {
     imports: BTreeMap<Module, BTreeSet<Module>>,
     /// Non-test lines per file.
     lines: BTreeMap<Module, usize>,
-    /// The types with inherent `impl`s in other files than their own.
-    split: BTreeSet<String>,
 }
-
-/// Types whose methods are still spread over several files, by crate folder: the `impl`
-/// rule leaves them out until each is given one owner per part (then it leaves this list;
-/// [`the_known_split_types_are_still_split`] fails for an entry that is mended but listed).
-/// - `RaftStorage`: `storage/{open,log,snapshots,identity,scrub}.rs` each extend it.
-/// - `DataTree`: `tree/{write,replay}.rs` extend it (the leader's decided writes and a
-///   follower's replay of them).
-const SPLIT_TYPES_TO_MEND: &[(&str, &str)] = &[("server", "DataTree")];
 
 fn read_crate() -> Crate {
     read_crate_at(&src_dir())
@@ -244,13 +234,6 @@ fn read_crate_at(src: &Path) -> Crate {
     }
     // A type's file depends on every other file with an inherent `impl` of it. A name
     // defined in several files is taken to be the one the implementing file imports.
-    let crate_dir = src
-        .parent()
-        .and_then(Path::file_name)
-        .and_then(|n| n.to_str())
-        .unwrap_or_default()
-        .to_string();
-    let mut split = BTreeSet::new();
     for (module, names) in inherent {
         for name in names {
             let Some(homes) = defined.get(&name) else {
@@ -265,18 +248,10 @@ fn read_crate_at(src: &Path) -> Crate {
                 _ => homes.iter().find(|h| imported.contains(*h)),
             };
             let Some(home) = home.cloned() else { continue };
-            split.insert(name.clone());
-            let known = SPLIT_TYPES_TO_MEND.contains(&(crate_dir.as_str(), name.as_str()));
-            if !known {
-                imports.entry(home).or_default().insert(module.clone());
-            }
+            imports.entry(home).or_default().insert(module.clone());
         }
     }
-    Crate {
-        imports,
-        lines,
-        split,
-    }
+    Crate { imports, lines }
 }
 
 /// The names of the types (structs, enums, unions, traits, aliases) a file's code defines.
@@ -516,26 +491,6 @@ fn no_file_of_any_crate_has_more_than_600_lines() {
     assert!(
         short.is_empty(),
         "no longer long (take them off LONG_FILES_TO_SPLIT): {short:?}"
-    );
-}
-
-#[test]
-fn the_known_split_types_are_still_split() {
-    let mut crates = other_crates();
-    crates.push(src_dir());
-    let stale: Vec<String> = SPLIT_TYPES_TO_MEND
-        .iter()
-        .filter(|(dir, name)| {
-            let src = crates
-                .iter()
-                .find(|c| c.parent().and_then(Path::file_name) == Some(std::ffi::OsStr::new(dir)));
-            !src.is_some_and(|src| read_crate_at(src).split.contains(*name))
-        })
-        .map(|(dir, name)| format!("{dir}: {name}"))
-        .collect();
-    assert!(
-        stale.is_empty(),
-        "mended (take them off SPLIT_TYPES_TO_MEND): {stale:?}"
     );
 }
 

@@ -164,7 +164,7 @@ impl TreeLoader {
     /// A loader for about `n` nodes.
     pub fn new(options: TreeOptions, n: usize) -> TreeLoader {
         let mut tree = DataTree::empty(options);
-        tree.arena.reserve(n.min(1 << 26));
+        tree.nodes.arena.reserve(n.min(1 << 26));
         TreeLoader {
             tree,
             waiting: Vec::new(),
@@ -193,9 +193,10 @@ impl TreeLoader {
             return Ok(());
         };
         self.tree
+            .nodes
             .arena
             .absorb(df.pending)
-            .map_err(|id| LoadError::Twice(self.tree.arena.path_of(id)))
+            .map_err(|id| LoadError::Twice(self.tree.nodes.arena.path_of(id)))
     }
 
     /// Adds one node; a node already loaded under the same path is replaced (its children
@@ -211,20 +212,20 @@ impl TreeLoader {
     /// [`path::validate`]: the snapshot reader checks paths on its parsing thread, off the
     /// thread that builds the tree, which a big tree's load waits on.
     pub fn checked_node(&mut self, path_in: &str, record: &NodeRecord) -> Result<(), LoadError> {
-        if record.acl as usize >= self.tree.acls.len() {
+        if record.acl as usize >= self.tree.nodes.acls.len() {
             return Err(LoadError::Acl(path_in.to_string(), record.acl));
         }
         let stat = record.child_stat();
         if path_in == "/" {
             let slot = record.slot("");
-            return match self.tree.arena.get(ROOT) {
+            return match self.tree.nodes.arena.get(ROOT) {
                 Some(_) => {
                     self.replace(ROOT, path_in, slot, stat);
                     Ok(())
                 }
-                None if self.tree.arena.len() == 0 => {
-                    if let Ok(root) = self.tree.insert_slot(NONE, path_in, slot) {
-                        self.tree.arena.set_child_stat(root, stat);
+                None if self.tree.nodes.arena.len() == 0 => {
+                    if let Ok(root) = self.tree.nodes.insert_slot(NONE, path_in, slot) {
+                        self.tree.nodes.arena.set_child_stat(root, stat);
                     }
                     if let Some(df) = &mut self.depth_first {
                         df.descend(path_in, ROOT);
@@ -238,10 +239,11 @@ impl TreeLoader {
         let slot = record.slot(name);
         if let Some(df) = &mut self.depth_first {
             if let Some(parent) = df.parent(path::parent_of(path_in)) {
-                let id = self
-                    .tree
-                    .place_slot_unindexed(parent, path_in, slot, &mut df.pending);
-                self.tree.arena.set_child_stat(id, stat);
+                let id =
+                    self.tree
+                        .nodes
+                        .place_slot_unindexed(parent, path_in, slot, &mut df.pending);
+                self.tree.nodes.arena.set_child_stat(id, stat);
                 df.descend(path_in, id);
                 return Ok(());
             }
@@ -257,10 +259,10 @@ impl TreeLoader {
         let cached = &mut self.last_parent;
         let parent = if cached.1 != NONE && cached.0 == parent_path {
             Some(cached.1)
-        } else if tree.arena.get(ROOT).is_none() {
+        } else if tree.nodes.arena.get(ROOT).is_none() {
             None
         } else {
-            let found = tree.arena.lookup(parent_path);
+            let found = tree.nodes.arena.lookup(parent_path);
             if let Some(id) = found {
                 cached.0.clear();
                 cached.0.push_str(parent_path);
@@ -271,8 +273,8 @@ impl TreeLoader {
         match parent {
             Some(parent) => {
                 // A path listed twice: the later node replaces the earlier (kept for it).
-                match tree.insert_slot(parent, path_in, slot) {
-                    Ok(id) => tree.arena.set_child_stat(id, stat),
+                match tree.nodes.insert_slot(parent, path_in, slot) {
+                    Ok(id) => tree.nodes.arena.set_child_stat(id, stat),
                     Err((old, slot)) => self.replace(old, path_in, slot, stat),
                 }
                 true
@@ -286,22 +288,22 @@ impl TreeLoader {
 
     fn replace(&mut self, id: u32, path_in: &str, slot: Slot, stat: ChildStat) {
         let tree = &mut self.tree;
-        let Some(old) = tree.arena.replace(id, slot) else {
+        let Some(old) = tree.nodes.arena.replace(id, slot) else {
             return;
         };
-        tree.arena.set_child_stat(id, stat);
-        let Some(new) = tree.arena.get(id) else {
+        tree.nodes.arena.set_child_stat(id, stat);
+        let Some(new) = tree.nodes.arena.get(id) else {
             return;
         };
         let (new_len, new_kind) = (new.data_len(), new.kind());
-        tree.data_size = (tree.data_size + new_len).saturating_sub(old.data_len());
-        tree.unindex_kind(path_in, old.kind());
-        tree.index_kind(path_in, new_kind);
+        tree.nodes.data_size = (tree.nodes.data_size + new_len).saturating_sub(old.data_len());
+        tree.nodes.unindex_kind(path_in, old.kind());
+        tree.nodes.index_kind(path_in, new_kind);
     }
 
     /// The tree, once every node waiting for its parent is placed.
     pub fn finish(mut self) -> Result<DataTree, LoadError> {
-        if self.tree.arena.get(ROOT).is_none() {
+        if self.tree.nodes.arena.get(ROOT).is_none() {
             return Err(LoadError::NoRoot);
         }
         self.end_depth_first()?;

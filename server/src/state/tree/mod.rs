@@ -17,10 +17,10 @@
 //! encodes that frozen view while the tree goes on changing, a write copying a chunk only
 //! if the capture still holds it.
 
-use std::collections::{BTreeSet, HashMap};
-use std::sync::Arc;
+use std::collections::BTreeSet;
 
-use jute::Acl;
+use bytes::Bytes;
+use jute::{Acl, ErrorCode, Stat};
 
 mod arena;
 mod blob;
@@ -30,18 +30,19 @@ mod load;
 #[cfg(test)]
 pub mod memory;
 mod node;
+mod nodes;
 mod replay;
 mod slot;
 mod write;
 
-use arena::{Arena, ROOT};
+use arena::ROOT;
 pub use load::{LoadError, NodeRecord, TreeCapture, TreeLoader};
 pub use node::{
-    CreateOp, CreateRecord, Node, NodeKind, Trigger, TxnContext, Undo, CONFIG, MAX_TTL_MS, QUOTA,
-    ZOOKEEPER,
+    CreateOp, CreateRecord, Node, NodeKind, Trigger, TxnContext, Undo, CONFIG, QUOTA, ZOOKEEPER,
 };
+use nodes::Nodes;
 pub use replay::DecidedCreate;
-use slot::{new_slot, ChildStat, NodeId, Slot, NONE};
+use slot::{new_slot, NONE};
 
 /// Tree-wide settings that change what writes accept.
 #[derive(Debug, Clone, Copy, Default)]
@@ -50,18 +51,12 @@ pub struct TreeOptions {
     pub extended_types: bool,
 }
 
-/// The tree and its indexes (ephemerals by session, containers, TTL nodes).
+/// The tree and its indexes (ephemerals by session, containers, TTL nodes): the znodes
+/// (`nodes.rs`) and the settings that change what writes accept. Its writes are in
+/// `write.rs`, their replay in `replay.rs`; here they are called.
 #[derive(Debug, Clone)]
 pub struct DataTree {
-    arena: Arena,
-    /// Interned ACL lists; a node holds the index of its list.
-    acls: Vec<Arc<[Acl]>>,
-    acl_ids: HashMap<Arc<[Acl]>, u32, ahash::RandomState>,
-    ephemerals: HashMap<i64, BTreeSet<String>>,
-    containers: BTreeSet<String>,
-    ttls: BTreeSet<String>,
-    /// Sum of path lengths and data lengths (ZooKeeper's `approximateDataSize`).
-    data_size: u64,
+    nodes: Nodes,
     pub options: TreeOptions,
 }
 
@@ -76,7 +71,7 @@ impl DataTree {
     /// ZooKeeper builds it (children added without bumping cversion, so `/` shows
     /// cversion -1; the config node is world-readable with aversion -1).
     pub fn new(options: TreeOptions) -> DataTree {
-        let mut tree = DataTree::empty(options);
+        let mut tree = Nodes::empty();
         let open = tree.intern_acl(vec![Acl::open_unsafe()]);
         let read = tree.intern_acl(vec![Acl::read_unsafe()]);
         let system =
@@ -90,220 +85,256 @@ impl DataTree {
             let _ = tree.insert_slot(zk, QUOTA, system("quota", open));
             let _ = tree.insert_slot(zk, CONFIG, config);
         }
-        tree
+        DataTree {
+            nodes: tree,
+            options,
+        }
     }
 
     /// An empty tree with nothing in it, for loading a snapshot into.
     pub fn empty(options: TreeOptions) -> DataTree {
         DataTree {
-            arena: Arena::new(),
-            acls: Vec::new(),
-            acl_ids: HashMap::default(),
-            ephemerals: HashMap::new(),
-            containers: BTreeSet::new(),
-            ttls: BTreeSet::new(),
-            data_size: 0,
+            nodes: Nodes::empty(),
             options,
-        }
-    }
-
-    /// Places a node under `parent` and indexes it; `path` is its full path. If `parent`
-    /// has a child of that name already, nothing changes and its id is the error (with the
-    /// slot given back).
-    fn insert_slot(
-        &mut self,
-        parent: NodeId,
-        path: &str,
-        slot: Slot,
-    ) -> Result<NodeId, (NodeId, Slot)> {
-        let (len, kind) = (slot.data_len(), slot.kind());
-        let id = self.arena.insert(parent, slot)?;
-        self.count_placed(path, len, kind);
-        Ok(id)
-    }
-
-    /// [`insert_slot`](Self::insert_slot) with the index entry set aside in `pending` (see
-    /// [`Arena::place_unindexed`]).
-    fn place_slot_unindexed(
-        &mut self,
-        parent: NodeId,
-        path: &str,
-        slot: Slot,
-        pending: &mut index::Pending,
-    ) -> NodeId {
-        let (len, kind) = (slot.data_len(), slot.kind());
-        let id = self.arena.place_unindexed(parent, slot, pending);
-        self.count_placed(path, len, kind);
-        id
-    }
-
-    /// A node placed at `path` with `len` bytes of data: the data size and the kind's
-    /// index (ephemerals, containers, TTL nodes) take it in.
-    fn count_placed(&mut self, path: &str, len: u64, kind: NodeKind) {
-        self.data_size += path.len() as u64 + len;
-        self.index_kind(path, kind);
-    }
-
-    /// Removes a (childless) node and unindexes it; `path` is its full path.
-    fn remove_slot(&mut self, id: NodeId, path: &str) -> Option<(Slot, ChildStat)> {
-        let (slot, stat) = self.arena.remove(id)?;
-        self.data_size = self
-            .data_size
-            .saturating_sub(path.len() as u64 + slot.data_len());
-        self.unindex_kind(path, slot.kind());
-        Some((slot, stat))
-    }
-
-    fn index_kind(&mut self, path: &str, kind: NodeKind) {
-        match kind {
-            NodeKind::Persistent => {}
-            NodeKind::Ephemeral(s) => {
-                self.ephemerals
-                    .entry(s)
-                    .or_default()
-                    .insert(path.to_string());
-            }
-            NodeKind::Container => {
-                self.containers.insert(path.to_string());
-            }
-            NodeKind::Ttl(_) => {
-                self.ttls.insert(path.to_string());
-            }
-        }
-    }
-
-    fn unindex_kind(&mut self, path: &str, kind: NodeKind) {
-        match kind {
-            NodeKind::Persistent => {}
-            NodeKind::Ephemeral(s) => {
-                if let Some(set) = self.ephemerals.get_mut(&s) {
-                    set.remove(path);
-                    if set.is_empty() {
-                        self.ephemerals.remove(&s);
-                    }
-                }
-            }
-            NodeKind::Container => {
-                self.containers.remove(path);
-            }
-            NodeKind::Ttl(_) => {
-                self.ttls.remove(path);
-            }
         }
     }
 
     /// Shares identical ACL lists between nodes (most nodes have the same one): the index
     /// of the list in the tree's table.
     pub fn intern_acl(&mut self, acl: Vec<Acl>) -> u32 {
-        if let Some(&i) = self.acl_ids.get(&acl[..]) {
-            return i;
-        }
-        let shared: Arc<[Acl]> = acl.into();
-        let i = self.acls.len() as u32;
-        self.acls.push(shared.clone());
-        self.acl_ids.insert(shared, i);
-        i
-    }
-
-    fn view(&self, id: NodeId) -> Option<Node<'_>> {
-        Some(Node {
-            id,
-            slot: self.arena.get(id)?,
-            slots: self.arena.slots(),
-            acls: &self.acls,
-        })
+        self.nodes.intern_acl(acl)
     }
 
     /// Looks a node up. `""` is the root, as in ZooKeeper.
     pub fn get(&self, path: &str) -> Option<Node<'_>> {
-        self.view(self.arena.lookup(path)?)
-    }
-
-    /// A node to change by path, with its id (its chunk copied first if a snapshot still
-    /// holds it).
-    fn get_mut(&mut self, path: &str) -> Option<&mut Slot> {
-        let id = self.arena.lookup(path)?;
-        self.arena.get_mut(id)
+        self.nodes.get(path)
     }
 
     /// A consistent view of the tree for a snapshot, taken in one pointer copy per chunk.
     pub fn capture(&self) -> TreeCapture {
-        TreeCapture {
-            slots: self.arena.capture(),
-            acls: self.acls.clone(),
-            len: self.arena.len(),
-        }
+        self.nodes.capture()
     }
 
     /// Node count as ZooKeeper reports it (`Node count`, `zk_znode_count`): its map holds the
     /// root twice (under `""` and `/`).
     pub fn node_count(&self) -> usize {
-        self.arena.len() + 1
+        self.nodes.node_count()
     }
 
     pub fn approximate_data_size(&self) -> u64 {
-        self.data_size
+        self.nodes.approximate_data_size()
     }
 
     /// All ephemeral paths of a session, in path order.
     pub fn ephemerals_of(&self, session: i64) -> impl Iterator<Item = &String> {
-        self.ephemerals.get(&session).into_iter().flatten()
+        self.nodes.ephemerals_of(session)
     }
 
     /// Number of ephemeral nodes.
     pub fn ephemeral_count(&self) -> usize {
-        self.ephemerals.values().map(|s| s.len()).sum()
+        self.nodes.ephemeral_count()
     }
 
     /// Sessions that own at least one ephemeral, with their counts.
     pub fn ephemerals_by_session(&self) -> impl Iterator<Item = (i64, &BTreeSet<String>)> {
-        self.ephemerals.iter().map(|(s, p)| (*s, p))
+        self.nodes.ephemerals_by_session()
     }
 
     /// `getAllChildrenNumber`: every descendant (ZooKeeper counts all nodes for `/`, which
     /// includes the `/zookeeper` subtree).
     pub fn all_children_number(&self, path: &str) -> usize {
-        let Some(id) = self.arena.lookup(path) else {
-            return 0;
-        };
-        if id == ROOT {
-            return self.arena.len() - 1;
-        }
-        let slots = self.arena.slots();
-        let mut count = 0;
-        let mut stack = vec![id];
-        while let Some(n) = stack.pop() {
-            for (c, _) in slots.children(n) {
-                count += 1;
-                stack.push(c);
-            }
-        }
-        count
+        self.nodes.all_children_number(path)
     }
 
     /// Every path in the tree, sorted (digests, dumps, tests).
     pub fn sorted_paths(&self) -> Vec<String> {
-        let mut paths = Vec::with_capacity(self.arena.len());
-        self.arena.slots().walk(|p, _, _| paths.push(p.to_string()));
-        paths.sort_unstable();
-        paths
+        self.nodes.sorted_paths()
     }
 
     /// Paths of the containers (for tests of snapshot loading).
     #[cfg(test)]
     pub fn containers(&self) -> &BTreeSet<String> {
-        &self.containers
+        self.nodes.containers()
     }
 
     /// Paths of the TTL nodes (the leader's cleanup ages them, `raft/ttl_clock.rs`).
     pub fn ttls(&self) -> &BTreeSet<String> {
-        &self.ttls
+        self.nodes.ttls()
     }
-}
 
-/// `/`, `/zookeeper`, `/zookeeper/quota`, `/zookeeper/config` cannot be deleted.
-pub fn is_special_path(path: &str) -> bool {
-    matches!(path, "/" | ZOOKEEPER | QUOTA | CONFIG)
+    /// create / create2 / createContainer / createTTL, with ZooKeeper's order of checks:
+    pub fn create(
+        &mut self,
+        ctx: &TxnContext,
+        op: &CreateOp,
+        triggers: &mut Vec<Trigger>,
+        undo: Option<&mut Vec<Undo>>,
+    ) -> Result<(String, Stat), ErrorCode> {
+        write::create(
+            &mut self.nodes,
+            self.options.extended_types,
+            ctx,
+            op,
+            triggers,
+            undo,
+        )
+    }
+
+    /// delete, with ZooKeeper's order: path form and special paths (BADARGUMENTS) → parent
+    pub fn delete(
+        &mut self,
+        ctx: &TxnContext,
+        path_in: &str,
+        version: i32,
+        triggers: &mut Vec<Trigger>,
+        undo: Option<&mut Vec<Undo>>,
+    ) -> Result<(), ErrorCode> {
+        write::delete(&mut self.nodes, ctx, path_in, version, triggers, undo)
+    }
+
+    /// setData: path validation → node exists → WRITE permission → version.
+    pub fn set_data(
+        &mut self,
+        ctx: &TxnContext,
+        path_in: &str,
+        data: Option<Bytes>,
+        version: i32,
+        triggers: &mut Vec<Trigger>,
+        undo: Option<&mut Vec<Undo>>,
+    ) -> Result<Stat, ErrorCode> {
+        write::set_data(&mut self.nodes, ctx, path_in, data, version, triggers, undo)
+    }
+
+    /// Replaces `/zookeeper/config`'s data as a reconfig does (no ACL check here: the
+    pub fn replace_config(
+        &mut self,
+        zxid: i64,
+        time: i64,
+        data: Bytes,
+        version: i32,
+        triggers: &mut Vec<Trigger>,
+    ) -> Option<Stat> {
+        write::replace_config(&mut self.nodes, zxid, time, data, version, triggers)
+    }
+
+    /// setACL: path validation → ACL fixup → node exists → ADMIN permission → aversion.
+    pub fn set_acl(
+        &mut self,
+        ctx: &TxnContext,
+        path_in: &str,
+        new_acl: &[Acl],
+        version: i32,
+        undo: Option<&mut Vec<Undo>>,
+    ) -> Result<Stat, ErrorCode> {
+        write::set_acl(&mut self.nodes, ctx, path_in, new_acl, version, undo)
+    }
+
+    /// check (op 13, and inside multi): path validation → node exists → READ permission →
+    pub fn check(&self, ctx: &TxnContext, path_in: &str, version: i32) -> Result<(), ErrorCode> {
+        write::check(&self.nodes, ctx, path_in, version)
+    }
+
+    /// Deletes every ephemeral of a session (close or expiry), in path order.
+    pub fn kill_session(&mut self, zxid: i64, session: i64, triggers: &mut Vec<Trigger>) {
+        write::kill_session(&mut self.nodes, zxid, session, triggers)
+    }
+
+    /// The server's own removal of an empty container or an expired TTL node (ZooKeeper's
+    pub fn delete_container_or_ttl(
+        &mut self,
+        zxid: i64,
+        time: i64,
+        path_in: &str,
+        triggers: &mut Vec<Trigger>,
+    ) -> Result<(), ErrorCode> {
+        write::delete_container_or_ttl(&mut self.nodes, zxid, time, path_in, triggers)
+    }
+
+    /// A deleteContainer (op 20) sent by a client, with ZooKeeper's checks in its order:
+    pub fn delete_container_request(
+        &mut self,
+        zxid: i64,
+        path_in: &str,
+        triggers: &mut Vec<Trigger>,
+    ) -> Result<(), ErrorCode> {
+        write::delete_container_request(&mut self.nodes, zxid, path_in, triggers)
+    }
+
+    /// Containers whose children have all gone (and that ever had one), and TTL nodes with
+    pub fn cleanup_candidates(&self, now: i64) -> Vec<String> {
+        write::cleanup_candidates(&self.nodes, now)
+    }
+
+    /// Reverses a failed multi's steps, newest first.
+    pub fn rollback(&mut self, undo: Vec<Undo>) {
+        write::rollback(&mut self.nodes, undo)
+    }
+
+    /// `DataTree.createNode`: the node with czxid = mzxid = pzxid = `zxid`; the parent's
+    pub fn replay_create(
+        &mut self,
+        c: &DecidedCreate,
+        triggers: &mut Vec<Trigger>,
+    ) -> Result<Stat, ErrorCode> {
+        replay::replay_create(&mut self.nodes, c, triggers)
+    }
+
+    /// A create/create2 of a node that exists already (re-created after a fuzzy snapshot
+    pub fn replay_parent_of_existing(&mut self, c: &DecidedCreate) {
+        replay::replay_parent_of_existing(&mut self.nodes, c)
+    }
+
+    /// `DataTree.deleteNode`: the node goes, and its parent's pzxid rises to `zxid`.
+    pub fn replay_delete(
+        &mut self,
+        zxid: i64,
+        path_in: &str,
+        triggers: &mut Vec<Trigger>,
+    ) -> Result<(), ErrorCode> {
+        replay::replay_delete(&mut self.nodes, zxid, path_in, triggers)
+    }
+
+    /// `DataTree.setData`: the data, mzxid, mtime, and the version the leader computed.
+    pub fn replay_set_data(
+        &mut self,
+        zxid: i64,
+        time: i64,
+        path_in: &str,
+        data: Option<Bytes>,
+        version: i32,
+        triggers: &mut Vec<Trigger>,
+    ) -> Result<Stat, ErrorCode> {
+        replay::replay_set_data(
+            &mut self.nodes,
+            zxid,
+            time,
+            path_in,
+            data,
+            version,
+            triggers,
+        )
+    }
+
+    /// `DataTree.setACL`: the list as the leader fixed it up, and its aversion.
+    pub fn replay_set_acl(
+        &mut self,
+        path_in: &str,
+        acl: &[Acl],
+        aversion: i32,
+    ) -> Result<Stat, ErrorCode> {
+        replay::replay_set_acl(&mut self.nodes, path_in, acl, aversion)
+    }
+
+    /// `DataTree.killSession`: the ephemerals the transaction names (ZooKeeper 3.6+ lists
+    pub fn replay_kill_session(
+        &mut self,
+        zxid: i64,
+        session: i64,
+        named: &[String],
+        triggers: &mut Vec<Trigger>,
+    ) {
+        replay::replay_kill_session(&mut self.nodes, zxid, session, named, triggers)
+    }
 }
 
 #[cfg(test)]

@@ -195,3 +195,8 @@ pub enum CreateRecord {
     Container,
     Ttl(i64),
 }
+
+/// `/`, `/zookeeper`, `/zookeeper/quota`, `/zookeeper/config` cannot be deleted.
+pub fn is_special_path(path: &str) -> bool {
+    matches!(path, "/" | ZOOKEEPER | QUOTA | CONFIG)
+}

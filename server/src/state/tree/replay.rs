@@ -13,8 +13,10 @@ use bytes::Bytes;
 use jute::{Acl, ErrorCode, Stat};
 
 use super::node::stat_of;
+use super::node::{NodeKind, Trigger};
+use super::nodes::Nodes;
 use super::slot::{new_slot, ChildStat, Dir};
-use super::{DataTree, NodeKind, Trigger};
+use super::write;
 use crate::state::path;
 
 /// A create as a ZooKeeper transaction states it (`CreateTxn`, `CreateContainerTxn`,
@@ -31,136 +33,143 @@ pub struct DecidedCreate<'a> {
     pub time: i64,
 }
 
-impl DataTree {
-    /// `DataTree.createNode`: the node with czxid = mzxid = pzxid = `zxid`; the parent's
-    /// cversion becomes `parent_cversion` (and its pzxid `zxid`) only if that raises it.
-    pub fn replay_create(
-        &mut self,
-        c: &DecidedCreate,
-        triggers: &mut Vec<Trigger>,
-    ) -> Result<Stat, ErrorCode> {
-        let parent_path = path::parent_of(c.path);
-        let child = path::child_name(c.path);
-        if child.is_empty() {
-            return Err(ErrorCode::NodeExists);
-        }
-        let parent_id = self.arena.lookup(parent_path).ok_or(ErrorCode::NoNode)?;
-        let parent_dir = self.arena.dir(parent_id).ok_or(ErrorCode::NoNode)?;
-        let acl = self.intern_acl(c.acl.to_vec());
-        let mut node = new_slot(c.kind, acl, child.as_bytes(), c.data);
-        (node.czxid, node.mzxid) = (c.zxid, c.zxid);
-        (node.ctime, node.mtime) = (c.time, c.time);
-        let stat = stat_of(&node, Dir::leaf(c.zxid));
-        if self.insert_slot(parent_id, c.path, node).is_err() {
-            return Err(ErrorCode::NodeExists);
-        }
-        self.raise_child_version(parent_id, parent_dir, c.parent_cversion, c.zxid);
-        triggers.push(Trigger::Created(c.path.to_string()));
-        triggers.push(Trigger::ChildrenChanged(parent_path.to_string()));
-        Ok(stat)
+/// `DataTree.createNode`: the node with czxid = mzxid = pzxid = `zxid`; the parent's
+/// cversion becomes `parent_cversion` (and its pzxid `zxid`) only if that raises it.
+pub(super) fn replay_create(
+    t: &mut Nodes,
+    c: &DecidedCreate,
+    triggers: &mut Vec<Trigger>,
+) -> Result<Stat, ErrorCode> {
+    let parent_path = path::parent_of(c.path);
+    let child = path::child_name(c.path);
+    if child.is_empty() {
+        return Err(ErrorCode::NodeExists);
     }
+    let parent_id = t.arena.lookup(parent_path).ok_or(ErrorCode::NoNode)?;
+    let parent_dir = t.arena.dir(parent_id).ok_or(ErrorCode::NoNode)?;
+    let acl = t.intern_acl(c.acl.to_vec());
+    let mut node = new_slot(c.kind, acl, child.as_bytes(), c.data);
+    (node.czxid, node.mzxid) = (c.zxid, c.zxid);
+    (node.ctime, node.mtime) = (c.time, c.time);
+    let stat = stat_of(&node, Dir::leaf(c.zxid));
+    if t.insert_slot(parent_id, c.path, node).is_err() {
+        return Err(ErrorCode::NodeExists);
+    }
+    raise_child_version(t, parent_id, parent_dir, c.parent_cversion, c.zxid);
+    triggers.push(Trigger::Created(c.path.to_string()));
+    triggers.push(Trigger::ChildrenChanged(parent_path.to_string()));
+    Ok(stat)
+}
 
-    /// A create/create2 of a node that exists already (re-created after a fuzzy snapshot
-    /// took its parent): ZooKeeper still gives the parent this create's cversion and pzxid.
-    pub fn replay_parent_of_existing(&mut self, c: &DecidedCreate) {
-        let parent_path = path::parent_of(c.path);
-        if let Some(id) = self.arena.lookup(parent_path) {
-            if let Some(dir) = self.arena.dir(id) {
-                self.raise_child_version(id, dir, c.parent_cversion, c.zxid);
+/// A create/create2 of a node that exists already (re-created after a fuzzy snapshot
+/// took its parent): ZooKeeper still gives the parent this create's cversion and pzxid.
+pub(super) fn replay_parent_of_existing(t: &mut Nodes, c: &DecidedCreate) {
+    let parent_path = path::parent_of(c.path);
+    if let Some(id) = t.arena.lookup(parent_path) {
+        if let Some(dir) = t.arena.dir(id) {
+            raise_child_version(t, id, dir, c.parent_cversion, c.zxid);
+        }
+    }
+}
+
+fn raise_child_version(t: &mut Nodes, id: super::slot::NodeId, dir: Dir, cversion: i32, zxid: i64) {
+    let cv = if cversion == -1 {
+        dir.cversion.wrapping_add(1)
+    } else {
+        cversion
+    };
+    if cv > dir.cversion {
+        t.arena.set_child_stat(
+            id,
+            ChildStat {
+                pzxid: zxid,
+                cversion: cv,
+            },
+        );
+    }
+}
+
+/// `DataTree.deleteNode`: the node goes, and its parent's pzxid rises to `zxid`.
+pub(super) fn replay_delete(
+    t: &mut Nodes,
+    zxid: i64,
+    path_in: &str,
+    triggers: &mut Vec<Trigger>,
+) -> Result<(), ErrorCode> {
+    let id = t.arena.lookup(path_in).ok_or(ErrorCode::NoNode)?;
+    if path_in == "/" {
+        return Err(ErrorCode::BadArguments);
+    }
+    let node = t.view(id).ok_or(ErrorCode::NoNode)?;
+    if node.num_children() != 0 {
+        return Err(ErrorCode::NotEmpty);
+    }
+    write::remove_node_at(t, zxid, id, path_in, triggers, None);
+    Ok(())
+}
+
+/// `DataTree.setData`: the data, mzxid, mtime, and the version the leader computed.
+pub(super) fn replay_set_data(
+    t: &mut Nodes,
+    zxid: i64,
+    time: i64,
+    path_in: &str,
+    data: Option<Bytes>,
+    version: i32,
+    triggers: &mut Vec<Trigger>,
+) -> Result<Stat, ErrorCode> {
+    let id = t.arena.lookup(path_in).ok_or(ErrorCode::NoNode)?;
+    write::put_data(
+        t,
+        id,
+        path_in,
+        data.as_deref(),
+        version,
+        zxid,
+        time,
+        triggers,
+    )
+}
+
+/// `DataTree.setACL`: the list as the leader fixed it up, and its aversion.
+pub(super) fn replay_set_acl(
+    t: &mut Nodes,
+    path_in: &str,
+    acl: &[Acl],
+    aversion: i32,
+) -> Result<Stat, ErrorCode> {
+    let id = t.arena.lookup(path_in).ok_or(ErrorCode::NoNode)?;
+    let acl = t.intern_acl(acl.to_vec());
+    let dir = t.arena.dir(id).ok_or(ErrorCode::NoNode)?;
+    let node = t.arena.get_mut(id).ok_or(ErrorCode::NoNode)?;
+    node.set_acl(acl);
+    node.aversion = aversion;
+    Ok(stat_of(node, dir))
+}
+
+/// `DataTree.killSession`: the ephemerals the transaction names (ZooKeeper 3.6+ lists
+/// them), then any others of the session this tree knows.
+pub(super) fn replay_kill_session(
+    t: &mut Nodes,
+    zxid: i64,
+    session: i64,
+    named: &[String],
+    triggers: &mut Vec<Trigger>,
+) {
+    for p in named {
+        if let Some(n) = t.get(p) {
+            if n.kind() == NodeKind::Ephemeral(session) {
+                let _ = replay_delete(t, zxid, p, triggers);
             }
         }
     }
-
-    fn raise_child_version(&mut self, id: super::slot::NodeId, dir: Dir, cversion: i32, zxid: i64) {
-        let cv = if cversion == -1 {
-            dir.cversion.wrapping_add(1)
-        } else {
-            cversion
-        };
-        if cv > dir.cversion {
-            self.arena.set_child_stat(
-                id,
-                ChildStat {
-                    pzxid: zxid,
-                    cversion: cv,
-                },
-            );
-        }
-    }
-
-    /// `DataTree.deleteNode`: the node goes, and its parent's pzxid rises to `zxid`.
-    pub fn replay_delete(
-        &mut self,
-        zxid: i64,
-        path_in: &str,
-        triggers: &mut Vec<Trigger>,
-    ) -> Result<(), ErrorCode> {
-        let id = self.arena.lookup(path_in).ok_or(ErrorCode::NoNode)?;
-        if path_in == "/" {
-            return Err(ErrorCode::BadArguments);
-        }
-        let node = self.view(id).ok_or(ErrorCode::NoNode)?;
-        if node.num_children() != 0 {
-            return Err(ErrorCode::NotEmpty);
-        }
-        self.remove_node_at(zxid, id, path_in, triggers, None);
-        Ok(())
-    }
-
-    /// `DataTree.setData`: the data, mzxid, mtime, and the version the leader computed.
-    pub fn replay_set_data(
-        &mut self,
-        zxid: i64,
-        time: i64,
-        path_in: &str,
-        data: Option<Bytes>,
-        version: i32,
-        triggers: &mut Vec<Trigger>,
-    ) -> Result<Stat, ErrorCode> {
-        let id = self.arena.lookup(path_in).ok_or(ErrorCode::NoNode)?;
-        self.put_data(id, path_in, data.as_deref(), version, zxid, time, triggers)
-    }
-
-    /// `DataTree.setACL`: the list as the leader fixed it up, and its aversion.
-    pub fn replay_set_acl(
-        &mut self,
-        path_in: &str,
-        acl: &[Acl],
-        aversion: i32,
-    ) -> Result<Stat, ErrorCode> {
-        let id = self.arena.lookup(path_in).ok_or(ErrorCode::NoNode)?;
-        let acl = self.intern_acl(acl.to_vec());
-        let dir = self.arena.dir(id).ok_or(ErrorCode::NoNode)?;
-        let node = self.arena.get_mut(id).ok_or(ErrorCode::NoNode)?;
-        node.set_acl(acl);
-        node.aversion = aversion;
-        Ok(stat_of(node, dir))
-    }
-
-    /// `DataTree.killSession`: the ephemerals the transaction names (ZooKeeper 3.6+ lists
-    /// them), then any others of the session this tree knows.
-    pub fn replay_kill_session(
-        &mut self,
-        zxid: i64,
-        session: i64,
-        named: &[String],
-        triggers: &mut Vec<Trigger>,
-    ) {
-        for p in named {
-            if let Some(n) = self.get(p) {
-                if n.kind() == NodeKind::Ephemeral(session) {
-                    let _ = self.replay_delete(zxid, p, triggers);
-                }
-            }
-        }
-        self.kill_session(zxid, session, triggers);
-    }
+    write::kill_session(t, zxid, session, triggers);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::tree::TreeOptions;
+    use crate::state::tree::{DataTree, TreeOptions};
 
     fn create<'a>(path: &'a str, kind: NodeKind, pcv: i32, zxid: i64) -> DecidedCreate<'a> {
         DecidedCreate {
@@ -176,7 +185,11 @@ mod tests {
 
     /// The stored child version (creates, as ZooKeeper stores it) and pzxid of `path`.
     fn dir(t: &DataTree, path: &str) -> (i32, i64) {
-        let d = t.arena.dir(t.arena.lookup(path).unwrap()).unwrap();
+        let d = t
+            .nodes
+            .arena
+            .dir(t.nodes.arena.lookup(path).unwrap())
+            .unwrap();
         (d.cversion, d.pzxid)
     }
 
