@@ -459,7 +459,6 @@ fn no_file_has_more_than_600_lines_of_non_test_code() {
 /// that is no longer long, so the list only shrinks.
 const LONG_FILES_TO_SPLIT: &[(&str, &str)] = &[
     ("bench", "bin/migration_bench"),
-    ("bench", "load"),
     ("tests", "conformance/ctx"),
 ];
 
