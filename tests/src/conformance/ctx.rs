@@ -56,22 +56,6 @@ fn raw_fail(label: &str, what: &str, e: RawError) -> Fail {
     Fail(format!("{label}: {what}: {e}"))
 }
 
-fn is_write(req: &Request) -> bool {
-    use Request::*;
-    matches!(
-        req,
-        Create(_)
-            | Create2(_)
-            | CreateContainer(_)
-            | CreateTtl(_)
-            | Delete(_)
-            | SetData(_)
-            | SetAcl(_)
-            | Multi(_)
-            | CloseSession
-    )
-}
-
 impl Ctx {
     pub fn new(addr: SocketAddr, root: String) -> Ctx {
         Ctx {
@@ -225,23 +209,7 @@ impl Ctx {
     /// Opens a connection labelled `label` and sends the handshake without reading its
     /// response (which is then the first thing [`recv`](Self::recv) returns).
     pub async fn connect_only(&mut self, label: &str, opts: ConnectOptions) -> Res {
-        let mut l = LineBuf::new(format!(
-            "{label} -> connect protocolVersion={} lastZxidSeen=",
-            opts.protocol_version
-        ));
-        l.zxid(opts.last_zxid_seen)
-            .t(format!(" timeout={} sessionId=", opts.timeout_ms))
-            .session(opts.session_id)
-            .t(format!(
-                " passwd={}B{} readOnly={:?}",
-                opts.passwd.len(),
-                if opts.passwd.iter().all(|b| *b == 0) {
-                    " all-zero"
-                } else {
-                    ""
-                },
-                opts.read_only
-            ));
+        let l = describe::connect(label, &opts);
         self.rec(&l);
         let mut client = RawClient::open(self.addr)
             .await
@@ -447,56 +415,63 @@ impl Ctx {
         }
     }
 
-    /// Reads until the reply with `xid` (recording everything before it).
-    pub async fn reply(&mut self, label: &str, xid: i32) -> Res<Reply> {
+    /// Reads (recording everything) until `step` gives an answer; a close is a failure
+    /// that says what was awaited, unless `step` answers it.
+    async fn recv_until<T>(
+        &mut self,
+        label: &str,
+        awaited: &str,
+        mut step: impl FnMut(Incoming) -> Option<T>,
+    ) -> Res<T> {
         loop {
-            match self.recv(label).await? {
-                Incoming::Reply(r) if r.xid == xid => return Ok(r),
-                Incoming::Closed { .. } => {
-                    return Err(Fail(format!("{label}: closed while waiting for xid {xid}")))
-                }
-                _ => {}
+            let inc = self.recv(label).await?;
+            let closed = matches!(inc, Incoming::Closed { .. });
+            if let Some(answer) = step(inc) {
+                return Ok(answer);
+            }
+            if closed {
+                return Err(Fail(format!("{label}: closed while waiting for {awaited}")));
             }
         }
+    }
+
+    /// Reads until the reply with `xid` (recording everything before it).
+    pub async fn reply(&mut self, label: &str, xid: i32) -> Res<Reply> {
+        self.recv_until(label, &format!("xid {xid}"), |inc| match inc {
+            Incoming::Reply(r) if r.xid == xid => Some(r),
+            _ => None,
+        })
+        .await
     }
 
     /// Like [`reply`](Self::reply) but a close is an answer (`None`), not a failure.
     pub async fn reply_or_close(&mut self, label: &str, xid: i32) -> Res<Option<Reply>> {
-        loop {
-            match self.recv(label).await? {
-                Incoming::Reply(r) if r.xid == xid => return Ok(Some(r)),
-                Incoming::Closed { .. } => return Ok(None),
-                _ => {}
-            }
-        }
+        self.recv_until(label, &format!("xid {xid}"), |inc| match inc {
+            Incoming::Reply(r) if r.xid == xid => Some(Some(r)),
+            Incoming::Closed { .. } => Some(None),
+            _ => None,
+        })
+        .await
     }
 
     /// Reads until `n` replies arrived (recording events in between).
     pub async fn replies(&mut self, label: &str, n: usize) -> Res<Vec<Reply>> {
-        let mut out = Vec::new();
+        let mut out = Vec::with_capacity(n);
         while out.len() < n {
-            match self.recv(label).await? {
-                Incoming::Reply(r) => out.push(r),
-                Incoming::Closed { .. } => {
-                    return Err(Fail(format!("{label}: closed while waiting for replies")))
-                }
-                _ => {}
-            }
+            let r = self.recv_until(label, "replies", |inc| match inc {
+                Incoming::Reply(r) => Some(r),
+                _ => None,
+            });
+            out.push(r.await?);
         }
         Ok(out)
     }
 
     /// Reads until `n` watch events arrived (recording anything in between).
     pub async fn events(&mut self, label: &str, n: usize) -> Res {
-        let mut seen = 0;
-        while seen < n {
-            match self.recv(label).await? {
-                Incoming::Event(_) => seen += 1,
-                Incoming::Closed { .. } => {
-                    return Err(Fail(format!("{label}: closed while waiting for events")))
-                }
-                _ => {}
-            }
+        for _ in 0..n {
+            let event = |inc| matches!(inc, Incoming::Event(_)).then_some(());
+            self.recv_until(label, "events", event).await?;
         }
         Ok(())
     }
@@ -633,7 +608,7 @@ impl Ctx {
 
     /// Sends `req` and reads until its reply; fails if the connection closes first.
     pub async fn call(&mut self, label: &str, req: Request) -> Res<Reply> {
-        let write = is_write(&req);
+        let write = super::req::is_write(&req);
         let xid = self.send(label, req).await?;
         let r = self.reply(label, xid).await?;
         if write {
@@ -644,7 +619,7 @@ impl Ctx {
 
     /// Sends `req` and reads until its reply or a close (`None`).
     pub async fn try_call(&mut self, label: &str, req: Request) -> Res<Option<Reply>> {
-        let write = is_write(&req);
+        let write = super::req::is_write(&req);
         let xid = self.send(label, req).await?;
         let r = self.reply_or_close(label, xid).await?;
         if write {
@@ -655,7 +630,7 @@ impl Ctx {
 
     /// Sends `req` with a chosen xid and reads until its reply.
     pub async fn call_xid(&mut self, label: &str, xid: i32, req: Request) -> Res<Reply> {
-        let write = is_write(&req);
+        let write = super::req::is_write(&req);
         self.send_xid(label, xid, req).await?;
         let r = self.reply(label, xid).await?;
         if write {

@@ -3,7 +3,7 @@
 use jute::{MultiOp, OpCode, Request};
 
 use super::transcript::{fmt_acls, fmt_data, fmt_err, hex, LineBuf};
-use crate::raw_client::{Body, Event, Handshake, Incoming, Reply};
+use crate::raw_client::{Body, ConnectOptions, Event, Handshake, Incoming, Reply};
 
 fn data(d: &Option<bytes::Bytes>) -> String {
     fmt_data(d.as_ref())
@@ -236,6 +236,28 @@ pub fn long_hex(b: &[u8]) -> String {
     } else {
         format!("{}..", hex(&b[..512]))
     }
+}
+
+/// The line of a handshake a session sends.
+pub fn connect(label: &str, opts: &ConnectOptions) -> LineBuf {
+    let mut l = LineBuf::new(format!(
+        "{label} -> connect protocolVersion={} lastZxidSeen=",
+        opts.protocol_version
+    ));
+    let zeros = if opts.passwd.iter().all(|b| *b == 0) {
+        " all-zero"
+    } else {
+        ""
+    };
+    l.zxid(opts.last_zxid_seen)
+        .t(format!(" timeout={} sessionId=", opts.timeout_ms))
+        .session(opts.session_id)
+        .t(format!(
+            " passwd={}B{zeros} readOnly={:?}",
+            opts.passwd.len(),
+            opts.read_only
+        ));
+    l
 }
 
 /// A copy of `inc` with the ACL list of a getACL reply sorted.

@@ -230,6 +230,23 @@ pub fn cleaner() -> Acl {
     acl(jute::perms::ALL, "digest", CLEANER_DIGEST)
 }
 
+/// Whether `req` changes the tree or the session (a write, a multi or a close).
+pub fn is_write(req: &Request) -> bool {
+    use Request::*;
+    matches!(
+        req,
+        Create(_)
+            | Create2(_)
+            | CreateContainer(_)
+            | CreateTtl(_)
+            | Delete(_)
+            | SetData(_)
+            | SetAcl(_)
+            | Multi(_)
+            | CloseSession
+    )
+}
+
 /// Multi ops.
 pub mod op {
     use super::*;
