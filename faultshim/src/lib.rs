@@ -2,7 +2,7 @@
 //! `LD_PRELOAD`: while the file named by `ZOORAFT_FAULT_EIO_FILE` exists, `fsync` and
 //! `fdatasync` fail with `EIO` (the disk lost the data it was asked to make durable);
 //! otherwise they are the C library's own. The tests create and remove the file to turn
-//! the fault on and off in a running process (`tests/tests/disk_faults.rs`).
+//! the fault on and off in a running process (`tests/tests/disk/disk_faults.rs`).
 //!
 //! Test-only: never shipped or loaded by the server itself.
 

@@ -4,7 +4,7 @@
  * Usage: zk_client host:port
  *
  * Runs a fixed list of checks through the C API and prints `PASS name` or `FAIL name: reason`
- * for each, then `N passed, N failed` as the last line (tests/tests/c_client.rs parses it).
+ * for each, then `N passed, N failed` as the last line (tests/tests/clients/c_client.rs parses it).
  * Covered:
  *   - synchronous calls: zoo_create (persistent, ephemeral, sequential, ephemeral sequential),
  *     zoo_get/zoo_set/zoo_set2 with versions and the Stat fields they return, zoo_exists,

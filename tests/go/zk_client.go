@@ -4,7 +4,7 @@
 // Usage: zk_client host:port
 //
 // It runs a fixed list of checks and prints `PASS name` or `FAIL name: reason` for each, then
-// `N passed, N failed` as the last line (tests/tests/go_client.rs parses it). Covered:
+// `N passed, N failed` as the last line (tests/tests/clients/go_client.rs parses it). Covered:
 //   - Create: persistent, ephemeral, sequential, ephemeral sequential, with the Stat fields read
 //     back; ErrNodeExists and ErrNoNode;
 //   - Get/Set with versions and ErrBadVersion, Exists (present and absent), Children;

@@ -6,7 +6,7 @@
  *
  * Runs a fixed list of checks through the client's API and prints `PASS name` or
  * `FAIL name: reason` for each, then `N passed, N failed` as the last line
- * (tests/tests/node_client.rs parses it). Covered:
+ * (tests/tests/clients/node_client.rs parses it). Covered:
  *   - create in the four modes (persistent, ephemeral, persistent sequential, ephemeral
  *     sequential) with the Stat fields read back by exists (versions, zxids, dataLength,
  *     ephemeralOwner = the session id), NODE_EXISTS and NO_NODE;

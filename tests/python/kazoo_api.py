@@ -2,7 +2,7 @@
 ensure_path, transactions, watches, sync, session states and four-letter words.
 
 Usage: python3 kazoo_api.py host:port [check-name ...]
-Driven by tests/tests/kazoo.rs; prints PASS/FAIL per check and "N passed, N failed" last.
+Driven by tests/tests/clients/kazoo.rs; prints PASS/FAIL per check and "N passed, N failed" last.
 """
 
 import threading

@@ -4,7 +4,7 @@ ReadLock/WriteLock, Semaphore, Election, Queue, LockingQueue, Counter, Barrier,
 DoubleBarrier, Party and ShallowParty.
 
 Usage: python3 kazoo_recipes.py host:port [check-name ...]
-Driven by tests/tests/kazoo.rs; prints PASS/FAIL per check and "N passed, N failed" last.
+Driven by tests/tests/clients/kazoo.rs; prints PASS/FAIL per check and "N passed, N failed" last.
 """
 
 import struct

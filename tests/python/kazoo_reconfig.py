@@ -4,7 +4,7 @@ quorum, and removing a member and adding it back (the reply carries the new conf
 the data watch on /zookeeper/config fires).
 
 Usage: REMOVE_ID=<a follower's id, not the connected member's> python3 kazoo_reconfig.py
-host:port [check-name ...]. Driven by tests/tests/kazoo.rs; prints PASS/FAIL per check and
+host:port [check-name ...]. Driven by tests/tests/clients/kazoo.rs; prints PASS/FAIL per check and
 "N passed, N failed" last.
 """
 

@@ -1,4 +1,4 @@
-"""kazoo's part in the migration tests (tests/tests/migrate.rs).
+"""kazoo's part in the migration tests (tests/tests/disk/migrate.rs).
 
 Modes (the server's connect string is always the last argument):
   load HOSTS             every node kind and ACL kind kazoo can make, deep and wide trees,

@@ -4,7 +4,7 @@ Each program registers check functions with @check and calls main(). Every check
 its own daemon thread and is joined with a timeout, so a server that never answers fails
 the check instead of hanging the program; a global watchdog ends the whole process if
 anything else hangs. The last line printed is always "N passed, N failed", which the Rust
-driver (tests/tests/kazoo.rs) parses; the exit status is 0 only if nothing failed.
+driver (tests/tests/clients/kazoo.rs) parses; the exit status is 0 only if nothing failed.
 """
 
 import logging

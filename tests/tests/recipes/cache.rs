@@ -3,7 +3,7 @@
 //! recursive watch and with one-shot watches; and resyncs after a cut connection, a session
 //! expiry and a killed ensemble member.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;

@@ -1,7 +1,7 @@
 //! Leader election and the semaphore: alone, and mixed with Apache Curator (Java processes)
 //! on the same paths, against Apache ZooKeeper and zooraft.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::Duration;

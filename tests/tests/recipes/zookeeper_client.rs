@@ -1,8 +1,7 @@
 //! The recipes over the zookeeper-client crate (`ZookeeperClient`), alone and mixed with
 //! zookeeper-async handles on the same lock path.
-#![cfg(feature = "zookeeper-client")]
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -262,7 +261,6 @@ both_servers!(
     last_zookeeper_client_clone_closes
 );
 
-#[cfg(feature = "zookeeper-async")]
 async fn last_async_zk_client_clone_closes(kind: ServerKind) {
     let server = long_session_server(kind);
     let observer = client(&server.connect_string()).await;
@@ -272,7 +270,6 @@ async fn last_async_zk_client_clone_closes(kind: ServerKind) {
     last_clone_closes_the_session(observer, za).await;
 }
 
-#[cfg(feature = "zookeeper-async")]
 both_servers!(
     last_async_zk_client_clone_closes_apache,
     last_async_zk_client_clone_closes_zooraft,

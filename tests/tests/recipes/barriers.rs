@@ -2,7 +2,7 @@
 //! client backends, members of Curator (Java) and kazoo (Python) in the same barriers, and a
 //! member whose session expires.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::path::Path;

@@ -1,7 +1,7 @@
 //! The book's shell examples that a reader runs as written: every block the book marks
-//! `<!-- checked: tests/tests/book_examples.rs runs this block -->` runs here, in the book's
-//! order (a first session's `fourlw`, a 3-member ensemble on one machine, leader transfer over
-//! the AdminServer, a rolling restart), each the text of the page itself.
+//! `<!-- checked: tests/tests/install/book_examples.rs runs this block -->` runs here, in
+//! the book's order (a first session's `fourlw`, a 3-member ensemble on one machine, leader
+//! transfer over the AdminServer, a rolling restart), each the text of the page itself.
 //!
 //! The examples use the documented ports (2181-2183, 2888-2890, 3888-3890, 8080-8082) and
 //! `/tmp/zr1..3`, so they run in their own network, mount and process namespaces (as root;
@@ -17,7 +17,7 @@ use zooraft_tests::{suite_dir, zooraft_binary};
 
 /// The pages, in the order a reader meets the checked blocks.
 const PAGES: [&str; 3] = ["first-session.md", "ensembles.md", "operations.md"];
-const MARK: &str = "<!-- checked: tests/tests/book_examples.rs runs this block -->";
+const MARK: &str = "<!-- checked: tests/tests/install/book_examples.rs runs this block -->";
 /// The whole tour, bounded (the blocks' own waits have no bound).
 const LIMIT: Duration = Duration::from_secs(300);
 

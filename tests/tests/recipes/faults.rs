@@ -3,7 +3,7 @@
 //! Every scenario runs on both backends (zookeeper-client and zookeeper-async) against both
 //! servers.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

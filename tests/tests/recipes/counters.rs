@@ -2,7 +2,7 @@
 //! backends, concurrent writers that never lose an update, and Curator (Java processes)
 //! changing the same counters at the same time.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;

@@ -6,7 +6,7 @@
 //! scenario runs on a current-thread runtime: every task the recipes spawn (the monitor,
 //! the guaranteed delete) runs on that thread and reports to it.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex as StdMutex};

@@ -5,7 +5,7 @@
 //! sections overlapping, acquisitions in node order with increasing fencing tokens, and the
 //! fenced counter holding every increment.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -1,6 +1,5 @@
 //! Shared set-up for the recipes' end-to-end tests: servers, clients, bounded waits, and the
 //! contenders' shared log.
-#![allow(dead_code)]
 
 use std::future::Future;
 use std::sync::Arc;
@@ -90,11 +89,11 @@ macro_rules! both_servers {
     ($apache:ident, $zooraft:ident, $scenario:path) => {
         #[test]
         fn $apache() {
-            common::run(zooraft_tests::ServerKind::Apache, $scenario)
+            $crate::common::run(zooraft_tests::ServerKind::Apache, $scenario)
         }
         #[test]
         fn $zooraft() {
-            common::run(zooraft_tests::ServerKind::Zooraft, $scenario)
+            $crate::common::run(zooraft_tests::ServerKind::Zooraft, $scenario)
         }
     };
 }
@@ -115,9 +114,9 @@ macro_rules! every_backend {
     (@one $test:ident, $kind:ident, $backend:ident, $scenario:path) => {
         #[test]
         fn $test() {
-            common::run_with(
+            $crate::common::run_with(
                 zooraft_tests::ServerKind::$kind,
-                common::Backend::$backend,
+                $crate::common::Backend::$backend,
                 $scenario,
             )
         }
@@ -171,16 +170,19 @@ pub async fn connected(client: &Arc<dyn ZkClient>) {
     .await;
 }
 
-/// One critical section as a contender logged it.
+/// One critical section as a contender logged it. `task` and `node` are read only by the
+/// failure messages (`Debug`), which name the contender task and the lock node.
 #[derive(Debug, Clone)]
 pub struct Entry {
     pub implementation: String,
     pub pid: u32,
+    #[allow(dead_code)]
     pub task: String,
     pub token: u64,
     pub sequence: i64,
     pub start: u64,
     pub end: u64,
+    #[allow(dead_code)]
     pub node: String,
 }
 

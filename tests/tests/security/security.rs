@@ -610,9 +610,9 @@ against_both!(
 
 /// `ssl.hostnameVerification` (true, ZooKeeper's default) on the client port: ZooKeeper
 /// 3.8 does not check a client certificate against the client's host (its ClientX509Util
-/// turns that check off; members check each other, see quorum_tls.rs), and neither does
-/// zooraft: a client certificate for another host is accepted under `need`, one from
-/// another CA is not.
+/// turns that check off; members check each other, see `ensemble/quorum_tls.rs`), and
+/// neither does zooraft: a client certificate for another host is accepted under `need`,
+/// one from another CA is not.
 fn client_host_not_checked(kind: ServerKind) {
     let p = pki();
     let elsewhere = p.ca.issue_for_hosts(

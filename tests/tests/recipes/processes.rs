@@ -5,7 +5,7 @@
 //! from CLOCK_MONOTONIC; the test then checks that no two sections overlap, and that
 //! acquisition order is node creation order with strictly increasing fencing tokens.
 
-mod common;
+use crate::common;
 
 use std::process::Stdio;
 use std::sync::Arc;

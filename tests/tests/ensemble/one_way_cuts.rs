@@ -94,7 +94,7 @@ fn writes_resume_under_every_one_way_cut_shape() {
 /// leader, so it stays down in the shapes where they cannot: those are printed, not failed;
 /// only a write without a quorum fails it.
 #[test]
-#[ignore = "a comparison with Apache ZooKeeper, minutes long: cargo test --test one_way_cuts -- --ignored"]
+#[ignore = "a comparison with Apache ZooKeeper, minutes long: cargo test --test ensemble one_way_cuts -- --ignored"]
 fn writes_resume_under_every_one_way_cut_shape_apache() {
     let outcome = every_shape(ServerKind::Apache);
     println!(

@@ -14,7 +14,7 @@ use zooraft_tests::proxy::Proxy;
 use zooraft_tests::rt::{eventually_async, within};
 use zooraft_tests::{ServerKind, TestServer};
 
-use crate::{run, WAIT};
+use super::{run, WAIT};
 
 mod zc {
     pub use zookeeper_client::{

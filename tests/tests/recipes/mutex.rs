@@ -1,7 +1,7 @@
 //! End-to-end tests of the mutex in one process: acquire and release, try-lock and
 //! timeouts, reentrancy, FIFO order without a herd, owner data, containers, fenced writes.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

@@ -1,4 +1,4 @@
-//! The crate's `examples/`, run as a user would run them (`cargo run --example NAME --
+//! The recipes crate's `examples/`, run as a user would run them (`cargo run --example NAME --
 //! CONNECT`), against both servers: each must exit 0 and print what it promises.
 
 use std::path::PathBuf;
@@ -8,20 +8,12 @@ use std::time::Duration;
 use zooraft_tests::scripts::run_bounded;
 use zooraft_tests::{ServerKind, TestServer};
 
-/// An example program, built beside this test (`target/<profile>/examples/NAME`).
+/// An example program of the recipes crate, built with the workspace
+/// (`target/<profile>/examples/NAME`; `cargo build --workspace --all-targets` and
+/// `cargo test --workspace` build it). Found the way the other packages' binaries are: a
+/// test of this package cannot ask cargo for another package's examples.
 fn example(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable");
-    let profile_dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("target/<profile>/deps");
-    let path = profile_dir.join("examples").join(name);
-    assert!(
-        path.exists(),
-        "{} not found: `cargo build -p zooraft-recipes --examples` (cargo test builds them)",
-        path.display()
-    );
-    path
+    zooraft_tests::workspace_binary(&format!("examples/{name}"))
 }
 
 /// Runs example `name` against a fresh server of `kind`; its output.

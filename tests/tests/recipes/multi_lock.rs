@@ -2,7 +2,7 @@
 //! token per lock; beside Curator's InterProcessMutex and InterProcessMultiLock (Java
 //! processes) on the same paths; and a set lost with its session.
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;

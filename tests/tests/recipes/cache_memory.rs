@@ -4,7 +4,7 @@
 //! figures (run with `--nocapture` to see them); the test checks every cache loaded the
 //! whole subtree and that ours stays within a bound per node.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

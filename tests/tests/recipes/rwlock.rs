@@ -1,7 +1,7 @@
 //! End-to-end tests of the read-write lock: readers share, a writer excludes everyone,
 //! writers are not starved, and a writer may take (and keep, after a downgrade) a read lock.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

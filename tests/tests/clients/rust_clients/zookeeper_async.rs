@@ -13,7 +13,7 @@ use zooraft_tests::proxy::Proxy;
 use zooraft_tests::rt::{eventually_async, within};
 use zooraft_tests::{ServerKind, TestServer};
 
-use crate::{run, WAIT};
+use super::{run, WAIT};
 
 mod za {
     pub use zookeeper_async::{

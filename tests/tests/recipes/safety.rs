@@ -1,7 +1,7 @@
 //! Safe by construction: one scenario per defect of the recipes' review (issue 13), each run
 //! against Apache ZooKeeper and zooraft, the fault scenarios on both backends.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex as StdMutex};
