@@ -1,4 +1,5 @@
-//! Disk and clock faults for the end-to-end tests (`tests/disk_faults.rs`, `tests/clock_jumps.rs`).
+//! Disk and clock faults for the end-to-end tests (`tests/disk/disk_faults.rs`,
+//! `tests/disk/clock_jumps.rs`).
 //!
 //! - [`fill`] takes a disk's free space away (a member's data directory on a small tmpfs,
 //!   [`TestServerBuilder::tmpfs_data`](crate::TestServerBuilder::tmpfs_data)) and

@@ -42,8 +42,8 @@ pub use ensemble::TestEnsemble;
 /// `env!("CARGO_MANIFEST_DIR")` would bake in the checkout a test binary was built in; with
 /// a target directory shared between checkouts (CI's cache), cargo may reuse that binary from
 /// another checkout. This crate's directory is found from the running test's
-/// `CARGO_MANIFEST_DIR` (cargo sets it for every test it runs; the harness crate and the
-/// recipes crate are siblings), with the build-time path as the fallback.
+/// `CARGO_MANIFEST_DIR` (cargo sets it for every test it runs; a test of a sibling crate
+/// finds this one beside its own), with the build-time path as the fallback.
 pub fn suite_dir() -> std::path::PathBuf {
     let here = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     match std::env::var_os("CARGO_MANIFEST_DIR") {

@@ -227,37 +227,63 @@ fn args(list: &[&str]) -> Vec<String> {
     list.iter().map(|s| s.to_string()).collect()
 }
 
-// ------------------------------------------------------------------------------------------
+/// One Curator program against a standalone server: its class, its arguments after the
+/// connect string, and the checks it must pass.
+struct Program {
+    class: &'static str,
+    args: &'static [&'static str],
+    checks: &'static [&'static str],
+}
 
-const MUTEX_CHECKS: &[&str] = &[
-    "mutex_all_acquired",
-    "mutex_no_overlap",
-    "mutex_exact_count",
-    "mutex_nodes_cleaned",
-    "mutex_reentrant_acquire",
-    "mutex_node_name",
-    "mutex_reentrant_still_held",
-    "mutex_reentrant_released",
-    "mutex_release_unowned",
-    "mutex_timeout_while_held",
-    "mutex_acquire_after_release",
-    "mutex_waiter_wakes",
-    "mutex_session_close_releases",
-    "mutex_container_parent_removed",
-];
+fn run_program(kind: ServerKind, program: &Program) {
+    let zk = server(kind);
+    let mut argv = vec![zk.connect_string()];
+    argv.extend(program.args.iter().map(|a| a.to_string()));
+    let run = run_java(program.class, &argv);
+    assert_all_passed(&run, program.checks, &zk);
+}
+
+/// `program_tests!(x_apache, x_zooraft, PROGRAM)`: the program against each server.
+macro_rules! program_tests {
+    ($apache:ident, $zooraft:ident, $program:expr) => {
+        #[test]
+        fn $apache() {
+            run_program(ServerKind::Apache, &$program);
+        }
+
+        #[test]
+        fn $zooraft() {
+            run_program(ServerKind::Zooraft, &$program);
+        }
+    };
+}
+
+// ------------------------------------------------------------------------------------------
 
 /// InterProcessMutex: 4 clients x 50 non-atomic increments under the lock, reentrancy,
 /// acquire timeouts, wake-up on release, release by session close, container cleanup.
-fn mutex(kind: ServerKind) {
-    let zk = server(kind);
-    let run = run_java(
-        "CuratorMutex",
-        &args(&[&zk.connect_string(), "4", "50", "--containers"]),
-    );
-    assert_all_passed(&run, MUTEX_CHECKS, &zk);
-}
+const MUTEX: Program = Program {
+    class: "CuratorMutex",
+    args: &["4", "50", "--containers"],
+    checks: &[
+        "mutex_all_acquired",
+        "mutex_no_overlap",
+        "mutex_exact_count",
+        "mutex_nodes_cleaned",
+        "mutex_reentrant_acquire",
+        "mutex_node_name",
+        "mutex_reentrant_still_held",
+        "mutex_reentrant_released",
+        "mutex_release_unowned",
+        "mutex_timeout_while_held",
+        "mutex_acquire_after_release",
+        "mutex_waiter_wakes",
+        "mutex_session_close_releases",
+        "mutex_container_parent_removed",
+    ],
+};
 
-zooraft_tests::against_both!(curator_mutex_apache, curator_mutex_zooraft, mutex);
+program_tests!(curator_mutex_apache, curator_mutex_zooraft, MUTEX);
 
 /// InterProcessMutex across 3 JVMs (2 clients each): every holder increments a counter file,
 /// with an O_EXCL marker file catching overlaps; the final count must be exact.
@@ -330,163 +356,139 @@ zooraft_tests::against_both!(
     mutex_across_processes
 );
 
-const RWLOCK_CHECKS: &[&str] = &[
-    "rwlock_readers_concurrent",
-    "rwlock_writer_excludes",
-    "rwlock_reader_excludes_writer",
-    "rwlock_writer_after_readers",
-    "rwlock_downgrade",
-    "rwlock_downgraded_is_reader",
-    "rwlock_writer_after_downgrade",
-    "rwlock_no_upgrade",
-    "rwlock_nodes_cleaned",
-    "rwlock_mixed_all_acquired",
-    "rwlock_mixed_exclusion",
-    "rwlock_mixed_exact_count",
-];
-
 /// InterProcessReadWriteLock: readers share, writers exclude, downgrade works, upgrade does not.
-fn read_write_lock(kind: ServerKind) {
-    let zk = server(kind);
-    let run = run_java(
-        "CuratorReadWriteLock",
-        &args(&[&zk.connect_string(), "4", "30"]),
-    );
-    assert_all_passed(&run, RWLOCK_CHECKS, &zk);
-}
+const RWLOCK: Program = Program {
+    class: "CuratorReadWriteLock",
+    args: &["4", "30"],
+    checks: &[
+        "rwlock_readers_concurrent",
+        "rwlock_writer_excludes",
+        "rwlock_reader_excludes_writer",
+        "rwlock_writer_after_readers",
+        "rwlock_downgrade",
+        "rwlock_downgraded_is_reader",
+        "rwlock_writer_after_downgrade",
+        "rwlock_no_upgrade",
+        "rwlock_nodes_cleaned",
+        "rwlock_mixed_all_acquired",
+        "rwlock_mixed_exclusion",
+        "rwlock_mixed_exact_count",
+    ],
+};
 
-zooraft_tests::against_both!(
+program_tests!(
     curator_read_write_lock_apache,
     curator_read_write_lock_zooraft,
-    read_write_lock
+    RWLOCK
 );
-
-const SEMAPHORE_CHECKS: &[&str] = &[
-    "semaphore_k_holders_at_once",
-    "semaphore_full_denies",
-    "semaphore_served_after_return",
-    "semaphore_leases_cleaned",
-    "semaphore_never_over_max",
-    "semaphore_everyone_served",
-    "semaphore_multi_lease",
-];
 
 /// InterProcessSemaphoreV2 with 3 leases among 5 clients.
-fn semaphore(kind: ServerKind) {
-    let zk = server(kind);
-    let run = run_java(
-        "CuratorSemaphore",
-        &args(&[&zk.connect_string(), "5", "3", "15"]),
-    );
-    assert_all_passed(&run, SEMAPHORE_CHECKS, &zk);
-}
+const SEMAPHORE: Program = Program {
+    class: "CuratorSemaphore",
+    args: &["5", "3", "15"],
+    checks: &[
+        "semaphore_k_holders_at_once",
+        "semaphore_full_denies",
+        "semaphore_served_after_return",
+        "semaphore_leases_cleaned",
+        "semaphore_never_over_max",
+        "semaphore_everyone_served",
+        "semaphore_multi_lease",
+    ],
+};
 
-zooraft_tests::against_both!(
+program_tests!(
     curator_semaphore_apache,
     curator_semaphore_zooraft,
-    semaphore
+    SEMAPHORE
 );
-
-const LATCH_CHECKS: &[&str] = &[
-    "latch_first_leader",
-    "latch_late_joiner_queued_last",
-    "latch_one_leader_each_round",
-    "latch_never_two_leaders",
-    "latch_leader_owns_lowest_node",
-    "latch_participants_agree",
-    "latch_await",
-    "latch_handover_in_order",
-    "latch_listener_once_each",
-    "latch_nodes_cleaned",
-];
 
 /// LeaderLatch among 5 participants, closed one by one.
-fn leader_latch(kind: ServerKind) {
-    let zk = server(kind);
-    let run = run_java("CuratorLeaderLatch", &args(&[&zk.connect_string(), "5"]));
-    assert_all_passed(&run, LATCH_CHECKS, &zk);
-}
+const LATCH: Program = Program {
+    class: "CuratorLeaderLatch",
+    args: &["5"],
+    checks: &[
+        "latch_first_leader",
+        "latch_late_joiner_queued_last",
+        "latch_one_leader_each_round",
+        "latch_never_two_leaders",
+        "latch_leader_owns_lowest_node",
+        "latch_participants_agree",
+        "latch_await",
+        "latch_handover_in_order",
+        "latch_listener_once_each",
+        "latch_nodes_cleaned",
+    ],
+};
 
-zooraft_tests::against_both!(
+program_tests!(
     curator_leader_latch_apache,
     curator_leader_latch_zooraft,
-    leader_latch
+    LATCH
 );
-
-const SELECTOR_CHECKS: &[&str] = &[
-    "selector_all_queued",
-    "selector_rounds_completed",
-    "selector_rotates",
-    "selector_close_hands_over",
-    "selector_never_two_leaders",
-    "selector_has_leadership_consistent",
-    "selector_nodes_cleaned",
-];
 
 /// LeaderSelector with autoRequeue among 4 participants, 16 turns.
-fn leader_selector(kind: ServerKind) {
-    let zk = server(kind);
-    let run = run_java(
-        "CuratorLeaderSelector",
-        &args(&[&zk.connect_string(), "4", "16"]),
-    );
-    assert_all_passed(&run, SELECTOR_CHECKS, &zk);
-}
+const SELECTOR: Program = Program {
+    class: "CuratorLeaderSelector",
+    args: &["4", "16"],
+    checks: &[
+        "selector_all_queued",
+        "selector_rounds_completed",
+        "selector_rotates",
+        "selector_close_hands_over",
+        "selector_never_two_leaders",
+        "selector_has_leadership_consistent",
+        "selector_nodes_cleaned",
+    ],
+};
 
-zooraft_tests::against_both!(
+program_tests!(
     curator_leader_selector_apache,
     curator_leader_selector_zooraft,
-    leader_selector
+    SELECTOR
 );
 
-const CACHE_CHECKS: &[&str] = &[
-    "cache_initial_build",
-    "cache_sees_create",
-    "cache_sees_deep_create",
-    "cache_sees_change",
-    "cache_sees_delete",
-    "cache_sees_session_close_delete",
-    "cache_burst_matches_server",
-    "cache_sees_recursive_delete",
-    "cache_final_equals_server",
-    "persistent_watch_events",
-    "persistent_watch_removed",
-    "recursive_watch_events",
-];
-
 /// CuratorCache (addWatch PERSISTENT_RECURSIVE) and plain persistent watches.
-fn cache(kind: ServerKind) {
-    let zk = server(kind);
-    let run = run_java("CuratorCacheEvents", &args(&[&zk.connect_string()]));
-    assert_all_passed(&run, CACHE_CHECKS, &zk);
-}
+const CACHE: Program = Program {
+    class: "CuratorCacheEvents",
+    args: &[],
+    checks: &[
+        "cache_initial_build",
+        "cache_sees_create",
+        "cache_sees_deep_create",
+        "cache_sees_change",
+        "cache_sees_delete",
+        "cache_sees_session_close_delete",
+        "cache_burst_matches_server",
+        "cache_sees_recursive_delete",
+        "cache_final_equals_server",
+        "persistent_watch_events",
+        "persistent_watch_removed",
+        "recursive_watch_events",
+    ],
+};
 
-zooraft_tests::against_both!(curator_cache_apache, curator_cache_zooraft, cache);
-
-const ATOMIC_CHECKS: &[&str] = &[
-    "atomic_initialize",
-    "atomic_compare_and_set",
-    "atomic_set_add_subtract",
-    "atomic_optimistic_exact_total",
-    "atomic_optimistic_linearizable",
-    "atomic_promoted_exact_total",
-    "atomic_promoted_linearizable",
-];
+program_tests!(curator_cache_apache, curator_cache_zooraft, CACHE);
 
 /// DistributedAtomicLong: 3 clients x 2 threads x 25 increments, optimistic and promoted.
-fn atomic_long(kind: ServerKind) {
-    let zk = server(kind);
-    let run = run_java(
-        "CuratorAtomicLong",
-        &args(&[&zk.connect_string(), "3", "2", "25"]),
-    );
-    assert_all_passed(&run, ATOMIC_CHECKS, &zk);
-}
+const ATOMIC: Program = Program {
+    class: "CuratorAtomicLong",
+    args: &["3", "2", "25"],
+    checks: &[
+        "atomic_initialize",
+        "atomic_compare_and_set",
+        "atomic_set_add_subtract",
+        "atomic_optimistic_exact_total",
+        "atomic_optimistic_linearizable",
+        "atomic_promoted_exact_total",
+        "atomic_promoted_linearizable",
+    ],
+};
 
-zooraft_tests::against_both!(
+program_tests!(
     curator_atomic_long_apache,
     curator_atomic_long_zooraft,
-    atomic_long
+    ATOMIC
 );
 
 const CONNECTION_STATE_CHECKS: &[&str] = &[

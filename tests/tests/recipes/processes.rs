@@ -81,34 +81,44 @@ both_servers!(
     mutual_exclusion_under_contention
 );
 
-async fn interop_with_curator(kind: ServerKind) {
+/// Another client library's contender: the command that runs `threads` of it on a lock path.
+type ForeignContender = fn(&str, &str, usize, usize, &std::path::Path) -> Command;
+
+/// Two processes of `implementation` (Curator or kazoo) and two of ours, 3 threads or tasks
+/// each, 5 critical sections each, on one lock path: each side takes the lock its share of
+/// times and the sections never overlap.
+async fn interop_with(kind: ServerKind, implementation: &str, foreign: ForeignContender) {
     let server = server(kind);
     let admin = client(&server.connect_string()).await;
     let dir = tempfile::tempdir().expect("tempdir");
     let log = dir.path().join("sections.log");
-    let path = "/locks/interop-curator";
-    persistent_lock_path(&admin, path).await;
+    let path = format!("/locks/interop-{implementation}");
+    persistent_lock_path(&admin, &path).await;
     let cs = server.connect_string();
     let cmds = vec![
-        curator_contender(&cs, path, 3, 5, &log),
-        rust_contender(&cs, path, 3, 5, &log, None),
-        curator_contender(&cs, path, 3, 5, &log),
-        rust_contender(&cs, path, 3, 5, &log, None),
+        foreign(&cs, &path, 3, 5, &log),
+        rust_contender(&cs, &path, 3, 5, &log, None),
+        foreign(&cs, &path, 3, 5, &log),
+        rust_contender(&cs, &path, 3, 5, &log, None),
     ];
     run_all(cmds, Duration::from_secs(170)).await;
     let mut entries = read_log(&log);
     assert_eq!(entries.len(), 60);
-    let curator = entries
+    let theirs = entries
         .iter()
-        .filter(|e| e.implementation == "curator")
+        .filter(|e| e.implementation == implementation)
         .count();
-    assert_eq!(curator, 30, "both implementations took the lock");
+    assert_eq!(theirs, 30, "both implementations took the lock");
     check_log(&mut entries);
     assert!(
-        children(&admin, path).await.is_empty(),
+        children(&admin, &path).await.is_empty(),
         "lock nodes left behind"
     );
     admin.close().await;
+}
+
+async fn interop_with_curator(kind: ServerKind) {
+    interop_with(kind, "curator", curator_contender).await;
 }
 
 both_servers!(
@@ -118,33 +128,7 @@ both_servers!(
 );
 
 async fn interop_with_kazoo(kind: ServerKind) {
-    let server = server(kind);
-    let admin = client(&server.connect_string()).await;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let log = dir.path().join("sections.log");
-    let path = "/locks/interop-kazoo";
-    persistent_lock_path(&admin, path).await;
-    let cs = server.connect_string();
-    let cmds = vec![
-        kazoo_contender(&cs, path, 3, 5, &log),
-        rust_contender(&cs, path, 3, 5, &log, None),
-        kazoo_contender(&cs, path, 3, 5, &log),
-        rust_contender(&cs, path, 3, 5, &log, None),
-    ];
-    run_all(cmds, Duration::from_secs(170)).await;
-    let mut entries = read_log(&log);
-    assert_eq!(entries.len(), 60);
-    let kazoo = entries
-        .iter()
-        .filter(|e| e.implementation == "kazoo")
-        .count();
-    assert_eq!(kazoo, 30, "both implementations took the lock");
-    check_log(&mut entries);
-    assert!(
-        children(&admin, path).await.is_empty(),
-        "lock nodes left behind"
-    );
-    admin.close().await;
+    interop_with(kind, "kazoo", kazoo_contender).await;
 }
 
 both_servers!(
