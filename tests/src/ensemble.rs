@@ -359,20 +359,55 @@ impl TestEnsemble {
     /// is not there yet, and a write sent to it would be refused.
     pub fn wait_all_serving(&mut self) {
         let deadline = Instant::now() + READY_TIMEOUT;
-        for i in 0..self.members.len() {
-            if !self.members[i].is_running() {
+        loop {
+            let mut waiting = Vec::new();
+            for (i, m) in self.members.iter_mut().enumerate() {
+                if !m.is_running() {
+                    continue;
+                }
+                // A member that exited never serves: say so now, with its reason.
+                if let Some(status) = m.exited() {
+                    panic!(
+                        "member {} exited ({status}) instead of serving; log:\n{}",
+                        i + 1,
+                        m.log_tail()
+                    );
+                }
+                if m.mode().is_none_or(|mode| mode == "read-only") {
+                    waiting.push(i);
+                }
+            }
+            if waiting.is_empty() {
+                return;
+            }
+            if Instant::now() >= deadline {
+                panic!("{}", self.not_serving_report(&waiting));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Which members do not serve, with every running member's mode and log tail: the
+    /// reason a member waits is often in another member's log.
+    fn not_serving_report(&self, waiting: &[usize]) -> String {
+        let names: Vec<String> = waiting.iter().map(|i| (i + 1).to_string()).collect();
+        let mut report = format!(
+            "member(s) {} do not serve within {READY_TIMEOUT:?}",
+            names.join(", ")
+        );
+        for (i, m) in self.members.iter().enumerate() {
+            if !m.is_running() {
+                report.push_str(&format!("\n--- member {}: not running", i + 1));
                 continue;
             }
-            while self.members[i].mode().is_none_or(|m| m == "read-only") {
-                assert!(
-                    Instant::now() < deadline,
-                    "member {} does not serve; log:\n{}",
-                    i + 1,
-                    self.members[i].log_tail()
-                );
-                std::thread::sleep(Duration::from_millis(50));
-            }
+            let mode = m.mode().unwrap_or_else(|| "no answer".to_owned());
+            report.push_str(&format!(
+                "\n--- member {} ({mode}), log:\n{}",
+                i + 1,
+                m.log_tail()
+            ));
         }
+        report
     }
 
     /// The index of the current leader (waits for one, bounded).
