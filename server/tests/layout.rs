@@ -453,16 +453,10 @@ fn no_file_has_more_than_600_lines_of_non_test_code() {
     assert!(long.is_empty(), "{long:?}");
 }
 
-/// Files of the other crates still over 600 lines of non-test code, by crate folder and
-/// module: the conformance scenarios' `Ctx`, whose sixty calls are the scenario language,
-/// until that API is split (issue 29). [`no_file_of_any_crate_has_more_than_600_lines`]
-/// fails for an entry that is no longer long, so the list only shrinks.
-const LONG_FILES_TO_SPLIT: &[(&str, &str)] = &[("tests", "conformance/ctx")];
-
+/// Every crate's files stay under 600 lines of non-test code, as the server's do.
 #[test]
 fn no_file_of_any_crate_has_more_than_600_lines() {
     let mut long = Vec::new();
-    let mut listed = Vec::new();
     for src in other_crates() {
         let dir = src
             .parent()
@@ -471,23 +465,12 @@ fn no_file_of_any_crate_has_more_than_600_lines() {
             .unwrap_or_default()
             .to_string();
         for (m, n) in read_crate_at(&src).lines {
-            let known = LONG_FILES_TO_SPLIT.contains(&(dir.as_str(), name(&m).as_str()));
-            if n > 600 && !known {
+            if n > 600 {
                 long.push(format!("{dir}/{}: {n}", name(&m)));
-            } else if n > 600 {
-                listed.push((dir.clone(), name(&m)));
             }
         }
     }
     assert!(long.is_empty(), "over 600 lines: {long:?}");
-    let short: Vec<_> = LONG_FILES_TO_SPLIT
-        .iter()
-        .filter(|(d, m)| !listed.iter().any(|(ld, lm)| ld == d && lm == m))
-        .collect();
-    assert!(
-        short.is_empty(),
-        "no longer long (take them off LONG_FILES_TO_SPLIT): {short:?}"
-    );
 }
 
 /// A throwaway crate source folder with the given files, removed on drop.

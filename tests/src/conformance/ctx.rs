@@ -14,24 +14,15 @@ use bytes::Bytes;
 use jute::{OpCode, Request};
 
 use super::describe;
+use super::fail::raw_fail;
+pub use super::fail::{Fail, Res};
+use super::reading::Reading;
+use super::recorder::Recorder;
 use super::sessions::{Sess, Sessions};
 use super::setup;
 pub use super::setup::TEST_USERS;
 use super::transcript::{LineBuf, Transcript};
-use crate::raw_client::{ConnectOptions, Handshake, Incoming, RawClient, RawError, Reply};
-
-/// Why a scenario stopped early (recorded in the transcript).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Fail(pub String);
-
-impl std::fmt::Display for Fail {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-/// A scenario step's result.
-pub type Res<T = ()> = Result<T, Fail>;
+use crate::raw_client::{ConnectOptions, Handshake, Incoming, RawClient, Reply};
 
 /// How long a reply, an event or a close may take before the step fails.
 pub const WAIT: Duration = Duration::from_secs(5);
@@ -44,26 +35,19 @@ const AFTER_WRITE: Duration = Duration::from_millis(3);
 /// The scenario context.
 #[derive(Debug)]
 pub struct Ctx {
-    /// Sort ACL lists in getACL replies (see [`Ctx::unordered_acls`]).
-    sort_acls: bool,
     addr: SocketAddr,
     root: String,
     sessions: Sessions,
-    transcript: Transcript,
-}
-
-fn raw_fail(label: &str, what: &str, e: RawError) -> Fail {
-    Fail(format!("{label}: {what}: {e}"))
+    rec: Recorder,
 }
 
 impl Ctx {
     pub fn new(addr: SocketAddr, root: String) -> Ctx {
         Ctx {
-            sort_acls: false,
             addr,
             root,
             sessions: Sessions::default(),
-            transcript: Transcript::default(),
+            rec: Recorder::default(),
         }
     }
 
@@ -89,35 +73,31 @@ impl Ctx {
     }
 
     pub fn transcript(&self) -> &Transcript {
-        &self.transcript
+        self.rec.transcript()
     }
 
     pub fn into_transcript(self) -> Transcript {
-        self.transcript
+        self.rec.into_transcript()
     }
 
     /// Replaces every time by `T`, for scenarios whose writes may share a millisecond.
     pub fn mask_times(&mut self) {
-        self.transcript.mask_times = true;
-    }
-
-    fn rec(&mut self, l: &LineBuf) {
-        self.transcript.push(l.build(true));
+        self.rec.mask_times();
     }
 
     /// A compared free-form line (a derived fact the scenario checked).
     pub fn note(&mut self, text: impl Into<String>) {
-        self.rec(&LineBuf::new(text));
+        self.rec.note(text);
     }
 
     /// A line shown but never compared: an allowed difference, documented.
     pub fn allowed(&mut self, text: impl Into<String>) {
-        self.transcript.push(LineBuf::new(text).build(false));
+        self.rec.allowed(text);
     }
 
     /// A compared line built by the caller (zxid/time/session tokens allowed).
     pub fn record(&mut self, l: &LineBuf) {
-        self.rec(l);
+        self.rec.line(l);
     }
 
     fn sess(&mut self, label: &str) -> Res<&mut Sess> {
@@ -131,6 +111,19 @@ impl Ctx {
             .client
             .as_mut()
             .ok_or_else(|| Fail(format!("{label}: no open connection")))
+    }
+
+    /// `label`'s connection, to be read into the transcript.
+    fn reading<'a>(&'a mut self, label: &'a str) -> Res<Reading<'a>> {
+        let sess = self
+            .sessions
+            .get_mut(label)
+            .ok_or_else(|| Fail(format!("{label}: no such session in this scenario")))?;
+        Ok(Reading {
+            label,
+            sess,
+            rec: &mut self.rec,
+        })
     }
 
     /// The session id `label` was given (0 if none).
@@ -155,25 +148,7 @@ impl Ctx {
     /// From now on, ACL lists in getACL replies are recorded sorted: an `auth` ACL expands
     /// to the session's identities in hash-set order in ZooKeeper.
     pub fn unordered_acls(&mut self) {
-        self.sort_acls = true;
-    }
-
-    fn record_incoming(&mut self, label: &str, inc: &Incoming) {
-        let mut l = LineBuf::new(format!("{label} <- "));
-        if self.sort_acls {
-            describe::incoming(&describe::sorted_acls(inc), &mut l);
-        } else {
-            describe::incoming(inc, &mut l);
-        }
-        self.rec(&l);
-        if let Incoming::Handshake(h) = inc {
-            let id = h.response.session_id;
-            if id != 0 {
-                let labels = &mut self.transcript.labels;
-                labels.entry(id).or_insert_with(|| label.to_string());
-            }
-        }
-        self.sessions.learn(label, inc);
+        self.rec.sort_acls();
     }
 
     // ---- sessions ----------------------------------------------------------------------
@@ -209,8 +184,7 @@ impl Ctx {
     /// Opens a connection labelled `label` and sends the handshake without reading its
     /// response (which is then the first thing [`recv`](Self::recv) returns).
     pub async fn connect_only(&mut self, label: &str, opts: ConnectOptions) -> Res {
-        let l = describe::connect(label, &opts);
-        self.rec(&l);
+        self.rec.line(&describe::connect(label, &opts));
         let mut client = RawClient::open(self.addr)
             .await
             .map_err(|e| raw_fail(label, "tcp connect", e))?;
@@ -255,20 +229,9 @@ impl Ctx {
 
     /// The next thing on `label` within `ms` (recorded), or `None` (recorded as quiet).
     pub async fn recv_or_quiet(&mut self, label: &str, ms: u64) -> Res<Option<Incoming>> {
-        let c = self.client(label)?;
-        match c.recv(Duration::from_millis(ms)).await {
-            Ok(i) => {
-                self.record_incoming(label, &i);
-                Ok(Some(i))
-            }
-            Err(RawError::Timeout(_)) => {
-                self.note(format!("{label} .. nothing arrives"));
-                Ok(None)
-            }
-            Err(e) => Err(raw_fail(label, "recv", e)),
-        }
+        let wait = Duration::from_millis(ms);
+        self.reading(label)?.recv_or_quiet(wait).await
     }
-
     /// Half-closes `label`'s connection (FIN): the server reads EOF.
     pub async fn shutdown_write(&mut self, label: &str) -> Res {
         self.note(format!("{label} -> (FIN)"));
@@ -319,23 +282,17 @@ impl Ctx {
 
     // ---- sending -----------------------------------------------------------------------
 
-    fn rec_send(&mut self, label: &str, xid: i32, req: &Request) {
-        let mut l = LineBuf::new(format!("{label} -> xid={xid} "));
-        describe::request(req, &mut l);
-        self.rec(&l);
-    }
-
     /// Sends `req` with the next xid without waiting.
     pub async fn send(&mut self, label: &str, req: Request) -> Res<i32> {
         let xid = self.client(label)?.next_xid();
-        self.rec_send(label, xid, &req);
+        self.rec.sent(label, xid, &req);
         let c = self.client(label)?;
         c.send(&req).await.map_err(|e| raw_fail(label, "send", e))
     }
 
     /// Sends `req` with a chosen xid without waiting.
     pub async fn send_xid(&mut self, label: &str, xid: i32, req: Request) -> Res {
-        self.rec_send(label, xid, &req);
+        self.rec.sent(label, xid, &req);
         let c = self.client(label)?;
         c.send_xid(xid, &req)
             .await
@@ -346,7 +303,7 @@ impl Ctx {
     pub async fn send_batch(&mut self, label: &str, reqs: Vec<Request>) -> Res<Vec<i32>> {
         let first = self.client(label)?.next_xid();
         for (i, r) in reqs.iter().enumerate() {
-            self.rec_send(label, first.wrapping_add(i as i32), r);
+            self.rec.sent(label, first.wrapping_add(i as i32), r);
         }
         let c = self.client(label)?;
         c.send_batch(&reqs)
@@ -397,81 +354,50 @@ impl Ctx {
 
     /// Reads and records the next thing `label`'s server wrote.
     pub async fn recv(&mut self, label: &str) -> Res<Incoming> {
-        self.recv_within(label, WAIT).await
-    }
-
-    async fn recv_within(&mut self, label: &str, wait: Duration) -> Res<Incoming> {
-        let c = self.client(label)?;
-        match c.recv(wait).await {
-            Ok(i) => {
-                self.record_incoming(label, &i);
-                Ok(i)
-            }
-            Err(RawError::Timeout(_)) => {
-                self.note(format!("{label} !! nothing received in time"));
-                Err(Fail(format!("{label}: nothing received within {wait:?}")))
-            }
-            Err(e) => Err(raw_fail(label, "recv", e)),
-        }
-    }
-
-    /// Reads (recording everything) until `step` gives an answer; a close is a failure
-    /// that says what was awaited, unless `step` answers it.
-    async fn recv_until<T>(
-        &mut self,
-        label: &str,
-        awaited: &str,
-        mut step: impl FnMut(Incoming) -> Option<T>,
-    ) -> Res<T> {
-        loop {
-            let inc = self.recv(label).await?;
-            let closed = matches!(inc, Incoming::Closed { .. });
-            if let Some(answer) = step(inc) {
-                return Ok(answer);
-            }
-            if closed {
-                return Err(Fail(format!("{label}: closed while waiting for {awaited}")));
-            }
-        }
+        self.reading(label)?.recv(WAIT).await
     }
 
     /// Reads until the reply with `xid` (recording everything before it).
     pub async fn reply(&mut self, label: &str, xid: i32) -> Res<Reply> {
-        self.recv_until(label, &format!("xid {xid}"), |inc| match inc {
+        let awaited = format!("xid {xid}");
+        let step = |inc| match inc {
             Incoming::Reply(r) if r.xid == xid => Some(r),
             _ => None,
-        })
-        .await
+        };
+        self.reading(label)?.until(WAIT, &awaited, step).await
     }
 
     /// Like [`reply`](Self::reply) but a close is an answer (`None`), not a failure.
     pub async fn reply_or_close(&mut self, label: &str, xid: i32) -> Res<Option<Reply>> {
-        self.recv_until(label, &format!("xid {xid}"), |inc| match inc {
+        let awaited = format!("xid {xid}");
+        let step = |inc| match inc {
             Incoming::Reply(r) if r.xid == xid => Some(Some(r)),
             Incoming::Closed { .. } => Some(None),
             _ => None,
-        })
-        .await
+        };
+        self.reading(label)?.until(WAIT, &awaited, step).await
     }
 
     /// Reads until `n` replies arrived (recording events in between).
     pub async fn replies(&mut self, label: &str, n: usize) -> Res<Vec<Reply>> {
+        let mut reading = self.reading(label)?;
         let mut out = Vec::with_capacity(n);
         while out.len() < n {
-            let r = self.recv_until(label, "replies", |inc| match inc {
+            let reply = |inc| match inc {
                 Incoming::Reply(r) => Some(r),
                 _ => None,
-            });
-            out.push(r.await?);
+            };
+            out.push(reading.until(WAIT, "replies", reply).await?);
         }
         Ok(out)
     }
 
     /// Reads until `n` watch events arrived (recording anything in between).
     pub async fn events(&mut self, label: &str, n: usize) -> Res {
+        let mut reading = self.reading(label)?;
         for _ in 0..n {
             let event = |inc| matches!(inc, Incoming::Event(_)).then_some(());
-            self.recv_until(label, "events", event).await?;
+            reading.until(WAIT, "events", event).await?;
         }
         Ok(())
     }
@@ -480,128 +406,37 @@ impl Ctx {
     /// relative order ZooKeeper leaves to hash-set iteration (several ephemerals deleted
     /// by one closeSession or expiry). Anything else is recorded as it comes.
     pub async fn events_unordered(&mut self, label: &str, n: usize) -> Res {
-        let mut lines = Vec::new();
-        while lines.len() < n {
-            let c = self.client(label)?;
-            match c.recv(WAIT).await {
-                Ok(Incoming::Event(e)) => {
-                    let mut l = LineBuf::new(format!("{label} <- (any order) "));
-                    describe::event(&e, &mut l);
-                    lines.push(l);
-                }
-                Ok(other) => {
-                    let closed = matches!(other, Incoming::Closed { .. });
-                    self.record_incoming(label, &other);
-                    if closed {
-                        return Err(Fail(format!("{label}: closed while waiting for events")));
-                    }
-                }
-                Err(RawError::Timeout(_)) => {
-                    self.note(format!("{label} !! nothing received in time"));
-                    return Err(Fail(format!("{label}: events did not arrive")));
-                }
-                Err(e) => return Err(raw_fail(label, "recv", e)),
-            }
-        }
-        let mut built: Vec<_> = lines.iter().map(|l| l.build(true)).collect();
-        built.sort_by_key(|l| format!("{:?}", l.toks));
-        for l in built {
-            self.transcript.push(l);
-        }
-        Ok(())
+        self.reading(label)?.events_any_order(WAIT, n).await
     }
 
     /// The next thing on `label` within `ms`, NOT recorded (the scenario records what it
     /// can compare), or `None` on timeout.
     pub async fn take(&mut self, label: &str, ms: u64) -> Res<Option<Incoming>> {
-        let c = self.client(label)?;
-        match c.recv(Duration::from_millis(ms)).await {
-            Ok(i) => Ok(Some(i)),
-            Err(RawError::Timeout(_)) => Ok(None),
-            Err(e) => Err(raw_fail(label, "recv", e)),
-        }
+        self.reading(label)?.take(Duration::from_millis(ms)).await
     }
 
     /// Records an incoming item as an uncompared line (a documented allowed difference).
     pub fn allowed_incoming(&mut self, label: &str, inc: &Incoming) {
-        let mut l = LineBuf::new(format!("{label} <- (not compared) "));
-        describe::incoming(inc, &mut l);
-        self.transcript.push(l.build(false));
+        self.rec.not_compared(label, inc);
     }
 
     /// Records whatever arrives on `label` within `ms` (normally nothing: that is the point).
     pub async fn quiet(&mut self, label: &str, ms: u64) -> Res {
-        let deadline = tokio::time::Instant::now() + Duration::from_millis(ms);
-        let mut any = false;
-        loop {
-            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-            if left.is_zero() {
-                break;
-            }
-            let c = self.client(label)?;
-            match c.recv(left).await {
-                Ok(i) => {
-                    any = true;
-                    let closed = matches!(i, Incoming::Closed { .. });
-                    self.record_incoming(label, &i);
-                    if closed {
-                        break;
-                    }
-                }
-                Err(RawError::Timeout(_)) => break,
-                Err(e) => return Err(raw_fail(label, "recv", e)),
-            }
-        }
-        if !any {
-            self.note(format!("{label} .. nothing arrives"));
-        } else {
-            self.allowed(format!("{label} (quiet period saw traffic)"));
-        }
-        Ok(())
+        self.reading(label)?.quiet(Duration::from_millis(ms)).await
     }
 
     /// Reads until the server closes `label`'s connection; records "still open" if it
     /// does not within `ms`. Returns whether it closed.
     pub async fn wait_closed(&mut self, label: &str, ms: u64) -> Res<bool> {
-        let deadline = tokio::time::Instant::now() + Duration::from_millis(ms);
-        loop {
-            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-            let c = self.client(label)?;
-            match c.recv(left).await {
-                Ok(i) => {
-                    let closed = matches!(i, Incoming::Closed { .. });
-                    self.record_incoming(label, &i);
-                    if closed {
-                        return Ok(true);
-                    }
-                }
-                Err(RawError::Timeout(_)) => {
-                    self.note(format!("{label} .. connection still open"));
-                    return Ok(false);
-                }
-                Err(e) => return Err(raw_fail(label, "recv", e)),
-            }
-        }
+        let wait = Duration::from_millis(ms);
+        self.reading(label)?.wait_closed(wait).await
     }
 
     /// Like [`wait_closed`](Self::wait_closed) but records nothing comparable: for the
     /// documented allowed differences. Returns whether it closed.
     pub async fn probe_closed(&mut self, label: &str, ms: u64) -> Res<bool> {
-        let c = self.client(label)?;
-        let mut seen = Vec::new();
-        let closed = loop {
-            match c.recv(Duration::from_millis(ms)).await {
-                Ok(Incoming::Closed { .. }) => break true,
-                Ok(i) => seen.push(i),
-                Err(_) => break false,
-            }
-        };
-        for i in seen {
-            let mut l = LineBuf::new(format!("{label} <- (not compared) "));
-            describe::incoming(&i, &mut l);
-            self.transcript.push(l.build(false));
-        }
-        Ok(closed)
+        let wait = Duration::from_millis(ms);
+        self.reading(label)?.probe_closed(wait).await
     }
 
     // ---- request/response ----------------------------------------------------------------

@@ -16,6 +16,9 @@
 
 pub mod ctx;
 pub mod describe;
+mod fail;
+mod reading;
+mod recorder;
 pub mod req;
 pub mod runner;
 pub mod scenarios;

@@ -27,6 +27,29 @@ pub(super) struct Sess {
     pub(super) alive: bool,
 }
 
+impl Sess {
+    /// What the session learns from `inc`: its id and password from an accepted handshake
+    /// (or that a resumed session is gone), the zxid of a reply.
+    pub(super) fn learn(&mut self, inc: &Incoming) {
+        match inc {
+            Incoming::Handshake(h) => {
+                let r = &h.response;
+                if r.timeout > 0 && r.session_id != 0 {
+                    self.id = r.session_id;
+                    self.passwd = r.passwd.clone();
+                    self.alive = true;
+                } else if self.requested_session != 0 && self.requested_session == self.id {
+                    self.alive = false;
+                }
+            }
+            Incoming::Reply(r) if r.zxid > 0 && r.xid != jute::xid::PING => {
+                self.last_zxid = r.zxid;
+            }
+            _ => {}
+        }
+    }
+}
+
 /// Every session of one scenario, by label.
 #[derive(Debug, Default)]
 pub(super) struct Sessions {
@@ -61,30 +84,6 @@ impl Sessions {
     pub(super) fn forget(&mut self, label: &str) {
         if let Some(s) = self.by_label.get_mut(label) {
             s.alive = false;
-        }
-    }
-
-    /// What `label` learns from `inc`: its session id and password from an accepted
-    /// handshake (or that a resumed session is gone), the zxid of a reply.
-    pub(super) fn learn(&mut self, label: &str, inc: &Incoming) {
-        let Some(sess) = self.by_label.get_mut(label) else {
-            return;
-        };
-        match inc {
-            Incoming::Handshake(h) => {
-                let r = &h.response;
-                if r.timeout > 0 && r.session_id != 0 {
-                    sess.id = r.session_id;
-                    sess.passwd = r.passwd.clone();
-                    sess.alive = true;
-                } else if sess.requested_session != 0 && sess.requested_session == sess.id {
-                    sess.alive = false;
-                }
-            }
-            Incoming::Reply(r) if r.zxid > 0 && r.xid != jute::xid::PING => {
-                sess.last_zxid = r.zxid;
-            }
-            _ => {}
         }
     }
 
