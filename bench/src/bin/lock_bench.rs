@@ -21,60 +21,57 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use clap::Parser;
 use zooraft_bench::floor;
 use zooraft_recipes::{AsyncZkClient, IntoClient, LockOptions, Mutex, ZkClient, ZookeeperClient};
 
+/// The recipes' client a contender uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Backend {
+    /// The `zookeeper-client` crate (the recipes' primary backend).
+    ZookeeperClient,
+    /// The `zookeeper-async` crate.
+    ZookeeperAsync,
+}
+
+impl Backend {
+    fn name(self) -> &'static str {
+        match self {
+            Backend::ZookeeperClient => "zookeeper-client",
+            Backend::ZookeeperAsync => "zookeeper-async",
+        }
+    }
+}
+
+/// Lock throughput and handoff latency of the recipes' `Mutex`, server by server.
+#[derive(Debug, Parser)]
+#[command(name = "lock_bench")]
 struct Options {
-    contenders: usize,
+    /// Contenders, each with its own session and lock handle.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..))]
+    contenders: u16,
+    /// Seconds of contention per server.
+    #[arg(long, default_value_t = 10.0, value_parser = positive_seconds)]
     seconds: f64,
+    /// The lock's path (the process id is appended).
+    #[arg(long, default_value = "/bench/lock")]
     path: String,
-    backend: String,
+    #[arg(long, value_enum, default_value_t = Backend::ZookeeperClient)]
+    backend: Backend,
+    /// A directory on the servers' data disk, where the floor's durable append is measured.
+    #[arg(long, default_value = ".")]
     data_dir: std::path::PathBuf,
+    /// The servers (host:port), measured in turn; ratios are to the first.
+    #[arg(required = true)]
     addrs: Vec<String>,
 }
 
-fn parse() -> Options {
-    let mut o = Options {
-        contenders: 16,
-        seconds: 10.0,
-        path: "/bench/lock".to_string(),
-        backend: "zookeeper-client".to_string(),
-        data_dir: ".".into(),
-        addrs: Vec::new(),
-    };
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
-        let mut value = |name: &str| {
-            args.next().unwrap_or_else(|| {
-                eprintln!("lock_bench: {name} needs a value");
-                std::process::exit(2)
-            })
-        };
-        match a.as_str() {
-            "--contenders" => o.contenders = value("--contenders").parse().unwrap_or(16),
-            "--seconds" => o.seconds = value("--seconds").parse().unwrap_or(10.0),
-            "--path" => o.path = value("--path"),
-            "--backend" => o.backend = value("--backend"),
-            "--data-dir" => o.data_dir = value("--data-dir").into(),
-            "-h" | "--help" => {
-                println!(
-                    "lock_bench [--contenders N] [--seconds S] [--path P] \
-                     [--backend zookeeper-client|zookeeper-async] [--data-dir D] ADDR [ADDR...]"
-                );
-                std::process::exit(0)
-            }
-            _ => o.addrs.push(a),
-        }
+/// A number of seconds above zero.
+fn positive_seconds(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v > 0.0 && v.is_finite() => Ok(v),
+        _ => Err(format!("{s:?} is not a positive number of seconds")),
     }
-    if !matches!(o.backend.as_str(), "zookeeper-client" | "zookeeper-async") {
-        eprintln!("lock_bench: unknown backend {:?}", o.backend);
-        std::process::exit(2)
-    }
-    if o.addrs.is_empty() {
-        eprintln!("lock_bench: give at least one server address (host:port)");
-        std::process::exit(2)
-    }
-    o
 }
 
 /// What one run measured.
@@ -117,7 +114,7 @@ async fn run(addr: &str, o: &Options) -> Result<Figures, String> {
     let mut clients = Vec::new();
     for _ in 0..o.contenders {
         let session = Duration::from_secs(10);
-        let client: Arc<dyn ZkClient> = if o.backend == "zookeeper-async" {
+        let client: Arc<dyn ZkClient> = if o.backend == Backend::ZookeeperAsync {
             AsyncZkClient::connect(addr, session)
                 .await
                 .map_err(|e| format!("{addr}: {e}"))?
@@ -183,10 +180,12 @@ async fn run(addr: &str, o: &Options) -> Result<Figures, String> {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let o = parse();
+    let o = Options::parse();
     println!(
         "lock_bench: {} contenders ({}), {:.1} s per server, empty critical section",
-        o.contenders, o.backend, o.seconds
+        o.contenders,
+        o.backend.name(),
+        o.seconds
     );
     let floor = match (
         floor::durable_append(&o.data_dir, 200, 100),

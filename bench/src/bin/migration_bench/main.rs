@@ -101,68 +101,48 @@ const CUTOVER_TIMEOUT: Duration = Duration::from_secs(120);
 /// Markers sampled across the lag load.
 const MARKERS: usize = 10;
 
+/// Live migration from a running Apache ZooKeeper ensemble, measured (see the crate docs).
+#[derive(Debug, clap::Parser)]
+#[command(name = "migration_bench")]
 struct Options {
+    /// Znodes in the ensemble's tree (underscores allowed: 1_000_000).
+    #[arg(long, default_value = "1000000", value_parser = positive_count)]
     znodes: u64,
+    /// The zooraft binary (default: `$ZOORAFT_BIN`, next to this executable, the release
+    /// build of the target directory).
+    #[arg(long)]
     zooraft: Option<PathBuf>,
-    writers: usize,
+    /// Writing sessions in the lag and cut-over parts.
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u16).range(1..))]
+    writers: u16,
+    /// Seconds of load in the lag and cut-over parts.
+    #[arg(long, default_value_t = 10.0, value_parser = positive_seconds)]
     seconds: f64,
+    /// The ensemble's initLimit in ticks (default 20, or N/5,000 if more).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     init_limit: Option<u32>,
+    /// Where the temporary directory of data and logs is made (default `$TMPDIR`).
+    #[arg(long)]
     data_root: Option<PathBuf>,
+    /// Keep data and logs in this directory instead.
+    #[arg(long)]
     keep: Option<PathBuf>,
 }
 
-fn usage() -> ! {
-    eprintln!(
-        "usage: migration_bench [--znodes N] [--zooraft PATH] [--writers W] [--seconds S] \
-         [--init-limit TICKS] [--data-root DIR] [--keep DIR]"
-    );
-    std::process::exit(2)
+/// A count above zero, with `_` allowed between digits.
+fn positive_count(s: &str) -> std::result::Result<u64, String> {
+    match s.replace('_', "").parse::<u64>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(format!("{s:?} is not a positive whole number")),
+    }
 }
 
-fn parse() -> Options {
-    let mut o = Options {
-        znodes: 1_000_000,
-        zooraft: None,
-        writers: 32,
-        seconds: 10.0,
-        init_limit: None,
-        data_root: None,
-        keep: None,
-    };
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
-        let mut value = |name: &str| {
-            args.next().unwrap_or_else(|| {
-                eprintln!("migration_bench: {name} needs a value");
-                usage()
-            })
-        };
-        fn number<T: std::str::FromStr>(v: String) -> T {
-            v.replace('_', "").parse().unwrap_or_else(|_| {
-                eprintln!("migration_bench: {v} is not a number");
-                usage()
-            })
-        }
-        match a.as_str() {
-            "--znodes" => o.znodes = number(value("--znodes")),
-            "--zooraft" => o.zooraft = Some(PathBuf::from(value("--zooraft"))),
-            "--writers" => o.writers = number(value("--writers")),
-            "--seconds" => o.seconds = number(value("--seconds")),
-            "--init-limit" => o.init_limit = Some(number(value("--init-limit"))),
-            "--data-root" => o.data_root = Some(PathBuf::from(value("--data-root"))),
-            "--keep" => o.keep = Some(PathBuf::from(value("--keep"))),
-            "-h" | "--help" => usage(),
-            other => {
-                eprintln!("migration_bench: unknown argument {other}");
-                usage()
-            }
-        }
+/// A number of seconds above zero.
+fn positive_seconds(s: &str) -> std::result::Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v > 0.0 && v.is_finite() => Ok(v),
+        _ => Err(format!("{s:?} is not a positive number of seconds")),
     }
-    if o.writers == 0 || o.seconds <= 0.0 || o.znodes == 0 {
-        eprintln!("migration_bench: --znodes, --writers and --seconds must be positive");
-        usage()
-    }
-    o
 }
 
 fn main() {
@@ -173,7 +153,7 @@ fn main() {
 }
 
 fn run() -> Result<()> {
-    let o = parse();
+    let o = <Options as clap::Parser>::parse();
     let t0 = Instant::now();
     let zooraft = match &o.zooraft {
         Some(p) if p.is_file() => p.clone(),
@@ -207,7 +187,7 @@ fn run() -> Result<()> {
     println!(
         "# migration_bench: {} znodes, {} writers, {} s, zooraft {}, tickTime {TICK_MS} initLimit {init_limit} syncLimit {SYNC_LIMIT}, data in {}",
         o.znodes,
-        o.writers,
+        usize::from(o.writers),
         o.seconds,
         zooraft.display(),
         work.display()
@@ -329,7 +309,7 @@ fn run() -> Result<()> {
         c.voter_addrs(),
         leader,
         c.layout.client(4),
-        o.writers,
+        usize::from(o.writers),
         o.seconds,
     ))?;
     c.check()?;
@@ -344,7 +324,7 @@ fn run() -> Result<()> {
     println!();
     println!(
         "## 2. zooraft observer lag under a write load on ZooKeeper ({} writers, {:.1} s)",
-        o.writers,
+        usize::from(o.writers),
         lag.window.as_secs_f64()
     );
     println!();
@@ -437,7 +417,7 @@ fn run() -> Result<()> {
         members.clone(),
         zooraft.clone(),
         work.join("cutover.out"),
-        o.writers,
+        usize::from(o.writers),
         o.seconds,
     ))?;
     let check = c.check();
@@ -519,7 +499,7 @@ fn run() -> Result<()> {
     println!();
     println!(
         "## 3. Write pause at the cut-over ({} writers through zooraft members 4,5,6, {:.1} s)",
-        o.writers,
+        usize::from(o.writers),
         (cut.end - cut.start).as_secs_f64()
     );
     println!();
