@@ -15,65 +15,38 @@
 //! Prints both and their ratio. Use a release `zooraft` for figures worth quoting; the
 //! numbers depend on the machine and its load, so no figure is asserted anywhere.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use clap::Parser;
+use zooraft_bench::server::{ServerKind, TestServer};
 use zooraft_bench::zk_snapshot;
 
+/// `zooraft import` of a big ZooKeeper snapshot beside ZooKeeper's own start-up on it.
+#[derive(Debug, Parser)]
+#[command(name = "import_bench")]
 struct Options {
+    /// Znodes in the snapshot (underscores allowed: 1_000_000).
+    #[arg(long, default_value = "1000000", value_parser = positive_count)]
     znodes: u64,
+    /// Bytes of data in each znode.
+    #[arg(long, default_value_t = 32)]
     data_bytes: usize,
+    /// The zooraft binary.
+    #[arg(long, default_value = "target/release/zooraft")]
     zooraft: PathBuf,
+    /// Keep the snapshot, both data directories and the logs in this directory.
+    #[arg(long)]
     keep: Option<PathBuf>,
 }
 
-fn parse() -> Options {
-    let mut o = Options {
-        znodes: 1_000_000,
-        data_bytes: 32,
-        zooraft: PathBuf::from("target/release/zooraft"),
-        keep: None,
-    };
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
-        let mut value = |name: &str| {
-            args.next().unwrap_or_else(|| {
-                eprintln!("import_bench: {name} needs a value");
-                std::process::exit(2)
-            })
-        };
-        let number = |v: String| {
-            v.replace('_', "").parse().unwrap_or_else(|_| {
-                eprintln!("import_bench: {v} is not a number");
-                std::process::exit(2)
-            })
-        };
-        match a.as_str() {
-            "--znodes" => o.znodes = number(value("--znodes")),
-            "--data-bytes" => o.data_bytes = number(value("--data-bytes")) as usize,
-            "--zooraft" => o.zooraft = PathBuf::from(value("--zooraft")),
-            "--keep" => o.keep = Some(PathBuf::from(value("--keep"))),
-            other => {
-                eprintln!("import_bench: unknown argument {other}");
-                std::process::exit(2)
-            }
-        }
+/// A count above zero, with `_` allowed between digits.
+fn positive_count(s: &str) -> Result<u64, String> {
+    match s.replace('_', "").parse::<u64>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(format!("{s:?} is not a positive whole number")),
     }
-    o
-}
-
-fn serving(port: u16) -> bool {
-    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
-        return false;
-    };
-    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
-    let _ = s.write_all(b"srvr");
-    let mut out = String::new();
-    let _ = s.read_to_string(&mut out);
-    out.contains("Mode: ")
 }
 
 /// Runs `zooraft import`; (seconds, peak RSS in MB).
@@ -106,56 +79,31 @@ fn import(zooraft: &Path, from: &Path, work: &Path) -> anyhow::Result<(f64, f64)
     Ok((secs, usage.ru_maxrss as f64 / 1024.0))
 }
 
-/// Starts Apache ZooKeeper on `data`; (seconds until it serves, peak RSS in MB).
-fn zookeeper(data: &Path, work: &Path) -> anyhow::Result<(f64, f64)> {
-    let port = zooraft_bench::server::try_free_port()?;
-    let cfg = work.join("zoo.cfg");
-    std::fs::write(
-        &cfg,
-        format!(
-            "tickTime=2000\ndataDir={}\nclientPort={port}\nclientPortAddress=127.0.0.1\nadmin.enableServer=false\n4lw.commands.whitelist=*\n",
-            data.display()
-        ),
-    )?;
-    let log = std::fs::File::create(work.join("zookeeper.log"))?;
-    let started = Instant::now();
-    let mut child = Command::new("java")
-        .args([
-            "-Xmx3g",
-            "-XX:+UseSerialGC",
-            "-Dzookeeper.admin.enableServer=false",
-            "-cp",
-        ])
-        .arg("/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar")
-        .arg("org.apache.zookeeper.server.ZooKeeperServerMain")
-        .arg(&cfg)
-        .stdout(log.try_clone()?)
-        .stderr(log)
-        .spawn()?;
-    let deadline = started + Duration::from_secs(600);
-    let result = loop {
-        if serving(port) {
-            break Ok(started.elapsed().as_secs_f64());
-        }
-        if let Ok(Some(s)) = child.try_wait() {
-            break Err(anyhow::anyhow!(
-                "ZooKeeper exited ({s}); see {}",
-                work.join("zookeeper.log").display()
-            ));
-        }
-        if Instant::now() > deadline {
-            break Err(anyhow::anyhow!("ZooKeeper did not serve within 600 s"));
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let rss = zk_snapshot::vm_hwm_mb(child.id()).unwrap_or(0.0);
-    let _ = child.kill();
-    let _ = child.wait();
-    Ok((result?, rss))
+/// Starts Apache ZooKeeper (the kit's launcher, `-Xmx3g`, serial collector) on a copy of
+/// the data directory `data`, its own directory under `work`; (seconds from its start until
+/// it serves, peak RSS in MB). With `keep`, its directory stays.
+fn zookeeper(data: &Path, work: &Path, keep: bool) -> anyhow::Result<(f64, f64)> {
+    let mut b = TestServer::builder(ServerKind::Apache);
+    if keep {
+        b = b.keep_data();
+    }
+    let mut zk = b
+        .data_root(work)
+        // The kit's small test heap and serial collector, and then a heap limit that holds
+        // the tree: the JVM takes the last -Xmx.
+        .jvm_arg("-Xmx3g")
+        .test_hooks(false)
+        .start_timeout(Duration::from_secs(600))
+        .try_prepare()?;
+    zk_snapshot::copy_dir(data, &zk.data_dir())?;
+    let serving = zk.try_restart()?;
+    let rss = zk.pid().and_then(zk_snapshot::vm_hwm_mb).unwrap_or(0.0);
+    zk.kill();
+    Ok((serving.as_secs_f64(), rss))
 }
 
 fn main() -> anyhow::Result<()> {
-    let o = parse();
+    let o = Options::parse();
     let tmp = tempfile::tempdir()?;
     let work = o.keep.clone().unwrap_or_else(|| tmp.path().to_path_buf());
     std::fs::create_dir_all(&work)?;
@@ -172,9 +120,7 @@ fn main() -> anyhow::Result<()> {
         t0.elapsed().as_secs_f64()
     );
     let (import_s, import_rss) = import(&o.zooraft, &zk_data, &work)?;
-    let zk_copy = work.join("zookeeper-run");
-    zk_snapshot::copy_dir(&zk_data, &zk_copy)?;
-    let (zk_s, zk_rss) = zookeeper(&zk_copy, &work)?;
+    let (zk_s, zk_rss) = zookeeper(&zk_data, &work, o.keep.is_some())?;
     println!(
         "zooraft import:      {import_s:7.2} s  {:>9.0} znodes/s  peak RSS {import_rss:7.0} MB",
         o.znodes as f64 / import_s
