@@ -100,6 +100,8 @@ pub(super) struct Launch {
     pub(super) test_hooks: bool,
     pub(super) start_timeout: Duration,
     pub(super) stop_grace: Duration,
+    /// SIGKILL when the starting thread ends (`PR_SET_PDEATHSIG`).
+    pub(super) die_with_parent: bool,
 }
 
 impl Launch {
@@ -120,6 +122,7 @@ impl Launch {
             test_hooks: true,
             start_timeout: Duration::from_secs(60),
             stop_grace: Duration::from_secs(20),
+            die_with_parent: false,
         }
     }
 
@@ -161,6 +164,19 @@ impl Launch {
             }
         };
         cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
+        if self.die_with_parent {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: the closure runs in the child between fork and exec, and only calls
+            // prctl(2), which is async-signal-safe and touches no memory of the process.
+            unsafe {
+                cmd.pre_exec(|| {
+                    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
         Ok(cmd)
     }
 

@@ -99,6 +99,16 @@ impl TestServerBuilder {
         self
     }
 
+    /// Have the kernel kill the server (SIGKILL) when the thread that starts it ends, for a
+    /// process that may itself be killed before it can stop its servers (a bench killed
+    /// by its user). Only for servers started, and restarted, by one thread that outlives
+    /// them, such as a bench's main thread: the kernel ties this to the starting thread,
+    /// not the process, and tests start servers from threads that end first.
+    pub fn die_with_parent(mut self) -> Self {
+        self.launch.die_with_parent = true;
+        self
+    }
+
     /// A Java system property (Apache ZooKeeper only), e.g. `znode.container.checkIntervalMs`.
     pub fn jvm_property(mut self, key: &str, value: &str) -> Self {
         self.launch.jvm_properties.push((key.into(), value.into()));
@@ -506,10 +516,16 @@ impl TestServer {
         self.try_restart().unwrap_or_else(|e| panic!("{e}"));
     }
 
-    /// Starts the process again without waiting for it to serve.
-    pub fn respawn(&mut self) {
+    /// Kills the process if it runs and starts it again, on the same port and data
+    /// directory, without waiting for it to serve.
+    pub fn try_respawn(&mut self) -> Result<(), LaunchError> {
         self.kill();
-        self.spawn().unwrap_or_else(|e| panic!("{e}"));
+        self.spawn()
+    }
+
+    /// [`try_respawn`](Self::try_respawn), panicking with the reason.
+    pub fn respawn(&mut self) {
+        self.try_respawn().unwrap_or_else(|e| panic!("{e}"));
     }
 
     /// A power loss: `kill -9`, then the lossy disk drops what was not synced (see
@@ -576,5 +592,53 @@ impl Drop for TestServer {
                 eprintln!("kept {}", dir.keep().display());
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::ExitStatusExt;
+
+    /// A stand-in for the zooraft binary that only sleeps, so no real server is needed.
+    fn sleeper(dir: &Path) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let path = dir.join("sleeper");
+        std::fs::write(&path, "#!/bin/sh\nexec sleep 60\n").expect("write the script");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
+            .expect("make it executable");
+        path
+    }
+
+    /// Starts the sleeper from a thread that then ends; the server, back on this thread.
+    fn started_by_a_thread_that_ends(bin: PathBuf, die_with_parent: bool) -> TestServer {
+        std::thread::spawn(move || {
+            let mut b = TestServer::builder(ServerKind::Zooraft)
+                .binary(&bin)
+                .no_wait();
+            if die_with_parent {
+                b = b.die_with_parent();
+            }
+            b.start()
+        })
+        .join()
+        .expect("the starting thread")
+    }
+
+    #[test]
+    fn a_server_that_dies_with_its_parent_is_killed_when_the_starting_thread_ends() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let bin = sleeper(dir.path());
+        let mut tied = started_by_a_thread_that_ends(bin.clone(), true);
+        let status = tied.wait_exit(Duration::from_secs(30));
+        assert_eq!(
+            status.and_then(|s| s.signal()),
+            Some(libc::SIGKILL),
+            "{status:?}"
+        );
+        // Without the option the same start outlives its thread (until dropped here).
+        let mut free = started_by_a_thread_that_ends(bin, false);
+        assert_eq!(free.wait_exit(Duration::from_millis(300)), None);
+        assert!(free.is_running());
     }
 }
