@@ -2,20 +2,15 @@
 //! slots, the zoo.cfg every member shares), each member's process (ZooKeeper or zooraft,
 //! killed with the bench however it ends) and what `srvr` and `mntr` say of it.
 
+use std::collections::HashMap;
+
 use super::*;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Kind {
-    ZooKeeper,
-    Zooraft,
-}
-
-impl Kind {
-    pub(super) fn name(self) -> &'static str {
-        match self {
-            Kind::ZooKeeper => "ZooKeeper",
-            Kind::Zooraft => "zooraft",
-        }
+/// How the tables name a kind of server.
+pub(super) fn title(kind: ServerKind) -> &'static str {
+    match kind {
+        ServerKind::Apache => "ZooKeeper",
+        ServerKind::Zooraft => "zooraft",
     }
 }
 
@@ -78,33 +73,32 @@ impl Layout {
         zk_snapshot::config_text(&lines)
     }
 
-    pub(super) fn config(&self, id: u64, kind: Kind, data: &Path) -> String {
+    /// Member `id`'s zoo.cfg lines as `kind`, beyond the kit's own (tickTime, dataDir,
+    /// clientPort, clientPortAddress, AdminServer off, and ZooKeeper's 4lw whitelist and
+    /// connection limit).
+    pub(super) fn config(&self, id: u64, kind: ServerKind) -> Vec<(String, String)> {
         let me = self.member(id);
-        let mut c = format!(
-            "tickTime={TICK_MS}\ninitLimit={}\nsyncLimit={SYNC_LIMIT}\ndataDir={}\n\
-             clientPort={}\nclientPortAddress=127.0.0.1\nmaxClientCnxns=0\n\
-             4lw.commands.whitelist=*\n",
-            self.init_limit,
-            data.display(),
-            me.client
-        );
+        let mut c: Vec<(String, String)> = vec![
+            ("initLimit".into(), self.init_limit.to_string()),
+            ("syncLimit".into(), SYNC_LIMIT.to_string()),
+            ("maxClientCnxns".into(), "0".into()),
+            ("4lw.commands.whitelist".into(), "*".into()),
+        ];
         match kind {
-            Kind::ZooKeeper => {
-                c.push_str("admin.enableServer=false\n");
-                if me.observer {
-                    c.push_str("peerType=observer\n");
-                }
-            }
-            Kind::Zooraft => c.push_str("migrateFromZooKeeper=true\n"),
+            ServerKind::Apache if me.observer => c.push(("peerType".into(), "observer".into())),
+            ServerKind::Apache => {}
+            ServerKind::Zooraft => c.push(("migrateFromZooKeeper".into(), "true".into())),
         }
         for m in &self.members {
-            c.push_str(&format!(
-                "server.{}=127.0.0.1:{}:{}{};127.0.0.1:{}\n",
-                m.id,
-                m.quorum,
-                m.election,
-                if m.observer { ":observer" } else { "" },
-                m.client
+            c.push((
+                format!("server.{}", m.id),
+                format!(
+                    "127.0.0.1:{}:{}{};127.0.0.1:{}",
+                    m.quorum,
+                    m.election,
+                    if m.observer { ":observer" } else { "" },
+                    m.client
+                ),
             ));
         }
         c
@@ -142,116 +136,80 @@ pub(super) fn mntr_figure(addr: SocketAddr, key: &str) -> Option<String> {
     })
 }
 
-/// A server process, killed when dropped.
+/// One member's server (the kit's launcher: killed when dropped, and by the kernel should
+/// the bench be killed first), and when its process was last spawned.
 pub(super) struct Proc {
     pub(super) label: String,
     pub(super) id: u64,
-    pub(super) dir: PathBuf,
     pub(super) client: SocketAddr,
-    pub(super) child: Option<Child>,
+    pub(super) server: TestServer,
     pub(super) spawned: Instant,
 }
 
 impl Proc {
-    /// Writes `dir/zoo.cfg` (data in `dir/data`, which may already hold ZooKeeper's data)
-    /// and starts member `id` as `kind`; its output goes to `dir/server.log`.
-    pub(super) fn spawn(
+    /// Sets up member `id` as `kind` (zoo.cfg, myid, an empty data directory under
+    /// `work`) without starting it; `keep` keeps its directory when the bench ends.
+    pub(super) fn prepare(
         layout: &Layout,
         id: u64,
-        kind: Kind,
-        dir: &Path,
+        kind: ServerKind,
+        work: &Path,
         zooraft: &Path,
+        keep: bool,
     ) -> Result<Proc> {
-        let data = dir.join("data");
-        std::fs::create_dir_all(&data)?;
-        std::fs::write(data.join("myid"), format!("{id}\n"))?;
-        let cfg = dir.join("zoo.cfg");
-        std::fs::write(&cfg, layout.config(id, kind, &data))?;
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(dir.join("server.log"))?;
-        let mut cmd = match kind {
-            Kind::ZooKeeper => {
-                let mut c = Command::new("java");
-                c.args(["-Xmx3g", "-Dzookeeper.admin.enableServer=false", "-cp"])
-                    .arg(JAVA_CP)
-                    .arg("org.apache.zookeeper.server.quorum.QuorumPeerMain")
-                    .arg(&cfg);
-                c
-            }
-            Kind::Zooraft => {
-                let mut c = Command::new(zooraft);
-                c.arg("--config").arg(&cfg).env("RUST_LOG", "info");
-                c
-            }
-        };
-        cmd.stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log);
-        // SAFETY: prctl(2) is async-signal-safe and touches no memory of this process. The
-        // server is killed when the thread that spawned it (always the main thread) ends,
-        // however the bench ends.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
+        let mut b = TestServer::builder(kind)
+            .data_root(work)
+            .port(layout.member(id).client)
+            .myid(id)
+            .tick_time_ms(TICK_MS)
+            .configs(layout.config(id, kind))
+            .heap("3g")
+            .binary(zooraft)
+            .test_hooks(false)
+            .log_level("info")
+            .start_timeout(SYNC_TIMEOUT)
+            .stop_grace(STOP_GRACE)
+            // Started and restarted by the main thread only.
+            .die_with_parent();
+        if keep {
+            b = b.keep_data();
         }
-        let spawned = Instant::now();
-        let child = cmd
-            .spawn()
-            .with_context(|| format!("cannot start {} member {id}", kind.name()))?;
+        let server = b
+            .try_prepare()
+            .with_context(|| format!("cannot set up {} member {id}", title(kind)))?;
         Ok(Proc {
-            label: format!("{} member {id}", kind.name()),
+            label: format!("{} member {id}", title(kind)),
             id,
-            dir: dir.to_path_buf(),
             client: layout.client(id),
-            child: Some(child),
-            spawned,
+            server,
+            spawned: Instant::now(),
         })
     }
 
-    pub(super) fn pid(&self) -> Option<u32> {
-        self.child.as_ref().map(Child::id)
+    /// Starts the process (again, on the same data), without waiting for it to serve.
+    pub(super) fn spawn(&mut self) -> Result<()> {
+        self.spawned = Instant::now();
+        self.server
+            .try_respawn()
+            .with_context(|| format!("cannot start {}", self.label))
     }
 
-    pub(super) fn log_tail(&self, lines: usize) -> String {
-        let text = std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default();
-        let all: Vec<&str> = text.lines().collect();
-        all[all.len().saturating_sub(lines)..].join("\n")
+    pub(super) fn pid(&self) -> Option<u32> {
+        self.server.pid()
     }
 
     /// An error if the process has exited (it was not stopped by us).
     pub(super) fn check(&mut self) -> Result<()> {
-        if let Some(child) = self.child.as_mut() {
-            if let Some(status) = child.try_wait()? {
-                self.child = None;
-                bail!(
-                    "{} exited ({status}); {}/server.log ends:\n{}",
-                    self.label,
-                    self.dir.display(),
-                    self.log_tail(30)
-                );
-            }
+        if let Some(status) = self.server.exited() {
+            self.server.kill();
+            bail!(
+                "{} exited ({status}); {} ends:\n{}",
+                self.label,
+                self.server.log_path().display(),
+                self.server.log_tail()
+            );
         }
         Ok(())
-    }
-
-    /// SIGTERM, then SIGKILL after `grace`.
-    pub(super) fn stop(&mut self, grace: Duration) {
-        if let Some(child) = self.child.take() {
-            zooraft_kit::terminate(child, grace);
-        }
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
     }
 }
 
@@ -260,8 +218,12 @@ pub(super) struct Cluster {
     pub(super) layout: Layout,
     pub(super) work: PathBuf,
     pub(super) zooraft: PathBuf,
+    /// Keep every member's directory when the bench ends.
+    pub(super) keep: bool,
     pub(super) voters: Vec<Proc>,
     pub(super) observers: BTreeMap<u64, Proc>,
+    /// Stopped observers, by member and kind, with their data for a restart.
+    pub(super) parked: HashMap<(u64, ServerKind), Proc>,
     pub(super) t0: Instant,
 }
 
@@ -310,7 +272,7 @@ impl Cluster {
                 bail!(
                     "the ZooKeeper voters did not all serve within {timeout:?} (modes {modes:?}); \
                      member 1's log ends:\n{}",
-                    self.voters[0].log_tail(30)
+                    self.voters[0].server.log_tail()
                 );
             }
             std::thread::sleep(Duration::from_millis(100));
@@ -345,10 +307,23 @@ impl Cluster {
         }
     }
 
-    /// Starts observer `id` as `kind` in `work/<name>` (fresh unless it ran there before).
-    pub(super) fn start_observer(&mut self, id: u64, kind: Kind, name: &str) -> Result<()> {
-        let dir = self.work.join(name);
-        let p = Proc::spawn(&self.layout, id, kind, &dir, &self.zooraft)?;
+    /// Starts ZooKeeper voter `id` on a copy of the data directory `data`.
+    pub(super) fn start_voter(&mut self, id: u64, data: &Path) -> Result<()> {
+        let mut p = self.prepare(id, ServerKind::Apache)?;
+        zk_snapshot::copy_dir(data, &p.server.data_dir())?;
+        p.spawn()?;
+        self.voters.push(p);
+        Ok(())
+    }
+
+    /// Starts observer `id` as `kind`: on the data it had when it was stopped, if it ran
+    /// before as that kind, or else on an empty data directory.
+    pub(super) fn start_observer(&mut self, id: u64, kind: ServerKind) -> Result<()> {
+        let mut p = match self.parked.remove(&(id, kind)) {
+            Some(p) => p,
+            None => self.prepare(id, kind)?,
+        };
+        p.spawn()?;
         progress!(
             self.t0,
             "started {} (pid {})",
@@ -357,6 +332,10 @@ impl Cluster {
         );
         self.observers.insert(id, p);
         Ok(())
+    }
+
+    fn prepare(&self, id: u64, kind: ServerKind) -> Result<Proc> {
+        Proc::prepare(&self.layout, id, kind, &self.work, &self.zooraft, self.keep)
     }
 
     /// Waits until observer `id` serves as an observer at the ZooKeeper leader's zxid;
@@ -386,17 +365,19 @@ impl Cluster {
                     last.mode,
                     last.zxid.map(|z| format!("{z:#x}")),
                     self.leader().and_then(|(_, l)| l.zxid).map(|z| format!("{z:#x}")),
-                    p.log_tail(30)
+                    p.server.log_tail()
                 );
             }
             std::thread::sleep(Duration::from_millis(25));
         }
     }
 
-    /// Stops observer `id` (SIGTERM, then SIGKILL after `grace`) and forgets it.
-    pub(super) fn stop_observer(&mut self, id: u64, grace: Duration) {
+    /// Stops observer `id` (SIGTERM, then SIGKILL after the stop grace), keeping its data
+    /// for a later start as the same kind.
+    pub(super) fn stop_observer(&mut self, id: u64) {
         if let Some(mut p) = self.observers.remove(&id) {
-            p.stop(grace);
+            p.server.stop();
+            self.parked.insert((id, p.server.kind()), p);
         }
     }
 }

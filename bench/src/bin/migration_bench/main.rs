@@ -39,22 +39,23 @@
 //!
 //! Output: a markdown table per part and one summary line each (stdout); progress on
 //! stderr. Everything waits with a deadline and fails with a message naming what did not
-//! happen (with the log tail of the server concerned). Every server is killed when the
-//! bench ends, however it ends (a guard, and `PR_SET_PDEATHSIG` should the bench itself be
-//! killed). Data and logs live in a temporary directory under `--data-root` (default
-//! `$TMPDIR`), or in `--keep DIR`, which is kept.
+//! happen (with the log tail of the server concerned). The servers are started with the
+//! kit's launcher (`zooraft_kit::TestServer`, as the tests and `zooraft-bench` start
+//! theirs), each in a directory of its own under the run's directory; every one is killed
+//! when the bench ends, however it ends (dropped, and `PR_SET_PDEATHSIG` should the bench
+//! itself be killed). The run's directory is a temporary one under `--data-root` (default
+//! `$TMPDIR`), or `--keep DIR`, which is kept with every member's directory.
 //!
 //! Use a release `zooraft` for figures worth quoting: the default is `$ZOORAFT_BIN`, then
 //! next to this executable, `$CARGO_TARGET_DIR/release/zooraft`, `target/release/zooraft`.
-//! ZooKeeper runs as `java -Xmx3g -cp zookeeper.jar:slf4j-simple.jar:netty-codec.jar:
-//! netty-resolver.jar ...QuorumPeerMain zoo.cfg` (Debian's jars, default collector). The
-//! figures depend on the machine and its load; nothing here asserts a threshold.
+//! ZooKeeper runs from Debian's jars with a fixed heap (`-Xms3g -Xmx3g`, the default
+//! collector), as `zooraft-bench` runs it. The figures depend on the machine and its
+//! load; nothing here asserts a threshold.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -62,7 +63,9 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, ensure, Context, Result};
 use bytes::Bytes;
 use jute::{Acl, CreateMode, CreateRequest, ErrorCode, ExistsRequest, Request, SetDataRequest};
-use zooraft_bench::server::{four_letter_word, resolve_zooraft_bin, try_free_port};
+use zooraft_bench::server::{
+    four_letter_word, resolve_zooraft_bin, try_free_port, ServerKind, TestServer,
+};
 use zooraft_bench::session::{error_label, Session};
 use zooraft_bench::zk_snapshot;
 
@@ -79,9 +82,7 @@ mod load;
 use cluster::*;
 use load::*;
 
-const JAVA_CP: &str = "/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar:\
-                       /usr/share/java/netty-codec.jar:/usr/share/java/netty-resolver.jar";
-const TICK_MS: u64 = 500;
+const TICK_MS: u32 = 500;
 const SYNC_LIMIT: u32 = 4;
 /// Bytes written by each setData.
 const VALUE_BYTES: usize = 100;
@@ -96,6 +97,8 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 const VOTERS_READY: Duration = Duration::from_secs(900);
 /// How long an observer may take to sync the tree.
 const SYNC_TIMEOUT: Duration = Duration::from_secs(1800);
+/// How long a stopped member may take to exit by itself (zooraft snapshots on the way out).
+const STOP_GRACE: Duration = Duration::from_secs(120);
 /// How long `zooraft migrate cutover` may run.
 const CUTOVER_TIMEOUT: Duration = Duration::from_secs(120);
 /// Markers sampled across the lag load.
@@ -215,15 +218,14 @@ fn run() -> Result<()> {
         layout,
         work: work.clone(),
         zooraft: zooraft.clone(),
+        keep: o.keep.is_some(),
         voters: Vec::new(),
         observers: BTreeMap::new(),
+        parked: Default::default(),
         t0,
     };
     for id in 1..=3 {
-        let dir = work.join(format!("zookeeper{id}"));
-        zk_snapshot::copy_dir(&snap_dir, &dir.join("data"))?;
-        c.voters
-            .push(Proc::spawn(&c.layout, id, Kind::ZooKeeper, &dir, &zooraft)?);
+        c.start_voter(id, &snap_dir)?;
     }
     c.wait_voters(VOTERS_READY)?;
     let (leader, l) = c.leader().ok_or_else(|| anyhow!("no ZooKeeper leader"))?;
@@ -235,24 +237,21 @@ fn run() -> Result<()> {
 
     // 1. Sync.
     let mut sync = Vec::new();
-    for (id, kind, name) in [
-        (4, Kind::Zooraft, "zooraft4"),
-        (5, Kind::ZooKeeper, "zookeeper5-observer"),
-    ] {
+    for (id, kind) in [(4, ServerKind::Zooraft), (5, ServerKind::Apache)] {
         c.settle();
-        c.start_observer(id, kind, name)?;
+        c.start_observer(id, kind)?;
         let took = c.wait_synced(id, SYNC_TIMEOUT)?;
         progress!(
             t0,
             "{} member {id} synced in {:.2} s",
-            kind.name(),
+            title(kind),
             took.as_secs_f64()
         );
         std::thread::sleep(Duration::from_secs(2));
         let p = &c.observers[&id];
         let rss = p.pid().and_then(zk_snapshot::vm_hwm_mb).unwrap_or(0.0);
         sync.push((kind, id, took.as_secs_f64(), rss));
-        c.stop_observer(id, Duration::from_secs(120));
+        c.stop_observer(id);
     }
     let (zr, zk) = (sync[0], sync[1]);
     println!();
@@ -268,7 +267,7 @@ fn run() -> Result<()> {
         println!(
             "{}",
             table_row(&[
-                format!("{} (member {id})", kind.name()),
+                format!("{} (member {id})", title(*kind)),
                 format!("{s:.2}"),
                 format!("{rss:.0}")
             ])
@@ -296,7 +295,7 @@ fn run() -> Result<()> {
 
     // 2. Lag.
     c.settle();
-    c.start_observer(4, Kind::Zooraft, "zooraft4")?;
+    c.start_observer(4, ServerKind::Zooraft)?;
     let resync = c.wait_synced(4, SYNC_TIMEOUT)?;
     progress!(
         t0,
@@ -376,8 +375,8 @@ fn run() -> Result<()> {
     );
 
     // 3. Cut-over.
-    c.start_observer(5, Kind::Zooraft, "zooraft5")?;
-    c.start_observer(6, Kind::Zooraft, "zooraft6")?;
+    c.start_observer(5, ServerKind::Zooraft)?;
+    c.start_observer(6, ServerKind::Zooraft)?;
     for id in [5, 6] {
         let took = c.wait_synced(id, SYNC_TIMEOUT)?;
         progress!(
